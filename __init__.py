@@ -1,0 +1,3 @@
+"""scenc: compile memory-allocator scenarios to C and compare allocators."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+def main(argv=None):
+    print("scenc")
+    return 0
