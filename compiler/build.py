@@ -1,0 +1,160 @@
+"""C source to a program: the compiler invocation and the content-addressed build cache.
+
+A build is keyed by everything that can change the binary: the scenario text
+and the data files it names, the params, the compiler and its flags, the probe
+set, and scenc's own runtime, templates and compiler code. The key is computed
+before parsing, so an unchanged scenario costs a hash and a stat, not a build.
+"""
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from .. import __version__
+
+PACKAGE = Path(__file__).resolve().parents[1]
+RUNTIME = PACKAGE / "runtime"
+PROBES = PACKAGE / "probes"
+RUNTIME_SOURCES = ("runtime.c", "channel.c")
+WARNINGS = ("-Wall", "-Wextra", "-Werror")
+BASE_FLAGS = ("-O2", "-pthread", "-std=gnu11", "-g")
+
+
+class BuildError(RuntimeError):
+    """The C compiler failed or is missing; the message says which and why."""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("SCENC_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "scenc")
+    return Path(root)
+
+
+@functools.lru_cache(maxsize=None)
+def find_compiler(cc: str) -> str:
+    path = shutil.which(cc)
+    if path is None:
+        hint = {"gcc": "apt-get install gcc", "clang": "apt-get install clang"}.get(cc, f"install {cc}")
+        raise BuildError(f"the C compiler '{cc}' was not found ({hint})")
+    return path
+
+
+def _file_digest(h, path: Path) -> None:
+    h.update(path.name.encode())
+    h.update(path.read_bytes())
+
+
+@functools.lru_cache(maxsize=None)
+def toolkit_digest() -> str:
+    """A digest of scenc's own code that shapes binaries: runtime, probes, templates, compiler."""
+    h = hashlib.sha256(__version__.encode())
+    for folder, pattern in ((RUNTIME, "*.[ch]"), (PROBES, "*.[ch]"),
+                            (PACKAGE / "compiler" / "templates", "*.j2"),
+                            (PACKAGE / "compiler", "*.py"), (PACKAGE / "scenario", "*")):
+        for path in sorted(folder.glob(pattern)):
+            if path.is_file():
+                _file_digest(h, path)
+    return h.hexdigest()
+
+
+def _compiler_identity(cc: str) -> str:
+    path = find_compiler(cc)
+    st = os.stat(os.path.realpath(path))
+    return f"{os.path.realpath(path)}:{st.st_size}:{int(st.st_mtime)}"
+
+
+_DATA_REFS = re.compile(r'(?:histogram\s*\(\s*|replay\s+)"((?:[^"\\\n]|\\.)*)"')
+
+
+def scenario_key(source: str, base_dir: Path, params: Mapping[str, object], cc: str,
+                 flags: Sequence[str], probes: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    h.update(source.encode())
+    for ref in _DATA_REFS.findall(source):
+        path = base_dir / ref
+        h.update(ref.encode())
+        if path.is_file():
+            st = path.stat()
+            h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    h.update(json.dumps(sorted((k, str(v)) for k, v in params.items())).encode())
+    h.update(_compiler_identity(cc).encode())
+    h.update(" ".join(flags).encode())
+    h.update(",".join(probes).encode())
+    h.update(toolkit_digest().encode())
+    return h.hexdigest()[:24]
+
+
+def _run_cc(argv, what: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"{what} failed ({' '.join(argv[:1])} exit {proc.returncode}):\n"
+                         + (proc.stderr.strip() or proc.stdout.strip()))
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Move a finished build into the cache; a concurrent identical build may win."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        if not final.exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def runtime_library(cc: str, extra_flags: Sequence[str] = ()) -> Path:
+    """The runtime compiled once per compiler and flags, as a static library."""
+    flags = (*BASE_FLAGS, *WARNINGS, *extra_flags)
+    h = hashlib.sha256((_compiler_identity(cc) + " ".join(flags) + toolkit_digest()).encode())
+    final = cache_dir() / "runtime" / h.hexdigest()[:24]
+    lib = final / "libscnrt.a"
+    if lib.exists():
+        return lib
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="rt-", dir=cache_dir()))
+    objects = []
+    for name in RUNTIME_SOURCES:
+        obj = tmp / (name + ".o")
+        _run_cc([find_compiler(cc), *flags, "-I", str(RUNTIME), "-c", str(RUNTIME / name), "-o", str(obj)],
+                f"compiling the runtime ({name})")
+        objects.append(str(obj))
+    _run_cc(["ar", "rcs", str(tmp / "libscnrt.a"), *objects], "archiving the runtime")
+    _publish(tmp, final)
+    return lib
+
+
+@dataclass(frozen=True)
+class Build:
+    binary: Path
+    c_source: Path
+    key: str
+    cached: bool
+
+
+def cached_build(key: str) -> Optional[Build]:
+    folder = cache_dir() / "builds" / key
+    binary = folder / "scenario"
+    if binary.exists():
+        return Build(binary, folder / "scenario.c", key, True)
+    return None
+
+
+def compile_program(c_text: str, key: str, cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Build:
+    lib = runtime_library(cc, extra_flags)
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache_dir()))
+    c_file = tmp / "scenario.c"
+    c_file.write_text(c_text)
+    _run_cc([find_compiler(cc), *BASE_FLAGS, *WARNINGS, *extra_flags, "-I", str(RUNTIME), "-I", str(PROBES),
+             str(c_file), str(lib), "-ldl", "-o", str(tmp / "scenario")], "compiling the scenario")
+    final = cache_dir() / "builds" / key
+    _publish(tmp, final)
+    return Build(final / "scenario", final / "scenario.c", key, False)

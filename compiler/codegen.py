@@ -1,0 +1,38 @@
+"""Lowered program to C source text through the jinja2 templates."""
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence, Tuple
+
+import jinja2
+
+from .. import __version__
+from .lower import CProgram, c_string
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+@dataclass(frozen=True)
+class ProbeC:
+    """The C side of a probe as the templates see it."""
+    name: str                 # C identifier part: scn_probe_<name>_<hook>
+    header: str               # file in probes/ that defines the hooks
+    hooks: Tuple[str, ...]    # which of op_before, op_after, region_begin, region_end,
+                              # thread_start, thread_end, report it defines
+
+
+@functools.lru_cache(maxsize=None)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             autoescape=False)
+    env.filters["c_string"] = c_string
+    return env
+
+
+def render(program: CProgram, probes: Sequence[ProbeC] = ()) -> str:
+    source_comment = Path(program.source_file).name.replace("*/", "* /")
+    return _env().get_template("program.c.j2").render(
+        p=program, probes=list(probes), probe_headers=[pr.header for pr in probes],
+        version=__version__, source_comment=c_string(source_comment)[1:-1])

@@ -1,0 +1,327 @@
+"""Lowering: a resolved scenario becomes plain C-shaped data for the templates.
+
+Every user name reaches C only as `v_<name>` after the grammar has restricted
+it to [A-Za-z_][A-Za-z0-9_]*; every string only through `c_string`, which
+escapes all but plain printable ASCII. Random draws are hoisted into
+temporaries in source order, because C leaves the order of evaluation of
+arguments unspecified and gcc and clang would otherwise draw in different
+orders (and so make different calls).
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from ..scenario import nodes as n
+from ..scenario.errors import Reporter
+from ..scenario.resolve import (CHAN, CHAN_ARRAY, INT, LOOP, PARAM, POOL, PTR, SELF,
+                                NotConstant, Resolved, ThreadGroup, const_value)
+from . import tables
+
+LIVES_WHEEL_BITS = 12
+
+
+def c_string(text: str) -> str:
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 0x20 <= code < 0x7F and ch != "?":  # '?' avoids trigraphs
+            out.append(ch)
+        else:
+            for byte in ch.encode("utf-8"):
+                out.append(f"\\{byte:03o}")
+    out.append('"')
+    return "".join(out)
+
+
+def c_ident(name: str) -> str:
+    assert name.replace("_", "a").isalnum() and name.isascii(), name
+    return "v_" + name
+
+
+@dataclass
+class CStmt:
+    """One lowered statement: a kind the template knows, and its pieces."""
+    kind: str                 # line, scope, repeat, for, region
+    code: str = ""
+    pre: List[str] = field(default_factory=list)   # hoisted draws, in order
+    body: List["CStmt"] = field(default_factory=list)
+    var: str = ""
+    start: str = ""
+    stop: str = ""
+    region: int = 0
+    line: int = 0
+
+
+@dataclass
+class CThread:
+    name: str
+    func: str
+    count: int
+    int_vars: List[str]
+    ptr_vars: List[str]
+    pools: List[str]
+    body: List[CStmt]
+    epilogue: List[str]
+
+
+@dataclass
+class CTable:
+    name: str
+    kind: str      # alias or quantile
+    data: object   # tables.AliasTable or tables.QuantileTable
+    source: str    # the distribution as written, for a comment
+
+
+@dataclass
+class CProgram:
+    name: str
+    seed: int
+    params: Dict[str, object]
+    channels: List[dict]
+    threads: List[CThread]
+    tables: List[CTable]
+    regions: List[str]
+    lives_wheel_bits: int
+    replays: List[str]
+    source_file: str
+
+
+class _Lowerer:
+    def __init__(self, resolved: Resolved, base_dir: Path, rep: Reporter):
+        self.r = resolved
+        self.base_dir = base_dir
+        self.rep = rep
+        self.tables: List[CTable] = []
+        self._table_ids: Dict[tuple, str] = {}
+        self.regions: List[str] = []
+        self.uses_lives = False
+        self.temp = 0
+
+    def program(self) -> CProgram:
+        threads = [self.thread(g) for g in self.r.groups]
+        chans = [{"name": "ch_" + name, "count": info.count, "capacity": info.capacity}
+                 for name, info in self.r.channels.items()]
+        s = self.r.scenario
+        return CProgram(s.name, self.r.seed, self.r.params, chans, threads, self.tables,
+                        self.regions, LIVES_WHEEL_BITS if self.uses_lives else 0,
+                        [r.path for r in s.replays], s.filename)
+
+    # -- threads
+    def thread(self, g: ThreadGroup) -> CThread:
+        self.symbols = g.symbols
+        body = self.block(g.node.body)
+        ptrs = [k for k, v in g.symbols.items() if v == PTR]
+        epilogue = []
+        if self.r.scenario.leaks == "free":
+            epilogue += [f"if ({c_ident(p)}.ptr) scn_free_quiet(t, {c_ident(p)});" for p in ptrs]
+            epilogue += [f"if ({c_ident(p)}) scn_free_all(t, {c_ident(p)}, {c_ident(p)}_n);"
+                         for p, k in g.symbols.items() if k == POOL]
+        return CThread(
+            name=g.node.name, func="body_" + g.node.name, count=g.count,
+            int_vars=[c_ident(k) for k, v in g.symbols.items() if v in (INT, LOOP)],
+            ptr_vars=[c_ident(p) for p in ptrs],
+            pools=[c_ident(k) for k, v in g.symbols.items() if v == POOL],
+            body=body, epilogue=epilogue)
+
+    def block(self, stmts) -> List[CStmt]:
+        return [self.stmt(s) for s in stmts]
+
+    def stmt(self, st) -> CStmt:
+        pre: List[str] = []
+        line = st.pos.line
+        if isinstance(st, n.Assign):
+            value = self.expr(st.value, pre)
+            if isinstance(st.target, n.Index):
+                target = self.expr(st.target, pre)
+                code = f"{target} = {value};"
+            else:
+                target = c_ident(st.target.id)
+                code = f"{target} = {value};"
+                moved = _moved_name(st.value)
+                if moved and moved != st.target.id and self.symbols.get(moved) == PTR:
+                    code += f" {c_ident(moved)} = SCN_NULL_OBJ;"
+            return CStmt("line", code, pre, line=line)
+        if isinstance(st, n.CallStmt):
+            return CStmt("line", self.action(st.call, pre), pre, line=line)
+        if isinstance(st, n.Lives):
+            self.uses_lives = True
+            obj = self.expr(st.call, pre)
+            if st.lifetime is None:
+                return CStmt("line", f"scn_lives_add_forever(t, {obj});", pre, line=line)
+            tmp = self._temp("o")
+            pre.append(f"scn_obj {tmp} = {obj};")
+            life = self.expr(st.lifetime, pre)
+            return CStmt("line", f"scn_lives(t, {tmp}, (uint64_t)({life}));", pre, line=line)
+        if isinstance(st, n.Pool):
+            size = self.expr(st.size, pre)
+            v = c_ident(st.name)
+            return CStmt("line", f"{v}_n = (uint64_t)({size}); {v} = scn_arena_alloc({v}_n * sizeof *{v});",
+                         pre, line=line)
+        if isinstance(st, n.Repeat):
+            count = self.expr(st.count, pre)
+            var = self._temp("r")
+            return CStmt("repeat", var=var, stop=count, pre=pre, body=self.block(st.body), line=line)
+        if isinstance(st, n.For):
+            start, stop = self.expr(st.start, pre), self.expr(st.stop, pre)
+            return CStmt("for", var=c_ident(st.var), start=start, stop=stop, pre=pre,
+                         body=self.block(st.body), line=line, code=self._temp("end"))
+        if isinstance(st, n.Barrier):
+            return CStmt("line", "scn_barrier_wait(t);", line=line)
+        if isinstance(st, n.Measure):
+            if st.name not in self.regions:
+                self.regions.append(st.name)
+            return CStmt("region", region=self.regions.index(st.name), body=self.block(st.body),
+                         code=c_string(st.name), line=line)
+        raise AssertionError(f"unknown statement {st!r}")
+
+    def action(self, call: n.Call, pre) -> str:
+        args = call.args
+        if call.func == "free":
+            code = f"scn_free(t, {self.expr(args[0], pre)});"
+            target = _slot_or_name(args[0])
+            if target is not None:
+                code += f" {self.expr(target, pre)} = SCN_NULL_OBJ;"
+            return code
+        if call.func == "free_all":
+            v = c_ident(args[0].id)
+            return f"if ({v}) scn_free_all(t, {v}, {v}_n);"
+        if call.func == "send":
+            code = f"scn_send(t, {self.expr(args[0], pre)}, {self.expr(args[1], pre)});"
+            target = _slot_or_name(args[1])
+            if target is not None:
+                code += f" {self.expr(target, pre)} = SCN_NULL_OBJ;"
+            return code
+        if call.func == "write":
+            return f"scn_write(t, {self.expr(args[0], pre)}, (uint64_t)({self.expr(args[1], pre)}));"
+        raise AssertionError(call.func)
+
+    # -- expressions
+    def expr(self, e, pre) -> str:
+        if not isinstance(e, (n.Call, n.Weighted, n.Str)):
+            try:
+                value = const_value(e, self.r.params)
+                return f"INT64_C({int(value)})"
+            except NotConstant:
+                pass
+        if isinstance(e, n.Name):
+            kind = self.symbols[e.id]
+            if kind == SELF:
+                return "(int64_t)t->index"
+            if kind == CHAN:
+                return "ch_" + e.id
+            return c_ident(e.id)
+        if isinstance(e, n.Index):
+            kind = self.symbols[e.base.id]
+            index = self.expr(e.index, pre)
+            if kind == POOL:
+                v = c_ident(e.base.id)
+                return f"{v}[scn_checked_index({index}, {v}_n, {e.pos.line})]"
+            count = self.r.channels[e.base.id].count
+            return f"ch_{e.base.id}[scn_checked_index({index}, {count}, {e.pos.line})]"
+        if isinstance(e, n.Neg):
+            return f"(-{self.expr(e.operand, pre)})"
+        if isinstance(e, n.BinOp):
+            left, right = self.expr(e.left, pre), self.expr(e.right, pre)
+            if e.op in "/%" and not right.startswith("INT64_C("):
+                fn = "scn_div" if e.op == "/" else "scn_mod"
+                return f"{fn}({left}, {right}, {e.pos.line})"
+            return f"({left} {e.op} {right})"
+        if isinstance(e, n.Weighted):
+            pairs = [(const_value(v, self.r.params), const_value(w, self.r.params)) for v, w in e.pairs]
+            return self._draw(pre, self._table(("weighted", tuple(pairs)), e.pos, "weighted",
+                                               lambda: tables.alias_table(pairs)))
+        if isinstance(e, n.Call):
+            return self.call(e, pre)
+        raise AssertionError(f"unknown expression {e!r}")
+
+    def call(self, c: n.Call, pre) -> str:
+        a = [self.expr(x, pre) if not isinstance(x, n.Str) else None for x in c.args]
+        f = c.func
+        if f == "malloc":
+            return f"scn_malloc(t, (size_t)({a[0]}))"
+        if f == "calloc":
+            return f"scn_calloc(t, (size_t)({a[0]}), (size_t)({a[1]}))"
+        if f == "realloc":
+            return f"scn_realloc(t, {a[0]}, (size_t)({a[1]}))"
+        if f in ("aligned_alloc", "memalign", "posix_memalign"):
+            return f"scn_{f}(t, (size_t)({a[0]}), (size_t)({a[1]}))"
+        if f == "recv":
+            return f"scn_recv(t, {a[0]})"
+        if f == "random":
+            return self._draw(pre, f"scn_below(&t->rng, (uint64_t)({a[0]}))")
+        if f == "uniform":
+            return self._draw(pre, f"scn_draw_uniform(&t->rng, {a[0]}, {a[1]})")
+        if f == "pow2":
+            return self._draw(pre, f"scn_draw_pow2(&t->rng, {a[0]}, {a[1]})")
+        consts = {k: const_value(v, self.r.params) for k, v in c.kwargs}
+        if f == "choice":
+            values = [const_value(x, self.r.params) for x in c.args]
+            key, build = ("choice", tuple(values)), lambda: tables.alias_table([(v, 1) for v in values])
+        elif f == "lognormal":
+            key = ("lognormal", consts["median"], consts["sigma"])
+            build = lambda: tables.lognormal_table(consts["median"], consts["sigma"])  # noqa: E731
+        elif f == "geometric":
+            key, build = ("geometric", consts["mean"]), lambda: tables.geometric_table(consts["mean"])
+        elif f == "histogram":
+            text = c.args[0].value
+            key = ("histogram", text)
+            build = lambda: tables.alias_table(  # noqa: E731
+                tables.read_histogram(resolve_data_path(text, self.base_dir)))
+        else:
+            raise AssertionError(f)
+        return self._draw(pre, self._table(key, c.pos, f, build))
+
+    def _table(self, key, pos, source, build) -> str:
+        if key not in self._table_ids:
+            try:
+                data = build()
+            except tables.TableError as exc:
+                self.rep.error(pos, str(exc))
+                data = tables.alias_table([(1, 1)])
+            name = f"T{len(self.tables)}"
+            kind = "alias" if isinstance(data, tables.AliasTable) else "quantile"
+            self.tables.append(CTable(name, kind, data, source))
+            self._table_ids[key] = name
+        name = self._table_ids[key]
+        kind = self.tables[int(name[1:])].kind
+        return f"scn_draw_{kind}(&t->rng, &{name})"
+
+    def _draw(self, pre, draw: str) -> str:
+        tmp = self._temp("d")
+        pre.append(f"const int64_t {tmp} = (int64_t){draw};")
+        return tmp
+
+    def _temp(self, prefix: str) -> str:
+        self.temp += 1
+        return f"{prefix}{self.temp}"
+
+
+def resolve_data_path(text: str, base_dir: Path, allow_outside: bool = False) -> Path:
+    """A data file named in a scenario, relative to the scenario; it may not escape its folder."""
+    path = (base_dir / text).resolve()
+    if not allow_outside and base_dir.resolve() not in (path, *path.parents):
+        raise tables.TableError(f"{text!r} is outside the scenario's folder")
+    return path
+
+
+def _slot_or_name(e) -> Optional[n.Expr]:
+    """The variable or pool slot an object came from, to clear after it is gone."""
+    return e if isinstance(e, (n.Name, n.Index)) else None
+
+
+def _moved_name(e) -> Optional[str]:
+    if isinstance(e, n.Call) and e.func == "realloc" and isinstance(e.args[0], n.Name):
+        return e.args[0].id
+    if isinstance(e, n.Name):
+        return e.id
+    return None
+
+
+def lower(resolved: Resolved, base_dir: Path) -> CProgram:
+    rep = Reporter(resolved.scenario.filename, resolved.scenario.source)
+    program = _Lowerer(resolved, base_dir, rep).program()
+    rep.raise_if_errors()
+    return program

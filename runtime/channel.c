@@ -1,0 +1,84 @@
+/* Bounded multi-producer multi-consumer channels of objects.
+ *
+ * Dmitry Vyukov's array queue: one compare-and-swap per send or receive and no
+ * lock, so a cross-thread handoff costs far less than the malloc and free it
+ * connects. Each cell carries a sequence number that says whose turn it is;
+ * positions only grow, so a capacity that is not a power of two works too. A
+ * full or empty channel makes the caller spin briefly, then yield the CPU
+ * (these machines have fewer cores than most scenarios have threads). */
+#define _GNU_SOURCE
+#include "scn.h"
+#include <sched.h>
+#include <stdatomic.h>
+
+typedef struct {
+  _Atomic uint64_t seq;
+  scn_obj obj;
+} cell;
+
+struct scn_channel {
+  _Alignas(SCN_CACHE_LINE) _Atomic uint64_t tail;  /* next position to send to */
+  _Alignas(SCN_CACHE_LINE) _Atomic uint64_t head;  /* next position to receive from */
+  _Alignas(SCN_CACHE_LINE) uint64_t capacity;
+  cell *cells;
+};
+
+scn_channel *scn_channel_new(uint64_t capacity) {
+  scn_channel *q = scn_arena_alloc(sizeof *q);
+  q->capacity = capacity;
+  q->cells = scn_arena_alloc(capacity * sizeof *q->cells);
+  for (uint64_t i = 0; i < capacity; i++) atomic_init(&q->cells[i].seq, i);
+  atomic_init(&q->tail, 0);
+  atomic_init(&q->head, 0);
+  return q;
+}
+
+static void backoff(unsigned *spins) {
+  if (++*spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    sched_yield();
+  }
+}
+
+void scn_channel_send(scn_channel *q, scn_obj o) {
+  unsigned spins = 0;
+  uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
+  for (;;) {
+    cell *c = &q->cells[pos % q->capacity];
+    int64_t diff = (int64_t)(atomic_load_explicit(&c->seq, memory_order_acquire) - pos);
+    if (diff == 0) {
+      if (atomic_compare_exchange_weak_explicit(&q->tail, &pos, pos + 1, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+        c->obj = o;
+        atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
+        return;
+      }
+    } else {
+      if (diff < 0) backoff(&spins);  /* full: wait for a receiver */
+      pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    }
+  }
+}
+
+scn_obj scn_channel_recv(scn_channel *q) {
+  unsigned spins = 0;
+  uint64_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
+  for (;;) {
+    cell *c = &q->cells[pos % q->capacity];
+    int64_t diff = (int64_t)(atomic_load_explicit(&c->seq, memory_order_acquire) - (pos + 1));
+    if (diff == 0) {
+      if (atomic_compare_exchange_weak_explicit(&q->head, &pos, pos + 1, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+        scn_obj o = c->obj;
+        atomic_store_explicit(&c->seq, pos + q->capacity, memory_order_release);
+        return o;
+      }
+    } else {
+      if (diff < 0) backoff(&spins);  /* empty: wait for a sender */
+      pos = atomic_load_explicit(&q->head, memory_order_relaxed);
+    }
+  }
+}

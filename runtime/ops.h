@@ -1,0 +1,222 @@
+/* The scenario operations. Included by the generated program after the probe
+ * hooks (scn_hook_*) are defined, so hooks inline into every operation and
+ * vanish when no probe uses them. */
+#ifndef SCN_OPS_H
+#define SCN_OPS_H
+#include <time.h>
+
+#define SCN_NULL_OBJ ((scn_obj){ NULL, 0 })
+
+static inline int64_t scn_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Division by a value known only at run time: a scenario mistake, not a crash. */
+static inline int64_t scn_div(int64_t a, int64_t b, int line) {
+  if (b == 0) scn_die("division by zero (scenario line %d)", line);
+  return a / b;
+}
+
+static inline int64_t scn_mod(int64_t a, int64_t b, int line) {
+  if (b == 0) scn_die("division by zero (scenario line %d)", line);
+  return a % b;
+}
+
+static inline uint64_t scn_checked_index(int64_t i, uint64_t n, int line) {
+  if (__builtin_expect(i < 0 || (uint64_t)i >= n, 0))
+    scn_die("index %lld is out of range 0..%llu (scenario line %d)",
+            (long long)i, (unsigned long long)(n ? n - 1 : 0), line);
+  return (uint64_t)i;
+}
+
+/* Frees made by the runtime (delayed `lives` frees, free_all, leaks) do not
+ * advance the clock: a lifetime counts the thread's own statements. */
+static inline void scn_free_quiet(scn_thread *t, scn_obj o) {
+  scn_hook_op_before(t, SCN_FREE, o.size);
+  free(o.ptr);
+  t->count[SCN_FREE]++;
+  scn_hook_op_after(t, SCN_FREE, SCN_NULL_OBJ, o);
+}
+
+#if SCN_USES_LIVES
+/* ---- `lives`: delayed frees, kept here rather than in runtime.c so that the
+ * frees they make pass through the same inlined probe hooks as any other. */
+
+static inline scn_lives_node *scn_lives_node_get(scn_thread *t) {
+  scn_lives_state *l = &t->lives;
+  if (!l->spare) {
+    enum { CHUNK = 4096 };
+    scn_lives_node *chunk = scn_arena_alloc(CHUNK * sizeof *chunk);
+    for (int i = 0; i < CHUNK - 1; i++) chunk[i].next = &chunk[i + 1];
+    l->spare = chunk;
+  }
+  scn_lives_node *n = l->spare;
+  l->spare = n->next;
+  return n;
+}
+
+static inline void scn_lives_add(scn_thread *t, scn_obj o, uint64_t lifetime) {
+  scn_lives_node *n = scn_lives_node_get(t);
+  n->obj = o;
+  n->due = t->clock + lifetime;
+  scn_lives_node **slot = &t->lives.wheel[n->due & t->lives.mask];
+  n->next = *slot;
+  *slot = n;
+  t->lives.pending++;
+}
+
+static inline void scn_lives_add_forever(scn_thread *t, scn_obj o) {
+  scn_lives_node *n = scn_lives_node_get(t);
+  n->obj = o;
+  n->next = t->lives.forever;
+  t->lives.forever = n;
+}
+
+static inline void scn_lives_free_node(scn_thread *t, scn_lives_node *n) {
+  scn_free_quiet(t, n->obj);
+  n->next = t->lives.spare;
+  t->lives.spare = n;
+}
+
+static void scn_lives_drain(scn_thread *t) {
+  scn_lives_node **link = &t->lives.wheel[t->clock & t->lives.mask];
+  while (*link) {
+    scn_lives_node *n = *link;
+    if (n->due <= t->clock) {
+      *link = n->next;
+      t->lives.pending--;
+      scn_lives_free_node(t, n);
+    } else {
+      link = &n->next;  /* due a lap of the wheel later */
+    }
+  }
+}
+
+/* At the end of the thread every pending object is freed, bucket by bucket
+ * from the current clock on (roughly soonest due first), then the `forever`
+ * ones: the thread leaves nothing behind. */
+static void scn_lives_finish(scn_thread *t) {
+  for (uint64_t k = 1; k <= t->lives.mask + 1 && t->lives.pending; k++) {
+    scn_lives_node **slot = &t->lives.wheel[(t->clock + k) & t->lives.mask];
+    while (*slot) {
+      scn_lives_node *n = *slot;
+      *slot = n->next;
+      t->lives.pending--;
+      scn_lives_free_node(t, n);
+    }
+  }
+  while (t->lives.forever) {
+    scn_lives_node *n = t->lives.forever;
+    t->lives.forever = n->next;
+    scn_lives_free_node(t, n);
+  }
+}
+
+static inline void scn_lives(scn_thread *t, scn_obj o, uint64_t lifetime) {
+  if (lifetime == 0) scn_free_quiet(t, o);
+  else scn_lives_add(t, o, lifetime);
+}
+#endif
+
+/* One allocator call made by a statement: the `lives` clock moves on. */
+static inline void scn_tick(scn_thread *t) {
+  t->clock++;
+#if SCN_USES_LIVES
+  if (t->lives.wheel[t->clock & t->lives.mask]) scn_lives_drain(t);
+#endif
+}
+
+static inline scn_obj scn_done_alloc(scn_thread *t, enum scn_op op, void *p, size_t n) {
+  scn_obj o = { p, n };
+  t->count[op]++;
+  if (__builtin_expect(p == NULL, 0)) { t->failed++; o.size = 0; }
+  scn_hook_op_after(t, op, o, SCN_NULL_OBJ);
+  scn_tick(t);
+  return o;
+}
+
+static inline scn_obj scn_malloc(scn_thread *t, size_t n) {
+  scn_hook_op_before(t, SCN_MALLOC, n);
+  return scn_done_alloc(t, SCN_MALLOC, malloc(n), n);
+}
+
+static inline scn_obj scn_calloc(scn_thread *t, size_t nmemb, size_t n) {
+  scn_hook_op_before(t, SCN_CALLOC, nmemb * n);
+  return scn_done_alloc(t, SCN_CALLOC, calloc(nmemb, n), nmemb * n);
+}
+
+static inline scn_obj scn_aligned_alloc(scn_thread *t, size_t align, size_t n) {
+  scn_hook_op_before(t, SCN_ALIGNED_ALLOC, n);
+  return scn_done_alloc(t, SCN_ALIGNED_ALLOC, aligned_alloc(align, n), n);
+}
+
+static inline scn_obj scn_memalign(scn_thread *t, size_t align, size_t n) {
+  scn_hook_op_before(t, SCN_MEMALIGN, n);
+  return scn_done_alloc(t, SCN_MEMALIGN, memalign(align, n), n);
+}
+
+static inline scn_obj scn_posix_memalign(scn_thread *t, size_t align, size_t n) {
+  void *p = NULL;
+  scn_hook_op_before(t, SCN_POSIX_MEMALIGN, n);
+  if (posix_memalign(&p, align, n) != 0) p = NULL;
+  return scn_done_alloc(t, SCN_POSIX_MEMALIGN, p, n);
+}
+
+/* A failed realloc leaves the old block alive, so the scenario keeps it. */
+static inline scn_obj scn_realloc(scn_thread *t, scn_obj old, size_t n) {
+  scn_hook_op_before(t, SCN_REALLOC, n);
+  void *p = realloc(old.ptr, n);
+  scn_obj o = { p, n };
+  t->count[SCN_REALLOC]++;
+  if (__builtin_expect(p == NULL && n != 0, 0)) { t->failed++; o = old; }
+  scn_hook_op_after(t, SCN_REALLOC, o, old);
+  scn_tick(t);
+  return o;
+}
+
+static inline void scn_free(scn_thread *t, scn_obj o) {
+  scn_free_quiet(t, o);
+  scn_tick(t);
+}
+
+static inline void scn_free_all(scn_thread *t, scn_obj *pool, uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) {
+    if (pool[i].ptr) scn_free_quiet(t, pool[i]);
+    pool[i] = SCN_NULL_OBJ;
+  }
+}
+
+/* Touch every byte of the object `times` times; the empty asm keeps each
+ * pass a real store, as a program working on its data would. */
+static inline void scn_write(scn_thread *t, scn_obj o, uint64_t times) {
+  t->writes++;
+  if (!o.ptr) return;
+  for (uint64_t k = 0; k < times; k++) {
+    memset(o.ptr, (int)k, o.size);
+    __asm__ __volatile__("" : : "r"(o.ptr) : "memory");
+  }
+}
+
+static inline void scn_send(scn_thread *t, scn_channel *q, scn_obj o) {
+  t->sends++;
+  scn_channel_send(q, o);
+}
+
+static inline scn_obj scn_recv(scn_thread *t, scn_channel *q) {
+  t->recvs++;
+  return scn_channel_recv(q);
+}
+
+static inline void scn_region_begin(scn_thread *t, int r) {
+  scn_hook_region_begin(t, r);
+  t->region[r].started = scn_now_ns();
+}
+
+static inline void scn_region_end(scn_thread *t, int r) {
+  t->region[r].ns += (uint64_t)(scn_now_ns() - t->region[r].started);
+  t->region[r].entries++;
+  scn_hook_region_end(t, r);
+}
+#endif

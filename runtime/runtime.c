@@ -1,0 +1,254 @@
+/* Program start, threads, barriers and the final report of a scenario program.
+ *
+ * Nothing here runs between two operations of a thread except a barrier, so
+ * none of it is on the timed path; it favours clarity over speed. Its own
+ * memory comes from mmap, never from malloc, so that the allocator under test
+ * sees only the scenario's calls. */
+#define _GNU_SOURCE
+#include "scn.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static const scn_program *g_prog;
+
+void scn_die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("scenc runtime: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(3);
+}
+
+/* ---- arena: a bump allocator over mmap for the runtime's own data */
+
+static pthread_mutex_t g_arena_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *g_arena_next, *g_arena_end;
+
+void *scn_arena_alloc(size_t bytes) {
+  bytes = (bytes + SCN_CACHE_LINE - 1) & ~(size_t)(SCN_CACHE_LINE - 1);
+  if (bytes >= (1u << 20)) {  /* big tables get their own mapping */
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) scn_die("out of memory for %zu bytes of runtime data", bytes);
+    return p;
+  }
+  pthread_mutex_lock(&g_arena_lock);
+  if ((size_t)(g_arena_end - g_arena_next) < bytes) {
+    size_t chunk = 4u << 20;
+    void *p = mmap(NULL, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) scn_die("out of memory for runtime data");
+    g_arena_next = p;
+    g_arena_end = g_arena_next + chunk;
+  }
+  void *p = g_arena_next;
+  g_arena_next += bytes;
+  pthread_mutex_unlock(&g_arena_lock);
+  return p;
+}
+
+/* ---- barrier: every thread still running meets here. A finished thread
+ * leaves the count, so `barrier` never waits for a thread that has ended. */
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t moved;
+  int running, waiting;
+  uint64_t generation;
+} g_barrier = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 };
+
+static void barrier_release_locked(void) {
+  g_barrier.waiting = 0;
+  g_barrier.generation++;
+  pthread_cond_broadcast(&g_barrier.moved);
+}
+
+void scn_barrier_wait(scn_thread *t) {
+  (void)t;
+  pthread_mutex_lock(&g_barrier.lock);
+  uint64_t gen = g_barrier.generation;
+  if (++g_barrier.waiting >= g_barrier.running) {
+    barrier_release_locked();
+  } else {
+    while (gen == g_barrier.generation) pthread_cond_wait(&g_barrier.moved, &g_barrier.lock);
+  }
+  pthread_mutex_unlock(&g_barrier.lock);
+}
+
+static void barrier_leave(void) {
+  pthread_mutex_lock(&g_barrier.lock);
+  g_barrier.running--;
+  if (g_barrier.waiting > 0 && g_barrier.waiting >= g_barrier.running) barrier_release_locked();
+  pthread_mutex_unlock(&g_barrier.lock);
+}
+
+/* ---- threads: all are created first and held at a gate, so the clock
+ * starts when every thread is ready and thread creation is not timed. */
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int ready, open;
+} g_gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+static int64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int64_t monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void *thread_main(void *arg) {
+  scn_thread *t = arg;
+  const scn_group *g = &g_prog->groups[t->group];
+  pthread_mutex_lock(&g_gate.lock);
+  g_gate.ready++;
+  pthread_cond_broadcast(&g_gate.changed);
+  while (!g_gate.open) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
+  pthread_mutex_unlock(&g_gate.lock);
+
+  if (g_prog->thread_start) g_prog->thread_start(t);
+  int64_t cpu0 = thread_cpu_ns();
+  t->start_ns = monotonic_ns();
+  g->body(t);
+  t->end_ns = monotonic_ns();
+  t->cpu_ns = thread_cpu_ns() - cpu0;
+  if (g_prog->thread_end) g_prog->thread_end(t);
+  barrier_leave();
+  return NULL;
+}
+
+static scn_thread *thread_new(const scn_program *p, int group, int index, int id) {
+  scn_thread *t = scn_arena_alloc(sizeof *t);  /* cache-line aligned: no false sharing */
+  t->group = group;
+  t->index = index;
+  t->id = id;
+  t->rng = scn_seed_mix(scn_seed_mix(p->seed) ^ ((uint64_t)group << 32 | (uint64_t)index));
+  if (p->lives_wheel_bits) {
+    t->lives.mask = (1ULL << p->lives_wheel_bits) - 1;
+    t->lives.wheel = scn_arena_alloc((t->lives.mask + 1) * sizeof *t->lives.wheel);
+  }
+  return t;
+}
+
+/* ---- report: one JSON document on stdout, written after the clock stopped */
+
+static const char *const op_names[SCN_OP_COUNT] = {
+  "malloc", "calloc", "realloc", "aligned_alloc", "memalign", "posix_memalign", "free"
+};
+
+static void json_string(FILE *out, const char *s) {
+  fputc('"', out);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+    else if (c < 0x20) fprintf(out, "\\u%04x", c);
+    else fputc(c, out);
+  }
+  fputc('"', out);
+}
+
+/* Which shared object really serves malloc: the proof that a preload took. */
+static const char *malloc_provider(void) {
+  Dl_info info;
+  void *sym = dlsym(RTLD_DEFAULT, "malloc");
+  if (sym && dladdr(sym, &info) && info.dli_fname) return info.dli_fname;
+  return "unknown";
+}
+
+static void report_thread(FILE *out, const scn_program *p, const scn_thread *t) {
+  fprintf(out, "{\"group\": ");
+  json_string(out, p->groups[t->group].name);
+  fprintf(out, ", \"index\": %d, \"start_ns\": %lld, \"end_ns\": %lld, \"cpu_ns\": %lld, \"ops\": {",
+          t->index, (long long)t->start_ns, (long long)t->end_ns, (long long)t->cpu_ns);
+  for (int k = 0; k < SCN_OP_COUNT; k++)
+    fprintf(out, "%s\"%s\": %llu", k ? ", " : "", op_names[k], (unsigned long long)t->count[k]);
+  fprintf(out, "}, \"failed\": %llu, \"sends\": %llu, \"recvs\": %llu, \"writes\": %llu, \"regions\": {",
+          (unsigned long long)t->failed, (unsigned long long)t->sends,
+          (unsigned long long)t->recvs, (unsigned long long)t->writes);
+  for (int r = 0; r < p->n_regions; r++) {
+    fprintf(out, "%s", r ? ", " : "");
+    json_string(out, p->regions[r]);
+    fprintf(out, ": {\"ns\": %llu, \"entries\": %llu}", (unsigned long long)t->region[r].ns,
+            (unsigned long long)t->region[r].entries);
+  }
+  fprintf(out, "}}");
+}
+
+/* Peak and current RSS from /proc: unlike getrusage's ru_maxrss, VmHWM starts
+ * afresh at exec, so it does not inherit the peak of the process that forked us. */
+static void proc_memory(long *hwm_kib, long *rss_kib) {
+  char line[256];
+  FILE *f = fopen("/proc/self/status", "r");
+  *hwm_kib = *rss_kib = -1;
+  if (!f) return;
+  while (fgets(line, sizeof line, f)) {
+    if (!strncmp(line, "VmHWM:", 6)) *hwm_kib = strtol(line + 6, NULL, 10);
+    else if (!strncmp(line, "VmRSS:", 6)) *rss_kib = strtol(line + 6, NULL, 10);
+  }
+  fclose(f);
+}
+
+static void report(FILE *out, const scn_program *p, scn_thread **threads, int n, int64_t wall_ns) {
+  struct rusage ru;
+  long hwm_kib, rss_kib;
+  getrusage(RUSAGE_SELF, &ru);
+  proc_memory(&hwm_kib, &rss_kib);
+  fprintf(out, "{\"runtime\": \"scenc\", \"version\": 1, \"scenario\": ");
+  json_string(out, p->name);
+  fprintf(out, ", \"seed\": %llu, \"provider\": ", (unsigned long long)p->seed);
+  json_string(out, malloc_provider());
+  fprintf(out, ", \"wall_ns\": %lld", (long long)wall_ns);
+  fprintf(out, ", \"rusage\": {\"user_s\": %.6f, \"sys_s\": %.6f, \"minflt\": %ld, \"majflt\": %ld}",
+          ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
+          ru.ru_minflt, ru.ru_majflt);
+  fprintf(out, ", \"memory\": {\"peak_rss_kib\": %ld, \"final_rss_kib\": %ld}", hwm_kib, rss_kib);
+  fprintf(out, ", \"threads\": [");
+  for (int i = 0; i < n; i++) {
+    fprintf(out, "%s", i ? ",\n  " : "\n  ");
+    report_thread(out, p, threads[i]);
+  }
+  fprintf(out, "]");
+  if (p->report) {
+    fprintf(out, ",\n\"probes\": ");
+    p->report(out);
+  }
+  fprintf(out, "}\n");
+}
+
+int scn_main(const scn_program *p, int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  g_prog = p;
+  int n = 0;
+  for (int g = 0; g < p->n_groups; g++) n += p->groups[g].count;
+  scn_thread **threads = scn_arena_alloc((size_t)n * sizeof *threads);
+  pthread_t *tids = scn_arena_alloc((size_t)n * sizeof *tids);
+  g_barrier.running = n;
+  for (int g = 0, id = 0; g < p->n_groups; g++)
+    for (int i = 0; i < p->groups[g].count; i++, id++) threads[id] = thread_new(p, g, i, id);
+  for (int i = 0; i < n; i++) {
+    int err = pthread_create(&tids[i], NULL, thread_main, threads[i]);
+    if (err) scn_die("cannot start thread %d of %d: %s", i + 1, n, strerror(err));
+  }
+  pthread_mutex_lock(&g_gate.lock);
+  while (g_gate.ready < n) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
+  int64_t start = monotonic_ns();
+  g_gate.open = 1;
+  pthread_cond_broadcast(&g_gate.changed);
+  pthread_mutex_unlock(&g_gate.lock);
+  for (int i = 0; i < n; i++) pthread_join(tids[i], NULL);
+  int64_t wall = monotonic_ns() - start;
+  report(stdout, p, threads, n, wall);
+  return fflush(stdout) == 0 ? 0 : 1;
+}

@@ -1,0 +1,95 @@
+/* The scenc runtime: what every generated scenario program includes.
+ *
+ * The generated code is a list of calls into the inline operations below.
+ * Each operation does exactly one allocator call plus a counter increment and
+ * the probe hooks (empty unless a probe is compiled in), so the allocator,
+ * not the scaffolding, dominates every timing. */
+#ifndef SCN_H
+#define SCN_H
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <malloc.h>
+#include <string.h>
+#include "rng.h"
+
+enum scn_op {  /* same order as scenario/builtins.py ALLOCATOR_OPS */
+  SCN_MALLOC, SCN_CALLOC, SCN_REALLOC, SCN_ALIGNED_ALLOC, SCN_MEMALIGN,
+  SCN_POSIX_MEMALIGN, SCN_FREE, SCN_OP_COUNT
+};
+
+#define SCN_MAX_REGIONS 32
+#define SCN_MAX_PROBES 8
+#define SCN_CACHE_LINE 64
+
+/* A pointer the scenario holds, with the size it asked for: `write` needs the
+ * size, and so do probes that track live bytes. */
+typedef struct { void *ptr; size_t size; } scn_obj;
+
+typedef struct scn_lives_node {
+  scn_obj obj;
+  uint64_t due;
+  struct scn_lives_node *next;
+} scn_lives_node;
+
+/* Delayed frees for `lives`: a hashed timing wheel indexed by the thread's
+ * operation clock; a node whose due time is a lap ahead simply stays. */
+typedef struct {
+  scn_lives_node **wheel;
+  uint64_t mask;
+  scn_lives_node *spare;    /* recycled nodes */
+  scn_lives_node *forever;  /* `lives forever`: freed when the thread ends */
+  uint64_t pending;
+} scn_lives_state;
+
+typedef struct { uint64_t ns, entries; int64_t started; } scn_region;
+
+typedef struct scn_thread {
+  uint64_t rng;
+  uint64_t clock;                 /* allocator calls so far: the time base of `lives` */
+  uint64_t count[SCN_OP_COUNT];
+  uint64_t failed;                /* allocations that returned NULL */
+  uint64_t sends, recvs, writes;
+  scn_lives_state lives;
+  int group, index, id;
+  int64_t start_ns, end_ns, cpu_ns;
+  scn_region region[SCN_MAX_REGIONS];
+  void *probe[SCN_MAX_PROBES];    /* per-thread state of compiled-in probes */
+} scn_thread;
+
+typedef void (*scn_body)(scn_thread *);
+
+typedef struct { const char *name; int count; scn_body body; } scn_group;
+typedef struct { int count; uint64_t capacity; } scn_channel_decl;
+
+typedef struct {
+  const char *name;
+  uint64_t seed;
+  const scn_group *groups;
+  int n_groups;
+  const char *const *regions;
+  int n_regions;
+  int lives_wheel_bits;           /* 0: the scenario has no `lives` */
+  /* Probe entry points that are not on the hot path (may be NULL). */
+  void (*thread_start)(scn_thread *);
+  void (*thread_end)(scn_thread *);
+  void (*report)(FILE *out);
+} scn_program;
+
+/* ---- runtime.c */
+int scn_main(const scn_program *prog, int argc, char **argv);
+void *scn_arena_alloc(size_t bytes);  /* zeroed, never freed, never from malloc */
+void scn_barrier_wait(scn_thread *t);
+void scn_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/* ---- channel.c: bounded multi-producer multi-consumer queues of objects */
+typedef struct scn_channel scn_channel;
+scn_channel *scn_channel_new(uint64_t capacity);
+void scn_channel_send(scn_channel *q, scn_obj o);
+scn_obj scn_channel_recv(scn_channel *q);
+
+#include "dist.h"
+/* The generated program defines the scn_hook_* functions for its probes and
+ * then includes ops.h. */
+#endif

@@ -1,0 +1,51 @@
+"""What each function name of the language means: its arity, argument kinds, result.
+
+One table, read by the resolver (to type-check calls) and by the compiler (to
+emit them), so the two cannot disagree about a builtin.
+"""
+
+from dataclasses import dataclass
+from typing import Tuple
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    role: str            # "alloc" (returns a pointer), "action" (a statement), "dist" (an integer draw)
+    args: Tuple[str, ...]  # kinds: "int", "ptr", "pool", "chan", "str", "num" (int or float), "int*" (one or more)
+    result: str          # "ptr", "int" or "none"
+    kwargs: Tuple[str, ...] = ()  # names, for builtins that take keyword arguments only
+    const_args: bool = False      # arguments must be known when compiling (tables are built then)
+
+
+BUILTINS = {b.name: b for b in [
+    # allocator calls
+    Builtin("malloc", "alloc", ("int",), "ptr"),
+    Builtin("calloc", "alloc", ("int", "int"), "ptr"),
+    Builtin("realloc", "alloc", ("ptr", "int"), "ptr"),
+    Builtin("aligned_alloc", "alloc", ("int", "int"), "ptr"),
+    Builtin("memalign", "alloc", ("int", "int"), "ptr"),
+    Builtin("posix_memalign", "alloc", ("int", "int"), "ptr"),
+    Builtin("recv", "alloc", ("chan",), "ptr"),
+    # statements
+    Builtin("free", "action", ("ptr",), "none"),
+    Builtin("free_all", "action", ("pool",), "none"),
+    Builtin("send", "action", ("chan", "ptr"), "none"),
+    Builtin("write", "action", ("ptr", "int"), "none"),
+    # integer draws from the thread's random stream
+    Builtin("random", "dist", ("int",), "int"),
+    Builtin("uniform", "dist", ("int", "int"), "int"),
+    Builtin("pow2", "dist", ("int", "int"), "int"),
+    Builtin("choice", "dist", ("int*",), "int", const_args=True),
+    Builtin("lognormal", "dist", (), "int", kwargs=("median", "sigma"), const_args=True),
+    Builtin("geometric", "dist", (), "int", kwargs=("mean",), const_args=True),
+    Builtin("histogram", "dist", ("str",), "int", const_args=True),
+]}
+
+# Builtins that hand memory to the allocator or take it back, in the order the
+# runtime counts them (runtime/scn.h `enum scn_op` follows this order).
+ALLOCATOR_OPS = ("malloc", "calloc", "realloc", "aligned_alloc", "memalign",
+                 "posix_memalign", "free")
+
+# `weighted { size: weight, ... }` is syntax of its own but a table draw like these.
+TABLE_DISTS = ("choice", "lognormal", "geometric", "histogram", "weighted")

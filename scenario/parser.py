@@ -1,0 +1,269 @@
+"""Source text to AST: lark's LALR parser plus a transformer to `nodes`.
+
+Syntax errors become `ScenarioError` with file:line:col, a caret and a sentence
+in the user's terms (what was expected), never a lark traceback.
+"""
+
+import functools
+import re
+from pathlib import Path
+from typing import Optional
+
+import lark
+from lark import Token, Transformer, v_args
+
+from . import nodes as n
+from .errors import Diagnostic, ScenarioError
+
+GRAMMAR = Path(__file__).with_name("grammar.lark")
+
+_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+# What lark calls a terminal, in words a user knows.
+_TERMINAL_WORDS = {
+    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", "LBRACE": "'{'",
+    "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'",
+    "EQUAL": "'='", "COMMA": "','", "COLON": "':'", "STAR": "'*'", "PLUS": "'+'",
+    "MINUS": "'-'", "SLASH": "'/'", "PERCENT": "'%'", "$END": "end of file",
+    "FOREVER": "'forever'", "BARRIER": "'barrier'", "__ANON_0": "'..'",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _lark() -> lark.Lark:
+    # The parse table is built once per process; lark's own disk cache makes
+    # that cheap on later runs too.
+    return lark.Lark(GRAMMAR.read_text(), parser="lalr", propagate_positions=True,
+                     maybe_placeholders=True, cache=True)
+
+
+def _pos(item) -> n.Pos:
+    if isinstance(item, Token):
+        return n.Pos(item.line, item.column)
+    meta = getattr(item, "meta", None)
+    if meta is not None and not meta.empty:
+        return n.Pos(meta.line, meta.column)
+    return getattr(item, "pos", n.NOWHERE)
+
+
+def _string(tok: Token) -> str:
+    return tok[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+
+
+def _number(tok: Token):
+    text = tok.replace("_", "")
+    scale = 1
+    if text[-1] in _SUFFIX:
+        scale, text = _SUFFIX[text[-1]], text[:-1]
+    if re.fullmatch(r"[0-9]+", text):
+        return int(text) * scale
+    value = float(text) * scale
+    return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    # Declarations are grouped by kind in `start`.
+    def start(self, meta, decls):
+        return decls
+
+    def scenario_decl(self, meta, c):
+        return ("scenario", _string(c[0]), n.Pos(meta.line, meta.column))
+
+    def seed_decl(self, meta, c):
+        return ("seed", c[0], n.Pos(meta.line, meta.column))
+
+    def param_decl(self, meta, c):
+        return n.Param(str(c[0]), c[1], _pos(c[0]))
+
+    def channel_decl(self, meta, c):
+        return n.Channel(str(c[0]), c[1], c[2], _pos(c[0]))
+
+    def thread_decl(self, meta, c):
+        return n.Thread(str(c[0]), c[1], c[2], _pos(c[0]))
+
+    def replay_decl(self, meta, c):
+        return n.Replay(_string(c[0]), _pos(c[0]))
+
+    def leaks_decl(self, meta, c):
+        return ("leaks", str(c[0]), _pos(c[0]))
+
+    def block(self, meta, stmts):
+        return tuple(stmts)
+
+    # statements
+    def assign(self, meta, c):
+        return n.Assign(c[0], c[1], _pos(c[0]))
+
+    def name_target(self, meta, c):
+        return n.Name(str(c[0]), _pos(c[0]))
+
+    def index_target(self, meta, c):
+        return n.Index(n.Name(str(c[0]), _pos(c[0])), c[1], _pos(c[0]))
+
+    def call_stmt(self, meta, c):
+        return n.CallStmt(c[0], c[0].pos)
+
+    def lives_stmt(self, meta, c):
+        lifetime = None if isinstance(c[1], Token) and c[1].type == "FOREVER" else c[1]
+        return n.Lives(c[0], lifetime, c[0].pos)
+
+    def pool_stmt(self, meta, c):
+        return n.Pool(str(c[0]), c[1], _pos(c[0]))
+
+    def repeat_stmt(self, meta, c):
+        return n.Repeat(c[0], c[1], n.Pos(meta.line, meta.column))
+
+    def for_stmt(self, meta, c):
+        return n.For(str(c[0]), c[1], c[2], c[3], n.Pos(meta.line, meta.column))
+
+    def barrier_stmt(self, meta, c):
+        return n.Barrier(_pos(c[0]))
+
+    def measure_stmt(self, meta, c):
+        return n.Measure(_string(c[0]), c[1], n.Pos(meta.line, meta.column))
+
+    # expressions
+    def number(self, meta, c):
+        return n.Num(_number(c[0]), _pos(c[0]))
+
+    def string(self, meta, c):
+        return n.Str(_string(c[0]), _pos(c[0]))
+
+    def name(self, meta, c):
+        return n.Name(str(c[0]), _pos(c[0]))
+
+    def index(self, meta, c):
+        return n.Index(n.Name(str(c[0]), _pos(c[0])), c[1], _pos(c[0]))
+
+    def _binop(self, op, meta, c):
+        return n.BinOp(op, c[0], c[1], n.Pos(meta.line, meta.column))
+
+    def add(self, meta, c):
+        return self._binop("+", meta, c)
+
+    def sub(self, meta, c):
+        return self._binop("-", meta, c)
+
+    def mul(self, meta, c):
+        return self._binop("*", meta, c)
+
+    def div(self, meta, c):
+        return self._binop("/", meta, c)
+
+    def mod(self, meta, c):
+        return self._binop("%", meta, c)
+
+    def neg(self, meta, c):
+        if isinstance(c[0], n.Num):
+            return n.Num(-c[0].value, n.Pos(meta.line, meta.column))
+        return n.Neg(c[0], n.Pos(meta.line, meta.column))
+
+    def call(self, meta, c):
+        name, args = c[0], [a for a in c[1:] if a is not None]
+        positional = tuple(a for a in args if not isinstance(a, tuple))
+        keywords = tuple(a for a in args if isinstance(a, tuple))
+        return n.Call(str(name), positional, keywords, _pos(name))
+
+    def kwarg(self, meta, c):
+        return (str(c[0]), c[1])
+
+    def weighted(self, meta, c):
+        return n.Weighted(tuple(p for p in c if p is not None), n.Pos(meta.line, meta.column))
+
+    def pair(self, meta, c):
+        return (c[0], c[1])
+
+
+def _expected_words(expected) -> str:
+    words = sorted({_TERMINAL_WORDS.get(t, repr(t.lower()) if t.isupper() else t) for t in expected})
+    if len(words) > 6:
+        words = words[:6] + ["..."]
+    return ", ".join(words)
+
+
+def _syntax_error(exc: Exception, filename: str, source: str) -> ScenarioError:
+    line = getattr(exc, "line", 0) or 0
+    col = getattr(exc, "column", 0) or 0
+    if isinstance(exc, lark.UnexpectedCharacters):
+        ch = source.splitlines()[line - 1][col - 1] if line else "?"
+        msg = f"unexpected character {ch!r}"
+    elif isinstance(exc, lark.UnexpectedToken):
+        tok = exc.token
+        if tok.type == "$END":
+            msg = "unexpected end of file (is a '}' missing?)"
+            lines = source.splitlines() or [""]
+            line, col = len(lines), len(lines[-1]) + 1
+        else:
+            msg = f"unexpected {tok.value!r}; expected {_expected_words(exc.expected)}"
+    elif isinstance(exc, lark.UnexpectedEOF):
+        msg = "unexpected end of file (is a '}' missing?)"
+    else:
+        msg = str(exc).splitlines()[0]
+    return ScenarioError([Diagnostic("error", msg, filename, n.Pos(line, col))], source)
+
+
+def parse(source: str, filename: str = "<scenario>") -> n.Scenario:
+    """Parse scenario text into a `nodes.Scenario`; raises ScenarioError."""
+    try:
+        tree = _lark().parse(source)
+    except lark.exceptions.UnexpectedInput as exc:
+        raise _syntax_error(exc, filename, source) from None
+    decls = _ToAst().transform(tree)
+    return _assemble(decls, filename, source)
+
+
+def parse_file(path, display_name: Optional[str] = None) -> n.Scenario:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ScenarioError([Diagnostic("error", f"cannot read the scenario: {exc.strerror}",
+                                        str(path), n.NOWHERE)]) from None
+    try:
+        source = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ScenarioError([Diagnostic("error", "the file is not UTF-8 text",
+                                        display_name or str(path), n.Pos(line, col))]) from None
+    return parse(source, display_name or str(path))
+
+
+def _assemble(decls, filename: str, source: str) -> n.Scenario:
+    errors = []
+    name, seed, leaks = None, None, "warn"
+    params, channels, threads, replays = [], [], [], []
+    seen = {}
+    for d in decls:
+        if isinstance(d, tuple):
+            kind, value, pos = d
+            if kind in seen:
+                errors.append(Diagnostic("error", f"'{kind}' is given twice (first at line {seen[kind].line})",
+                                         filename, pos))
+                continue
+            seen[kind] = pos
+            if kind == "scenario":
+                name = value
+            elif kind == "seed":
+                seed = value
+            elif kind == "leaks":
+                if value not in ("warn", "free"):
+                    errors.append(Diagnostic("error", f"'leaks' takes 'warn' or 'free', not {value!r}",
+                                             filename, pos))
+                leaks = value
+        elif isinstance(d, n.Param):
+            params.append(d)
+        elif isinstance(d, n.Channel):
+            channels.append(d)
+        elif isinstance(d, n.Thread):
+            threads.append(d)
+        elif isinstance(d, n.Replay):
+            replays.append(d)
+    if errors:
+        raise ScenarioError(errors, source)
+    if name is None:
+        name = Path(filename).stem if filename and not filename.startswith("<") else "scenario"
+    return n.Scenario(name=name, seed=seed, params=tuple(params), channels=tuple(channels),
+                      threads=tuple(threads), replays=tuple(replays), leaks=leaks,
+                      filename=filename, source=source)

@@ -1,0 +1,445 @@
+"""Name resolution and typing: what every name and call in a scenario means.
+
+Produces a `Resolved` model that the checks and the compiler share: final param
+values (after `--param` overrides), evaluated thread counts and channel sizes,
+and for each thread group a symbol table (name -> kind). Every mistake found
+here is reported with its position; nothing is guessed.
+"""
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Union
+
+from . import nodes as n
+from .builtins import BUILTINS
+from .errors import Reporter, ScenarioError
+
+Number = Union[int, float]
+
+# Kinds of names inside a thread.
+PARAM, LOOP, INT, PTR, POOL, CHAN, CHAN_ARRAY, SELF = (
+    "param", "loop variable", "integer", "pointer", "pool", "channel", "channel array", "self")
+
+# A name that is also C or runtime vocabulary could still never reach C as is
+# (the compiler prefixes every user name), but it would read badly in `emit`.
+RESERVED = {"self", "malloc", "calloc", "realloc", "free", "free_all", "send", "recv",
+            "write", "aligned_alloc", "memalign", "posix_memalign", "random", "uniform",
+            "pow2", "choice", "lognormal", "geometric", "histogram"}
+
+MAX_NAME = 64
+
+
+class NotConstant(Exception):
+    """Raised by `const_value` for an expression only known at run time."""
+
+
+@dataclass
+class ThreadGroup:
+    node: n.Thread
+    count: int
+    index: int                      # position among groups, for seeding
+    symbols: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ChannelInfo:
+    node: n.Channel
+    count: Optional[int]  # None: a single channel
+    capacity: int
+
+
+@dataclass
+class Resolved:
+    scenario: n.Scenario
+    params: Dict[str, Number]
+    seed: int
+    channels: Dict[str, ChannelInfo]
+    groups: List[ThreadGroup]
+    warnings: list = field(default_factory=list)
+
+    @property
+    def total_threads(self) -> int:
+        return sum(g.count for g in self.groups)
+
+
+def parse_param_value(text: str) -> Number:
+    """A `--param k=v` value: an integer (underscores and K/M/G allowed) or a float."""
+    from .parser import _number
+    import re
+    if not re.fullmatch(r"-?[0-9][0-9_]*(\.[0-9]+)?([eE][+-]?[0-9]+)?[KMG]?", text.strip()):
+        raise ValueError(f"{text!r} is not a number")
+    text = text.strip()
+    sign = -1 if text.startswith("-") else 1
+    return sign * _number(text.lstrip("-"))
+
+
+def const_value(expr: n.Expr, env: Mapping[str, Number], rep: Optional[Reporter] = None) -> Number:
+    """Evaluate an expression made of numbers and params, as C would (integer division truncates)."""
+    if isinstance(expr, n.Num):
+        return expr.value
+    if isinstance(expr, n.Name) and expr.id in env:
+        return env[expr.id]
+    if isinstance(expr, n.Neg):
+        return -const_value(expr.operand, env, rep)
+    if isinstance(expr, n.BinOp):
+        a, b = const_value(expr.left, env, rep), const_value(expr.right, env, rep)
+        if expr.op in "/%" and b == 0:
+            if rep is not None:
+                raise rep.fail(expr.pos, "division by zero")
+            raise NotConstant()
+        if expr.op == "+":
+            return a + b
+        if expr.op == "-":
+            return a - b
+        if expr.op == "*":
+            return a * b
+        if isinstance(a, int) and isinstance(b, int):
+            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+            return q if expr.op == "/" else a - q * b
+        return a / b if expr.op == "/" else a % b
+    raise NotConstant()
+
+
+class _Resolver:
+    def __init__(self, scenario: n.Scenario, overrides: Mapping[str, Number]):
+        self.s = scenario
+        self.rep = Reporter(scenario.filename, scenario.source)
+        self.overrides = dict(overrides)
+        self.params: Dict[str, Number] = {}
+        self.channels: Dict[str, ChannelInfo] = {}
+
+    # -- declarations
+    def run(self) -> Resolved:
+        self._check_top_names()
+        self._params()
+        self.rep.raise_if_errors()
+        seed = self._int(self.s.seed, "the seed", minimum=0) if self.s.seed is not None else 0
+        for ch in self.s.channels:
+            count = self._int(ch.count, "the number of channels", minimum=1) if ch.count is not None else None
+            cap = self._int(ch.capacity, "a channel's capacity", minimum=1)
+            self.channels[ch.name] = ChannelInfo(ch, count, cap if cap is not None else 1)
+        groups = []
+        for i, t in enumerate(self.s.threads):
+            count = self._int(t.count, "the number of threads", minimum=1) if t.count is not None else 1
+            group = ThreadGroup(t, count if count is not None else 1, i)
+            self._thread(group)
+            groups.append(group)
+        if not groups and not self.s.replays:
+            self.rep.error(n.Pos(1, 1), "the scenario has no thread: nothing would run",
+                           "add a block such as: thread main { p = malloc(64)  free(p) }")
+        self.rep.raise_if_errors()
+        return Resolved(self.s, self.params, seed or 0, self.channels, groups)
+
+    def _check_top_names(self) -> None:
+        seen: Dict[str, n.Pos] = {}
+        for kind, items in (("param", self.s.params), ("channel", self.s.channels),
+                            ("thread", self.s.threads)):
+            for item in items:
+                self._check_name(item.name, item.pos)
+                if item.name in seen:
+                    first = seen[item.name]
+                    self.rep.error(item.pos, f"'{item.name}' is already declared at line {first.line}")
+                seen[item.name] = item.pos
+
+    def _check_name(self, name: str, pos: n.Pos) -> None:
+        if name in RESERVED:
+            self.rep.error(pos, f"'{name}' is a builtin name and cannot be declared")
+        elif len(name) > MAX_NAME:
+            self.rep.error(pos, f"a name may have at most {MAX_NAME} characters")
+
+    def _params(self) -> None:
+        declared = {p.name for p in self.s.params}
+        for name in self.overrides:
+            if name not in declared:
+                known = ", ".join(sorted(declared)) or "none"
+                self.rep.error(n.NOWHERE, f"--param {name}: the scenario has no param '{name}' (params: {known})")
+        for p in self.s.params:
+            if p.name in self.overrides:
+                self.params[p.name] = self.overrides[p.name]
+                continue
+            self._expr_names(p.value, set(self.params), "a param's value can only use numbers and earlier params")
+            try:
+                self.params[p.name] = const_value(p.value, self.params, self.rep)
+            except NotConstant:
+                self.rep.error(p.value.pos, "a param's value must be a number or arithmetic on earlier params")
+            except ScenarioError:
+                pass
+
+    def _expr_names(self, expr, allowed, why) -> None:
+        for node in _walk_expr(expr):
+            if isinstance(node, n.Name) and node.id not in allowed:
+                self.rep.error(node.pos, f"unknown name '{node.id}': {why}")
+            elif isinstance(node, (n.Call, n.Weighted, n.Str)):
+                self.rep.error(node.pos, why)
+
+    def _int(self, expr, what, minimum=None) -> Optional[int]:
+        """A whole number known when compiling (numbers and params)."""
+        self._expr_names(expr, set(self.params), f"{what} must be known before the run (numbers and params)")
+        if self.rep.errors:
+            return None
+        try:
+            value = const_value(expr, self.params, self.rep)
+        except (NotConstant, ScenarioError):
+            return None
+        if isinstance(value, float) and not value.is_integer():
+            self.rep.error(expr.pos, f"{what} must be a whole number, not {value}")
+            return None
+        value = int(value)
+        if minimum is not None and value < minimum:
+            self.rep.error(expr.pos, f"{what} must be at least {minimum}, not {value}")
+            return None
+        return value
+
+    # -- thread bodies
+    def _thread(self, group: ThreadGroup) -> None:
+        self.symbols = group.symbols
+        for name in self.params:
+            self.symbols[name] = PARAM
+        for name, ch in self.channels.items():
+            self.symbols[name] = CHAN_ARRAY if ch.count is not None else CHAN
+        self.symbols["self"] = SELF
+        self.loop_depth_vars: List[str] = []
+        self.loop_depth = 0
+        self._block(group.node.body)
+
+    def _block(self, stmts) -> None:
+        for st in stmts:
+            self._stmt(st)
+
+    def _stmt(self, st) -> None:
+        if isinstance(st, n.Assign):
+            self._assign(st)
+        elif isinstance(st, n.CallStmt):
+            b = self._call(st.call)
+            if b is not None and b.role != "action":
+                if b.role == "alloc":
+                    self.rep.error(st.pos, f"the result of {b.name}() is thrown away, so it can never be freed",
+                                   f"assign it (p = {b.name}(...)) or give it a lifetime ({b.name}(...) lives 10)")
+                else:
+                    self.rep.error(st.pos, f"{b.name}() only draws a number; use it in an expression")
+        elif isinstance(st, n.Lives):
+            b = self._call(st.call)
+            if b is not None and (b.role != "alloc" or b.name in ("realloc", "recv")):
+                self.rep.error(st.pos, "'lives' follows an allocation: malloc, calloc, aligned_alloc, "
+                               "memalign or posix_memalign")
+            if st.lifetime is not None:
+                self._expect(st.lifetime, "int", "a lifetime")
+        elif isinstance(st, n.Pool):
+            if self.loop_depth:
+                self.rep.error(st.pos, "a pool is declared once per thread, not inside a loop",
+                               "move it to the top of the thread block")
+            self._declare(st.name, st.pos, POOL)
+            self._expect(st.size, "int", "a pool's size")
+        elif isinstance(st, n.Repeat):
+            self._expect(st.count, "int", "a repeat count")
+            self.loop_depth += 1
+            self._block(st.body)
+            self.loop_depth -= 1
+        elif isinstance(st, n.For):
+            self._expect(st.start, "int", "a loop bound")
+            self._expect(st.stop, "int", "a loop bound")
+            kind = self.symbols.get(st.var)
+            if kind is None:
+                self._check_name(st.var, st.pos)
+                self.symbols[st.var] = LOOP
+            elif kind != LOOP:
+                self.rep.error(st.pos, f"'{st.var}' is already a {kind}; pick another loop variable")
+            if st.var in self.loop_depth_vars:
+                self.rep.error(st.pos, f"'{st.var}' is already the variable of an enclosing loop")
+            self.loop_depth_vars.append(st.var)
+            self.loop_depth += 1
+            self._block(st.body)
+            self.loop_depth -= 1
+            self.loop_depth_vars.pop()
+        elif isinstance(st, n.Measure):
+            if not st.name or len(st.name) > MAX_NAME:
+                self.rep.error(st.pos, f"a measured region needs a name of 1 to {MAX_NAME} characters")
+            self._block(st.body)
+
+    def _assign(self, st: n.Assign) -> None:
+        value_kind = self._kind(st.value)
+        target = st.target
+        if isinstance(target, n.Index):
+            base = self.symbols.get(target.base.id)
+            if base != POOL:
+                what = f"a {base}" if base else "not declared"
+                self.rep.error(target.pos, f"'{target.base.id}' is {what}; only a pool can be indexed here",
+                               f"declare it first: pool {target.base.id}[100]")
+            self._expect(target.index, "int", "a pool index")
+            if value_kind not in (PTR, None):
+                self.rep.error(st.value.pos, "a pool slot holds a pointer; this value is an integer")
+            return
+        name = target.id
+        kind = self.symbols.get(name)
+        new_kind = PTR if value_kind == PTR else INT
+        if value_kind is None:
+            return
+        if kind is None:
+            self._check_name(name, target.pos)
+            self.symbols[name] = new_kind
+        elif kind in (PARAM, LOOP, POOL, CHAN, CHAN_ARRAY, SELF):
+            self.rep.error(target.pos, f"'{name}' is a {kind} and cannot be assigned")
+        elif kind != new_kind:
+            self.rep.error(target.pos, f"'{name}' holds a {kind} and cannot be given a {new_kind}")
+
+    def _declare(self, name, pos, kind) -> None:
+        if name in self.symbols:
+            self.rep.error(pos, f"'{name}' is already a {self.symbols[name]}")
+        else:
+            self._check_name(name, pos)
+            self.symbols[name] = kind
+
+    def _expect(self, expr, kind, what) -> None:
+        got = self._kind(expr)
+        if got is not None and got != kind and not (kind == "int" and got == INT):
+            self.rep.error(expr.pos, f"{what} must be {_article(kind)}, not {_article(got)}")
+
+    def _kind(self, expr) -> Optional[str]:
+        """The kind of an expression: 'int', PTR, 'str', 'float', CHAN, POOL; None after an error."""
+        if isinstance(expr, n.Num):
+            return "float" if isinstance(expr.value, float) else INT
+        if isinstance(expr, n.Str):
+            return "str"
+        if isinstance(expr, n.Name):
+            kind = self.symbols.get(expr.id)
+            if kind is None:
+                self.rep.error(expr.pos, f"unknown name '{expr.id}'", _did_you_mean(expr.id, self.symbols))
+                return None
+            if kind in (PARAM,):
+                return "float" if isinstance(self.params.get(expr.id), float) else INT
+            if kind in (LOOP, INT, SELF):
+                return INT
+            if kind == CHAN_ARRAY:
+                self.rep.error(expr.pos, f"'{expr.id}' is an array of channels; pick one: {expr.id}[i]")
+                return None
+            return kind
+        if isinstance(expr, n.Index):
+            base = self.symbols.get(expr.base.id)
+            self._expect(expr.index, "int", "an index")
+            if base == POOL:
+                return PTR
+            if base == CHAN_ARRAY:
+                return CHAN
+            if base is None:
+                self.rep.error(expr.pos, f"unknown name '{expr.base.id}'", _did_you_mean(expr.base.id, self.symbols))
+            else:
+                self.rep.error(expr.pos, f"'{expr.base.id}' is a {base} and cannot be indexed")
+            return None
+        if isinstance(expr, (n.BinOp, n.Neg)):
+            parts = (expr.left, expr.right) if isinstance(expr, n.BinOp) else (expr.operand,)
+            kinds = [self._kind(p) for p in parts]
+            if None in kinds:
+                return None
+            for p, k in zip(parts, kinds):
+                if k not in (INT, "float"):
+                    self.rep.error(p.pos, f"arithmetic needs numbers, not {_article(k)}")
+                    return None
+            return "float" if "float" in kinds else INT
+        if isinstance(expr, n.Weighted):
+            if not expr.pairs:
+                self.rep.error(expr.pos, "weighted { } needs at least one 'value: weight' pair")
+            for value, weight in expr.pairs:
+                self._const(value, "a weighted value")
+                self._const(weight, "a weight")
+            return INT
+        if isinstance(expr, n.Call):
+            b = self._call(expr)
+            if b is None:
+                return None
+            if b.result == "none":
+                self.rep.error(expr.pos, f"{b.name}() gives no value")
+                return None
+            return PTR if b.result == "ptr" else INT
+        return None
+
+    def _const(self, expr, what) -> None:
+        try:
+            const_value(expr, self.params)
+        except NotConstant:
+            self.rep.error(expr.pos, f"{what} must be known before the run (numbers and params)")
+
+    def _call(self, call: n.Call):
+        b = BUILTINS.get(call.func)
+        if b is None:
+            self.rep.error(call.pos, f"unknown function '{call.func}'", _did_you_mean(call.func, BUILTINS))
+            return None
+        if b.kwargs:
+            given = dict(call.kwargs)
+            if call.args:
+                self.rep.error(call.pos, f"{b.name}() takes named arguments: "
+                               + ", ".join(f"{k} = ..." for k in b.kwargs))
+                return None
+            for k, v in call.kwargs:
+                if k not in b.kwargs:
+                    self.rep.error(v.pos, f"{b.name}() has no argument '{k}' (it takes {', '.join(b.kwargs)})")
+            for k in b.kwargs:
+                if k not in given:
+                    self.rep.error(call.pos, f"{b.name}() needs '{k} = ...'")
+                else:
+                    self._const(given[k], f"{b.name}'s {k}")
+            return b
+        if call.kwargs:
+            self.rep.error(call.kwargs[0][1].pos, f"{b.name}() takes no named arguments")
+            return None
+        if b.args == ("int*",):
+            if not call.args:
+                self.rep.error(call.pos, f"{b.name}() needs at least one value")
+            for a in call.args:
+                self._expect(a, "int", f"a value of {b.name}()")
+                self._const(a, f"a value of {b.name}()")
+            return b
+        if len(call.args) != len(b.args):
+            self.rep.error(call.pos, f"{b.name}() takes {len(b.args)} argument{'s' * (len(b.args) != 1)}, "
+                           f"not {len(call.args)}")
+            return None
+        for a, want in zip(call.args, b.args):
+            what = f"the argument of {b.name}()"
+            if want == "pool":
+                if not (isinstance(a, n.Name) and self.symbols.get(a.id) == POOL):
+                    self.rep.error(a.pos, f"{b.name}() takes a pool")
+                continue
+            self._expect(a, {"int": "int", "ptr": PTR, "chan": CHAN, "str": "str"}[want], what)
+            if b.const_args:
+                self._const(a, what) if want != "str" else None
+        return b
+
+
+def _walk_expr(expr):
+    yield expr
+    if isinstance(expr, n.BinOp):
+        yield from _walk_expr(expr.left)
+        yield from _walk_expr(expr.right)
+    elif isinstance(expr, n.Neg):
+        yield from _walk_expr(expr.operand)
+    elif isinstance(expr, n.Index):
+        yield expr.base
+        yield from _walk_expr(expr.index)
+    elif isinstance(expr, n.Call):
+        for a in expr.args:
+            yield from _walk_expr(a)
+        for _, a in expr.kwargs:
+            yield from _walk_expr(a)
+    elif isinstance(expr, n.Weighted):
+        for a, b in expr.pairs:
+            yield from _walk_expr(a)
+            yield from _walk_expr(b)
+
+
+def _article(kind) -> str:
+    if kind in ("int", INT):
+        return "an integer"
+    if kind == "float":
+        return "a fraction"
+    if kind == "str":
+        return "a string"
+    return f"a {kind}"
+
+
+def _did_you_mean(name, candidates) -> Optional[str]:
+    import difflib
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+def resolve(scenario: n.Scenario, overrides: Optional[Mapping[str, Number]] = None) -> Resolved:
+    """Type-check a parsed scenario; raises ScenarioError with every problem found."""
+    return _Resolver(scenario, overrides or {}).run()
