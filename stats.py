@@ -1,0 +1,415 @@
+"""Descriptive statistics and allocator-vs-allocator comparisons.
+
+Everything here works on plain sequences of floats (one value per run) and
+returns frozen dataclasses of plain Python data, so results can go straight
+into a JSON result file: undefined quantities are ``None``, never NaN.
+
+scipy is imported lazily: importing :mod:`scipy.stats` costs a few hundred
+milliseconds, and the harness only needs these functions when it reports.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence, Tuple
+
+import numpy as np
+
+__all__ = [
+    "Summary",
+    "Comparison",
+    "summarize",
+    "compare",
+    "relative_ci_halfwidth",
+    "outlier_indices",
+]
+
+Interval = Optional[Tuple[float, float]]
+
+# Iglewicz & Hoaglin's modified z-score: 1.4826 * MAD estimates the standard
+# deviation of a normal sample, and 3.5 is their recommended cut-off.
+MAD_TO_SIGMA = 1.4826
+# When more than half the runs are identical MAD is 0, which would flag every
+# other run.  The mean absolute deviation scaled by sqrt(pi/2) is the usual
+# fallback (it also estimates sigma for normal data).
+MEAN_AD_TO_SIGMA = 1.253314
+OUTLIER_CUTOFF = 3.5
+
+
+def _as_samples(samples: Iterable[float], what: str = "samples") -> np.ndarray:
+    values = np.asarray(list(samples), dtype=float)
+    if values.ndim != 1:
+        raise ValueError(f"{what} must be a flat sequence of numbers")
+    if not np.all(np.isfinite(values)):
+        # A NaN/inf would silently poison every statistic; the caller should
+        # drop failed runs rather than feed placeholders in.
+        raise ValueError(f"{what} contain NaN or infinity")
+    return values
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+
+
+def _t_quantile(confidence: float, df: float) -> float:
+    from scipy import stats as scipy_stats
+
+    return float(scipy_stats.t.ppf((1.0 + confidence) / 2.0, df))
+
+
+def _mean_interval(values: np.ndarray, confidence: float) -> Interval:
+    n = len(values)
+    if n < 2:
+        return None
+    mean = float(values.mean())
+    stdev = float(values.std(ddof=1))
+    if stdev == 0.0:
+        # scipy returns (nan, nan) for a zero scale; the honest answer is
+        # the single observed value.
+        return (mean, mean)
+    halfwidth = _t_quantile(confidence, n - 1) * stdev / math.sqrt(n)
+    return (mean - halfwidth, mean + halfwidth)
+
+
+def _min_n_for_median_interval(confidence: float) -> int:
+    # A percentile-bootstrap interval for the median never leaves
+    # [min, max], and [min, max] only contains the true median with
+    # probability 1 - 2 * 0.5**n.  Below this n no interval built from the
+    # data can honestly claim `confidence`, so we report none (n >= 6 at 95%).
+    n = 1
+    while 1.0 - 2.0 * 0.5**n < confidence:
+        n += 1
+    return n
+
+
+def _median_interval(
+    values: np.ndarray, confidence: float, resamples: int, seed: int
+) -> Interval:
+    n = len(values)
+    if n < _min_n_for_median_interval(confidence):
+        return None
+    rng = np.random.default_rng(seed)
+    # Same draw order as scipy.stats.bootstrap(method="percentile"), so the
+    # two agree exactly for the same seed (the tests rely on this).
+    indices = rng.integers(0, n, (resamples, n))
+    medians = np.median(values[indices], axis=-1)
+    alpha = 1.0 - confidence
+    low, high = np.percentile(medians, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return (float(low), float(high))
+
+
+def outlier_indices(samples: Iterable[float]) -> Tuple[int, ...]:
+    """Indices whose robust z-score |x - median| / (1.4826 * MAD) exceeds 3.5.
+
+    Outliers are reported, not removed: a slow run caused by the allocator
+    (e.g. a page-fault storm) is a real result.
+    """
+    values = _as_samples(samples)
+    if len(values) == 0:
+        return ()
+    deviations = np.abs(values - np.median(values))
+    scale = MAD_TO_SIGMA * float(np.median(deviations))
+    if scale == 0.0:
+        scale = MEAN_AD_TO_SIGMA * float(deviations.mean())
+    if scale == 0.0:
+        return ()  # all runs identical
+    return tuple(int(i) for i in np.flatnonzero(deviations / scale > OUTLIER_CUTOFF))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Descriptive statistics of one metric over repeated runs.
+
+    ``stdev`` is the sample standard deviation (ddof=1) and ``cv`` is
+    stdev / |mean|.  ``ci_mean`` is a Student-t interval, ``ci_median`` a
+    percentile-bootstrap interval; any of them is ``None`` when the sample is
+    too small (or the mean is 0 for ``cv``).
+    """
+
+    n: int
+    mean: Optional[float]
+    median: Optional[float]
+    stdev: Optional[float]
+    cv: Optional[float]
+    ci_mean: Interval
+    ci_median: Interval
+    min: Optional[float]
+    max: Optional[float]
+    outliers: Tuple[int, ...] = ()
+    confidence: float = 0.95
+
+    def to_dict(self) -> dict:
+        return {
+            "n": self.n,
+            "mean": self.mean,
+            "median": self.median,
+            "stdev": self.stdev,
+            "cv": self.cv,
+            "ci_mean": list(self.ci_mean) if self.ci_mean is not None else None,
+            "ci_median": list(self.ci_median) if self.ci_median is not None else None,
+            "min": self.min,
+            "max": self.max,
+            "outliers": list(self.outliers),
+            "confidence": self.confidence,
+        }
+
+
+def summarize(
+    samples: Iterable[float],
+    confidence: float = 0.95,
+    bootstrap_resamples: int = 2000,
+    seed: int = 0,
+) -> Summary:
+    """Summarize one metric; deterministic for a given ``seed``."""
+    _check_confidence(confidence)
+    if bootstrap_resamples < 1:
+        raise ValueError("bootstrap_resamples must be >= 1")
+    values = _as_samples(samples)
+    n = len(values)
+    if n == 0:
+        return Summary(
+            n=0, mean=None, median=None, stdev=None, cv=None, ci_mean=None,
+            ci_median=None, min=None, max=None, outliers=(), confidence=confidence,
+        )
+    mean = float(values.mean())
+    stdev = float(values.std(ddof=1)) if n >= 2 else None
+    cv = stdev / abs(mean) if stdev is not None and mean != 0.0 else None
+    return Summary(
+        n=n,
+        mean=mean,
+        median=float(np.median(values)),
+        stdev=stdev,
+        cv=cv,
+        ci_mean=_mean_interval(values, confidence),
+        ci_median=_median_interval(values, confidence, bootstrap_resamples, seed),
+        min=float(values.min()),
+        max=float(values.max()),
+        outliers=outlier_indices(values),
+        confidence=confidence,
+    )
+
+
+def relative_ci_halfwidth(
+    samples: Iterable[float], confidence: float = 0.95
+) -> Optional[float]:
+    """Half-width of the t interval of the mean, divided by |mean|.
+
+    Drives "keep running until the CI is within ±2%": stop once this is
+    <= 0.02.  ``None`` while it cannot be computed (n < 2 or mean 0), which a
+    stopping rule should treat as "not yet".
+    """
+    _check_confidence(confidence)
+    values = _as_samples(samples)
+    interval = _mean_interval(values, confidence)
+    mean = float(values.mean()) if len(values) else 0.0
+    if interval is None or mean == 0.0:
+        return None
+    return (interval[1] - interval[0]) / 2.0 / abs(mean)
+
+
+# --------------------------------------------------------------------------
+# Comparisons
+# --------------------------------------------------------------------------
+
+# metric_word -> (phrase when other < baseline, phrase when other > baseline,
+# whether lower values are better).  The phrase follows the direction of the
+# numbers, so a sentence is never wrong about which way the difference goes.
+_VOCABULARY = {
+    "time": ("is {f}x faster than", "is {f}x slower than", True),
+    "memory": ("uses {f}x less memory than", "uses {f}x more memory than", True),
+    "speed": ("is {f}x slower than", "is {f}x faster than", False),
+    "throughput": ("has {f}x lower throughput than", "has {f}x higher throughput than", False),
+}
+
+
+def _fieller_interval(
+    baseline: np.ndarray, other: np.ndarray, confidence: float
+) -> Interval:
+    """CI of mean(other) / mean(baseline) for independent samples.
+
+    Fieller's theorem: the interval is the set of ratios R for which
+    mean(other) - R * mean(baseline) is not significantly different from 0,
+    i.e. (a - R b)^2 <= t^2 (va + R^2 vb).  We prefer it over a log-scale
+    Welch interval because the latter estimates a ratio of *geometric* means
+    (and needs positive data), whereas we report the ratio of arithmetic
+    means; Fieller is exact for normal means, naturally asymmetric, and says
+    so (returns None) when the baseline mean is too noisy for the ratio to be
+    bounded.  Unequal variances are handled with a Welch-Satterthwaite df for
+    the combined variance va + R^2 vb, evaluated at the observed ratio.
+    """
+    a, b = float(other.mean()), float(baseline.mean())
+    na, nb = len(other), len(baseline)
+    va = float(other.var(ddof=1)) / na  # variance of each mean
+    vb = float(baseline.var(ddof=1)) / nb
+    ratio = a / b
+    if va == 0.0 and vb == 0.0:
+        return (ratio, ratio)
+    denominator = va**2 / (na - 1) + ratio**4 * vb**2 / (nb - 1)
+    combined = va + ratio**2 * vb
+    df = combined**2 / denominator if denominator > 0 else float(na + nb - 2)
+    t = _t_quantile(confidence, df)
+    g = t**2 * vb / b**2
+    if g >= 1.0:
+        return None  # interval is unbounded or the whole line minus a gap
+    halfwidth = t / abs(b) * math.sqrt(max(va * (1.0 - g) + ratio**2 * vb, 0.0))
+    low, high = (ratio - halfwidth) / (1.0 - g), (ratio + halfwidth) / (1.0 - g)
+    return (min(low, high), max(low, high))
+
+
+def _welch_p(baseline: np.ndarray, other: np.ndarray) -> Optional[float]:
+    from scipy import stats as scipy_stats
+
+    if baseline.var() == 0.0 and other.var() == 0.0:
+        # Both constant: scipy gives NaN (equal) or 0 (different); make the
+        # equal case explicit instead of leaking NaN.
+        return 1.0 if baseline[0] == other[0] else 0.0
+    p = float(scipy_stats.ttest_ind(other, baseline, equal_var=False).pvalue)
+    return p if math.isfinite(p) else None
+
+
+def _mannwhitney_p(baseline: np.ndarray, other: np.ndarray) -> Optional[float]:
+    from scipy import stats as scipy_stats
+
+    p = float(scipy_stats.mannwhitneyu(other, baseline, alternative="two-sided").pvalue)
+    return p if math.isfinite(p) else None
+
+
+def _format_number(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``other`` measured against ``baseline`` for one metric.
+
+    ``ratio`` is mean(other) / mean(baseline) and ``ratio_ci`` its Fieller
+    interval.  ``significant`` is True only when BOTH the Welch t-test gives
+    p < 1 - confidence AND ``ratio_ci`` excludes 1.  The two usually agree
+    (Fieller at R = 1 is the Welch statistic); requiring both means a result
+    is never called significant while the printed interval contains 1, or on
+    a ratio too noisy to bound.  The Mann-Whitney p-value is reported as a
+    distribution-free cross-check (timings are often skewed) but is not part
+    of the rule, so the verdict stays consistent with the printed interval.
+    """
+
+    baseline_n: int
+    other_n: int
+    baseline_mean: Optional[float]
+    other_mean: Optional[float]
+    ratio: Optional[float]
+    ratio_ci: Interval
+    p_welch: Optional[float]
+    p_mannwhitney: Optional[float]
+    significant: bool
+    lower_is_better: bool = True
+    confidence: float = 0.95
+
+    @property
+    def other_is_better(self) -> Optional[bool]:
+        """True/False when significant, None when there is no clear difference."""
+        if not self.significant or self.ratio is None:
+            return None
+        return (self.ratio < 1.0) == self.lower_is_better
+
+    def to_dict(self) -> dict:
+        return {
+            "baseline_n": self.baseline_n,
+            "other_n": self.other_n,
+            "baseline_mean": self.baseline_mean,
+            "other_mean": self.other_mean,
+            "ratio": self.ratio,
+            "ratio_ci": list(self.ratio_ci) if self.ratio_ci is not None else None,
+            "p_welch": self.p_welch,
+            "p_mannwhitney": self.p_mannwhitney,
+            "significant": self.significant,
+            "other_is_better": self.other_is_better,
+            "lower_is_better": self.lower_is_better,
+            "confidence": self.confidence,
+        }
+
+    def sentence(self, name: str, baseline_name: str, metric_word: str = "time") -> str:
+        """One plain-words line, e.g. "tcmalloc is 1.31x faster than glibc (1.27–1.35), significant".
+
+        ``metric_word`` is "time" (faster/slower), "memory" (less/more
+        memory), "speed" or "throughput" (higher is better), or any other
+        noun, giving "has 1.20x higher <noun> than".  The factor is always
+        >= 1: baseline/other when other is lower, other/baseline when higher.
+        """
+        known = _VOCABULARY.get(metric_word)
+        if known is not None and known[2] != self.lower_is_better:
+            raise ValueError(
+                f"metric_word {metric_word!r} implies lower_is_better={known[2]}, "
+                f"but this comparison was made with lower_is_better={self.lower_is_better}"
+            )
+        if self.ratio is None or self.baseline_n < 2 or self.other_n < 2:
+            return (
+                f"{name}: not enough runs to compare with {baseline_name} "
+                f"(n={self.other_n} vs n={self.baseline_n})"
+            )
+        if not self.significant or self.ratio <= 0.0:
+            if self.ratio_ci is None:
+                interval = "ratio interval unbounded"
+            else:
+                interval = "–".join(_format_number(v, 2) for v in self.ratio_ci)
+            return f"{name}: no significant difference from {baseline_name} ({interval})"
+
+        assert self.ratio_ci is not None  # significant implies a bounded interval
+        low, high = self.ratio_ci
+        if self.ratio < 1.0:
+            factor, interval = 1.0 / self.ratio, (1.0 / high, 1.0 / low)
+            template = known[0] if known else f"has {{f}}x lower {metric_word} than"
+        else:
+            factor, interval = self.ratio, (low, high)
+            template = known[1] if known else f"has {{f}}x higher {metric_word} than"
+        # Tiny but significant differences would all print as "1.00x".
+        digits = 3 if factor < 1.01 else 2
+        phrase = template.format(f=_format_number(factor, digits))
+        bounds = "–".join(_format_number(v, digits) for v in interval)
+        return f"{name} {phrase} {baseline_name} ({bounds}), significant"
+
+
+def compare(
+    baseline: Sequence[float],
+    other: Sequence[float],
+    lower_is_better: bool = True,
+    confidence: float = 0.95,
+) -> Comparison:
+    """Compare ``other`` against ``baseline`` (two independent sets of runs)."""
+    _check_confidence(confidence)
+    base = _as_samples(baseline, "baseline samples")
+    oth = _as_samples(other, "other samples")
+    base_mean = float(base.mean()) if len(base) else None
+    other_mean = float(oth.mean()) if len(oth) else None
+    ratio = (
+        other_mean / base_mean
+        if base_mean is not None and other_mean is not None and base_mean != 0.0
+        else None
+    )
+    ratio_ci: Interval = None
+    p_welch = p_mannwhitney = None
+    if len(base) >= 2 and len(oth) >= 2:
+        p_welch = _welch_p(base, oth)
+        p_mannwhitney = _mannwhitney_p(base, oth)
+        if ratio is not None:
+            ratio_ci = _fieller_interval(base, oth, confidence)
+    significant = (
+        p_welch is not None
+        and p_welch < 1.0 - confidence
+        and ratio_ci is not None
+        and not (ratio_ci[0] <= 1.0 <= ratio_ci[1])
+    )
+    return Comparison(
+        baseline_n=len(base),
+        other_n=len(oth),
+        baseline_mean=base_mean,
+        other_mean=other_mean,
+        ratio=ratio,
+        ratio_ci=ratio_ci,
+        p_welch=p_welch,
+        p_mannwhitney=p_mannwhitney,
+        significant=bool(significant),
+        lower_is_better=lower_is_better,
+        confidence=confidence,
+    )
