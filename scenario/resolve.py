@@ -276,6 +276,8 @@ class _Resolver:
         if kind is None:
             self._check_name(name, target.pos)
             self.symbols[name] = new_kind
+        elif kind == LOOP and new_kind == INT and name not in self.loop_depth_vars:
+            pass  # outside its own loop a loop variable is a plain integer (the sketch's larson)
         elif kind in (PARAM, LOOP, POOL, CHAN, CHAN_ARRAY, SELF):
             self.rep.error(target.pos, f"'{name}' is a {kind} and cannot be assigned")
         elif kind != new_kind:
