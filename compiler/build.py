@@ -80,7 +80,7 @@ def scenario_key(source: str, base_dir: Path, params: Mapping[str, object], cc: 
     h.update(source.encode())
     for ref in _DATA_REFS.findall(source):
         path = base_dir / ref
-        h.update(ref.encode())
+        h.update(str(path.resolve()).encode())  # the program embeds this path
         if path.is_file():
             st = path.stat()
             h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())

@@ -85,7 +85,7 @@ class CProgram:
     tables: List[CTable]
     regions: List[str]
     lives_wheel_bits: int
-    replays: List[str]
+    replay_file: Optional[str]   # absolute path of the ops file of `replay`
     source_file: str
 
 
@@ -105,9 +105,18 @@ class _Lowerer:
         chans = [{"name": "ch_" + name, "count": info.count, "capacity": info.capacity}
                  for name, info in self.r.channels.items()]
         s = self.r.scenario
+        replay_file = None
+        for r in s.replays:
+            try:
+                replay_file = str(resolve_data_path(r.path, self.base_dir))
+            except tables.TableError as exc:
+                self.rep.error(r.pos, str(exc))
+                continue
+            if not Path(replay_file).is_file():
+                self.rep.error(r.pos, f"the replay data {r.path!r} does not exist")
         return CProgram(s.name, self.r.seed, self.r.params, chans, threads, self.tables,
                         self.regions, LIVES_WHEEL_BITS if self.uses_lives else 0,
-                        [r.path for r in s.replays], s.filename)
+                        replay_file, s.filename)
 
     # -- threads
     def thread(self, g: ThreadGroup) -> CThread:

@@ -123,6 +123,9 @@ class _Resolver:
             group = ThreadGroup(t, count if count is not None else 1, i)
             self._thread(group)
             groups.append(group)
+        if len(self.s.replays) > 1:
+            self.rep.error(self.s.replays[1].pos, "a scenario replays one trace; split the others into "
+                           "scenarios of their own")
         if not groups and not self.s.replays:
             self.rep.error(n.Pos(1, 1), "the scenario has no thread: nothing would run",
                            "add a block such as: thread main { p = malloc(64)  free(p) }")
