@@ -128,8 +128,16 @@ static inline void scn_tick(scn_thread *t) {
 #endif
 }
 
+/* Hide where a block came from. Otherwise clang deletes a malloc whose block
+ * is only freed (and a compiler may fuse malloc + memset into calloc), and
+ * the allocator would not see the calls the scenario makes. */
+static inline void *scn_opaque(void *p) {
+  __asm__ __volatile__("" : "+r"(p));
+  return p;
+}
+
 static inline scn_obj scn_done_alloc(scn_thread *t, enum scn_op op, void *p, size_t n) {
-  scn_obj o = { p, n };
+  scn_obj o = { scn_opaque(p), n };
   t->count[op]++;
   if (__builtin_expect(p == NULL, 0)) { t->failed++; o.size = 0; }
   scn_hook_op_after(t, op, o, SCN_NULL_OBJ);
@@ -167,7 +175,7 @@ static inline scn_obj scn_posix_memalign(scn_thread *t, size_t align, size_t n) 
 /* A failed realloc leaves the old block alive, so the scenario keeps it. */
 static inline scn_obj scn_realloc(scn_thread *t, scn_obj old, size_t n) {
   scn_hook_op_before(t, SCN_REALLOC, n);
-  void *p = realloc(old.ptr, n);
+  void *p = scn_opaque(realloc(old.ptr, n));
   scn_obj o = { p, n };
   t->count[SCN_REALLOC]++;
   if (__builtin_expect(p == NULL && n != 0, 0)) { t->failed++; o = old; }
