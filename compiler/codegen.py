@@ -19,7 +19,8 @@ class ProbeC:
     name: str                 # C identifier part: scn_probe_<name>_<hook>
     header: str               # file in probes/ that defines the hooks
     hooks: Tuple[str, ...]    # which of op_before, op_after, region_begin, region_end,
-                              # thread_start, thread_end, report it defines
+                              # thread_start, thread_end, program_start, program_end,
+                              # report it defines
 
 
 @functools.lru_cache(maxsize=None)

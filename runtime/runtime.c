@@ -235,6 +235,7 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   scn_thread **threads = scn_arena_alloc((size_t)n * sizeof *threads);
   pthread_t *tids = scn_arena_alloc((size_t)n * sizeof *tids);
   g_barrier.running = n;
+  if (p->program_start) p->program_start(n);
   for (int g = 0, id = 0; g < p->n_groups; g++)
     for (int i = 0; i < p->groups[g].count; i++, id++) threads[id] = thread_new(p, g, i, id);
   for (int i = 0; i < n; i++) {
@@ -249,6 +250,7 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   pthread_mutex_unlock(&g_gate.lock);
   for (int i = 0; i < n; i++) pthread_join(tids[i], NULL);
   int64_t wall = monotonic_ns() - start;
+  if (p->program_end) p->program_end();
   report(stdout, p, threads, n, wall);
   return fflush(stdout) == 0 ? 0 : 1;
 }

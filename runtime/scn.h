@@ -75,6 +75,11 @@ typedef struct {
   void (*thread_start)(scn_thread *);
   void (*thread_end)(scn_thread *);
   void (*report)(FILE *out);
+  /* Before any thread exists (probes set up per-thread state for `threads`
+   * threads, indexed by scn_thread.id, so nothing is allocated or faulted in
+   * once the clock runs) and after every thread has ended, before the report. */
+  void (*program_start)(int threads);
+  void (*program_end)(void);
 } scn_program;
 
 /* ---- runtime.c */
