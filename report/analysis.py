@@ -1,0 +1,222 @@
+"""From a result file to numbers a person can act on.
+
+Groups the measured runs by param set (and probe set), summarizes every
+metric per allocator (scenc.stats.summarize), compares each allocator with
+the baseline (scenc.stats.compare), and names the winner of each headline
+metric against the runner-up, so "fastest" is only called significant when
+it is. Warm-up records and failed runs never enter a statistic; failures are
+counted and described instead.
+
+Everything here is plain data (`to_json`) so `scenc report --json` can
+print it and the tables and plots only format it.
+"""
+
+import json
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional
+
+from . import metrics as metric_defs
+
+MIN_RUNS_TO_COMPARE = 2
+
+
+@dataclass
+class AllocatorStats:
+    name: str
+    n: int
+    summaries: Dict[str, object]              # metric -> stats.Summary
+    samples: Dict[str, List[float]]
+    failures: Dict[str, int] = field(default_factory=dict)   # status -> count
+    problems: List[str] = field(default_factory=list)        # distinct problem sentences
+    stderr_tail: str = ""                                     # of the last failure
+    providers: List[str] = field(default_factory=list)       # malloc providers seen in ok runs
+
+    def to_json(self) -> dict:
+        return {"n": self.n, "failures": self.failures, "problems": self.problems,
+                "stderr_tail": self.stderr_tail, "providers": self.providers,
+                "metrics": {m: s.to_dict() for m, s in self.summaries.items()},
+                "samples": self.samples}
+
+
+@dataclass
+class Verdict:
+    """The best allocator for one metric, measured against the runner-up."""
+    metric: str
+    word: str                 # "fastest"
+    best: str
+    runner_up: Optional[str]
+    comparison: Optional[object]   # stats.Comparison of best against runner_up
+
+    def sentence(self) -> str:
+        m = metric_defs.metric(self.metric)
+        if self.runner_up is None or self.comparison is None:
+            return f"{self.word}: {self.best} (the only allocator with enough runs)"
+        c = self.comparison
+        if c.significant:
+            return f"{self.word}: " + c.sentence(self.best, self.runner_up, m.word) \
+                .replace(f" than {self.runner_up} ", f" than the runner-up, {self.runner_up} ")
+        interval = "–".join(f"{v:.2f}" for v in c.ratio_ci) if c.ratio_ci else "ratio interval unbounded"
+        return (f"{self.word}: {self.best} by its mean, but not significantly ahead of "
+                f"{self.runner_up} (ratio {interval})")
+
+    def to_json(self) -> dict:
+        return {"metric": self.metric, "word": self.word, "best": self.best,
+                "runner_up": self.runner_up, "sentence": self.sentence(),
+                "comparison": self.comparison.to_dict() if self.comparison else None}
+
+
+@dataclass
+class Block:
+    """Everything measured with one param set (and probe set)."""
+    params: Dict[str, object]
+    probe_set: str
+    allocators: List[AllocatorStats]
+    baseline: Optional[str]
+    comparisons: Dict[str, Dict[str, object]]   # metric -> allocator -> stats.Comparison
+    verdicts: Dict[str, Verdict]                # metric -> the winner
+
+    def stats(self, name: str) -> Optional[AllocatorStats]:
+        return next((a for a in self.allocators if a.name == name), None)
+
+    def comparison_sentence(self, metric: str, name: str) -> str:
+        c = self.comparisons.get(metric, {}).get(name)
+        if c is None:
+            return ""
+        if c.ratio is None and c.baseline_mean == c.other_mean and c.baseline_n >= 2 and c.other_n >= 2:
+            return f"{name}: no difference from {self.baseline} (the same value in every run)"
+        return c.sentence(name, self.baseline, metric_defs.metric(metric).word)
+
+    def to_json(self) -> dict:
+        return {
+            "params": self.params, "probe_set": self.probe_set, "baseline": self.baseline,
+            "allocators": {a.name: a.to_json() for a in self.allocators},
+            "comparisons": {m: {name: dict(c.to_dict(), sentence=self.comparison_sentence(m, name))
+                                for name, c in by_name.items()}
+                            for m, by_name in self.comparisons.items()},
+            "verdicts": {m: v.to_json() for m, v in self.verdicts.items()},
+        }
+
+
+@dataclass
+class Analysis:
+    header: Mapping
+    path: str
+    blocks: List[Block]
+    metrics: List[str]          # every metric present, in display order
+    baseline: Optional[str]
+    varying: List[str]          # params that take more than one value
+
+    @property
+    def scenario(self) -> str:
+        return self.header.get("scenario", "?")
+
+    def to_json(self) -> dict:
+        return {"schema": "scenc-analysis/1", "result_file": self.path, "scenario": self.scenario,
+                "status": self.header.get("status"), "baseline": self.baseline,
+                "metrics": {m: _metric_json(m) for m in self.metrics},
+                "varying_params": self.varying,
+                "blocks": [b.to_json() for b in self.blocks]}
+
+
+def _metric_json(name: str) -> dict:
+    m = metric_defs.metric(name)
+    return {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
+
+
+def _key(params: Mapping, probe_set: str) -> str:
+    return json.dumps([dict(params), probe_set], sort_keys=True)
+
+
+def _ordered_points(header: Mapping, runs) -> List[tuple]:
+    """(params, probe_set) in plan order, then any only found in the runs."""
+    points, seen = [], set()
+    plan_configs = (header.get("plan") or {}).get("configs", []) if isinstance(header.get("plan"), Mapping) else []
+    candidates = [(c.get("params", {}), c.get("probe_set", "time+memory")) for c in plan_configs]
+    candidates += [(r["params"], r.get("probe_set", "time+memory")) for r in runs]
+    for params, probe_set in candidates:
+        k = _key(params, probe_set)
+        if k not in seen:
+            seen.add(k)
+            points.append((dict(params), probe_set))
+    return points
+
+
+def _allocator_order(header: Mapping, runs) -> List[str]:
+    names = list(header.get("allocators", {}))
+    for r in runs:
+        if r["allocator"] not in names:
+            names.append(r["allocator"])
+    return names
+
+
+def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95) -> Analysis:
+    """`result` is a resultfile.ResultFile (or anything with .header, .runs and .path)."""
+    from .. import stats
+    header, runs = result.header, list(result.runs)
+    names = _allocator_order(header, runs)
+    baseline = baseline or header.get("baseline") or (names[0] if names else None)
+    if baseline is not None and baseline not in names:
+        raise ValueError(f"baseline {baseline!r} is not in this result (allocators: {', '.join(names)})")
+    present_metrics = set()
+    blocks = []
+    for params, probe_set in _ordered_points(header, runs):
+        here = [r for r in runs if r["params"] == params and r.get("probe_set", "time+memory") == probe_set]
+        per_allocator = []
+        for name in names:
+            mine = [r for r in here if r["allocator"] == name]
+            if not mine and not any(c.get("allocator") == name for c in
+                                    (header.get("plan") or {}).get("configs", [])):
+                continue
+            ok = [r for r in mine if r["status"] == "ok" and not r.get("warmup")]
+            samples: Dict[str, List[float]] = {}
+            for r in ok:
+                for m, v in r["metrics"].items():
+                    if v is not None:
+                        samples.setdefault(m, []).append(v)
+            present_metrics.update(samples)
+            failed = [r for r in mine if r["status"] != "ok"]
+            failures: Dict[str, int] = {}
+            problems: List[str] = []
+            for r in failed:
+                failures[r["status"]] = failures.get(r["status"], 0) + 1
+                if r.get("problem") and r["problem"] not in problems:
+                    problems.append(r["problem"])
+            providers = sorted({r["provider"] for r in ok if r.get("provider")})
+            per_allocator.append(AllocatorStats(
+                name=name, n=len(ok),
+                summaries={m: stats.summarize(v, confidence=confidence) for m, v in samples.items()},
+                samples=samples, failures=failures, problems=problems[:5],
+                stderr_tail=failed[-1].get("stderr_tail", "") if failed else "",
+                providers=providers))
+        comparisons: Dict[str, Dict[str, object]] = {}
+        base = next((a for a in per_allocator if a.name == baseline), None)
+        if base is not None and base.n >= MIN_RUNS_TO_COMPARE:
+            for m, base_values in base.samples.items():
+                d = metric_defs.metric(m)
+                for a in per_allocator:
+                    if a.name != baseline and len(a.samples.get(m, [])) >= MIN_RUNS_TO_COMPARE:
+                        comparisons.setdefault(m, {})[a.name] = stats.compare(
+                            base_values, a.samples[m], lower_is_better=d.lower_is_better,
+                            confidence=confidence)
+        verdicts = {}
+        for d in metric_defs.all_metrics():
+            if not d.best:
+                continue
+            candidates = [a for a in per_allocator if len(a.samples.get(d.name, [])) >= MIN_RUNS_TO_COMPARE]
+            if not candidates:
+                continue
+            candidates.sort(key=lambda a: a.summaries[d.name].mean, reverse=not d.lower_is_better)
+            best = candidates[0]
+            runner = candidates[1] if len(candidates) > 1 else None
+            c = stats.compare(runner.samples[d.name], best.samples[d.name],
+                              lower_is_better=d.lower_is_better, confidence=confidence) if runner else None
+            verdicts[d.name] = Verdict(d.name, d.best, best.name, runner.name if runner else None, c)
+        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts))
+    varying = []
+    for k in {k for b in blocks for k in b.params}:
+        if len({json.dumps(b.params.get(k)) for b in blocks}) > 1:
+            varying.append(k)
+    order = [k for b in blocks for k in b.params]
+    varying.sort(key=order.index)
+    return Analysis(header, getattr(result, "path", ""), blocks, metric_defs.order(present_metrics),
+                    baseline, varying)

@@ -1,0 +1,205 @@
+"""Plots of an Analysis with matplotlib (Agg: no display needed), as PNG and SVG.
+
+Per metric shown:
+* `<stem>-<metric>-bars`: mean per allocator with its 95% CI as error bars,
+  grouped by param set;
+* `<stem>-<metric>-box`: the samples themselves, one box per allocator,
+  one panel per param set (a box plot shows skew and outliers a mean hides);
+* for a sweep, `<stem>-<metric>-vs-<param>`: the mean against the param,
+  one line per allocator, the 95% CI as a band; when other params vary too,
+  one panel per combination of them.
+"""
+
+import math
+import os
+import re
+from typing import Dict, List, Sequence
+
+from . import metrics as metric_defs
+from .tables import scale_for, shown_metrics
+
+FORMATS = ("png", "svg")
+MAX_PANELS = 12
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _colors(names: Sequence[str]) -> Dict[str, str]:
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+               "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+    return {n: palette[i % len(palette)] for i, n in enumerate(names)}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "metric"
+
+
+def _params_text(params) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items()) or "defaults"
+
+
+def _axis_label(metric: str, factor_unit) -> str:
+    d = metric_defs.metric(metric)
+    unit = factor_unit[1]
+    return f"{d.label}{f' ({unit})' if unit else ''}, {d.direction}"
+
+
+def _reference(analysis, metric):
+    means = [a.summaries[metric].mean for b in analysis.blocks for a in b.allocators
+             if metric in a.summaries and a.summaries[metric].mean]
+    return min((abs(m) for m in means), default=None)
+
+
+def _save(fig, directory: str, name: str) -> List[str]:
+    paths = []
+    for ext in FORMATS:
+        path = os.path.join(directory, f"{name}.{ext}")
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        paths.append(path)
+    return paths
+
+
+def _allocator_names(analysis) -> List[str]:
+    names = []
+    for b in analysis.blocks:
+        for a in b.allocators:
+            if a.name not in names:
+                names.append(a.name)
+    return names
+
+
+def bar_chart(analysis, metric: str, directory: str, stem: str) -> List[str]:
+    plt = _pyplot()
+    names = _allocator_names(analysis)
+    colors = _colors(names)
+    factor, unit = scale_for(metric_defs.metric(metric).unit, _reference(analysis, metric))
+    blocks = analysis.blocks
+    width = 0.8 / max(1, len(names))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 + 0.5 * len(blocks) * len(names)), 3.8))
+    for i, name in enumerate(names):
+        xs, ys, lo, hi = [], [], [], []
+        for j, b in enumerate(blocks):
+            a = b.stats(name)
+            s = a.summaries.get(metric) if a else None
+            if s is None or s.mean is None:
+                continue
+            xs.append(j + (i - (len(names) - 1) / 2) * width)
+            ys.append(s.mean * factor)
+            ci = s.ci_mean or (s.mean, s.mean)
+            lo.append((s.mean - ci[0]) * factor)
+            hi.append((ci[1] - s.mean) * factor)
+        if xs:
+            ax.bar(xs, ys, width * 0.95, yerr=[lo, hi], capsize=3, label=name, color=colors[name])
+    ax.set_xticks(range(len(blocks)))
+    ax.set_xticklabels([_params_text(b.params) for b in blocks], rotation=20 if len(blocks) > 3 else 0)
+    ax.set_ylabel(_axis_label(metric, (factor, unit)))
+    ax.set_title(f"{analysis.scenario}: {metric_defs.metric(metric).label} (mean, 95% CI)")
+    ax.legend(fontsize="small")
+    paths = _save(fig, directory, f"{stem}-{_slug(metric)}-bars")
+    plt.close(fig)
+    return paths
+
+
+def box_plot(analysis, metric: str, directory: str, stem: str) -> List[str]:
+    plt = _pyplot()
+    blocks = analysis.blocks[:MAX_PANELS]
+    factor, unit = scale_for(metric_defs.metric(metric).unit, _reference(analysis, metric))
+    cols = min(3, len(blocks))
+    rows = math.ceil(len(blocks) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, b in zip(axes.flat, blocks):
+        data, labels = [], []
+        for a in b.allocators:
+            values = a.samples.get(metric)
+            if values:
+                data.append([v * factor for v in values])
+                labels.append(a.name)
+        if data:
+            ax.boxplot(data, labels=labels) if _old_matplotlib() else ax.boxplot(data, tick_labels=labels)
+        ax.set_title(_params_text(b.params), fontsize="small")
+        ax.set_ylabel(_axis_label(metric, (factor, unit)), fontsize="small")
+        ax.tick_params(axis="x", labelrotation=20)
+    for ax in list(axes.flat)[len(blocks):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{analysis.scenario}: {metric_defs.metric(metric).label}, every run")
+    fig.tight_layout()
+    paths = _save(fig, directory, f"{stem}-{_slug(metric)}-box")
+    plt.close(fig)
+    return paths
+
+
+def _old_matplotlib() -> bool:
+    import matplotlib
+    major, minor = (int(x) for x in matplotlib.__version__.split(".")[:2])
+    return (major, minor) < (3, 9)
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def sweep_plot(analysis, metric: str, param: str, directory: str, stem: str) -> List[str]:
+    plt = _pyplot()
+    names = _allocator_names(analysis)
+    colors = _colors(names)
+    factor, unit = scale_for(metric_defs.metric(metric).unit, _reference(analysis, metric))
+    others = [p for p in analysis.varying if p != param]
+    groups: Dict[str, list] = {}
+    for b in analysis.blocks:
+        label = " ".join(f"{p}={b.params.get(p)}" for p in others)
+        groups.setdefault(label, []).append(b)
+    panels = list(groups.items())[:MAX_PANELS]
+    cols = min(3, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+    for ax, (label, blocks) in zip(axes.flat, panels):
+        blocks = sorted(blocks, key=lambda b: b.params.get(param))
+        for name in names:
+            xs, ys, lo, hi = [], [], [], []
+            for b in blocks:
+                a = b.stats(name)
+                s = a.summaries.get(metric) if a else None
+                if s is None or s.mean is None:
+                    continue
+                ci = s.ci_mean or (s.mean, s.mean)
+                xs.append(b.params.get(param))
+                ys.append(s.mean * factor)
+                lo.append(ci[0] * factor)
+                hi.append(ci[1] * factor)
+            if xs:
+                ax.plot(xs, ys, marker="o", label=name, color=colors[name])
+                ax.fill_between(xs, lo, hi, alpha=0.2, color=colors[name])
+        ax.set_xlabel(param)
+        ax.set_ylabel(_axis_label(metric, (factor, unit)), fontsize="small")
+        if label:
+            ax.set_title(label, fontsize="small")
+        ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{analysis.scenario}: {metric_defs.metric(metric).label} against {param} "
+                 f"(mean, 95% CI band)")
+    fig.tight_layout()
+    paths = _save(fig, directory, f"{stem}-{_slug(metric)}-vs-{_slug(param)}")
+    plt.close(fig)
+    return paths
+
+
+def write_plots(analysis, directory: str, all_metrics: bool = False, metrics=None) -> List[str]:
+    """Every plot for the metrics a table would show; returns the files written."""
+    os.makedirs(directory, exist_ok=True)
+    stem = _slug(analysis.scenario)
+    paths: List[str] = []
+    for metric in shown_metrics(analysis, all_metrics, metrics):
+        if not any(metric in a.summaries for b in analysis.blocks for a in b.allocators):
+            continue
+        paths += bar_chart(analysis, metric, directory, stem)
+        paths += box_plot(analysis, metric, directory, stem)
+        for param in analysis.varying:
+            if all(_numeric(b.params.get(param)) for b in analysis.blocks):
+                paths += sweep_plot(analysis, metric, param, directory, stem)
+    return paths

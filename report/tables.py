@@ -1,0 +1,179 @@
+"""Terminal tables for an Analysis: one block per param set, one table per metric.
+
+Each table gives n, mean ± half-width of its 95% CI, median with its
+bootstrap CI, CV and the number of MAD outliers; under it, one sentence per
+allocator against the baseline, and at the end of the block the winner of
+each headline metric against the runner-up.
+"""
+
+import math
+from typing import List, Optional, Sequence
+
+from . import metrics as metric_defs
+
+
+# ------------------------------------------------------------------ numbers
+
+
+def scale_for(unit: str, reference: Optional[float]):
+    """(factor, unit text) so that values near `reference` print with a readable unit."""
+    ref = abs(reference or 0.0)
+    if unit == "s":
+        for factor, text in ((1.0, "s"), (1e3, "ms"), (1e6, "µs")):
+            if ref * factor >= 1.0:
+                return factor, text
+        return 1e9, "ns"
+    if unit == "KiB":
+        if ref >= 1024 * 1024 * 10:
+            return 1 / (1024 * 1024), "GiB"
+        if ref >= 10240:
+            return 1 / 1024, "MiB"
+        return 1.0, "KiB"
+    if unit == "ops/s":
+        if ref >= 1e9:
+            return 1e-9, "G ops/s"
+        if ref >= 1e6:
+            return 1e-6, "M ops/s"
+        if ref >= 1e3:
+            return 1e-3, "k ops/s"
+    return 1.0, unit
+
+
+def _decimals(reference: float) -> int:
+    """Enough decimals for four significant digits of `reference`, at most 4."""
+    if reference == 0 or not math.isfinite(reference):
+        return 0
+    return max(0, min(4, 3 - int(math.floor(math.log10(abs(reference))))))
+
+
+def format_value(value: Optional[float], unit: str, reference: Optional[float] = None) -> str:
+    if value is None:
+        return "-"
+    factor, text = scale_for(unit, reference if reference is not None else value)
+    digits = _decimals((reference if reference is not None else value) * factor)
+    return f"{value * factor:.{digits}f} {text}".strip()
+
+
+# ------------------------------------------------------------------- layout
+
+
+def _table(rows: Sequence[Sequence[str]], right: Sequence[bool], indent: str = "  ") -> List[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for r in rows:
+        cells = [c.rjust(w) if right[i] else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        lines.append((indent + "  ".join(cells)).rstrip())
+    return lines
+
+
+def _failure_cell(a) -> str:
+    return ", ".join(f"{n} {status}" for status, n in a.failures.items())
+
+
+def _metric_table(block, metric: str) -> List[str]:
+    d = metric_defs.metric(metric)
+    present = [a for a in block.allocators if metric in a.summaries]
+    if not present and not any(a.failures for a in block.allocators):
+        return []
+    means = [a.summaries[metric].mean for a in present if a.summaries[metric].mean is not None]
+    reference = min((abs(m) for m in means if m), default=None)
+    factor, unit_text = scale_for(d.unit, reference)
+    digits = _decimals(reference * factor) if reference else 0
+
+    def num(v):
+        return "-" if v is None else f"{v * factor:.{digits}f}"
+
+    rows = [["allocator", "n", f"mean ± 95% CI ({unit_text})" if unit_text else "mean ± 95% CI",
+             "median [95% CI]", "CV", "outliers", "failed runs"]]
+    for a in block.allocators:
+        s = a.summaries.get(metric)
+        if s is None:
+            rows.append([a.name, str(a.n), "-", "-", "-", "", _failure_cell(a)])
+            continue
+        if s.ci_mean is not None:
+            half = (s.ci_mean[1] - s.ci_mean[0]) / 2
+            mean = f"{num(s.mean)} ± {num(half)}"
+        else:
+            mean = num(s.mean)
+        median = num(s.median)
+        if s.ci_median is not None:
+            median += f" [{num(s.ci_median[0])}, {num(s.ci_median[1])}]"
+        cv = f"{s.cv:.1%}" if s.cv is not None else "-"
+        outliers = str(len(s.outliers)) if s.outliers else ""
+        rows.append([a.name + (" *" if a.name == block.baseline else ""), str(s.n), mean, median, cv,
+                     outliers, _failure_cell(a)])
+    if not any(r[6] for r in rows[1:]):
+        rows = [r[:6] for r in rows]
+    if not any(r[5] for r in rows[1:]):
+        rows = [r[:5] + r[6:] for r in rows]
+    lines = [f"{d.label} ({d.direction})"]
+    lines += _table(rows, [False, True, True, True, True, True, False][: len(rows[0])])
+    for a in block.allocators:
+        sentence = block.comparison_sentence(metric, a.name)
+        if sentence:
+            lines.append("  " + sentence)
+    return lines
+
+
+def _block_title(analysis, block) -> str:
+    params = " ".join(f"{k}={v}" for k, v in block.params.items())
+    probe = f" [{block.probe_set}]" if block.probe_set != "time+memory" else ""
+    return f"== {analysis.scenario}{' ' + params if params else ''}{probe} =="
+
+
+def _failure_lines(block) -> List[str]:
+    lines = []
+    for a in block.allocators:
+        if not a.failures:
+            continue
+        what = ", ".join(f"{n} {status}" for status, n in a.failures.items())
+        loud = "WRONG ALLOCATOR: " if "wrong-allocator" in a.failures else ""
+        lines.append(f"  {loud}{a.name}: {what} run(s) — {'; '.join(a.problems) or 'no detail'}")
+        tail = [l for l in a.stderr_tail.strip().splitlines() if l.strip()][-3:]
+        for line in tail:
+            lines.append(f"      stderr: {line[:160]}")
+    return lines
+
+
+def shown_metrics(analysis, all_metrics: bool = False, only: Optional[Sequence[str]] = None) -> List[str]:
+    if only:
+        return [m for m in only]
+    if all_metrics:
+        return list(analysis.metrics)
+    headline = metric_defs.headline_names()
+    regions = [m for m in analysis.metrics if m.startswith("region:")]
+    return [m for m in headline if m in analysis.metrics] + regions
+
+
+def format_block(analysis, block, metrics: Sequence[str]) -> str:
+    lines = [_block_title(analysis, block)]
+    counts = sorted({a.n for a in block.allocators})
+    n_text = f"{counts[0]} runs per allocator" if len(counts) == 1 else \
+        f"{counts[0]} to {counts[-1]} runs per allocator"
+    lines.append(f"{n_text}; * = baseline ({block.baseline}); 95% confidence")
+    for metric in metrics:
+        table = _metric_table(block, metric)
+        if table:
+            lines.append("")
+            lines += table
+    verdicts = [block.verdicts[m].sentence() for m in metrics if m in block.verdicts]
+    if verdicts:
+        lines.append("")
+        lines += verdicts
+    failures = _failure_lines(block)
+    if failures:
+        lines.append("")
+        lines.append("failures:")
+        lines += failures
+    return "\n".join(lines)
+
+
+def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Sequence[str]] = None) -> str:
+    chosen = shown_metrics(analysis, all_metrics, metrics)
+    parts = [format_block(analysis, b, chosen) for b in analysis.blocks]
+    if not parts:
+        return f"{analysis.scenario}: no runs in {analysis.path}"
+    status = analysis.header.get("status")
+    if status and status != "complete":
+        parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")
+    return "\n\n".join(parts)
