@@ -19,6 +19,7 @@ from ..scenario.resolve import (CHAN, CHAN_ARRAY, INT, LOOP, PARAM, POOL, PTR, S
 from . import tables
 
 LIVES_WHEEL_BITS = 12
+MAX_REGIONS = 32  # runtime/scn.h SCN_MAX_REGIONS
 
 
 def c_string(text: str) -> str:
@@ -181,6 +182,8 @@ class _Lowerer:
             return CStmt("line", "scn_barrier_wait(t);", line=line)
         if isinstance(st, n.Measure):
             if st.name not in self.regions:
+                if len(self.regions) == MAX_REGIONS:
+                    self.rep.error(st.pos, f"a scenario can measure at most {MAX_REGIONS} differently named regions")
                 self.regions.append(st.name)
             return CStmt("region", region=self.regions.index(st.name), body=self.block(st.body),
                          code=c_string(st.name), line=line)
