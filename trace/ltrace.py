@@ -1,0 +1,873 @@
+"""Streaming parser for ltrace 0.7.3 logs of allocator calls.
+
+    events = parse(open("app.log"), "app.log")
+    for ev in events:              # AllocEvent, in effect order (see scenc.trace.events)
+        ...
+    events.report                  # ParseReport: counters, anomalies, exits, crash flags
+
+Memory grows with the number of calls that are ``<unfinished ...>`` at the same
+time (a few per thread), the number of threads, and a bounded number of
+anomaly examples -- never with the length of the log.  The report is final once
+the iteration is exhausted (or the generator is closed).
+
+What ltrace 0.7.3 writes, and what the parser does with it
+-----------------------------------------------------------
+Line prefix: ``TID `` with ``-o FILE -f``, ``[pid N] `` on stderr with ``-f``,
+nothing without ``-f`` (tid 0).  Then optionally a timestamp (``-t`` HH:MM:SS,
+``-tt`` HH:MM:SS.uuuuuu, ``-ttt`` epoch.uuuuuu, ``-r`` relative seconds),
+``[0xADDR]`` (``-i``) and indentation (``-n``).  The body is one of::
+
+    prog->malloc(16) = 0x55d0c0a0b2a0 <0.000123>     -e: PLT breakpoint, CALLER->NAME
+    malloc@libc.so.6(16) = 0x55d0c0a0b2a0            -x: symbol breakpoint, NAME@LIB
+    prog->free(0x55d0 <unfinished ...>               another thread interrupted the call ...
+    <... free resumed> ) = <void> <0.000234>          ... which completes here (same thread)
+    prog->free(0x55d0 <no return ...>                 ltrace gave up on the return
+    --- SIGSEGV (Segmentation fault) ---              signal delivered to that thread
+    +++ exited (status 0) +++ / +++ killed by SIGSEGV +++
+    unexpected breakpoint at 0x55df81dd0408           ltrace lost a breakpoint (crash ahead)
+
+Handled quirks (each counted as an anomaly, see ``events.ANOMALY_KINDS``):
+
+* ``<unfinished ...>``/``<... NAME resumed>`` are paired per thread (innermost
+  pending call of that name); a resume without a start and a start never resumed
+  are reported, never fatal.
+* Nested calls: with ``-x`` (and with ``-e`` through libstdc++'s PLT) an
+  allocator call made *from inside* another traced allocator call of the same
+  thread is printed inside the outer ``<unfinished ...>`` call: realloc(p, 0)
+  -> free(p), realloc(NULL, n) -> malloc(n), posix_memalign(small align) ->
+  malloc, operator new -> malloc, operator delete -> free.  The inner call is
+  dropped (nested-inner-call) when it matches the outer one (same pointer, or
+  same size up to the alignment); posix_memalign takes its result pointer from
+  such an inner malloc, the only place ltrace shows it.  A non-matching call
+  while another is pending is counted normally, so a lost ``resumed`` line
+  cannot swallow the rest of a thread.
+* ``libc.so.6->realloc``/``->calloc`` lines (``-e``) are libc's own IRELATIVE
+  PLT slots mislabelled by ltrace (``= 0x6`` results): skipped.
+* ``memalign@libc.so.6`` under ``-x`` may be aligned_alloc (alias in glibc <
+  2.38): kind 'memalign', noted once per call.
+* Failed allocations (``= 0``/``nil``), ``free(0)``, signals, exits and kills,
+  a truncated last line (no newline: ignored), garbage lines.
+* Input that is not an ltrace log at all raises :class:`TraceFormatError`
+  (no recognisable line among the first ``sniff_lines`` non-empty lines).
+"""
+from __future__ import annotations
+
+import re
+from itertools import chain
+from typing import Iterable, Iterator, Optional
+
+from .events import ALLOC_KINDS, FREE_KINDS, REALLOC_KINDS, AllocEvent, Anomaly
+
+__all__ = ["parse", "parse_file", "ParseReport", "TraceFormatError", "FUNCTIONS", "EventStream"]
+
+
+class TraceFormatError(ValueError):
+    """The input is not an ltrace log.  ``line`` and ``col`` are 1-based."""
+
+    def __init__(self, filename: str, line: int, col: int, message: str):
+        self.filename, self.line, self.col, self.message = filename, line, col, message
+        super().__init__(f"{filename}:{line}:{col}: {message}")
+
+
+# --------------------------------------------------------------------------- functions
+# Argument layouts (positions as ltrace prints them; extra printed args are ignored).
+A_SIZE, A_OLD, A_NMEMB_SIZE, A_OLD_SIZE, A_OLD_NMEMB_SIZE, A_X_ALIGN_SIZE, A_ALIGN_SIZE, \
+    A_SIZE_ALIGN, A_OLD_ALIGN, A_OLD_SIZE_ALIGN = range(10)
+
+#: Traced function name -> (kind, argument layout).  C++ names are Itanium-mangled
+#: (64-bit ``m`` = unsigned long and 32-bit ``j`` = unsigned int variants).
+FUNCTIONS = {
+    "malloc": ("malloc", A_SIZE),
+    "calloc": ("calloc", A_NMEMB_SIZE),
+    "realloc": ("realloc", A_OLD_SIZE),
+    "reallocarray": ("reallocarray", A_OLD_NMEMB_SIZE),
+    "free": ("free", A_OLD),
+    "cfree": ("free", A_OLD),
+    "posix_memalign": ("posix_memalign", A_X_ALIGN_SIZE),
+    "aligned_alloc": ("aligned_alloc", A_ALIGN_SIZE),
+    "memalign": ("memalign", A_ALIGN_SIZE),
+    "valloc": ("valloc", A_SIZE),
+    "pvalloc": ("pvalloc", A_SIZE),
+}
+for _w in "mj":
+    for _new, _kind in (("_Znw", "operator_new"), ("_Zna", "operator_new_array")):
+        FUNCTIONS[_new + _w] = (_kind, A_SIZE)
+        FUNCTIONS[_new + _w + "RKSt9nothrow_t"] = (_kind, A_SIZE)
+        FUNCTIONS[_new + _w + "St11align_val_t"] = (_kind, A_SIZE_ALIGN)
+        FUNCTIONS[_new + _w + "St11align_val_tRKSt9nothrow_t"] = (_kind, A_SIZE_ALIGN)
+for _del, _kind in (("_ZdlPv", "operator_delete"), ("_ZdaPv", "operator_delete_array")):
+    FUNCTIONS[_del] = (_kind, A_OLD)
+    FUNCTIONS[_del + "RKSt9nothrow_t"] = (_kind, A_OLD)
+    FUNCTIONS[_del + "St11align_val_t"] = (_kind, A_OLD_ALIGN)
+    FUNCTIONS[_del + "St11align_val_tRKSt9nothrow_t"] = (_kind, A_OLD_ALIGN)
+    for _w in "mj":
+        FUNCTIONS[_del + _w] = (_kind, A_OLD_SIZE)
+        FUNCTIONS[_del + _w + "St11align_val_t"] = (_kind, A_OLD_SIZE_ALIGN)
+del _w, _new, _del, _kind
+
+_DEMANGLED = re.compile(r"operator (new|delete)(\[\])?\(([^()]*)\)")
+
+
+def _demangled_spec(name: str):
+    """(kind, layout) for a name demangled by ``ltrace -C``, e.g. 'operator new[](unsigned long)'."""
+    m = _DEMANGLED.fullmatch(name)
+    if m is None:
+        return None
+    op, arr, params = m.groups()
+    kind = ("operator_new" if op == "new" else "operator_delete") + ("_array" if arr else "")
+    params = [p.strip() for p in params.split(",") if p.strip() and "nothrow" not in p]
+    has_size = any(p.startswith("unsigned") for p in params)
+    has_align = any("align_val_t" in p for p in params)
+    if op == "new":
+        return kind, (A_SIZE_ALIGN if has_align else A_SIZE)
+    if has_size:
+        return kind, (A_OLD_SIZE_ALIGN if has_align else A_OLD_SIZE)
+    return kind, (A_OLD_ALIGN if has_align else A_OLD)
+
+
+# Function token classes.
+_T_ALLOC, _T_LIBC_PLT, _T_OTHER = 0, 1, 2
+
+
+_TOKEN = re.compile(r"\s*(?:[\w.+-]+->)?(?:[\w.]+|operator (?:new|delete)(?:\[\])?\([^()]*\))(?:@[\w.+-]+)?")
+
+
+def _classify(token: str):
+    """Function token as ltrace prints it -> (name, kind, layout, class, notation, memalign_alias), or
+    None when ``token`` is not a function name.  notation: 1 'CALLER->NAME' (-e), 2 'NAME@LIB' (-x), 0 'NAME'.
+    'prog->malloc' -> ('malloc', 'malloc', A_SIZE, _T_ALLOC, 1, False)."""
+    if not _TOKEN.fullmatch(token):
+        return None
+    caller, arrow, name = token.strip().partition("->")
+    if not arrow:
+        caller, name = None, caller
+    lib = None
+    if "@" in name:
+        name, _, lib = name.rpartition("@")
+    notation = 2 if lib is not None else 1 if caller is not None else 0
+    spec = FUNCTIONS.get(name) or _demangled_spec(name)
+    if spec is None:
+        return (name, None, None, _T_OTHER, notation, False)
+    if caller is not None and caller.startswith("libc.so"):
+        return (name, spec[0], spec[1], _T_LIBC_PLT, notation, False)
+    alias = spec[0] == "memalign" and lib is not None and lib.startswith("libc.so")
+    return (name, spec[0], spec[1], _T_ALLOC, notation, alias)
+
+
+def _num(s: str) -> int:
+    """An ltrace number: decimal, 0x-hex, 'nil'/'NULL' (0); negative values read as size_t."""
+    s = s.strip()
+    try:
+        v = int(s, 0)
+    except ValueError:
+        if s in ("nil", "NULL", "(nil)"):
+            return 0
+        v = int(s, 10)  # leading zeros; raises ValueError on garbage
+    return v + (1 << 64) if v < 0 else v
+
+
+def _args(layout: int, args: str):
+    """(size, nmemb, align, old_ptr) from the printed argument list; raises ValueError/IndexError."""
+    a = args.split(",")
+    if layout == A_SIZE:
+        return _num(a[0]), 1, None, None
+    if layout == A_OLD:
+        return None, 1, None, _num(a[0])
+    if layout == A_NMEMB_SIZE:
+        return _num(a[1]), _num(a[0]), None, None
+    if layout == A_OLD_SIZE:
+        return _num(a[1]), 1, None, _num(a[0])
+    if layout == A_OLD_NMEMB_SIZE:
+        return _num(a[2]), _num(a[1]), None, _num(a[0])
+    if layout == A_X_ALIGN_SIZE:
+        return _num(a[2]), 1, _num(a[1]), None
+    if layout == A_ALIGN_SIZE:
+        return _num(a[1]), 1, _num(a[0]), None
+    if layout == A_SIZE_ALIGN:
+        return _num(a[0]), 1, _num(a[1]), None
+    if layout == A_OLD_ALIGN:
+        return None, 1, _num(a[1]), _num(a[0])
+    return _num(a[1]), 1, _num(a[2]), _num(a[0])  # A_OLD_SIZE_ALIGN
+
+
+def _ptr(ret: Optional[str]) -> Optional[int]:
+    """A printed return value as a pointer (None when it is not a number, e.g. '<void>' or '')."""
+    if not ret:
+        return None
+    try:
+        return _num(ret)
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- regexes
+# General line: groups (tid, pid, ts, token, args, ret, dur, unf, rname, rret, rdur).
+_PREFIX = r"(?:(\d+) |\[pid (\d+)\] )? *(?:(\d[\d:.]*) +)?(?:\[[^\]\s]*\] )? *"
+_BODY = (r"(?:([\w.+-]+(?:->[\w.+-]+)?(?:@[\w.+-]+)?)\(([^)<]*)(?:\) += ([^ \n]*)(?: +<([\d.]+)>)?| <(unfinished|no return) \.\.\.>)"
+         r"|<\.\.\. (\w+) resumed> [^=<]*= ([^ \n]*)(?: +<([\d.]+)>)?)")
+_GENERAL_NL = re.compile(_PREFIX + _BODY + r"\n\Z")
+_GENERAL_ANY = re.compile(_PREFIX + _BODY + r"\n?\Z")
+_PREFIX_ONLY = re.compile(_PREFIX)
+_RET_TAIL = re.compile(r"\) *= ?([^ ]*)(?: +<([\d.]+)>)?\s*\Z")
+_RESUMED = re.compile(r"<\.\.\. (.+?) resumed> ?(.*)\Z")
+
+
+# Pending-call entry (a list, indexed by these constants).
+P_NAME, P_KIND, P_START, P_TIME, P_SIZE, P_NMEMB, P_ALIGN, P_OLD, P_FLAGS, P_PARENT, P_INNER = range(11)
+F_IGNORED, F_NESTED, F_EMITTED, F_NORETURN = 1, 2, 4, 8
+_MAX_PENDING_PER_THREAD = 64
+
+
+def _matches_outer(outer, kind: str, size, nmemb, align, old) -> bool:
+    """Is an allocator call (kind, size...) plausibly made from inside the pending call ``outer``?"""
+    okind = outer[P_KIND]
+    if kind in FREE_KINDS:
+        # delete -> free, realloc(p, 0) -> free(p), reallocarray -> realloc ... same pointer
+        return (okind in FREE_KINDS or okind in REALLOC_KINDS) and old is not None and old == outer[P_OLD]
+    osize = outer[P_SIZE]
+    if osize is None or size is None:
+        return False
+    obytes = osize * outer[P_NMEMB]
+    nbytes = size * nmemb
+    if kind in REALLOC_KINDS:  # reallocarray -> realloc
+        return okind in REALLOC_KINDS and old == outer[P_OLD] and nbytes == obytes
+    if okind in REALLOC_KINDS:  # realloc(NULL, n) -> malloc(n)
+        return nbytes == obytes
+    if okind in ALLOC_KINDS:  # new -> malloc, new[] -> new, posix_memalign -> malloc, calloc -> malloc
+        return obytes <= nbytes <= obytes + (outer[P_ALIGN] or 0)
+    return False
+
+
+# --------------------------------------------------------------------------- report
+class ParseReport:
+    """What the parser (and later the statistics) saw besides the events.
+
+    Counters are plain attributes.  Anomalies are kept as a count per kind plus
+    the first ``max_examples`` :class:`Anomaly` of each kind (bounded memory).
+    """
+
+    def __init__(self, filename: str = "<input>", max_examples: int = 5):
+        self.filename = filename
+        self.max_examples = max_examples
+        self.lines = 0               # lines read
+        self.blank_lines = 0
+        self.events = 0              # AllocEvents yielded
+        self.other_calls = 0         # lines of non-allocator functions (e.g. with -e '*' or without -L)
+        self.anomaly_counts: dict = {}
+        self.anomaly_examples: dict = {}
+        self.threads: set = set()    # every tid that appears, exit lines included
+        self.exits: dict = {}        # tid -> 'exited 0' | 'killed by SIGSEGV'
+        self.exit_status: Optional[int] = None   # of the last '+++ exited' line (the process leader's)
+        self.killed_by: Optional[str] = None     # first '+++ killed by SIGxxx' signal
+        self.truncated = False
+        self.pending_at_end = 0      # allocator calls unfinished when the log ended
+        self.has_timestamps = False
+        self.has_durations = False
+        self.plt_notation = False    # saw '-e' notation (CALLER->NAME)
+        self.symbol_notation = False  # saw '-x' notation (NAME@LIB)
+
+    # -- anomalies
+    def add(self, kind: str, line: int, message: str = "") -> None:
+        """Count an anomaly of ``kind`` at ``line``; keep it if fewer than max_examples are kept."""
+        n = self.anomaly_counts.get(kind, 0)
+        self.anomaly_counts[kind] = n + 1
+        if n < self.max_examples:
+            msg = message.strip()
+            if len(msg) > 200:
+                msg = msg[:197] + "..."
+            self.anomaly_examples.setdefault(kind, []).append(Anomaly(line, kind, msg))
+
+    def count(self, kind: str) -> int:
+        return self.anomaly_counts.get(kind, 0)
+
+    def first_lines(self, kind: str) -> list:
+        return [a.line for a in self.anomaly_examples.get(kind, ())]
+
+    @property
+    def anomalies(self) -> list:
+        """The kept examples of every kind, by line."""
+        return sorted((a for lst in self.anomaly_examples.values() for a in lst), key=lambda a: a.line)
+
+    # -- verdicts
+    @property
+    def crashed(self) -> bool:
+        """The tracee was killed by a signal or ltrace lost breakpoints."""
+        return self.killed_by is not None or self.count("unexpected-breakpoint") > 0
+
+    @property
+    def incomplete(self) -> bool:
+        """The log does not cover the whole run: crash, truncation, calls left unfinished, or no exit line."""
+        return self.crashed or self.truncated or self.pending_at_end > 0 or not self.exits
+
+    @property
+    def notation(self) -> Optional[str]:
+        """'e' (PLT breakpoints: CALLER->NAME), 'x' (symbol breakpoints: NAME@LIB), 'mixed' or None."""
+        if self.plt_notation and self.symbol_notation:
+            return "mixed"
+        return "e" if self.plt_notation else "x" if self.symbol_notation else None
+
+    def to_dict(self) -> dict:
+        return {
+            "filename": self.filename, "lines": self.lines, "blank_lines": self.blank_lines,
+            "events": self.events, "other_calls": self.other_calls,
+            "threads": sorted(self.threads), "exits": {str(k): v for k, v in sorted(self.exits.items())},
+            "exit_status": self.exit_status, "killed_by": self.killed_by, "truncated": self.truncated,
+            "pending_at_end": self.pending_at_end, "crashed": self.crashed, "incomplete": self.incomplete,
+            "has_timestamps": self.has_timestamps, "has_durations": self.has_durations,
+            "notation": self.notation,
+            "anomalies": {k: {"count": n, "first_lines": self.first_lines(k),
+                              "examples": [a.message for a in self.anomaly_examples.get(k, ())]}
+                          for k, n in sorted(self.anomaly_counts.items())},
+        }
+
+
+# --------------------------------------------------------------------------- parser
+class EventStream:
+    """Iterable of AllocEvents with the ParseReport alongside (``stream.report``)."""
+
+    def __init__(self, gen: Iterator[AllocEvent], report: ParseReport):
+        self._gen = gen
+        self.report = report
+
+    def __iter__(self):
+        return self._gen
+
+    def __next__(self):
+        return next(self._gen)
+
+    def close(self):
+        self._gen.close()
+
+
+def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseReport] = None,
+          sniff_lines: int = 20) -> EventStream:
+    """Parse ltrace output lines (str, or bytes decoded as UTF-8) lazily into AllocEvents.
+
+    Raises TraceFormatError during iteration if none of the first ``sniff_lines``
+    non-empty lines looks like ltrace output.  Nothing else raises.
+    """
+    if report is None:
+        report = ParseReport(filename)
+    return EventStream(_Parser(filename, report, sniff_lines).run(lines), report)
+
+
+def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20) -> EventStream:
+    """parse() on a file (closed when the iteration ends); bytes that are not UTF-8 are replaced."""
+    path = str(path)
+    if report is None:
+        report = ParseReport(path)
+    f = open(path, encoding="utf-8", errors="replace", newline="")
+    return EventStream(_Parser(path, report, sniff_lines).run(f, close=f.close), report)
+
+
+class _Parser:
+    def __init__(self, filename: str, report: ParseReport, sniff_lines: int):
+        self.filename = filename
+        self.report = report
+        self.sniff_lines = sniff_lines
+        self.recognised = False
+        self.unrecognised = 0          # non-empty lines before the first recognised one
+        self.first_bad = None          # (line, col, text) of the first of them
+        self.newline_mode = None
+        self.stacks: dict = {}         # tid -> list of pending entries
+        # time
+        self.t0 = None
+        self.day = 0.0
+        self.prev_abs = None
+        self.rel_sum = None            # -r: running sum of relative stamps
+
+    # ---- time ---------------------------------------------------------------------
+    def time(self, ts: str):
+        """(t, key, keylen, base) with t seconds since the first stamp; later stamps that start
+        with ``key`` are ``base + float(stamp[keylen:])``."""
+        try:
+            if len(ts) >= 8 and ts[2] == ":" and ts[5] == ":":          # -t / -tt
+                minute = int(ts[0:2]) * 3600 + int(ts[3:5]) * 60
+                absolute = self.day + minute + float(ts[6:])
+                if self.prev_abs is not None and absolute < self.prev_abs - 43200:
+                    self.day += 86400.0                                  # midnight
+                    absolute += 86400.0
+                self.prev_abs = absolute
+                if self.t0 is None:
+                    self.t0 = absolute
+                return absolute - self.t0, ts[:6], 6, self.day + minute - self.t0
+            if ":" in ts:
+                return None, "\0", 1, 0.0
+            value = float(ts)
+            if self.rel_sum is not None or (self.t0 is None and value < 1e6):  # -r relative
+                self.rel_sum = (self.rel_sum or 0.0) + value
+                return self.rel_sum, "\0", 1, 0.0
+            if self.t0 is None:                                            # -ttt epoch
+                self.t0 = value
+            ipart = ts.split(".")[0]
+            keylen = max(len(ipart) - 3, 1)
+            return value - self.t0, ts[:keylen], keylen, int(ts[:keylen]) * 10 ** (len(ipart) - keylen) - self.t0
+        except ValueError:
+            return None, "\0", 1, 0.0
+
+    # ---- rare lines ----------------------------------------------------------------------
+    def slow(self, raw, lineno: int):
+        """Lines the fast regexes do not take.  Returns the 11 groups of a call/resume line, or None
+        when the line was fully handled here (blank, exit, signal, garbage ...)."""
+        rep = self.report
+        if not isinstance(raw, str):
+            raw = bytes(raw).decode("utf-8", "replace")
+        if self.newline_mode and not raw.endswith("\n"):
+            if raw.strip():
+                rep.truncated = True
+                rep.add("truncated-line", lineno, f"last line has no newline, ignored: {raw!r}")
+            return None
+        s = raw.rstrip("\r\n")
+        if not s.strip():
+            rep.blank_lines += 1
+            return None
+        m = _PREFIX_ONLY.match(s)
+        tid_s, pid_s, ts = m.group(1), m.group(2), m.group(3)
+        body = s[m.end():]
+        if body.startswith("+++ ") or body.startswith("--- ") or body.startswith("unexpected breakpoint"):
+            self.recognised = True
+            tid = int(tid_s or pid_s or 0)
+            self.special(tid, body, lineno, s)
+            return None
+        g = None
+        if body.startswith("<... "):
+            rm = _RESUMED.match(body)
+            if rm:
+                name, rest = rm.groups()
+                if rest.rstrip().endswith("<unfinished ...>"):
+                    self.recognised = True      # resumed and interrupted again: wait for the next resume
+                    return None
+                tm = _RET_TAIL.search(rest)
+                if tm:
+                    g = (tid_s, pid_s, ts, None, None, None, None, None, name, tm.group(1), tm.group(2))
+        else:
+            g = self.slow_call(tid_s, pid_s, ts, body)
+        if g is None:
+            self.unparsable(lineno, s, m.end())
+            return None
+        return g
+
+    def slow_call(self, tid_s, pid_s, ts, body):
+        dm = re.match(r"\s*((?:[\w.+-]+->)?operator (?:new|delete)(?:\[\])?\([^()]*\)(?:@[\w.+-]+)?)\((.*)\Z", body)
+        if dm:
+            token, tail = dm.groups()
+        else:
+            token, sep, tail = body.partition("(")
+            if not sep or not re.fullmatch(r"\s*(?:[\w.+-]+->)?[\w.]+(?:@[\w.+-]+)?", token):
+                return None
+        tail = tail.rstrip()
+        for unf in ("unfinished", "no return"):
+            if tail.endswith(f"<{unf} ...>"):
+                args = tail[: -len(unf) - 6].rstrip()
+                return (tid_s, pid_s, ts, token, args, None, None, unf, None, None, None)
+        tm = _RET_TAIL.search(tail)
+        if tm is None:
+            return None
+        return (tid_s, pid_s, ts, token, tail[: tm.start()], tm.group(1), tm.group(2), None, None, None, None)
+
+    def unparsable(self, lineno: int, s: str, col0: int = 0):
+        if not self.recognised:
+            self.unrecognised += 1
+            if self.first_bad is None:
+                self.first_bad = (lineno, col0 + 1, s)
+            if self.unrecognised >= self.sniff_lines:
+                self.format_error()
+        self.report.add("unparsable-line", lineno, s)
+
+    def format_error(self):
+        line, col, text = self.first_bad
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise TraceFormatError(
+            self.filename, line, col,
+            f"not an ltrace log: none of the first {self.unrecognised} non-empty lines looks like ltrace "
+            f"output (expected e.g. '1234 12:00:00.000001 prog->malloc(16) = 0x55d0c0a0b2a0'); "
+            f"line {line} is {shown!r}")
+
+    def special(self, tid: int, body: str, lineno: int, s: str):
+        rep = self.report
+        rep.threads.add(tid)
+        if body.startswith("+++ "):
+            if tid not in self.seen:
+                rep.add("thread-only-in-exit-line", lineno, s)
+            what = body[4:].rstrip(" +")
+            if what.startswith("exited"):
+                m = re.search(r"status (-?\d+)", what)
+                status = int(m.group(1)) if m else None
+                rep.exits[tid] = f"exited {status}"
+                rep.exit_status = status
+            elif what.startswith("killed by"):
+                sig = what[len("killed by"):].split()[0] if what[len("killed by"):].split() else "?"
+                rep.exits[tid] = f"killed by {sig}"
+                if rep.killed_by is None:
+                    rep.killed_by = sig
+                rep.add("tracee-crashed", lineno, s)
+            else:
+                rep.exits[tid] = what
+        elif body.startswith("--- "):
+            self.seen.add(tid)
+            rep.add("signal", lineno, s)
+        else:
+            self.seen.add(tid)
+            rep.add("unexpected-breakpoint", lineno, s)
+
+    # ---- classification and fallback -------------------------------------------------------
+    def classify(self, tok: str, cache: dict):
+        """Cached _classify; ValueError when ``tok`` is not a function name."""
+        info = _classify(tok)
+        if info is None:
+            raise ValueError(tok)
+        name, kind, layout, cls, notation, alias = info
+        if notation == 1:
+            self.report.plt_notation = True
+        elif notation == 2:
+            self.report.symbol_notation = True
+        info = (name, kind, layout, cls, alias)
+        if len(cache) < 4096:
+            cache[tok] = info
+        return info
+
+    def fallback(self, raw, lineno: int, fn_cache: dict):
+        """A line the split fast path did not take: the general regex, then the slow path.
+        Returns (tid, ts, info, args, ret, dur, unf, rname) or None when the line is done with."""
+        if not isinstance(raw, str):
+            raw = bytes(raw).decode("utf-8", "replace")
+        m = self.general(raw)
+        if m is not None:
+            tid_s, pid_s, ts, tok, args, ret, dur, unf, rname, rret, rdur = m.groups()
+            if self.layout is None:
+                self.layout = self.learn_layout(raw, tid_s, pid_s, ts)
+        else:
+            g = self.slow(raw, lineno)
+            if g is None:
+                return None
+            tid_s, pid_s, ts, tok, args, ret, dur, unf, rname, rret, rdur = g
+        info = None
+        if tok is None:
+            ret, dur = rret, rdur
+        else:
+            try:
+                info = fn_cache.get(tok) or self.classify(tok, fn_cache)
+            except ValueError:
+                self.unparsable(lineno, raw.rstrip("\r\n"))
+                return None
+        self.recognised = True
+        try:
+            dur = float(dur) if dur else None
+        except ValueError:
+            dur = None
+        return int(tid_s or pid_s or 0), ts, info, args, ret, dur, unf, rname
+
+    # ---- main loop -------------------------------------------------------------------------
+    def run(self, lines: Iterable, close=None) -> Iterator[AllocEvent]:
+        rep = self.report
+        stacks = self.stacks
+        self.seen = seen = set()            # tids that appear in a non-exit line
+        new = tuple.__new__
+        Event = AllocEvent
+        fn_cache: dict = {}
+        tid_cache: dict = {}
+        fallback = self.fallback
+        classify = self.classify
+        tid_token = self.tid_token
+        note = rep.add
+        matches_outer = _matches_outer
+        alloc_kinds, free_kinds = ALLOC_KINDS, FREE_KINDS
+        lineno = events = other = 0
+        has_ts = has_dur = False
+        last_tid = None
+        tkey, tklen, tbase = "\0", 1, 0.0
+        # Layout of the line prefix, learnt from the first line the general regex takes:
+        # the prefix has ``nsplit`` whitespace-separated tokens; the tid is token ``tid_i``
+        # ('[pid N]' is two tokens, 'N]' the second) and the timestamp token ``ts_i``; -1: none.
+        nsplit = tid_i = ts_i = -1
+        newline_mode = False
+        it = iter(lines)
+        for first in it:
+            if isinstance(first, str):
+                it = chain((first,), it)
+                newline_mode = first.endswith("\n")
+            else:
+                it = _decoded(chain((first,), it))
+                newline_mode = bytes(first).endswith(b"\n")
+            break
+        self.newline_mode = newline_mode
+        self.general = (_GENERAL_NL if newline_mode else _GENERAL_ANY).match
+        self.layout = None
+        try:
+            for raw in it:
+                lineno += 1
+                ok = False
+                if nsplit >= 0:
+                    # ---------------------------------------------- fast path: str.split
+                    try:
+                        parts = raw.split(None, nsplit)
+                        body = parts[nsplit]
+                        if newline_mode and raw[-1] != "\n":
+                            raise ValueError          # the cut-off last line: the slow path reports it
+                        if tid_i >= 0:
+                            tid = tid_cache.get(parts[tid_i])
+                            if tid is None:
+                                tid = tid_token(parts[tid_i], tid_cache)
+                        else:
+                            tid = 0
+                        ts = parts[ts_i] if ts_i >= 0 else None
+                        if body[0] == "<":            # <... NAME resumed> )   = RET <DUR>
+                            rs = body.split()
+                            if rs[0] != "<..." or rs[2] != "resumed>" or rs[3] != ")" or rs[4] != "=":
+                                raise ValueError
+                            n = len(rs)
+                            last = rs[-1]
+                            if n > 5 and last[0] == "<" and last[1].isdigit():
+                                dur = float(last[1:-1])
+                                n -= 1
+                            else:
+                                dur = None
+                            if n == 6:
+                                ret = rs[5]
+                            elif n == 5:
+                                ret = ""
+                            else:
+                                raise ValueError
+                            info = None
+                            rname = rs[1]
+                        else:                         # CALL(ARGS) = RET <DUR>  |  CALL(ARGS <unfinished ...>
+                            tok, sep, rest = body.partition("(")
+                            info = fn_cache.get(tok)
+                            if info is None:
+                                if not sep:
+                                    raise ValueError
+                                info = classify(tok, fn_cache)
+                            rest = rest.rstrip()
+                            if rest[-4:] == "...>":
+                                if rest[-17:] == " <unfinished ...>":
+                                    args, unf = rest[:-17], "unfinished"
+                                elif rest[-16:] == " <no return ...>":
+                                    args, unf = rest[:-16], "no return"
+                                else:
+                                    raise ValueError
+                                ret = dur = None
+                            else:
+                                args, sep, tail = rest.partition(")")
+                                tt = tail.split()
+                                if not sep or tt[0] != "=":
+                                    raise ValueError
+                                n = len(tt)
+                                last = tt[-1]
+                                if n > 1 and last[0] == "<" and last[1].isdigit():
+                                    dur = float(last[1:-1])
+                                    n -= 1
+                                else:
+                                    dur = None
+                                if n == 2:
+                                    ret = tt[1]
+                                elif n == 1:
+                                    ret = ""
+                                else:
+                                    raise ValueError
+                                unf = None
+                        ok = True
+                    except (ValueError, IndexError, AttributeError, TypeError):
+                        pass
+                if not ok:
+                    r = fallback(raw, lineno, fn_cache)
+                    if r is None:
+                        continue
+                    tid, ts, info, args, ret, dur, unf, rname = r
+                    if nsplit < 0 and self.layout is not None:
+                        nsplit, tid_i, ts_i = self.layout
+                if tid != last_tid:
+                    last_tid = tid
+                    if tid not in seen:
+                        seen.add(tid)
+                        rep.threads.add(tid)
+                if ts is not None:
+                    try:
+                        if ts[:tklen] != tkey:
+                            raise ValueError
+                        t = tbase + float(ts[tklen:])
+                    except ValueError:
+                        t, tkey, tklen, tbase = self.time(ts)
+                        if t is not None:
+                            has_ts = True
+                else:
+                    t = None
+
+                if info is not None:
+                    # ------------------------------------------------ a call starts
+                    name, kind, layout, cls, alias = info
+                    if cls:
+                        if cls == _T_LIBC_PLT:
+                            note("libc-internal-plt", lineno, raw)
+                        else:
+                            other += 1
+                        if unf:
+                            st = stacks.get(tid)
+                            if st is None:
+                                st = stacks[tid] = []
+                            st.append([name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
+                        continue
+                    try:
+                        if layout == A_SIZE:
+                            size = int(args, 0)
+                            nmemb, align, old = 1, None, None
+                            if size < 0:
+                                raise ValueError
+                        elif layout == A_OLD:
+                            old = int(args, 0)
+                            size, nmemb, align = None, 1, None
+                        else:
+                            size, nmemb, align, old = _args(layout, args)
+                    except (ValueError, IndexError, TypeError):
+                        try:
+                            size, nmemb, align, old = _args(layout, args)
+                        except (ValueError, IndexError, TypeError):
+                            note("unparsable-line", lineno, "unreadable arguments: " + str(raw))
+                            if unf:
+                                stacks.setdefault(tid, []).append(
+                                    [name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
+                            continue
+                    st = stacks.get(tid)
+                    if st:
+                        parent = None
+                        for e in reversed(st):
+                            if not e[P_FLAGS] & (F_IGNORED | F_NORETURN) and matches_outer(
+                                    e, kind, size, nmemb, align, old):
+                                parent = e
+                                break
+                        if parent is not None:
+                            note("nested-inner-call", lineno,
+                                 f"{str(raw).strip()}  (inside {parent[P_NAME]} of line {parent[P_START]})")
+                            if unf:
+                                st.append([name, kind, lineno, t, size, nmemb, align, old, F_NESTED, parent, None])
+                            elif kind in alloc_kinds and parent[P_INNER] is None:
+                                parent[P_INNER] = _ptr(ret)
+                            continue
+                    if alias:
+                        note("memalign-may-be-aligned-alloc", lineno, raw)
+                    if dur is not None:
+                        has_dur = True
+                    if kind in free_kinds:
+                        events += 1
+                        yield new(Event, (lineno, tid, t, kind, size, nmemb, align, old, None, False, lineno, dur))
+                        if not old:
+                            note("free-null", lineno, raw)
+                        if unf:
+                            if st is None:
+                                st = stacks[tid] = []
+                            st.append([name, kind, lineno, t, size, nmemb, align, old,
+                                       F_EMITTED | (F_NORETURN if unf == "no return" else 0), None, None])
+                            if len(st) > _MAX_PENDING_PER_THREAD:
+                                self.drop_oldest(st)
+                        continue
+                    if unf:
+                        if st is None:
+                            st = stacks[tid] = []
+                        st.append([name, kind, lineno, t, size, nmemb, align, old,
+                                   F_NORETURN if unf == "no return" else 0, None, None])
+                        if len(st) > _MAX_PENDING_PER_THREAD:
+                            self.drop_oldest(st)
+                        continue
+                    start = lineno
+                    inner = None
+                else:
+                    # ------------------------------------------------ a call resumes
+                    st = stacks.get(tid)
+                    e = None
+                    if st:
+                        if st[-1][0] == rname:
+                            e = st.pop()
+                        else:
+                            for i in range(len(st) - 2, -1, -1):
+                                if st[i][P_NAME] == rname:
+                                    e = st[i]
+                                    self.abandon(st[i + 1:], f"{rname} of line {e[P_START]} resumed first")
+                                    del st[i:]
+                                    break
+                    if e is None:
+                        note("resumed-without-start", lineno, raw)
+                        continue
+                    flags = e[P_FLAGS]
+                    if flags & (F_IGNORED | F_EMITTED):
+                        continue
+                    kind = e[P_KIND]
+                    if flags & F_NESTED:
+                        parent = e[P_PARENT]
+                        if kind in alloc_kinds and parent[P_INNER] is None:
+                            parent[P_INNER] = _ptr(ret)
+                        continue
+                    if dur is not None:
+                        has_dur = True
+                    _, _, start, _, size, nmemb, align, old, _, _, inner = e
+                # ---------------------------------------------------- an allocation/realloc completes
+                if kind == "posix_memalign":
+                    res = inner
+                    failed = _ptr(ret) != 0
+                    if not failed and res is None:
+                        note("posix-memalign-result-unknown", lineno, raw)
+                else:
+                    try:
+                        res = int(ret, 0)
+                    except (ValueError, TypeError):
+                        res = _ptr(ret)
+                    # NULL is a failure, except from realloc(p, 0), which frees p
+                    failed = res == 0 and not (old and size == 0)
+                if failed:
+                    note("failed-allocation", lineno, raw)
+                events += 1
+                yield new(Event, (lineno, tid, t, kind, size, nmemb, align, old, res, failed, start, dur))
+            # ---------------------------------------------------------------- end of input
+            if not self.recognised and self.first_bad is not None:
+                line, _, text = self.first_bad
+                if lineno == 1 and not self.newline_mode and re.match(r"\d|\[pid", text):
+                    rep.truncated = True     # a single, unterminated line: a log cut right at its start
+                    rep.add("truncated-line", 1, f"only line has no newline, ignored: {text!r}")
+                else:
+                    self.format_error()
+            for tid, st in stacks.items():
+                self.abandon(st, "the log ended", at_end=True)
+        finally:
+            if close is not None:
+                close()
+            rep.lines += lineno
+            rep.events += events
+            rep.other_calls += other
+            rep.has_timestamps = rep.has_timestamps or has_ts
+            rep.has_durations = rep.has_durations or has_dur
+
+    @staticmethod
+    def learn_layout(raw: str, tid_s, pid_s, ts):
+        """(nsplit, tid_i, ts_i) of the prefix of a line the general regex matched."""
+        pre = raw[: _PREFIX_ONLY.match(raw).end()].split()
+        tid_i = 0 if tid_s else 1 if pid_s else None
+        ts_i = None
+        if ts:
+            ts_i = pre.index(ts, 0 if tid_i is None else tid_i + 1)
+        return len(pre), tid_i, ts_i
+
+    @staticmethod
+    def tid_token(token: str, cache: dict) -> int:
+        """tid of a prefix token ('1234' or '1234]' of '[pid 1234]'); ValueError if it is none."""
+        digits = token[:-1] if token[-1:] == "]" else token
+        if not digits.isdigit() or not digits.isascii():
+            raise ValueError(token)
+        tid = cache[token] = int(digits)
+        return tid
+
+    def abandon(self, entries, why: str, at_end: bool = False):
+        for e in entries:
+            if e[P_FLAGS] & (F_IGNORED | F_NESTED):
+                continue
+            if at_end:
+                self.report.pending_at_end += 1
+            what = "emitted at its start" if e[P_FLAGS] & F_EMITTED else "no event"
+            self.report.add("unfinished-never-resumed", e[P_START],
+                            f"{e[P_NAME]}() started at line {e[P_START]} never resumed before {why} ({what})")
+
+    def drop_oldest(self, st):
+        self.abandon(st[:1], "too many pending calls on this thread")
+        del st[0]
+
+
+def _decoded(lines):
+    for raw in lines:
+        yield raw if isinstance(raw, str) else bytes(raw).decode("utf-8", "replace")

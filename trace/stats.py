@@ -1,0 +1,439 @@
+"""Streaming statistics over AllocEvents (the ``scenc trace-stats FILE`` command).
+
+    stats = trace_stats_file("app.log")          # or TraceStats(report).consume(events)
+    print(format_trace_stats(stats))
+    json.dumps(stats.to_dict())
+
+Only the live blocks are kept (a dict pointer -> small tuple), so memory follows
+the program's live object count, not the trace length.
+
+Conventions
+-----------
+* An *operation* is one AllocEvent; lifetimes "in operations" count the events of
+  the whole trace (all threads) between a block's allocation and its free.
+* A block keeps its identity through realloc: its lifetime runs from the first
+  allocation to the final free, and each realloc adds one link to its *realloc
+  chain*.  realloc(NULL, n) is an allocation, realloc(p, 0) returning NULL a free.
+* Histograms use log2 buckets: bucket ``b`` holds values in ``[2**(b-1), 2**b)``;
+  bucket 0 holds 0.  Sizes are the bytes requested (``nmemb * size``); lifetimes in
+  seconds are bucketed in microseconds.
+* A *cross-thread free* is a free (free, operator delete, realloc(p, 0)) by a
+  thread other than the one that allocated (or last reallocated) the block.
+* posix_memalign's result is not printed by ltrace (unless an inner malloc shows
+  it, see the parser); such blocks are counted as live and matched to the first
+  later free of an unknown pointer that has the requested alignment
+  (``posix_memalign_guessed``); this is a guess, reported as such.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from .events import ALLOC_KINDS, ANOMALY_KINDS, FREE_KINDS, AllocEvent
+from .ltrace import ParseReport, parse_file
+
+__all__ = ["TraceStats", "trace_stats_file", "format_trace_stats", "bucket_label"]
+
+
+def bucket_label(b: int, unit: str = "") -> str:
+    """Label of log2 bucket ``b``: '0', '1', '[2, 4)', '[1K, 2K)', ... (half-open ranges)."""
+    if b <= 1:
+        return f"{b}{unit}"
+    lo = 1 << (b - 1)
+    return f"[{_pow2(lo)}, {_pow2(2 * lo)}){unit}"
+
+
+def _pow2(n: int) -> str:
+    for suffix, shift in (("E", 60), ("P", 50), ("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift:
+            return f"{n >> shift}{suffix}"
+    return str(n)
+
+
+def _us_label(b: int) -> str:
+    """Label of a log2 bucket of microseconds."""
+    if b == 0:
+        return "<1us"
+    lo = 1 << (b - 1)
+    for unit, scale in (("s", 1_000_000), ("ms", 1000)):
+        if lo >= scale:
+            return f"[{_short(lo / scale)}, {_short(2 * lo / scale)}){unit}"
+    return f"[{lo}, {2 * lo})us"
+
+
+def _short(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
+# live entry: (nbytes, tid, op index, time, realloc chain length, line of first allocation)
+L_BYTES, L_TID, L_OP, L_TIME, L_CHAIN, L_LINE = range(6)
+
+
+class TraceStats:
+    """Accumulates statistics over AllocEvents; feed it with :meth:`consume` (or :meth:`add`)."""
+
+    def __init__(self, report: Optional[ParseReport] = None):
+        self.report = report if report is not None else ParseReport()
+        self.ops = 0
+        self.by_thread_kind: dict = {}         # (tid, kind) -> calls
+        self.size_hist: dict = {}              # log2 bucket of requested bytes -> allocations
+        self.lifetime_ops_hist: dict = {}
+        self.lifetime_us_hist: dict = {}
+        self.live: dict = {}                   # ptr -> live entry
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.peak_objects = 0
+        self.peak_line: Optional[int] = None
+        self.peak_time: Optional[float] = None
+        self.max_objects = 0
+        self.frees = 0                         # frees of a known block (incl. realloc(p, 0))
+        self.free_null = 0
+        self.free_unknown = 0
+        self.cross_thread_frees = 0
+        self.cross_thread_reallocs = 0
+        self.failed: dict = {}                 # kind -> failed calls
+        self.realloc_in_place = 0
+        self.realloc_moved = 0
+        self.realloc_as_malloc = 0
+        self.realloc_as_free = 0
+        self.chain_hist: dict = {}             # realloc chain length -> blocks
+        self.longest_chain = 0
+        self.longest_chain_line: Optional[int] = None
+        self.first_time: Optional[float] = None
+        self.last_time: Optional[float] = None
+        self.last_line = 0
+        self.posix_memalign_guessed = 0
+        self.unresolved: list = []             # posix_memalign blocks with unknown pointer: [align, entry]
+
+    # ------------------------------------------------------------------ feeding
+    def add(self, ev: AllocEvent) -> None:
+        self.consume((ev,))
+
+    def consume(self, events: Iterable[AllocEvent]) -> "TraceStats":
+        """Account every event; returns self."""
+        live = self.live
+        by_tk = self.by_thread_kind
+        size_hist = self.size_hist
+        lt_ops = self.lifetime_ops_hist
+        lt_us = self.lifetime_us_hist
+        note = self.report.add
+        ops = self.ops
+        live_bytes = self.live_bytes
+        peak = self.peak_bytes
+        frees = self.frees
+        cross = self.cross_thread_frees
+        alloc_kinds, free_kinds = ALLOC_KINDS, FREE_KINDS
+        first_time = self.first_time
+        t = None
+        line = self.last_line
+        try:
+            for ev in events:
+                line, tid, t, kind, size, nmemb, align, old, res, failed, _start, _dur = ev
+                ops += 1
+                k = (tid, kind)
+                by_tk[k] = by_tk.get(k, 0) + 1
+                if first_time is None and t is not None:
+                    first_time = t
+                if kind in free_kinds:
+                    if not old:
+                        self.free_null += 1
+                        continue
+                    e = live.pop(old, None)
+                    if e is None:
+                        e = self._unknown_free(old, line, kind)
+                        if e is None:
+                            continue
+                    frees += 1
+                    live_bytes -= e[0]
+                    if tid != e[1]:
+                        cross += 1
+                    b = (ops - e[2]).bit_length()
+                    lt_ops[b] = lt_ops.get(b, 0) + 1
+                    if t is not None and e[3] is not None:
+                        b = int((t - e[3]) * 1e6).bit_length()
+                        lt_us[b] = lt_us.get(b, 0) + 1
+                    if e[4]:
+                        self._chain_end(e)
+                    continue
+                if failed:
+                    self.failed[kind] = self.failed.get(kind, 0) + 1
+                    continue
+                nbytes = size * nmemb if size is not None else 0
+                if kind in alloc_kinds:
+                    entry = (nbytes, tid, ops, t, 0, line)
+                elif old:                           # realloc / reallocarray of a block
+                    e = live.pop(old, None)
+                    if e is None:
+                        e = self._unknown_free(old, line, kind)
+                    if not size and not res:         # realloc(p, 0) == free(p)
+                        self.realloc_as_free += 1
+                        if e is not None:
+                            frees += 1
+                            live_bytes -= e[0]
+                            if tid != e[1]:
+                                cross += 1
+                            b = (ops - e[2]).bit_length()
+                            lt_ops[b] = lt_ops.get(b, 0) + 1
+                            if t is not None and e[3] is not None:
+                                b = int((t - e[3]) * 1e6).bit_length()
+                                lt_us[b] = lt_us.get(b, 0) + 1
+                            if e[4]:
+                                self._chain_end(e)
+                        continue
+                    if e is None:
+                        entry = (nbytes, tid, ops, t, 1, line)
+                    else:
+                        live_bytes -= e[0]
+                        if tid != e[1]:
+                            self.cross_thread_reallocs += 1
+                        entry = (nbytes, tid, e[2], e[3], e[4] + 1, e[5])
+                    if res == old:
+                        self.realloc_in_place += 1
+                    else:
+                        self.realloc_moved += 1
+                else:                               # realloc(NULL, n) == malloc(n)
+                    self.realloc_as_malloc += 1
+                    entry = (nbytes, tid, ops, t, 0, line)
+                b = nbytes.bit_length()
+                size_hist[b] = size_hist.get(b, 0) + 1
+                if res is None:                     # posix_memalign: pointer not shown by ltrace
+                    self.unresolved.append([align or 1, entry])
+                else:
+                    prev = live.get(res)
+                    if prev is not None:
+                        note("alloc-returned-live-pointer", line,
+                             f"{kind} returned {res:#x}, still live since line {prev[5]}: its free was not seen")
+                        live_bytes -= prev[0]
+                    live[res] = entry
+                live_bytes += nbytes
+                if live_bytes > peak:
+                    peak = live_bytes
+                    self.peak_objects = len(live) + len(self.unresolved)
+                    self.peak_line = line
+                    self.peak_time = t
+                if len(live) > self.max_objects:
+                    self.max_objects = len(live)
+        finally:
+            self.ops = ops
+            self.live_bytes = live_bytes
+            self.peak_bytes = peak
+            self.frees = frees
+            self.cross_thread_frees = cross
+            self.first_time = first_time
+            if t is not None:
+                self.last_time = t
+            self.last_line = line
+        return self
+
+    def _unknown_free(self, ptr: int, line: int, kind: str):
+        """A free/realloc of a pointer not live: match a posix_memalign block or report it."""
+        for i, (align, entry) in enumerate(self.unresolved):
+            if ptr % align == 0:
+                del self.unresolved[i]
+                self.posix_memalign_guessed += 1
+                return entry
+        self.free_unknown += 1
+        self.report.add("free-unknown-pointer", line, f"{kind}({ptr:#x}): pointer never seen allocated")
+        return None
+
+    def _chain_end(self, e) -> None:
+        n = e[L_CHAIN]
+        self.chain_hist[n] = self.chain_hist.get(n, 0) + 1
+        if n > self.longest_chain:
+            self.longest_chain = n
+            self.longest_chain_line = e[L_LINE]
+
+    # ------------------------------------------------------------------ results
+    @property
+    def calls_by_kind(self) -> dict:
+        out: dict = {}
+        for (_tid, kind), n in self.by_thread_kind.items():
+            out[kind] = out.get(kind, 0) + n
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    @property
+    def calls_by_thread(self) -> dict:
+        """tid -> {kind: calls}, threads in order of first appearance."""
+        out: dict = {}
+        for (tid, kind), n in self.by_thread_kind.items():
+            out.setdefault(tid, {})[kind] = n
+        return out
+
+    @property
+    def threads(self) -> int:
+        return len({tid for tid, _ in self.by_thread_kind})
+
+    @property
+    def live_objects(self) -> int:
+        """Blocks still allocated at the end of the trace (posix_memalign blocks never matched included)."""
+        return len(self.live) + len(self.unresolved)
+
+    @property
+    def chains(self) -> dict:
+        """Realloc chain length -> blocks, including blocks still live (their chain so far)."""
+        hist = dict(self.chain_hist)
+        for e in list(self.live.values()) + [u[1] for u in self.unresolved]:
+            if e[L_CHAIN]:
+                hist[e[L_CHAIN]] = hist.get(e[L_CHAIN], 0) + 1
+        return dict(sorted(hist.items()))
+
+    @property
+    def longest(self):
+        """(length, first line) of the longest realloc chain, live blocks included."""
+        best = (self.longest_chain, self.longest_chain_line)
+        for e in self.live.values():
+            if e[L_CHAIN] > best[0]:
+                best = (e[L_CHAIN], e[L_LINE])
+        return best
+
+    @property
+    def cross_thread_share(self) -> float:
+        return self.cross_thread_frees / self.frees if self.frees else 0.0
+
+    @property
+    def failed_allocations(self) -> int:
+        return sum(self.failed.values())
+
+    def to_dict(self) -> dict:
+        """JSON-ready (string keys, ints, floats, lists)."""
+        rep = self.report
+        length, line = self.longest
+        return {
+            "file": rep.filename,
+            "lines": rep.lines,
+            "events": self.ops,
+            "threads": self.threads,
+            "calls_by_kind": self.calls_by_kind,
+            "calls_by_thread": {str(t): k for t, k in self.calls_by_thread.items()},
+            "size_hist_log2": {str(b): n for b, n in sorted(self.size_hist.items())},
+            "lifetime_ops_hist_log2": {str(b): n for b, n in sorted(self.lifetime_ops_hist.items())},
+            "lifetime_us_hist_log2": {str(b): n for b, n in sorted(self.lifetime_us_hist.items())},
+            "peak": {"bytes": self.peak_bytes, "objects": self.peak_objects, "line": self.peak_line,
+                     "time_s": self.peak_time},
+            "max_live_objects": self.max_objects,
+            "live_at_end": {"objects": self.live_objects, "bytes": self.live_bytes},
+            "frees": {"of_known_blocks": self.frees, "null": self.free_null, "unknown_pointer": self.free_unknown,
+                      "cross_thread": self.cross_thread_frees,
+                      "cross_thread_share": round(self.cross_thread_share, 6),
+                      "posix_memalign_guessed": self.posix_memalign_guessed},
+            "realloc": {"in_place": self.realloc_in_place, "moved": self.realloc_moved,
+                        "as_malloc": self.realloc_as_malloc, "as_free": self.realloc_as_free,
+                        "cross_thread": self.cross_thread_reallocs,
+                        "chains": {str(n): c for n, c in self.chains.items()},
+                        "longest_chain": {"length": length, "first_line": line}},
+            "failed_allocations": {"total": self.failed_allocations, "by_kind": dict(sorted(self.failed.items()))},
+            "duration_s": (self.last_time - self.first_time) if self.first_time is not None
+            and self.last_time is not None else None,
+            "parse": rep.to_dict(),
+        }
+
+
+def trace_stats_file(path, report: Optional[ParseReport] = None) -> TraceStats:
+    """Parse an ltrace log and compute its statistics in one streaming pass."""
+    events = parse_file(path, report)
+    return TraceStats(events.report).consume(events)
+
+
+def _hist_lines(hist: dict, label, width: int = 40) -> list:
+    if not hist:
+        return ["    (none)"]
+    total = sum(hist.values())
+    top = max(hist.values())
+    lo, hi = min(hist), max(hist)
+    out = []
+    for b in range(lo, hi + 1):
+        n = hist.get(b, 0)
+        bar = "#" * (round(n / top * width) if n else 0)
+        out.append(f"    {label(b):>14} {n:>10} {100 * n / total:5.1f}% {bar}")
+    return out
+
+
+def format_trace_stats(stats: TraceStats, max_lines: int = 5) -> str:
+    """The human report of ``scenc trace-stats``."""
+    rep = stats.report
+    out = []
+    add = out.append
+    how = {"e": "-e (PLT breakpoints)", "x": "-x (symbol breakpoints)", "mixed": "-e and -x"}.get(
+        rep.notation, "unknown")
+    if rep.killed_by:
+        end = f"tracee killed by {rep.killed_by}"
+    elif rep.exit_status is not None:
+        end = f"exit status {rep.exit_status}"
+    else:
+        end = "no exit line"
+    add(f"trace {rep.filename}: {rep.lines} lines, {stats.ops} allocator events, {stats.threads} threads, "
+        f"captured with {how}, {end}")
+    dur = stats.to_dict()["duration_s"]
+    if dur is not None:
+        add(f"  span {dur:.6f} s")
+    if rep.incomplete:
+        why = []
+        if rep.killed_by:
+            why.append(f"the tracee was killed by {rep.killed_by}")
+        if rep.count("unexpected-breakpoint"):
+            why.append("ltrace lost breakpoints")
+        if rep.truncated:
+            why.append("the last line is cut off")
+        if rep.pending_at_end:
+            why.append(f"{rep.pending_at_end} calls never returned")
+        if not rep.exits:
+            why.append("no '+++ exited' line")
+        add("  INCOMPLETE capture: " + "; ".join(why) + ". The figures below cover what was seen.")
+    add("")
+    add("calls by kind:")
+    for kind, n in stats.calls_by_kind.items():
+        add(f"    {kind:<22} {n:>10}")
+    add("")
+    by_thread = stats.calls_by_thread
+    kinds = list(stats.calls_by_kind)
+    add(f"calls by thread ({len(by_thread)}):")
+    add("    " + f"{'tid':>8} " + " ".join(f"{k[:10]:>10}" for k in kinds) + f" {'total':>10}")
+    for tid, per in by_thread.items():
+        add("    " + f"{tid:>8} " + " ".join(f"{per.get(k, 0):>10}" for k in kinds)
+            + f" {sum(per.values()):>10}")
+    add("")
+    add("requested sizes (bytes, log2 buckets):")
+    out += _hist_lines(stats.size_hist, bucket_label)
+    add("")
+    add("lifetimes of freed blocks, in operations of the whole trace:")
+    out += _hist_lines(stats.lifetime_ops_hist, bucket_label)
+    add("")
+    add("lifetimes of freed blocks, in time:")
+    out += _hist_lines(stats.lifetime_us_hist, _us_label) if rep.has_timestamps or stats.lifetime_us_hist \
+        else ["    (no timestamps: capture with -tt)"]
+    add("")
+    at = f" at line {stats.peak_line}" if stats.peak_line is not None else ""
+    if stats.peak_time is not None:
+        at += f" (t={stats.peak_time:.6f} s)"
+    add(f"peak live: {stats.peak_bytes} bytes in {stats.peak_objects} blocks{at}")
+    add(f"live at end: {stats.live_objects} blocks, {stats.live_bytes} bytes")
+    add(f"frees: {stats.frees} of known blocks, {stats.free_null} of NULL, {stats.free_unknown} of unknown pointers")
+    add(f"cross-thread frees: {stats.cross_thread_frees} of {stats.frees} "
+        f"({100 * stats.cross_thread_share:.1f}%)")
+    if stats.posix_memalign_guessed:
+        add(f"posix_memalign blocks matched to their free by alignment (a guess): {stats.posix_memalign_guessed}")
+    length, line = stats.longest
+    add(f"realloc: {stats.realloc_in_place} in place, {stats.realloc_moved} moved, "
+        f"{stats.realloc_as_malloc} realloc(NULL, n), {stats.realloc_as_free} realloc(p, 0), "
+        f"{stats.cross_thread_reallocs} by another thread")
+    chains = stats.chains
+    if chains:
+        add(f"realloc chains: {sum(chains.values())} blocks reallocated, longest {length} "
+            f"(block allocated at line {line}); length: "
+            + ", ".join(f"{n}x{c}" for n, c in chains.items()))
+    else:
+        add("realloc chains: none")
+    failed = ", ".join(f"{k} {n}" for k, n in sorted(stats.failed.items()))
+    add(f"failed allocations: {stats.failed_allocations}" + (f" ({failed})" if failed else ""))
+    add("")
+    if rep.anomaly_counts:
+        add("anomalies:")
+        order = {"error": 0, "warning": 1, "info": 2}
+        for kind, n in sorted(rep.anomaly_counts.items(),
+                              key=lambda kv: (order[ANOMALY_KINDS.get(kv[0], ("warning",))[0]], kv[0])):
+            sev = ANOMALY_KINDS.get(kind, ("warning", ""))[0]
+            lines = rep.first_lines(kind)[:max_lines]
+            more = ", ..." if n > len(lines) else ""
+            add(f"    {sev:<7} {kind:<30} {n:>8}  lines {', '.join(map(str, lines))}{more}")
+    else:
+        add("anomalies: none")
+    return "\n".join(out) + "\n"
