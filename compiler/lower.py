@@ -100,6 +100,9 @@ class _Lowerer:
         self.regions: List[str] = []
         self.uses_lives = False
         self.temp = 0
+        # A slot expression lowered once per statement: clearing the slot an
+        # object left must not draw its index a second time.
+        self._slots: Dict[int, str] = {}
 
     def program(self) -> CProgram:
         threads = [self.thread(g) for g in self.r.groups]
@@ -140,19 +143,23 @@ class _Lowerer:
         return [self.stmt(s) for s in stmts]
 
     def stmt(self, st) -> CStmt:
+        self._slots = {}
         pre: List[str] = []
         line = st.pos.line
         if isinstance(st, n.Assign):
             value = self.expr(st.value, pre)
-            if isinstance(st.target, n.Index):
-                target = self.expr(st.target, pre)
-                code = f"{target} = {value};"
-            else:
-                target = c_ident(st.target.id)
-                code = f"{target} = {value};"
-                moved = _moved_name(st.value)
-                if moved and moved != st.target.id and self.symbols.get(moved) == PTR:
-                    code += f" {c_ident(moved)} = SCN_NULL_OBJ;"
+            target = self.expr(st.target, pre) if isinstance(st.target, n.Index) else c_ident(st.target.id)
+            code = f"{target} = {value};"
+            source = _moved_source(st.value)
+            if source is not None and self._holds_pointer(source):
+                old = self.expr(source, pre)
+                if old == target:
+                    pass  # p = realloc(p, n): the object stays where it was
+                elif isinstance(source, n.Index) and isinstance(st.target, n.Index):
+                    # Two slots may be one (objs[i] = objs[j] with i == j): empty the old first.
+                    code = f"{{ scn_obj moved = {value}; {old} = SCN_NULL_OBJ; {target} = moved; }}"
+                else:
+                    code += f" {old} = SCN_NULL_OBJ;"
             return CStmt("line", code, pre, line=line)
         if isinstance(st, n.CallStmt):
             return CStmt("line", self.action(st.call, pre), pre, line=line)
@@ -210,6 +217,11 @@ class _Lowerer:
             return f"scn_write(t, {self.expr(args[0], pre)}, (uint64_t)({self.expr(args[1], pre)}));"
         raise AssertionError(call.func)
 
+    def _holds_pointer(self, e) -> bool:
+        if isinstance(e, n.Index):
+            return self.symbols.get(e.base.id) == POOL
+        return self.symbols.get(e.id) == PTR
+
     # -- expressions
     def expr(self, e, pre) -> str:
         if not isinstance(e, (n.Call, n.Weighted, n.Str)):
@@ -225,12 +237,15 @@ class _Lowerer:
             if kind == CHAN:
                 return "ch_" + e.id
             return c_ident(e.id)
+        if isinstance(e, n.Index) and id(e) in self._slots:
+            return self._slots[id(e)]
         if isinstance(e, n.Index):
             kind = self.symbols[e.base.id]
             index = self.expr(e.index, pre)
             if kind == POOL:
                 v = c_ident(e.base.id)
-                return f"{v}[scn_checked_index({index}, {v}_n, {e.pos.line})]"
+                self._slots[id(e)] = f"{v}[scn_checked_index({index}, {v}_n, {e.pos.line})]"
+                return self._slots[id(e)]
             count = self.r.channels[e.base.id].count
             return f"ch_{e.base.id}[scn_checked_index({index}, {count}, {e.pos.line})]"
         if isinstance(e, n.Neg):
@@ -324,12 +339,11 @@ def _slot_or_name(e) -> Optional[n.Expr]:
     return e if isinstance(e, (n.Name, n.Index)) else None
 
 
-def _moved_name(e) -> Optional[str]:
-    if isinstance(e, n.Call) and e.func == "realloc" and isinstance(e.args[0], n.Name):
-        return e.args[0].id
-    if isinstance(e, n.Name):
-        return e.id
-    return None
+def _moved_source(e) -> Optional[n.Expr]:
+    """The variable or pool slot whose object an assigned value takes over."""
+    if isinstance(e, n.Call) and e.func == "realloc":
+        return _slot_or_name(e.args[0])
+    return _slot_or_name(e)
 
 
 def lower(resolved: Resolved, base_dir: Path) -> CProgram:
