@@ -276,6 +276,9 @@ class _Resolver:
         new_kind = PTR if value_kind == PTR else INT
         if value_kind is None:
             return
+        if value_kind not in (INT, PTR):
+            self.rep.error(st.value.pos, f"a variable holds an integer or a pointer, not {_article(value_kind)}")
+            return
         if kind is None:
             self._check_name(name, target.pos)
             self.symbols[name] = new_kind
