@@ -346,6 +346,7 @@ class _Resolver:
             if not expr.pairs:
                 self.rep.error(expr.pos, "weighted { } needs at least one 'value: weight' pair")
             for value, weight in expr.pairs:
+                self._expect(value, "int", "a weighted value")
                 self._const(value, "a weighted value")
                 self._const(weight, "a weight")
             return INT
