@@ -126,7 +126,7 @@ def _demangled_spec(name: str):
 
 
 # Function token classes.
-_T_ALLOC, _T_LIBC_PLT, _T_OTHER = 0, 1, 2
+_T_ALLOC, _T_LIBC_PLT, _T_OTHER, _T_ALLOC_ALIAS = 0, 1, 2, 3
 
 
 _TOKEN = re.compile(r"\s*(?:[\w.+-]+->)?(?:[\w.]+|operator (?:new|delete)(?:\[\])?\([^()]*\))(?:@[\w.+-]+)?")
@@ -215,6 +215,7 @@ _RESUMED = re.compile(r"<\.\.\. (.+?) resumed> ?(.*)\Z")
 # Pending-call entry (a list, indexed by these constants).
 P_NAME, P_KIND, P_START, P_TIME, P_SIZE, P_NMEMB, P_ALIGN, P_OLD, P_FLAGS, P_PARENT, P_INNER = range(11)
 F_IGNORED, F_NESTED, F_EMITTED, F_NORETURN = 1, 2, 4, 8
+_CHUNK = 256
 _MAX_PENDING_PER_THREAD = 64
 
 
@@ -323,32 +324,42 @@ class ParseReport:
 
 # --------------------------------------------------------------------------- parser
 class EventStream:
-    """Iterable of AllocEvents with the ParseReport alongside (``stream.report``)."""
+    """Iterable of AllocEvents with the ParseReport alongside (``stream.report``).
 
-    def __init__(self, gen: Iterator[AllocEvent], report: ParseReport):
-        self._gen = gen
+    The parser hands out events in small chunks internally; iterating the stream
+    yields them one by one (lazily: at most a few hundred are buffered).
+    """
+
+    def __init__(self, chunks: Iterator[list], report: ParseReport):
+        self._chunks = chunks
+        self._events = chain.from_iterable(chunks)
         self.report = report
 
     def __iter__(self):
-        return self._gen
+        return self._events
 
     def __next__(self):
-        return next(self._gen)
+        return next(self._events)
 
     def close(self):
-        self._gen.close()
+        """Stop parsing early (closes the file of parse_file)."""
+        self._chunks.close()
 
 
 def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseReport] = None,
-          sniff_lines: int = 20) -> EventStream:
+          sniff_lines: int = 20, newlines: Optional[bool] = None) -> EventStream:
     """Parse ltrace output lines (str, or bytes decoded as UTF-8) lazily into AllocEvents.
+
+    ``newlines``: True when every complete line ends with a newline (lines read from a
+    file), so that a last line without one is a cut-off line (truncated-line); False
+    for lines without newlines; None guesses from the first line.
 
     Raises TraceFormatError during iteration if none of the first ``sniff_lines``
     non-empty lines looks like ltrace output.  Nothing else raises.
     """
     if report is None:
         report = ParseReport(filename)
-    return EventStream(_Parser(filename, report, sniff_lines).run(lines), report)
+    return EventStream(_Parser(filename, report, sniff_lines).run(lines, newlines=newlines), report)
 
 
 def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20) -> EventStream:
@@ -357,7 +368,7 @@ def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20
     if report is None:
         report = ParseReport(path)
     f = open(path, encoding="utf-8", errors="replace", newline="")
-    return EventStream(_Parser(path, report, sniff_lines).run(f, close=f.close), report)
+    return EventStream(_Parser(path, report, sniff_lines).run(f, close=f.close, newlines=True), report)
 
 
 class _Parser:
@@ -521,7 +532,7 @@ class _Parser:
             self.report.plt_notation = True
         elif notation == 2:
             self.report.symbol_notation = True
-        info = (name, kind, layout, cls, alias)
+        info = (name, kind, layout, _T_ALLOC_ALIAS if alias else cls)
         if len(cache) < 4096:
             cache[tok] = info
         return info
@@ -558,7 +569,7 @@ class _Parser:
         return int(tid_s or pid_s or 0), ts, info, args, ret, dur, unf, rname
 
     # ---- main loop -------------------------------------------------------------------------
-    def run(self, lines: Iterable, close=None) -> Iterator[AllocEvent]:
+    def run(self, lines: Iterable, close=None, newlines: Optional[bool] = None) -> Iterator[list]:
         rep = self.report
         stacks = self.stacks
         self.seen = seen = set()            # tids that appear in a non-exit line
@@ -568,13 +579,14 @@ class _Parser:
         tid_cache: dict = {}
         fallback = self.fallback
         classify = self.classify
-        tid_token = self.tid_token
         note = rep.add
         matches_outer = _matches_outer
         alloc_kinds, free_kinds = ALLOC_KINDS, FREE_KINDS
         lineno = events = other = 0
+        out: list = []                     # events are handed out in chunks of _CHUNK (cheaper than one by one)
+        append = out.append
+        flush_at = _CHUNK
         has_ts = has_dur = False
-        last_tid = None
         tkey, tklen, tbase = "\0", 1, 0.0
         # Layout of the line prefix, learnt from the first line the general regex takes:
         # the prefix has ``nsplit`` whitespace-separated tokens; the tid is token ``tid_i``
@@ -585,10 +597,10 @@ class _Parser:
         for first in it:
             if isinstance(first, str):
                 it = chain((first,), it)
-                newline_mode = first.endswith("\n")
+                newline_mode = first.endswith("\n") if newlines is None else newlines
             else:
                 it = _decoded(chain((first,), it))
-                newline_mode = bytes(first).endswith(b"\n")
+                newline_mode = bytes(first).endswith(b"\n") if newlines is None else newlines
             break
         self.newline_mode = newline_mode
         self.general = (_GENERAL_NL if newline_mode else _GENERAL_ANY).match
@@ -605,9 +617,7 @@ class _Parser:
                         if newline_mode and raw[-1] != "\n":
                             raise ValueError          # the cut-off last line: the slow path reports it
                         if tid_i >= 0:
-                            tid = tid_cache.get(parts[tid_i])
-                            if tid is None:
-                                tid = tid_token(parts[tid_i], tid_cache)
+                            tid = tid_cache[parts[tid_i]]   # KeyError: a new thread, see the fallback
                         else:
                             tid = 0
                         ts = parts[ts_i] if ts_i >= 0 else None
@@ -616,18 +626,21 @@ class _Parser:
                             if rs[0] != "<..." or rs[2] != "resumed>" or rs[3] != ")" or rs[4] != "=":
                                 raise ValueError
                             n = len(rs)
-                            last = rs[-1]
-                            if n > 5 and last[0] == "<" and last[1].isdigit():
-                                dur = float(last[1:-1])
-                                n -= 1
-                            else:
-                                dur = None
-                            if n == 6:
+                            if n == 7:                # ... = RET <DUR>
                                 ret = rs[5]
-                            elif n == 5:
-                                ret = ""
+                                dur = float(rs[6][1:-1])
+                                if rs[6][0] != "<":
+                                    raise ValueError
                             else:
-                                raise ValueError
+                                last = rs[-1]
+                                if n == 6 and last[0] == "<" and last[1].isdigit():
+                                    ret, dur = "", float(last[1:-1])
+                                elif n == 6:
+                                    ret, dur = last, None
+                                elif n == 5:
+                                    ret, dur = "", None
+                                else:
+                                    raise ValueError
                             info = None
                             rname = rs[1]
                         else:                         # CALL(ARGS) = RET <DUR>  |  CALL(ARGS <unfinished ...>
@@ -652,34 +665,43 @@ class _Parser:
                                 if not sep or tt[0] != "=":
                                     raise ValueError
                                 n = len(tt)
-                                last = tt[-1]
-                                if n > 1 and last[0] == "<" and last[1].isdigit():
-                                    dur = float(last[1:-1])
-                                    n -= 1
-                                else:
-                                    dur = None
-                                if n == 2:
+                                if n == 3:            # = RET <DUR>
                                     ret = tt[1]
-                                elif n == 1:
-                                    ret = ""
+                                    dur = float(tt[2][1:-1])
+                                    if tt[2][0] != "<":
+                                        raise ValueError
                                 else:
-                                    raise ValueError
+                                    last = tt[-1]
+                                    if n == 2 and last[0] == "<" and last[1].isdigit():
+                                        ret, dur = "", float(last[1:-1])
+                                    elif n == 2:
+                                        ret, dur = last, None
+                                    elif n == 1:
+                                        ret, dur = "", None
+                                    else:
+                                        raise ValueError
                                 unf = None
                         ok = True
-                    except (ValueError, IndexError, AttributeError, TypeError):
+                    except (ValueError, IndexError, KeyError, AttributeError, TypeError):
                         pass
                 if not ok:
                     r = fallback(raw, lineno, fn_cache)
                     if r is None:
                         continue
                     tid, ts, info, args, ret, dur, unf, rname = r
-                    if nsplit < 0 and self.layout is not None:
-                        nsplit, tid_i, ts_i = self.layout
-                if tid != last_tid:
-                    last_tid = tid
                     if tid not in seen:
                         seen.add(tid)
                         rep.threads.add(tid)
+                    if tid_i >= 0 and len(tid_cache) < 65536:
+                        # from now on the fast path knows this thread's prefix token
+                        try:
+                            token = raw.split(None, nsplit)[tid_i]
+                            if token.rstrip("]") == str(tid):
+                                tid_cache[token] = tid
+                        except (IndexError, AttributeError, TypeError):
+                            pass
+                    if nsplit < 0 and self.layout is not None:
+                        nsplit, tid_i, ts_i = self.layout
                 if ts is not None:
                     try:
                         if ts[:tklen] != tkey:
@@ -694,8 +716,10 @@ class _Parser:
 
                 if info is not None:
                     # ------------------------------------------------ a call starts
-                    name, kind, layout, cls, alias = info
-                    if cls:
+                    name, kind, layout, cls = info
+                    if cls == _T_ALLOC_ALIAS:
+                        note("memalign-may-be-aligned-alloc", lineno, raw)
+                    elif cls:
                         if cls == _T_LIBC_PLT:
                             note("libc-internal-plt", lineno, raw)
                         else:
@@ -742,13 +766,16 @@ class _Parser:
                             elif kind in alloc_kinds and parent[P_INNER] is None:
                                 parent[P_INNER] = _ptr(ret)
                             continue
-                    if alias:
-                        note("memalign-may-be-aligned-alloc", lineno, raw)
                     if dur is not None:
                         has_dur = True
                     if kind in free_kinds:
                         events += 1
-                        yield new(Event, (lineno, tid, t, kind, size, nmemb, align, old, None, False, lineno, dur))
+                        append(new(Event, (lineno, tid, t, kind, size, nmemb, align, old, None, False, lineno, dur)))
+                        if events >= flush_at:
+                            yield out
+                            out = []
+                            append = out.append
+                            flush_at = events + _CHUNK
                         if not old:
                             note("free-null", lineno, raw)
                         if unf:
@@ -814,8 +841,16 @@ class _Parser:
                 if failed:
                     note("failed-allocation", lineno, raw)
                 events += 1
-                yield new(Event, (lineno, tid, t, kind, size, nmemb, align, old, res, failed, start, dur))
+                append(new(Event, (lineno, tid, t, kind, size, nmemb, align, old, res, failed, start, dur)))
+                if events >= flush_at:
+                    yield out
+                    out = []
+                    append = out.append
+                    flush_at = events + _CHUNK
             # ---------------------------------------------------------------- end of input
+            if out:
+                yield out
+                out = []
             if not self.recognised and self.first_bad is not None:
                 line, _, text = self.first_bad
                 if lineno == 1 and not self.newline_mode and re.match(r"\d|\[pid", text):
@@ -836,22 +871,11 @@ class _Parser:
 
     @staticmethod
     def learn_layout(raw: str, tid_s, pid_s, ts):
-        """(nsplit, tid_i, ts_i) of the prefix of a line the general regex matched."""
+        """(nsplit, tid_i, ts_i) of the prefix of a line the general regex matched (-1: absent)."""
         pre = raw[: _PREFIX_ONLY.match(raw).end()].split()
-        tid_i = 0 if tid_s else 1 if pid_s else None
-        ts_i = None
-        if ts:
-            ts_i = pre.index(ts, 0 if tid_i is None else tid_i + 1)
+        tid_i = 0 if tid_s else 1 if pid_s else -1
+        ts_i = pre.index(ts, tid_i + 1) if ts else -1
         return len(pre), tid_i, ts_i
-
-    @staticmethod
-    def tid_token(token: str, cache: dict) -> int:
-        """tid of a prefix token ('1234' or '1234]' of '[pid 1234]'); ValueError if it is none."""
-        digits = token[:-1] if token[-1:] == "]" else token
-        if not digits.isdigit() or not digits.isascii():
-            raise ValueError(token)
-        tid = cache[token] = int(digits)
-        return tid
 
     def abandon(self, entries, why: str, at_end: bool = False):
         for e in entries:

@@ -123,6 +123,7 @@ class TraceStats:
         cross = self.cross_thread_frees
         alloc_kinds, free_kinds = ALLOC_KINDS, FREE_KINDS
         first_time = self.first_time
+        max_objects = self.max_objects
         t = None
         line = self.last_line
         try:
@@ -142,16 +143,17 @@ class TraceStats:
                         e = self._unknown_free(old, line, kind)
                         if e is None:
                             continue
+                    nb, otid, oop, ot, chain_len, _ = e
                     frees += 1
-                    live_bytes -= e[0]
-                    if tid != e[1]:
+                    live_bytes -= nb
+                    if tid != otid:
                         cross += 1
-                    b = (ops - e[2]).bit_length()
+                    b = (ops - oop).bit_length()
                     lt_ops[b] = lt_ops.get(b, 0) + 1
-                    if t is not None and e[3] is not None:
-                        b = int((t - e[3]) * 1e6).bit_length()
+                    if t is not None and ot is not None:
+                        b = int((t - ot) * 1e6).bit_length()
                         lt_us[b] = lt_us.get(b, 0) + 1
-                    if e[4]:
+                    if chain_len:
                         self._chain_end(e)
                     continue
                 if failed:
@@ -198,20 +200,20 @@ class TraceStats:
                 if res is None:                     # posix_memalign: pointer not shown by ltrace
                     self.unresolved.append([align or 1, entry])
                 else:
-                    prev = live.get(res)
-                    if prev is not None:
+                    prev = live.setdefault(res, entry)
+                    if prev is not entry:
                         note("alloc-returned-live-pointer", line,
                              f"{kind} returned {res:#x}, still live since line {prev[5]}: its free was not seen")
                         live_bytes -= prev[0]
-                    live[res] = entry
+                        live[res] = entry
                 live_bytes += nbytes
                 if live_bytes > peak:
                     peak = live_bytes
                     self.peak_objects = len(live) + len(self.unresolved)
                     self.peak_line = line
                     self.peak_time = t
-                if len(live) > self.max_objects:
-                    self.max_objects = len(live)
+                if len(live) > max_objects:
+                    max_objects = len(live)
         finally:
             self.ops = ops
             self.live_bytes = live_bytes
@@ -219,6 +221,7 @@ class TraceStats:
             self.frees = frees
             self.cross_thread_frees = cross
             self.first_time = first_time
+            self.max_objects = max_objects
             if t is not None:
                 self.last_time = t
             self.last_line = line
