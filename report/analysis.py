@@ -12,6 +12,7 @@ print it and the tables and plots only format it.
 """
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
@@ -57,7 +58,7 @@ class Verdict:
                 .replace(f" than {self.runner_up} ", f" than the runner-up, {self.runner_up} ")
         interval = "–".join(f"{v:.2f}" for v in c.ratio_ci) if c.ratio_ci else "ratio interval unbounded"
         return (f"{self.word}: {self.best} by its mean, but not significantly ahead of "
-                f"{self.runner_up} (ratio {interval})")
+                f"{self.runner_up} ({self.best}/{self.runner_up} ratio {interval})")
 
     def to_json(self) -> dict:
         return {"metric": self.metric, "word": self.word, "best": self.best,
@@ -151,6 +152,15 @@ def _allocator_order(header: Mapping, runs) -> List[str]:
 
 def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95) -> Analysis:
     """`result` is a resultfile.ResultFile (or anything with .header, .runs and .path)."""
+    with warnings.catch_warnings():
+        # scipy warns about nearly identical samples (peak RSS often is); the
+        # numbers it returns are still right for our use and the warning would
+        # only alarm the reader.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _analyze(result, baseline, confidence)
+
+
+def _analyze(result, baseline, confidence) -> Analysis:
     from .. import stats
     header, runs = result.header, list(result.runs)
     names = _allocator_order(header, runs)

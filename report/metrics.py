@@ -52,7 +52,9 @@ def _path(*keys):
     def extract(r):
         for k in keys:
             r = r[k]
-        return r
+        # The runtime writes -1 when it could not read a value (e.g. /proc
+        # unreadable because the allocator under test returned NULL to fopen).
+        return None if r is None or r < 0 else r
     return extract
 
 

@@ -18,6 +18,8 @@ from . import metrics as metric_defs
 def scale_for(unit: str, reference: Optional[float]):
     """(factor, unit text) so that values near `reference` print with a readable unit."""
     ref = abs(reference or 0.0)
+    if ref == 0.0:
+        return 1.0, unit
     if unit == "s":
         for factor, text in ((1.0, "s"), (1e3, "ms"), (1e6, "µs")):
             if ref * factor >= 1.0:
@@ -132,6 +134,12 @@ def _failure_lines(block) -> List[str]:
         tail = [l for l in a.stderr_tail.strip().splitlines() if l.strip()][-3:]
         for line in tail:
             lines.append(f"      stderr: {line[:160]}")
+    for a in block.allocators:
+        failed = a.samples.get("failed_allocs", [])
+        if any(failed):
+            lines.append(f"  {a.name}: allocations returned NULL in {sum(1 for v in failed if v)} of "
+                         f"{len(failed)} runs ({int(sum(failed))} calls); those runs did less work, "
+                         f"so their times are not comparable")
     return lines
 
 
@@ -163,7 +171,7 @@ def format_block(analysis, block, metrics: Sequence[str]) -> str:
     failures = _failure_lines(block)
     if failures:
         lines.append("")
-        lines.append("failures:")
+        lines.append("problems:")
         lines += failures
     return "\n".join(lines)
 

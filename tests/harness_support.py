@@ -1,0 +1,76 @@
+"""Helpers shared by tests/test_harness_*.py: run the real `scenc`, write small scenarios,
+build the fault-injecting test allocators from tests/fixtures/allocators."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures" / "allocators"
+
+# About 1 ms per run: statistics need many runs, and the suite must stay quick.
+TINY = """\
+scenario "tiny"
+seed 7
+param threads = 1
+param iterations = 20_000
+thread worker * threads {
+    repeat iterations {
+        p = malloc(uniform(1, 512))
+        free(p)
+    }
+}
+"""
+
+
+def write_scenario(directory: Path, text: str = TINY, name: str = "tiny.scn") -> Path:
+    path = Path(directory) / name
+    path.write_text(text)
+    return path
+
+
+# What the `scenc` console script does (`python -m scenc.cli` would load cli.py
+# twice, as __main__ and as scenc.cli, with two distinct exception classes).
+SCENC = [sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit(main())"]
+
+
+def scenc(*args, cwd=None, timeout=120, env=None):
+    """`scenc ARGS` in a subprocess, as a user would run it."""
+    return subprocess.run([*SCENC, *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})))
+
+
+def start_scenc(*args, cwd=None):
+    return subprocess.Popen([*SCENC, *map(str, args)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def read_lines(path: Path):
+    """The result file as JSON objects, read without scenc: header first, then runs."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def _fixture_builder():
+    """tests/fixtures/build_fixtures.py (the fixtures' own build helper), loaded by path."""
+    import importlib.util
+    path = FIXTURES.parent / "build_fixtures.py"
+    spec = importlib.util.spec_from_file_location("scenc_test_build_fixtures", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_fault_allocator(kind: str, directory: Path) -> Path:
+    """crashalloc.so, hangalloc.so or nullalloc.so (kind "crash", "hang", "null")."""
+    return _fixture_builder().build_shared(FIXTURES / f"{kind}alloc.c", Path(directory))
+
+
+def build_library_without_malloc(directory: Path) -> Path:
+    """A real shared library that preloads fine but does not define malloc."""
+    src = Path(directory) / "nomalloc.c"
+    src.write_text("int scenc_test_not_an_allocator(void) { return 42; }\n")
+    out = Path(directory) / "libnomalloc.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src)], check=True)
+    return out
