@@ -44,6 +44,14 @@ def _add_build_options(p, sweep=False):
     p.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="override a param" + (" (NAME=1,2,4 sweeps)" if sweep else ""))
     p.add_argument("--cc", default=os.environ.get("SCENC_CC", "gcc"), help="C compiler (gcc or clang)")
+    p.add_argument("--sanitize", choices=("thread", "address", "undefined"),
+                   help="build with a sanitizer (for checking scenc's runtime, not for timing)")
+
+
+def sanitizer_flags(args):
+    if not getattr(args, "sanitize", None):
+        return ()
+    return (f"-fsanitize={args.sanitize}", "-fno-omit-frame-pointer")
 
 
 def cmd_check(args):
@@ -67,7 +75,8 @@ def cmd_build(args):
     import time
     from .compiler.pipeline import build
     start = time.perf_counter()
-    b = build(args.scenario, parse_params(args.param), cc=args.cc, warn=lambda m: print(m, file=sys.stderr))
+    b = build(args.scenario, parse_params(args.param), cc=args.cc, extra_flags=sanitizer_flags(args),
+              warn=lambda m: print(m, file=sys.stderr))
     took = time.perf_counter() - start
     if args.output:
         shutil.copy2(b.binary, args.output)
@@ -81,7 +90,8 @@ def cmd_build(args):
 def cmd_exec(args):
     from .compiler.pipeline import build
     from .report.execsummary import format_exec
-    b = build(args.scenario, parse_params(args.param), cc=args.cc, warn=lambda m: print(m, file=sys.stderr))
+    b = build(args.scenario, parse_params(args.param), cc=args.cc, extra_flags=sanitizer_flags(args),
+              warn=lambda m: print(m, file=sys.stderr))
     proc = subprocess.run([str(b.binary)], stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         print(f"scenc: the scenario program failed with {_describe_status(proc.returncode)}", file=sys.stderr)
