@@ -31,6 +31,7 @@ def format_exec(result) -> str:
                  f"peak RSS {mem.get('peak_rss_kib', '?')} KiB")
     for t in threads:
         for name, reg in t.get("regions", {}).items():
-            lines.append(f"region {name!r} in {t['group']}[{t['index']}]: {reg['ns'] / 1e6:.2f} ms "
-                         f"over {reg['entries']} entries")
+            if reg["entries"]:
+                lines.append(f"region {name!r} in {t['group']}[{t['index']}]: {reg['ns'] / 1e6:.2f} ms "
+                             f"over {reg['entries']} entries")
     return "\n".join(lines)
