@@ -1,0 +1,144 @@
+/* The `latency` probe: the cost of single allocator calls, in TSC cycles, into
+ * a log-scale histogram per operation kind and thread.
+ *
+ * One call in SCENC_LATENCY_SAMPLE of each kind is timed (default 16; 1 times
+ * every call): reading the TSC costs about as much as a fast malloc, so timing
+ * every call would double a tight loop. The gap to the next sample is jittered
+ * so that a scenario with a period of its own cannot alias with it. The cost
+ * of an empty measurement (two back-to-back TSC reads) is measured at start
+ * and taken off every sample. Buckets: values below 16 exactly, above that 16
+ * buckets per power of two (at most 6.25% wide); the maximum is kept exactly.
+ * The probe adds work around every call: it must not share a run with `time`. */
+#ifndef SCN_PROBE_LATENCY_H
+#define SCN_PROBE_LATENCY_H
+#include <time.h>
+#include <x86intrin.h>
+#include "probe_common.h"
+
+#define SCN_LAT_SUB_BITS 4
+#define SCN_LAT_BUCKETS (16 + (64 - SCN_LAT_SUB_BITS) * 16)
+
+typedef struct {
+  _Alignas(64) uint64_t t0;
+  uint32_t countdown[SCN_OP_COUNT];
+  int armed;
+  uint64_t jitter;              /* the probe's own generator: the scenario's stays untouched */
+  uint64_t samples[SCN_OP_COUNT], max[SCN_OP_COUNT], sum[SCN_OP_COUNT];
+  uint64_t hist[SCN_OP_COUNT][SCN_LAT_BUCKETS];
+  uint64_t tsc_start, tsc_end, ns_start, ns_end;
+} scn_latency_thread;
+
+static scn_latency_thread *scn_latency_threads;
+static int scn_latency_n;
+static uint32_t scn_latency_every;
+static uint64_t scn_latency_overhead;
+
+static inline unsigned scn_latency_bucket(uint64_t v) {
+  if (v < 16) return (unsigned)v;
+  unsigned e = 63 - (unsigned)__builtin_clzll(v);  /* >= 4 */
+  return 16 + (e - SCN_LAT_SUB_BITS) * 16 + (unsigned)((v >> (e - SCN_LAT_SUB_BITS)) & 15);
+}
+
+static inline uint32_t scn_latency_gap(scn_latency_thread *s) {
+  if (scn_latency_every <= 1) return 1;
+  s->jitter ^= s->jitter << 13;  /* xorshift64 */
+  s->jitter ^= s->jitter >> 7;
+  s->jitter ^= s->jitter << 17;
+  /* uniform on [every/2, 3*every/2): mean `every`, never 0 */
+  return scn_latency_every / 2 + 1 + (uint32_t)(s->jitter % scn_latency_every);
+}
+
+static int64_t scn_latency_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void scn_probe_latency_program_start(int threads) {
+  scn_latency_n = threads;
+  scn_latency_threads = scn_probe_state_array(threads, sizeof *scn_latency_threads);
+  uint64_t every = scn_probe_env_u64("SCENC_LATENCY_SAMPLE", 16);
+  scn_latency_every = every ? (uint32_t)(every > (1u << 30) ? 1u << 30 : every) : 1;
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 1000; i++) {
+    uint64_t a = __rdtsc();
+    uint64_t b = __rdtsc();
+    if (b - a < best) best = b - a;
+  }
+  scn_latency_overhead = best;
+}
+
+static void scn_probe_latency_thread_start(scn_thread *t) {
+  scn_latency_thread *s = &scn_latency_threads[t->id];
+  t->probe[SCN_SLOT_LATENCY] = s;
+  s->jitter = 0x9E3779B97F4A7C15ULL * (uint64_t)(t->id + 1);
+  for (int op = 0; op < SCN_OP_COUNT; op++) s->countdown[op] = scn_latency_gap(s);
+  s->ns_start = (uint64_t)scn_latency_now_ns();
+  s->tsc_start = __rdtsc();
+}
+
+static void scn_probe_latency_thread_end(scn_thread *t) {
+  scn_latency_thread *s = t->probe[SCN_SLOT_LATENCY];
+  s->tsc_end = __rdtsc();
+  s->ns_end = (uint64_t)scn_latency_now_ns();
+}
+
+static inline void scn_probe_latency_op_before(scn_thread *t, enum scn_op op, size_t size) {
+  scn_latency_thread *s = t->probe[SCN_SLOT_LATENCY];
+  (void)size;
+  if (__builtin_expect(--s->countdown[op] == 0, 0)) {
+    s->armed = 1;
+    s->t0 = __rdtsc();
+  }
+}
+
+static void scn_latency_record(scn_latency_thread *s, enum scn_op op, uint64_t t1) {
+  uint64_t d = t1 - s->t0;
+  d = d > scn_latency_overhead ? d - scn_latency_overhead : 0;
+  s->armed = 0;
+  s->samples[op]++;
+  s->sum[op] += d;
+  if (d > s->max[op]) s->max[op] = d;
+  s->hist[op][scn_latency_bucket(d)]++;
+  s->countdown[op] = scn_latency_gap(s);
+}
+
+static inline void scn_probe_latency_op_after(scn_thread *t, enum scn_op op, scn_obj result, scn_obj old) {
+  scn_latency_thread *s = t->probe[SCN_SLOT_LATENCY];
+  (void)result;
+  (void)old;
+  if (__builtin_expect(s->armed, 0)) scn_latency_record(s, op, __rdtsc());
+}
+
+/* {"every", "overhead_cycles", "threads": [{"tsc_cycles", "ns",
+ *   "ops": {"malloc": {"samples", "sum", "max", "hist": [[bucket, count], ...]}}}]} */
+static void scn_probe_latency_report(FILE *out) {
+  static const char *const names[SCN_OP_COUNT] = {
+    "malloc", "calloc", "realloc", "aligned_alloc", "memalign", "posix_memalign", "free"
+  };
+  fprintf(out, "{\"every\": %u, \"overhead_cycles\": %llu, \"sub_bits\": %d, \"threads\": [",
+          scn_latency_every, (unsigned long long)scn_latency_overhead, SCN_LAT_SUB_BITS);
+  for (int i = 0; i < scn_latency_n; i++) {
+    const scn_latency_thread *s = &scn_latency_threads[i];
+    fprintf(out, "%s{\"tsc_cycles\": %llu, \"ns\": %llu, \"ops\": {", i ? ", " : "",
+            (unsigned long long)(s->tsc_end - s->tsc_start), (unsigned long long)(s->ns_end - s->ns_start));
+    int first = 1;
+    for (int op = 0; op < SCN_OP_COUNT; op++) {
+      if (!s->samples[op]) continue;
+      fprintf(out, "%s\"%s\": {\"samples\": %llu, \"sum\": %llu, \"max\": %llu, \"hist\": [", first ? "" : ", ",
+              names[op], (unsigned long long)s->samples[op], (unsigned long long)s->sum[op],
+              (unsigned long long)s->max[op]);
+      first = 0;
+      int firstb = 1;
+      for (int b = 0; b < SCN_LAT_BUCKETS; b++) {
+        if (!s->hist[op][b]) continue;
+        fprintf(out, "%s[%d, %llu]", firstb ? "" : ", ", b, (unsigned long long)s->hist[op][b]);
+        firstb = 0;
+      }
+      fputs("]}", out);
+    }
+    fputs("}}", out);
+  }
+  fputs("]}", out);
+}
+#endif
