@@ -735,26 +735,30 @@ def _build_programs(scenario_path: Path, plan: Plan, cc: str, progress: Progress
 
 def _new_session_header(args, scenario_path: Path, plan: Plan, allocators, sweep_params, cc):
     from . import metadata
-    from .compiler.pipeline import load
     from .resultfile import make_header
+    from .scenario.parser import parse
+    from .scenario.resolve import resolve
     source = scenario_path.read_text()
-    loaded = {params_key(p): load(scenario_path, p) for p in plan.param_sets}
-    first = next(iter(loaded.values())).resolved
+    # The builds have checked every param set; only the resolved values are needed here.
+    scenario = parse(source, str(scenario_path))
+    resolved = {params_key(p): resolve(scenario, p) for p in plan.param_sets}
+    first = next(iter(resolved.values()))
+    machine = metadata.collect_machine(cc=cc)
     return make_header(
-        scenario=first.scenario.name or scenario_path.stem,
+        scenario=scenario.name or scenario_path.stem,
         source=source,
         params=sweep_params,
         seed=first.seed,
-        machine=metadata.collect_machine(cc=cc),
+        machine=machine,
         allocators={name: _allocator_entry(a) for name, a in allocators.items()},
         probes=plan.probe_sets,
         plan=plan.to_json(),
-        command=["scenc"] + sys.argv[1:] if sys.argv and sys.argv[0].endswith("scenc") else list(sys.argv),
+        command=["scenc"] + sys.argv[1:],
         scenario_path=str(scenario_path.resolve()),
         cc=cc,
-        compiler=metadata.compiler_version(cc),
+        compiler=machine.get("compiler"),
         baseline=args.baseline or plan.allocators[0],
-        param_sets=[{"params": p, "resolved": dict(loaded[params_key(p)].resolved.params)}
+        param_sets=[{"params": p, "resolved": dict(resolved[params_key(p)].params)}
                     for p in plan.param_sets],
         metrics={m.name: {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
                  for m in metric_defs.all_metrics()},
@@ -868,6 +872,13 @@ def cmd_run(args) -> int:
                           f"{measured} measured runs{' at most' if plan.auto else ''}, "
                           f"about {format_duration(session.eta())}")
         finished = finished and session.measure()
+    except OSError as exc:
+        # Disk full, result file removed ...: what was saved is still valid.
+        progress.close()
+        progress.note(f"scenc: cannot go on: {exc}\n"
+                      f"scenc: the runs saved so far are in {result.path}; "
+                      f"continue with: scenc run --resume {result.path}")
+        return EXIT_RUN_FAILED
     finally:
         progress.close()
         for s, handler in previous.items():
