@@ -96,6 +96,8 @@ def generate(path: str, nlines: int, threads: int = 8, live_per_thread: int = 30
                 call, result, name = f"realloc(0x{p:x}, {size}", f"= 0x{q:x}", "realloc resumed> )"
             else:                                           # free, sometimes another thread's block
                 owner = tids[int(rand() * threads)] if rand() < 0.1 else tid
+                if owner in pending:                        # its newest block is not returned yet
+                    owner = tid
                 opool = pools[owner] or pool
                 if not opool:
                     continue

@@ -134,10 +134,13 @@ class TraceStats:
                 by_tk[k] = by_tk.get(k, 0) + 1
                 if first_time is None and t is not None:
                     first_time = t
-                if kind in free_kinds:
+                # a free, or realloc(p, 0) returning NULL, which frees p (frees never have a result)
+                if kind in free_kinds or (old and not size and not res and not failed):
                     if not old:
                         self.free_null += 1
                         continue
+                    if res is not None:
+                        self.realloc_as_free += 1
                     e = live.pop(old, None)
                     if e is None:
                         e = self._unknown_free(old, line, kind)
@@ -151,7 +154,7 @@ class TraceStats:
                     b = (ops - oop).bit_length()
                     lt_ops[b] = lt_ops.get(b, 0) + 1
                     if t is not None and ot is not None:
-                        b = int((t - ot) * 1e6).bit_length()
+                        b = int((t - ot) * 1e6 + 0.5).bit_length()
                         lt_us[b] = lt_us.get(b, 0) + 1
                     if chain_len:
                         self._chain_end(e)
@@ -166,21 +169,6 @@ class TraceStats:
                     e = live.pop(old, None)
                     if e is None:
                         e = self._unknown_free(old, line, kind)
-                    if not size and not res:         # realloc(p, 0) == free(p)
-                        self.realloc_as_free += 1
-                        if e is not None:
-                            frees += 1
-                            live_bytes -= e[0]
-                            if tid != e[1]:
-                                cross += 1
-                            b = (ops - e[2]).bit_length()
-                            lt_ops[b] = lt_ops.get(b, 0) + 1
-                            if t is not None and e[3] is not None:
-                                b = int((t - e[3]) * 1e6).bit_length()
-                                lt_us[b] = lt_us.get(b, 0) + 1
-                            if e[4]:
-                                self._chain_end(e)
-                        continue
                     if e is None:
                         entry = (nbytes, tid, ops, t, 1, line)
                     else:
@@ -311,7 +299,7 @@ class TraceStats:
             "lifetime_ops_hist_log2": {str(b): n for b, n in sorted(self.lifetime_ops_hist.items())},
             "lifetime_us_hist_log2": {str(b): n for b, n in sorted(self.lifetime_us_hist.items())},
             "peak": {"bytes": self.peak_bytes, "objects": self.peak_objects, "line": self.peak_line,
-                     "time_s": self.peak_time},
+                     "time_s": None if self.peak_time is None else round(self.peak_time, 6)},
             "max_live_objects": self.max_objects,
             "live_at_end": {"objects": self.live_objects, "bytes": self.live_bytes},
             "frees": {"of_known_blocks": self.frees, "null": self.free_null, "unknown_pointer": self.free_unknown,
@@ -324,7 +312,7 @@ class TraceStats:
                         "chains": {str(n): c for n, c in self.chains.items()},
                         "longest_chain": {"length": length, "first_line": line}},
             "failed_allocations": {"total": self.failed_allocations, "by_kind": dict(sorted(self.failed.items()))},
-            "duration_s": (self.last_time - self.first_time) if self.first_time is not None
+            "duration_s": round(self.last_time - self.first_time, 6) if self.first_time is not None
             and self.last_time is not None else None,
             "parse": rep.to_dict(),
         }
