@@ -341,6 +341,9 @@ class _Resolver:
                 if k not in (INT, "float"):
                     self.rep.error(p.pos, f"arithmetic needs numbers, not {_article(k)}")
                     return None
+            if isinstance(expr, n.BinOp) and expr.op in "/%" and self._is_zero(expr.right):
+                self.rep.error(expr.right.pos, "division by zero")
+                return None
             return "float" if "float" in kinds else INT
         if isinstance(expr, n.Weighted):
             if not expr.pairs:
@@ -359,6 +362,12 @@ class _Resolver:
                 return None
             return PTR if b.result == "ptr" else INT
         return None
+
+    def _is_zero(self, expr) -> bool:
+        try:
+            return const_value(expr, self.params) == 0
+        except NotConstant:
+            return False
 
     def _const(self, expr, what) -> None:
         try:
