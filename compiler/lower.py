@@ -162,7 +162,14 @@ class _Lowerer:
                     code += f" {old} = SCN_NULL_OBJ;"
             return CStmt("line", code, pre, line=line)
         if isinstance(st, n.CallStmt):
-            return CStmt("line", self.action(st.call, pre), pre, line=line)
+            code = self.action(st.call, pre)
+            # send(q, realloc(p, n)), free(realloc(p, n)): realloc took p's object over.
+            for arg in st.call.args:
+                if isinstance(arg, n.Call) and arg.func == "realloc":
+                    source = _slot_or_name(arg.args[0])
+                    if source is not None and self._holds_pointer(source):
+                        code += f" {self.expr(source, pre)} = SCN_NULL_OBJ;"
+            return CStmt("line", code, pre, line=line)
         if isinstance(st, n.Lives):
             self.uses_lives = True
             obj = self.expr(st.call, pre)

@@ -1,0 +1,144 @@
+"""Walking a thread body: each statement with the loops around it, each call in it.
+
+The checks all need the same two things: how many times a statement runs
+(the product of its enclosing loop counts, when those are constants) and the
+calls nested in its expressions, in the order C evaluates them after lowering.
+"""
+
+from dataclasses import dataclass
+from typing import Iterator, Mapping, Optional, Sequence, Tuple
+
+from . import nodes as n
+from .resolve import NotConstant, Number, const_value
+
+
+@dataclass(frozen=True)
+class Loop:
+    """One enclosing `repeat` or `for`, as far as it is known before the run."""
+    node: object                 # n.Repeat or n.For
+    count: Optional[int]         # exact number of iterations, None when only known at run time
+    var: Optional[str] = None    # the variable of a `for`
+
+    @property
+    def runs_at_least_once(self) -> bool:
+        return self.count is not None and self.count > 0
+
+
+def const_or_none(expr: n.Expr, params: Mapping[str, Number]) -> Optional[Number]:
+    try:
+        return const_value(expr, params)
+    except NotConstant:
+        return None
+
+
+def loop_of(st, params: Mapping[str, Number]) -> Loop:
+    if isinstance(st, n.Repeat):
+        count = const_or_none(st.count, params)
+        return Loop(st, None if count is None else max(0, int(count)))
+    start, stop = const_or_none(st.start, params), const_or_none(st.stop, params)
+    count = None if start is None or stop is None else max(0, int(stop) - int(start))
+    return Loop(st, count, st.var)
+
+
+def walk(stmts: Sequence, params: Mapping[str, Number],
+         loops: Tuple[Loop, ...] = ()) -> Iterator[Tuple[object, Tuple[Loop, ...]]]:
+    """Every statement, depth first in source order, with the loops that enclose it."""
+    for st in stmts:
+        yield st, loops
+        if isinstance(st, (n.Repeat, n.For)):
+            yield from walk(st.body, params, loops + (loop_of(st, params),))
+        elif isinstance(st, n.Measure):
+            yield from walk(st.body, params, loops)
+
+
+def executions(loops: Sequence[Loop]) -> Optional[int]:
+    """How many times a statement runs per thread; None when a count is only known at run time."""
+    total = 1
+    for loop in loops:
+        if loop.count is None:
+            return None
+        total *= loop.count
+    return total
+
+
+def stmt_exprs(st) -> Tuple[n.Expr, ...]:
+    """The expressions a statement evaluates itself (not those of a loop body)."""
+    if isinstance(st, n.Assign):
+        return (st.value,) + ((st.target.index,) if isinstance(st.target, n.Index) else ())
+    if isinstance(st, n.CallStmt):
+        return (st.call,)
+    if isinstance(st, n.Lives):
+        return (st.call,) + ((st.lifetime,) if st.lifetime is not None else ())
+    if isinstance(st, n.Pool):
+        return (st.size,)
+    if isinstance(st, n.Repeat):
+        return (st.count,)
+    if isinstance(st, n.For):
+        return (st.start, st.stop)
+    return ()
+
+
+def calls_in(expr) -> Iterator[n.Call]:
+    """Calls nested in an expression, arguments before the call that uses them."""
+    return (e for e in subexprs(expr) if isinstance(e, n.Call))
+
+
+def names_in(expr) -> Iterator[str]:
+    if isinstance(expr, n.Name):
+        yield expr.id
+    elif isinstance(expr, n.Index):
+        yield from names_in(expr.index)
+    elif isinstance(expr, n.BinOp):
+        yield from names_in(expr.left)
+        yield from names_in(expr.right)
+    elif isinstance(expr, n.Neg):
+        yield from names_in(expr.operand)
+    elif isinstance(expr, n.Call):
+        for a in expr.args:
+            yield from names_in(a)
+        for _, a in expr.kwargs:
+            yield from names_in(a)
+    elif isinstance(expr, n.Weighted):
+        for a, b in expr.pairs:
+            yield from names_in(a)
+            yield from names_in(b)
+
+
+def show(expr) -> str:
+    """An expression as the user would write it, for messages."""
+    if isinstance(expr, n.Num):
+        return str(expr.value)
+    if isinstance(expr, n.Str):
+        return f'"{expr.value}"'
+    if isinstance(expr, n.Name):
+        return expr.id
+    if isinstance(expr, n.Index):
+        return f"{expr.base.id}[{show(expr.index)}]"
+    if isinstance(expr, n.Neg):
+        return f"-{show(expr.operand)}"
+    if isinstance(expr, n.BinOp):
+        return f"{show(expr.left)} {expr.op} {show(expr.right)}"
+    if isinstance(expr, n.Call):
+        return f"{expr.func}(...)"
+    return "weighted { ... }"
+
+
+def subexprs(expr) -> Iterator[n.Expr]:
+    """Every node of an expression, children before parents."""
+    if isinstance(expr, n.Call):
+        for a in expr.args:
+            yield from subexprs(a)
+        for _, a in expr.kwargs:
+            yield from subexprs(a)
+    elif isinstance(expr, n.BinOp):
+        yield from subexprs(expr.left)
+        yield from subexprs(expr.right)
+    elif isinstance(expr, n.Neg):
+        yield from subexprs(expr.operand)
+    elif isinstance(expr, n.Index):
+        yield from subexprs(expr.index)
+    elif isinstance(expr, n.Weighted):
+        for a, b in expr.pairs:
+            yield from subexprs(a)
+            yield from subexprs(b)
+    yield expr
