@@ -67,9 +67,13 @@ static void *scn_memory_sampler(void *arg) {
   clock_gettime(CLOCK_MONOTONIC, &next);
   pthread_mutex_lock(&scn_memory.lock);
   while (!scn_memory.stop) {
-    int64_t ns = next.tv_nsec + scn_memory.interval_ns;
-    next.tv_sec += ns / 1000000000LL;
-    next.tv_nsec = ns % 1000000000LL;
+    /* The next deadline, but never one already past: a sampler that was kept
+     * off the CPU resumes its pace instead of firing a burst to catch up. */
+    int64_t due = (int64_t)next.tv_sec * 1000000000LL + next.tv_nsec + scn_memory.interval_ns;
+    int64_t now = scn_memory_now_ns();
+    if (due < now) due = now;
+    next.tv_sec = due / 1000000000LL;
+    next.tv_nsec = due % 1000000000LL;
     while (!scn_memory.stop && pthread_cond_timedwait(&scn_memory.wake, &scn_memory.lock, &next) != ETIMEDOUT) {
     }
     if (!scn_memory.stop) scn_memory_take();
