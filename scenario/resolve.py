@@ -26,6 +26,7 @@ RESERVED = {"self", "malloc", "calloc", "realloc", "free", "free_all", "send", "
             "pow2", "choice", "lognormal", "geometric", "histogram"}
 
 MAX_NAME = 64
+INT64_MAX = (1 << 63) - 1  # every integer the program computes is an int64_t
 
 
 class NotConstant(Exception):
@@ -304,6 +305,8 @@ class _Resolver:
     def _kind(self, expr) -> Optional[str]:
         """The kind of an expression: 'int', PTR, 'str', 'float', CHAN, POOL; None after an error."""
         if isinstance(expr, n.Num):
+            if self._too_big(expr):
+                return None
             return "float" if isinstance(expr.value, float) else INT
         if isinstance(expr, n.Str):
             return "str"
@@ -313,6 +316,8 @@ class _Resolver:
                 self.rep.error(expr.pos, f"unknown name '{expr.id}'", _did_you_mean(expr.id, self.symbols))
                 return None
             if kind in (PARAM,):
+                if self._too_big(expr):
+                    return None
                 return "float" if isinstance(self.params.get(expr.id), float) else INT
             if kind in (LOOP, INT, SELF):
                 return INT
@@ -344,6 +349,8 @@ class _Resolver:
             if isinstance(expr, n.BinOp) and expr.op in "/%" and self._is_zero(expr.right):
                 self.rep.error(expr.right.pos, "division by zero")
                 return None
+            if self._too_big(expr):
+                return None
             return "float" if "float" in kinds else INT
         if isinstance(expr, n.Weighted):
             if not expr.pairs:
@@ -362,6 +369,16 @@ class _Resolver:
                 return None
             return PTR if b.result == "ptr" else INT
         return None
+
+    def _too_big(self, expr) -> bool:
+        try:
+            value = const_value(expr, self.params)
+        except NotConstant:
+            return False
+        if isinstance(value, int) and abs(value) > INT64_MAX:
+            self.rep.error(expr.pos, f"{value} does not fit in a 64-bit integer")
+            return True
+        return False
 
     def _is_zero(self, expr) -> bool:
         try:
