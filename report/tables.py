@@ -86,11 +86,11 @@ def _metric_table(block, metric: str) -> List[str]:
         return "-" if v is None else f"{v * factor:.{digits}f}"
 
     rows = [["allocator", "n", f"mean ± 95% CI ({unit_text})" if unit_text else "mean ± 95% CI",
-             "median [95% CI]", "CV", "outliers", "failed runs"]]
+             "median [95% CI]", "sd", "CV", "outliers", "failed runs"]]
     for a in block.allocators:
         s = a.summaries.get(metric)
         if s is None:
-            rows.append([a.name, str(a.n), "-", "-", "-", "", _failure_cell(a)])
+            rows.append([a.name, str(a.n), "-", "-", "-", "-", "", _failure_cell(a)])
             continue
         if s.ci_mean is not None:
             half = (s.ci_mean[1] - s.ci_mean[0]) / 2
@@ -102,14 +102,15 @@ def _metric_table(block, metric: str) -> List[str]:
             median += f" [{num(s.ci_median[0])}, {num(s.ci_median[1])}]"
         cv = f"{s.cv:.1%}" if s.cv is not None else "-"
         outliers = str(len(s.outliers)) if s.outliers else ""
-        rows.append([a.name + (" *" if a.name == block.baseline else ""), str(s.n), mean, median, cv,
-                     outliers, _failure_cell(a)])
-    if not any(r[6] for r in rows[1:]):
-        rows = [r[:6] for r in rows]
-    if not any(r[5] for r in rows[1:]):
-        rows = [r[:5] + r[6:] for r in rows]
+        rows.append([a.name + (" *" if a.name == block.baseline else ""), str(s.n), mean, median,
+                     num(s.stdev), cv, outliers, _failure_cell(a)])
+    right = [False, True, True, True, True, True, True, False]
+    for column in (7, 6):  # drop the outliers and failures columns when empty
+        if not any(r[column] for r in rows[1:]):
+            rows = [r[:column] + r[column + 1:] for r in rows]
+            right = right[:column] + right[column + 1:]
     lines = [f"{d.label} ({d.direction})"]
-    lines += _table(rows, [False, True, True, True, True, True, False][: len(rows[0])])
+    lines += _table(rows, right)
     for a in block.allocators:
         sentence = block.comparison_sentence(metric, a.name)
         if sentence:
