@@ -18,10 +18,15 @@ typedef struct {
 #define SCN_QUANTILE_BITS 12
 typedef struct { const uint64_t *q; } scn_quantile_table;  /* (1 << bits) + 1 entries */
 
+/* Branch-free: whether a draw keeps its column or takes the alias is a coin
+ * toss the branch predictor cannot learn, and a mispredicted branch here cost
+ * more than the malloc+free pair the draw feeds (bench/bench_overhead.py). */
 static inline uint64_t scn_draw_alias(uint64_t *rng, const scn_alias_table *t) {
   uint64_t r = scn_rng_next(rng);
   uint32_t i = (uint32_t)(((r >> 32) * t->n) >> 32);
-  return t->values[(uint32_t)r < t->prob[i] ? i : t->alias[i]];
+  uint32_t other = t->alias[i];
+  uint32_t keep = -(uint32_t)((uint32_t)r < t->prob[i]);  /* all ones or zero */
+  return t->values[other ^ ((other ^ i) & keep)];
 }
 
 static inline uint64_t scn_draw_quantile(uint64_t *rng, const scn_quantile_table *t) {
