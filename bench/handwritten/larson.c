@@ -16,7 +16,7 @@ static void *work(void *arg) {
   worker *w = arg;
   uint64_t rng = w->rng;
   /* The slot array comes from mmap so the allocator sees only the benchmark's
-   * own calls, as in the generated program. */
+   * own calls, as in the generated program (+ 1: mmap refuses 0 bytes). */
   void **objs = mmap(NULL, (size_t)slots * sizeof *objs + 1, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (objs == MAP_FAILED) abort();
