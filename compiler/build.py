@@ -93,10 +93,22 @@ def scenario_key(source: str, base_dir: Path, params: Mapping[str, object], cc: 
 
 
 def _run_cc(argv, what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BuildError(f"{what} failed ({' '.join(argv[:1])} exit {proc.returncode}):\n"
-                         + (proc.stderr.strip() or proc.stdout.strip()))
+    _run_parallel([(argv, what)])
+
+
+def _run_parallel(jobs) -> None:
+    """Run compiler jobs side by side (a cold build compiles the runtime and the
+    scenario at once); the first failure is reported with its own output."""
+    procs = [(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), argv, what)
+             for argv, what in jobs]
+    failure = None
+    for proc, argv, what in procs:
+        out, err = proc.communicate()
+        if proc.returncode != 0 and failure is None:
+            failure = BuildError(f"{what} failed ({argv[0]} exit {proc.returncode}):\n"
+                                 + (err.strip() or out.strip()))
+    if failure is not None:
+        raise failure
 
 
 def _publish(tmp: Path, final: Path) -> None:
@@ -110,25 +122,38 @@ def _publish(tmp: Path, final: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _runtime_flags(extra_flags: Sequence[str]):
+    return (*BASE_FLAGS, *WARNINGS, *extra_flags)
+
+
+def _runtime_final(cc: str, extra_flags: Sequence[str]) -> Path:
+    flags = _runtime_flags(extra_flags)
+    h = hashlib.sha256((_compiler_identity(cc) + " ".join(flags) + toolkit_digest()).encode())
+    return cache_dir() / "runtime" / h.hexdigest()[:24]
+
+
+def _runtime_jobs(cc: str, extra_flags: Sequence[str], folder: Path):
+    return [([find_compiler(cc), *_runtime_flags(extra_flags), "-I", str(RUNTIME), "-c", str(RUNTIME / name),
+              "-o", str(folder / (name + ".o"))], f"compiling the runtime ({name})")
+            for name in RUNTIME_SOURCES]
+
+
+def _archive_runtime(folder: Path, final: Path) -> Path:
+    objects = [str(folder / (name + ".o")) for name in RUNTIME_SOURCES]
+    _run_cc(["ar", "rcs", str(folder / "libscnrt.a"), *objects], "archiving the runtime")
+    _publish(folder, final)
+    return final / "libscnrt.a"
+
+
 def runtime_library(cc: str, extra_flags: Sequence[str] = ()) -> Path:
     """The runtime compiled once per compiler and flags, as a static library."""
-    flags = (*BASE_FLAGS, *WARNINGS, *extra_flags)
-    h = hashlib.sha256((_compiler_identity(cc) + " ".join(flags) + toolkit_digest()).encode())
-    final = cache_dir() / "runtime" / h.hexdigest()[:24]
-    lib = final / "libscnrt.a"
-    if lib.exists():
-        return lib
+    final = _runtime_final(cc, extra_flags)
+    if (final / "libscnrt.a").exists():
+        return final / "libscnrt.a"
     cache_dir().mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="rt-", dir=cache_dir()))
-    objects = []
-    for name in RUNTIME_SOURCES:
-        obj = tmp / (name + ".o")
-        _run_cc([find_compiler(cc), *flags, "-I", str(RUNTIME), "-c", str(RUNTIME / name), "-o", str(obj)],
-                f"compiling the runtime ({name})")
-        objects.append(str(obj))
-    _run_cc(["ar", "rcs", str(tmp / "libscnrt.a"), *objects], "archiving the runtime")
-    _publish(tmp, final)
-    return lib
+    _run_parallel(_runtime_jobs(cc, extra_flags, tmp))
+    return _archive_runtime(tmp, final)
 
 
 @dataclass(frozen=True)
@@ -148,13 +173,27 @@ def cached_build(key: str) -> Optional[Build]:
 
 
 def compile_program(c_text: str, key: str, cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Build:
-    lib = runtime_library(cc, extra_flags)
     cache_dir().mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache_dir()))
     c_file = tmp / "scenario.c"
     c_file.write_text(c_text)
-    _run_cc([find_compiler(cc), *BASE_FLAGS, *WARNINGS, *extra_flags, "-I", str(RUNTIME), "-I", str(PROBES),
-             str(c_file), str(lib), "-ldl", "-o", str(tmp / "scenario")], "compiling the scenario")
+    jobs = [([find_compiler(cc), *BASE_FLAGS, *WARNINGS, *extra_flags, "-I", str(RUNTIME), "-I", str(PROBES),
+              "-c", str(c_file), "-o", str(tmp / "scenario.o")], "compiling the scenario")]
+    rt_final = _runtime_final(cc, extra_flags)
+    rt_tmp = None
+    if not (rt_final / "libscnrt.a").exists():
+        rt_tmp = Path(tempfile.mkdtemp(prefix="rt-", dir=cache_dir()))
+        jobs += _runtime_jobs(cc, extra_flags, rt_tmp)
+    try:
+        _run_parallel(jobs)
+    except BuildError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if rt_tmp is not None:
+            shutil.rmtree(rt_tmp, ignore_errors=True)
+        raise
+    lib = _archive_runtime(rt_tmp, rt_final) if rt_tmp is not None else rt_final / "libscnrt.a"
+    _run_cc([find_compiler(cc), *BASE_FLAGS, *extra_flags, str(tmp / "scenario.o"), str(lib), "-ldl",
+             "-o", str(tmp / "scenario")], "linking the scenario")
     final = cache_dir() / "builds" / key
     _publish(tmp, final)
     return Build(final / "scenario", final / "scenario.c", key, False)
