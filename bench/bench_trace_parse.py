@@ -132,12 +132,13 @@ def measure(path: str) -> dict:
     """Parse + stats over ``path`` in this process; wall time and peak RSS."""
     from scenc.trace.stats import trace_stats_file
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     stats = trace_stats_file(path)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     rep = stats.report
     return {"lines": rep.lines, "events": stats.ops, "seconds": dt, "lines_per_s": rep.lines / dt,
+            "cpu_seconds": cpu, "lines_per_cpu_s": rep.lines / cpu,
             "maxrss_kb": rss, "rss_before_kb": rss0, "live_at_end": stats.live_objects,
             "peak_live_objects": stats.peak_objects, "anomalies": dict(rep.anomaly_counts)}
 
@@ -174,7 +175,8 @@ def main(argv=None) -> int:
                                   capture_output=True, text=True, check=True)
             r = results[label] = json.loads(proc.stdout)
             print(f"{label:>5}: {r['lines']:>10} lines {r['events']:>10} events  {r['seconds']:7.2f} s  "
-                  f"{r['lines_per_s']:>9,.0f} lines/s  peak RSS {r['maxrss_kb'] / 1024:6.1f} MB "
+                  f"{r['lines_per_s']:>9,.0f} lines/s (wall), {r['lines_per_cpu_s']:>9,.0f} lines/s (CPU)  "
+                  f"peak RSS {r['maxrss_kb'] / 1024:6.1f} MB "
                   f"(at start {r['rss_before_kb'] / 1024:.1f} MB)  peak live objects {r['peak_live_objects']}",
                   flush=True)
     finally:
@@ -185,9 +187,11 @@ def main(argv=None) -> int:
     growth_s = short["maxrss_kb"] - short["rss_before_kb"]
     growth_l = long_["maxrss_kb"] - long_["rss_before_kb"]
     slowest = min(short["lines_per_s"], long_["lines_per_s"])
+    slowest_cpu = min(short["lines_per_cpu_s"], long_["lines_per_cpu_s"])
     print(f"memory ratio long/short (peak RSS): {ratio:.3f}  (target <= {TARGET_MEMORY_RATIO}); "
           f"RSS growth during parsing: short {growth_s / 1024:.1f} MB, long {growth_l / 1024:.1f} MB")
-    print(f"slowest throughput: {slowest:,.0f} lines/s  (target >= {TARGET_LINES_PER_S:,})")
+    print(f"slowest throughput: {slowest:,.0f} lines/s wall clock, {slowest_cpu:,.0f} lines/s of CPU time "
+          f"(target >= {TARGET_LINES_PER_S:,}, judged on wall clock; the CPU figure shows what a busy machine hides)")
     ok = ratio <= TARGET_MEMORY_RATIO and slowest >= TARGET_LINES_PER_S
     print("targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1

@@ -1,6 +1,6 @@
 """Streaming parser for ltrace 0.7.3 logs of allocator calls.
 
-    events = parse(open("app.log"), "app.log")
+    events = parse_file("app.log")             # or parse(lines, "name")
     for ev in events:              # AllocEvent, in effect order (see scenc.trace.events)
         ...
     events.report                  # ParseReport: counters, anomalies, exits, crash flags
@@ -210,6 +210,7 @@ _GENERAL_ANY = re.compile(_PREFIX + _BODY + r"\n?\Z")
 _PREFIX_ONLY = re.compile(_PREFIX)
 _RET_TAIL = re.compile(r"\) *= ?([^ ]*)(?: +<([\d.]+)>)?\s*\Z")
 _RESUMED = re.compile(r"<\.\.\. (.+?) resumed> ?(.*)\Z")
+_DEMANGLED_CALL = re.compile(r"\s*((?:[\w.+-]+->)?operator (?:new|delete)(?:\[\])?\([^()]*\)(?:@[\w.+-]+)?)\((.*)\Z")
 
 
 # Pending-call entry (a list, indexed by these constants).
@@ -437,8 +438,9 @@ class _Parser:
         body = s[m.end():]
         if body.startswith("+++ ") or body.startswith("--- ") or body.startswith("unexpected breakpoint"):
             self.recognised = True
-            tid = int(tid_s or pid_s or 0)
-            self.special(tid, body, lineno, s)
+            if ts and self.rel_sum is not None:
+                self.time(ts)                   # -r stamps are relative to the previous line, whatever it is
+            self.special(int(tid_s or pid_s or 0), body, lineno, s)
             return None
         g = None
         if body.startswith("<... "):
@@ -459,12 +461,12 @@ class _Parser:
         return g
 
     def slow_call(self, tid_s, pid_s, ts, body):
-        dm = re.match(r"\s*((?:[\w.+-]+->)?operator (?:new|delete)(?:\[\])?\([^()]*\)(?:@[\w.+-]+)?)\((.*)\Z", body)
+        dm = _DEMANGLED_CALL.match(body)
         if dm:
             token, tail = dm.groups()
         else:
             token, sep, tail = body.partition("(")
-            if not sep or not re.fullmatch(r"\s*(?:[\w.+-]+->)?[\w.]+(?:@[\w.+-]+)?", token):
+            if not sep or not _TOKEN.fullmatch(token):
                 return None
         tail = tail.rstrip()
         for unf in ("unfinished", "no return"):
@@ -608,83 +610,81 @@ class _Parser:
         try:
             for raw in it:
                 lineno += 1
-                ok = False
-                if nsplit >= 0:
-                    # ---------------------------------------------- fast path: str.split
-                    try:
-                        parts = raw.split(None, nsplit)
-                        body = parts[nsplit]
-                        if newline_mode and raw[-1] != "\n":
-                            raise ValueError          # the cut-off last line: the slow path reports it
-                        if tid_i >= 0:
-                            tid = tid_cache[parts[tid_i]]   # KeyError: a new thread, see the fallback
-                        else:
-                            tid = 0
-                        ts = parts[ts_i] if ts_i >= 0 else None
-                        if body[0] == "<":            # <... NAME resumed> )   = RET <DUR>
-                            rs = body.split()
-                            if rs[0] != "<..." or rs[2] != "resumed>" or rs[3] != ")" or rs[4] != "=":
+                # -------------------------------------------------- fast path: str.split
+                try:
+                    if nsplit < 0:
+                        raise ValueError              # prefix layout not known yet
+                    parts = raw.split(None, nsplit)
+                    body = parts[nsplit]
+                    if newline_mode and raw[-1] != "\n":
+                        raise ValueError          # the cut-off last line: the slow path reports it
+                    if tid_i >= 0:
+                        tid = tid_cache[parts[tid_i]]   # KeyError: a new thread, see the fallback
+                    else:
+                        tid = 0
+                    ts = parts[ts_i] if ts_i >= 0 else None
+                    if body[0] == "<":            # <... NAME resumed> )   = RET <DUR>
+                        rs = body.split()
+                        if rs[0] != "<..." or rs[2] != "resumed>" or rs[3] != ")" or rs[4] != "=":
+                            raise ValueError
+                        n = len(rs)
+                        if n == 7:                # ... = RET <DUR>
+                            ret = rs[5]
+                            dur = float(rs[6][1:-1])
+                            if rs[6][0] != "<":
                                 raise ValueError
-                            n = len(rs)
-                            if n == 7:                # ... = RET <DUR>
-                                ret = rs[5]
-                                dur = float(rs[6][1:-1])
-                                if rs[6][0] != "<":
+                        else:
+                            last = rs[-1]
+                            if n == 6 and last[0] == "<" and last[1].isdigit():
+                                ret, dur = "", float(last[1:-1])
+                            elif n == 6:
+                                ret, dur = last, None
+                            elif n == 5:
+                                ret, dur = "", None
+                            else:
+                                raise ValueError
+                        info = None
+                        rname = rs[1]
+                    else:                         # CALL(ARGS) = RET <DUR>  |  CALL(ARGS <unfinished ...>
+                        tok, sep, rest = body.partition("(")
+                        info = fn_cache.get(tok)
+                        if info is None:
+                            if not sep:
+                                raise ValueError
+                            info = classify(tok, fn_cache)
+                        rest = rest.rstrip()
+                        if rest[-4:] == "...>":
+                            if rest[-17:] == " <unfinished ...>":
+                                args, unf = rest[:-17], "unfinished"
+                            elif rest[-16:] == " <no return ...>":
+                                args, unf = rest[:-16], "no return"
+                            else:
+                                raise ValueError
+                            ret = dur = None
+                        else:
+                            args, sep, tail = rest.partition(")")
+                            tt = tail.split()
+                            if not sep or tt[0] != "=":
+                                raise ValueError
+                            n = len(tt)
+                            if n == 3:            # = RET <DUR>
+                                ret = tt[1]
+                                dur = float(tt[2][1:-1])
+                                if tt[2][0] != "<":
                                     raise ValueError
                             else:
-                                last = rs[-1]
-                                if n == 6 and last[0] == "<" and last[1].isdigit():
+                                last = tt[-1]
+                                if n == 2 and last[0] == "<" and last[1].isdigit():
                                     ret, dur = "", float(last[1:-1])
-                                elif n == 6:
+                                elif n == 2:
                                     ret, dur = last, None
-                                elif n == 5:
+                                elif n == 1:
                                     ret, dur = "", None
                                 else:
                                     raise ValueError
-                            info = None
-                            rname = rs[1]
-                        else:                         # CALL(ARGS) = RET <DUR>  |  CALL(ARGS <unfinished ...>
-                            tok, sep, rest = body.partition("(")
-                            info = fn_cache.get(tok)
-                            if info is None:
-                                if not sep:
-                                    raise ValueError
-                                info = classify(tok, fn_cache)
-                            rest = rest.rstrip()
-                            if rest[-4:] == "...>":
-                                if rest[-17:] == " <unfinished ...>":
-                                    args, unf = rest[:-17], "unfinished"
-                                elif rest[-16:] == " <no return ...>":
-                                    args, unf = rest[:-16], "no return"
-                                else:
-                                    raise ValueError
-                                ret = dur = None
-                            else:
-                                args, sep, tail = rest.partition(")")
-                                tt = tail.split()
-                                if not sep or tt[0] != "=":
-                                    raise ValueError
-                                n = len(tt)
-                                if n == 3:            # = RET <DUR>
-                                    ret = tt[1]
-                                    dur = float(tt[2][1:-1])
-                                    if tt[2][0] != "<":
-                                        raise ValueError
-                                else:
-                                    last = tt[-1]
-                                    if n == 2 and last[0] == "<" and last[1].isdigit():
-                                        ret, dur = "", float(last[1:-1])
-                                    elif n == 2:
-                                        ret, dur = last, None
-                                    elif n == 1:
-                                        ret, dur = "", None
-                                    else:
-                                        raise ValueError
-                                unf = None
-                        ok = True
-                    except (ValueError, IndexError, KeyError, AttributeError, TypeError):
-                        pass
-                if not ok:
+                            unf = None
+                except (ValueError, IndexError, KeyError, AttributeError, TypeError):
+                    # ---------------------------------------------- general regex, then the slow path
                     r = fallback(raw, lineno, fn_cache)
                     if r is None:
                         continue
@@ -717,19 +717,20 @@ class _Parser:
                 if info is not None:
                     # ------------------------------------------------ a call starts
                     name, kind, layout, cls = info
-                    if cls == _T_ALLOC_ALIAS:
-                        note("memalign-may-be-aligned-alloc", lineno, raw)
-                    elif cls:
-                        if cls == _T_LIBC_PLT:
-                            note("libc-internal-plt", lineno, raw)
+                    if cls:
+                        if cls == _T_ALLOC_ALIAS:
+                            note("memalign-may-be-aligned-alloc", lineno, raw)
                         else:
-                            other += 1
-                        if unf:
-                            st = stacks.get(tid)
-                            if st is None:
-                                st = stacks[tid] = []
-                            st.append([name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
-                        continue
+                            if cls == _T_LIBC_PLT:
+                                note("libc-internal-plt", lineno, raw)
+                            else:
+                                other += 1
+                            if unf:
+                                st = stacks.get(tid)
+                                if st is None:
+                                    st = stacks[tid] = []
+                                st.append([name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
+                            continue
                     try:
                         if layout == A_SIZE:
                             size = int(args, 0)
