@@ -178,3 +178,17 @@ def test_bench_generator_log_is_consistent(tmp_path):
     k = Counter(l.split()[2].split("(")[0] for l in lines if "app->" in l)
     assert stats.calls_by_kind["malloc"] == k["app->malloc"]
     assert stats.report.count("libc-internal-plt") == sum("libc.so.6->" in l for l in lines)
+
+
+def test_trace_stats_command(capsys, tmp_path):
+    from scenc.trace.stats import main
+    assert main([str(sample("mt_pthread_e.log"))]) == 0
+    out = capsys.readouterr().out
+    assert "cross-thread frees: 560 of 560 (100.0%)" in out and "live at end: 0 blocks, 0 bytes" in out
+    assert main([str(sample("mt_pthread_crashed_e.log")), "--json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert d["parse"]["crashed"] and d["parse"]["killed_by"] == "SIGSEGV"
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello\n" * 30)
+    assert main([str(bad)]) == 2
+    assert "not an ltrace log" in capsys.readouterr().err

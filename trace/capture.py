@@ -321,7 +321,7 @@ def _run_once(argv, out_path: Path, mode: str, functions, follow_threads, timeou
         except TraceFormatError as e:
             warnings.append(f"the log is not readable as an ltrace log: {e}")
     crashed = (status != 0 or report is None or report.crashed or report.truncated or not report.exits
-               or "unexpected breakpoint" in stderr)
+               or report.pending_at_end > 0 or "unexpected breakpoint" in stderr)
     if status is None:
         warnings.append(f"the capture was stopped after {timeout} s (timeout); ltrace makes programs 100-1000x "
                         f"slower")

@@ -4,6 +4,8 @@
     print(format_trace_stats(stats))
     json.dumps(stats.to_dict())
 
+    python -m scenc.trace.stats app.log [--json]  # what `scenc trace-stats` will print
+
 Only the live blocks are kept (a dict pointer -> small tuple), so memory follows
 the program's live object count, not the trace length.
 
@@ -26,12 +28,15 @@ Conventions
 """
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from typing import Iterable, Optional
 
 from .events import ALLOC_KINDS, ANOMALY_KINDS, FREE_KINDS, AllocEvent
-from .ltrace import ParseReport, parse_file
+from .ltrace import ParseReport, TraceFormatError, parse_file
 
-__all__ = ["TraceStats", "trace_stats_file", "format_trace_stats", "bucket_label"]
+__all__ = ["TraceStats", "trace_stats_file", "format_trace_stats", "bucket_label", "main"]
 
 
 def bucket_label(b: int, unit: str = "") -> str:
@@ -428,3 +433,25 @@ def format_trace_stats(stats: TraceStats, max_lines: int = 5) -> str:
     else:
         add("anomalies: none")
     return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    """``trace-stats FILE [--json]``: exit 0, 1 when the capture is incomplete, 2 when FILE is unusable."""
+    ap = argparse.ArgumentParser(prog="scenc trace-stats", description="Statistics of an ltrace log of allocator calls")
+    ap.add_argument("file")
+    ap.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    args = ap.parse_args(argv)
+    try:
+        stats = trace_stats_file(args.file)
+    except (OSError, TraceFormatError) as e:
+        print(f"scenc trace-stats: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(stats.to_dict(), indent=1))
+    else:
+        sys.stdout.write(format_trace_stats(stats))
+    return 1 if stats.report.incomplete else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
