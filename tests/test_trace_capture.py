@@ -60,7 +60,8 @@ def assert_exact_mt_handoff(result):
 
 
 def test_mt_handoff_with_e_is_exact(bins, tmp_path):
-    result = capture([bins["mt"], str(THREADS), str(ROUNDS)], tmp_path / "mt_e.log", mode="e", retries=4)
+    # ltrace 0.7.3 crashes ~3 runs in 10 of this program even with -e: retry until one completes
+    result = capture([bins["mt"], str(THREADS), str(ROUNDS)], tmp_path / "mt_e.log", mode="e", retries=8)
     assert result.ok, result.warnings
     assert result.mode == "e" and result.command[1:5] == ["-f", "-tt", "-T", "-e"]
     assert_exact_mt_handoff(result)
@@ -78,7 +79,8 @@ def test_auto_mode_on_threads_detects_x_crashes_and_falls_back(bins, tmp_path):
         assert result.stats.cross_thread_frees >= 2 * THREADS * ROUNDS
     else:
         assert len(x_crashes) == 2 and result.attempts >= 3
-        assert all("killed by" in w or "lost" in w or "never returned" in w or "died" in w for w in x_crashes)
+        assert [w.split(":")[0] for w in x_crashes] == ["attempt 1 (mode x)", "attempt 2 (mode x)"]
+        assert all(len(w.split(": ", 1)[1]) > 10 for w in x_crashes)      # a reason, in words
         assert any("falling back to -e" in w for w in result.warnings)
         if result.ok:
             assert_exact_mt_handoff(result)
