@@ -59,9 +59,8 @@ FIRST_WARMUP_TIMEOUT_S = 120.0
 CRASHES_BEFORE_DROP = 3
 STDERR_TAIL_CHARS = 2000
 
-# Probe set name -> the probes compiled into the program (compiler.codegen.ProbeC).
-# Time and memory are reported by every program, so that set needs none.
-PROBE_SETS: Dict[str, tuple] = {"time+memory": ()}
+# A probe set is the probes measured in one run, joined by "+" (probes/__init__.py);
+# probes/planner.py turns `--probes` into the sets, each built into its own program.
 DEFAULT_PROBE_SET = "time+memory"
 
 
@@ -297,9 +296,10 @@ def signal_name(number: int) -> str:
 
 
 def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
-                timeout_s: float, warmup: bool = False) -> dict:
+                timeout_s: float, warmup: bool = False, run_dir: Optional[Path] = None) -> dict:
     """The saved record of one run, with its status decided from what the program did."""
     from . import allocators as allocator_registry
+    from . import probes
     record = {
         "allocator": config.allocator,
         "params": config.params_dict,
@@ -335,7 +335,12 @@ def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
         record.update(status="crashed", problem="exit status 0 but no valid JSON report on stdout")
         return record
     record["provider"] = report.get("provider")
-    record["metrics"] = metric_defs.from_report(report)
+    # Only the figures of the probes in this run: a run slowed down by `layout`
+    # must not leave a wall time behind.
+    record["metrics"] = probes.run_metrics(config.probe_set, report, run_dir or Path("."))
+    notes = probes.notes(config.probe_set, report)
+    if notes:
+        record["notes"] = notes
     if not allocator_registry.provider_matches(allocator, record["provider"]):
         record.update(status="wrong-allocator",
                       problem=allocator_registry.explain_mismatch(allocator, record["provider"]))
@@ -369,6 +374,7 @@ class Session:
         self.started = time.monotonic()
         self.stop_reason: Optional[str] = None
         self.runs_this_session = 0
+        self._notes_shown: set = set()
         self._restore(result.runs)
 
     # -- state from records (a resumed file)
@@ -445,13 +451,37 @@ class Session:
 
     def run_one(self, config: RunConfig, round_: int, warmup: bool = False) -> Optional[dict]:
         """Run and save once; None when interrupted (the unfinished run is not saved)."""
+        from . import probes
+        from .probes import rundata
         allocator = self.allocators[config.allocator]
         timeout = self._timeout(config)
-        env = allocator.preload_env(self.base_env)
+        run_dir = None
+        env = dict(self.base_env)
+        if rundata.wants_run_dir(config.probe_set):
+            run_dir = rundata.run_dir(self.result.path, config.allocator, config.probe_set,
+                                      config.params_dict, round_)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            env.update(probes.environment(config.probe_set, run_dir))
+        env = allocator.preload_env(env)
         outcome = self.runner.run([str(self.programs[config.program_key])], env, timeout)
         if self.runner.interrupted:
+            if run_dir:
+                rundata.discard(run_dir)
             return None
-        record = make_record(config, allocator, round_, outcome, timeout, warmup)
+        first_good = not warmup and self.state[config].ok == 0
+        record = make_record(config, allocator, round_, outcome, timeout, warmup, run_dir)
+        if run_dir:
+            # The first good measured run keeps its files for the pictures and
+            # `scenc play`; the others' are large and already summed up.
+            if first_good and record["status"] == "ok":
+                rundata.keep(run_dir, outcome.stdout)
+                record["run_dir"] = os.path.relpath(run_dir, Path(self.result.path).resolve().parent)
+            else:
+                rundata.discard(run_dir)
+        for note in record.get("notes", ()):
+            if note not in self._notes_shown:
+                self._notes_shown.add(note)
+                self.progress.note(f"scenc: {note}")
         st = self.state[config]
         if warmup:
             st.warm = True
@@ -500,9 +530,14 @@ class Session:
 
     def _converged(self) -> bool:
         from .stats import relative_ci_halfwidth
+        from . import probes
         for config in self.active():
             samples = self.samples(config)
+            measured = probes.set_members(config.probe_set)
             for name in metric_defs.headline_names():
+                owner = probes.owner(name)
+                if owner is not None and owner.name not in measured:
+                    continue  # e.g. wall time in a layout run: not measured there
                 values = samples.get(name, [])
                 if len(values) < self.plan.min_runs:
                     return False
@@ -611,7 +646,7 @@ def positive_int(text: str) -> int:
 
 # Options that shape the plan: given on --resume they would contradict the file.
 _PLAN_OPTIONS = ("allocators", "param", "runs", "warmup", "ci", "min_runs", "max_runs", "seed",
-                 "allocator_config", "cc")
+                 "allocator_config", "cc", "probes")
 
 
 def register(subparsers) -> None:
@@ -644,6 +679,10 @@ def register(subparsers) -> None:
                    help="start no new round after this long (30s, 5m ...)")
     p.add_argument("--timeout", type=parse_seconds, metavar="DURATION",
                    help=f"per run (default: max({MIN_TIMEOUT_S:g} s, {TIMEOUT_FACTOR}x the warm-up))")
+    p.add_argument("--probes", metavar="LIST",
+                   help="what to measure (default time,memory; `scenc probes` lists them): scenc "
+                        "plans the fewest runs in which no probe disturbs another's figures; "
+                        "'a+b' forces a and b into one run")
     p.add_argument("--baseline", metavar="NAME", help="compare against this allocator (default: the first)")
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, saved in the result)")
     p.add_argument("-o", "--output", metavar="FILE",
@@ -713,6 +752,7 @@ def _allocators_from_header(header: Mapping) -> Dict[str, object]:
 
 def _build_programs(scenario_path: Path, plan: Plan, cc: str, progress: Progress) -> Dict:
     """Every program the plan needs, before any run: a build error stops everything early."""
+    from . import probes
     from .compiler.pipeline import build
     from .scenario.errors import ScenarioError
     programs = {}
@@ -721,14 +761,15 @@ def _build_programs(scenario_path: Path, plan: Plan, cc: str, progress: Progress
             key = (params_key(params), probe_set)
             t0 = time.perf_counter()
             try:
-                b = build(scenario_path, params, cc=cc, probes=PROBE_SETS[probe_set],
+                b = build(scenario_path, params, cc=cc, probes=probes.c_parts(probe_set),
                           warn=progress.note if not programs else None)
             except ScenarioError:
                 if len(plan.param_sets) > 1:
                     progress.note(f"scenc: with {params_label(params)}:")
                 raise
             programs[key] = b.binary
-            progress.info(f"built {scenario_path.name} {params_label(params) if params else ''} "
+            probe_label = f" [{probe_set}]" if probe_set != DEFAULT_PROBE_SET else ""
+            progress.info(f"built {scenario_path.name} {params_label(params) if params else ''}{probe_label} "
                           f"({'cached' if b.cached else f'{time.perf_counter() - t0:.1f} s'})")
     return programs
 
@@ -787,9 +828,16 @@ def _prepare_new(args, progress):
     if args.runs != "auto" and any(v is not None for v in (args.ci, args.min_runs, args.max_runs)):
         raise UsageError("--ci, --min-runs and --max-runs go with --runs auto")
     sweep_params = parse_params(args.param, sweep=True)
+    from .probes import ProbeError, planner
+    try:
+        probe_plan = planner.plan_spec(args.probes)
+    except ProbeError as exc:
+        raise UsageError(str(exc)) from None
+    if args.probes:
+        progress.info(probe_plan.explain())
     auto = args.runs == "auto"
     plan = plan_runs(
-        list(allocators), sweep(sweep_params),
+        list(allocators), sweep(sweep_params), probe_sets=probe_plan.probe_sets,
         runs=None if auto else (args.runs or DEFAULT_RUNS),
         warmup=DEFAULT_WARMUP if args.warmup is None else args.warmup,
         ci=args.ci or DEFAULT_CI,
@@ -803,6 +851,7 @@ def _prepare_new(args, progress):
     progress.info(f"plan: {plan.describe()}")
     programs = _build_programs(scenario_path, plan, cc, progress)
     header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
+    header["probe_plan"] = probe_plan.to_json()
     output = Path(args.output) if args.output else _default_output(header["scenario"])
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -909,8 +958,10 @@ def finish(result, args, progress) -> int:
         rows = export_csv(result, args.csv)
         progress.info(f"CSV: {args.csv} ({rows} rows)")
     if args.plots:
+        from .probes.plots import write_probe_plots
         from .report.plots import write_plots
         paths = write_plots(analysis, args.plots, all_metrics=args.all_metrics)
+        paths += write_probe_plots(result, args.plots)
         progress.info(f"plots: {len(paths)} files in {args.plots}")
     progress.info(f"results: {result.path}")
     failed = [r for r in result.runs if r["status"] != "ok"]

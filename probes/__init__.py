@@ -82,14 +82,7 @@ def run_metrics(probe_set: str, program: Mapping, run_dir: Path) -> Metrics:
 
 def notes(probe_set: str, program: Mapping) -> List[str]:
     """Things to tell the user about this run's figures (unsupported counters ...)."""
-    members = set_members(probe_set)
-    lines: List[str] = []
-    for name in members:
-        for line in PROBES[name].notes(program):
-            if name == "memory" and "live" in members:
-                continue
-            lines.append(line)
-    return lines
+    return [line for name in set_members(probe_set) for line in PROBES[name].notes(program)]
 
 
 def owner(metric_name: str):

@@ -79,6 +79,7 @@ class Probe:
     # run (memory with live: the fragmentation ratio); the planner prefers
     # such pairings among the plans with the fewest runs.
     pairs_with: FrozenSet[str] = frozenset()
+    paired_figures: str = ""                # what the pairing gives, for the plan's notes
     perturbation: str = ""                  # how it perturbs, for the plan's reasons
     files: Tuple[str, ...] = ()             # what it leaves in the run directory
     plot: Optional[Callable] = field(default=None, compare=False)

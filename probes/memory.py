@@ -9,7 +9,7 @@ peak of live bytes is the `live` probe's: counting it perturbs timing, which
 """
 
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence, Tuple
+from typing import List, Mapping, Optional, Tuple
 
 from ..compiler.codegen import ProbeC
 from .base import Metric, Metrics, Probe, probe_report
@@ -59,13 +59,6 @@ def collect(program: Mapping, run_dir: Path) -> Metrics:
     return out
 
 
-def notes(program: Mapping) -> Sequence[str]:
-    if probe_report(program, "live") is None:
-        return ("memory: no fragmentation ratio without the `live` probe in the same run "
-                "(--probes memory,live puts them together)",)
-    return ()
-
-
 PROBE = Probe(
     name=NAME,
     description="peak and final RSS, page faults, an RSS timeline; with `live`, the fragmentation "
@@ -76,8 +69,8 @@ PROBE = Probe(
     c=ProbeC(NAME, "probe_memory.h", ("program_start", "program_end", "report")),
     metric_kinds=METRICS,
     collect=collect,
-    notes=notes,
     default=True,
     runtime_metrics=RUNTIME_METRICS,
     pairs_with=frozenset({"live"}),
+    paired_figures="the fragmentation ratio (peak RSS / peak live bytes)",
 )

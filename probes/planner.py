@@ -52,6 +52,14 @@ class Plan:
         if self.reasons:
             lines.append("  kept apart because:")
             lines.extend(f"    {reason}" for reason in self.reasons)
+        selected = {n for run in self.runs for n in run}
+        for run in self.runs:
+            for name in run:
+                for other in sorted(PROBES[name].pairs_with - set(run)):
+                    where = ("it had to go to another run" if other in selected
+                             else f"add {other} to --probes")
+                    lines.append(f"  note: {name} gives {PROBES[name].paired_figures} only with {other} "
+                                 f"in the same run ({where})")
         return "\n".join(lines)
 
     def to_json(self) -> dict:

@@ -87,12 +87,13 @@ def test_fragmentation_is_peak_rss_over_peak_live(tmp_path):
         m["peak_rss_kib"] - m["memory:baseline_rss_kib"] - 8000)
 
 
-def test_without_live_there_is_no_ratio_and_a_note_says_why(tmp_path):
-    from scenc import probes
+def test_without_live_there_is_no_ratio_and_the_plan_says_why(tmp_path):
+    from scenc.probes.planner import plan_spec
     run = run_once(scenario(tmp_path, GROW), tmp_path / "run", probes=("time", "memory"))
     assert "memory:fragmentation" not in run.metrics
     assert "live:peak_bytes" not in run.metrics
-    assert any("live" in note for note in probes.notes("time+memory", run.report))
+    assert "fragmentation ratio" in plan_spec("time,memory,layout").explain()
+    assert "fragmentation ratio" not in plan_spec("time,memory,live").explain()
 
 
 def test_rss_timeline_is_sampled_and_consistent_with_the_peak(tmp_path):
