@@ -1,7 +1,7 @@
 """The `latency` probe: percentiles of the cost of single calls, per kind.
 
-The C side (probes/probe_latency.h) times one call in N of each kind with the
-TSC into log-scale histograms; here they are merged over threads, turned into
+The C side (probes/probe_latency.h) times about one call in N (64 unless
+SCENC_LATENCY_SAMPLE says otherwise) with the TSC into log-scale histograms; here they are merged over threads, turned into
 percentiles and converted to nanoseconds with the TSC rate measured over the
 run itself (TSC cycles / monotonic ns of each thread).
 """
@@ -117,7 +117,8 @@ PROBE = Probe(
     name=NAME,
     description="cost of single calls per kind (TSC cycles into log-scale histograms): p50, p90, p99, "
                 "p99.9 and max",
-    cost="a countdown per call; two TSC reads around one call in 16 of each kind (SCENC_LATENCY_SAMPLE)",
+    cost="a countdown per call; two TSC reads around about one call in 64 (SCENC_LATENCY_SAMPLE=N; "
+         "1 times every call)",
     perturbs=frozenset({"time", "counters", "rss"}),
     sensitive_to=frozenset({"latency"}),
     perturbation="a countdown at every call, TSC reads around sampled ones, 55 KiB of resident "

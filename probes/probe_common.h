@@ -11,8 +11,12 @@
 #include <string.h>
 
 /* Fixed slots in scn_thread.probe[]: a probe finds its state without the
- * generator having to number them. */
-enum { SCN_SLOT_TIME, SCN_SLOT_LATENCY, SCN_SLOT_LAYOUT, SCN_SLOT_COUNTERS };
+ * generator having to number them. The latency probe also keeps two numbers
+ * in slots of their own: a thread's body works on a local copy of its
+ * scn_thread, so the compiler can keep those in registers across malloc. */
+enum { SCN_SLOT_TIME, SCN_SLOT_LATENCY, SCN_SLOT_LAYOUT, SCN_SLOT_COUNTERS,
+       SCN_SLOT_LATENCY_COUNTDOWN, SCN_SLOT_LATENCY_T0 };
+_Static_assert(SCN_SLOT_LATENCY_T0 < SCN_MAX_PROBES, "scn_thread.probe[] is too small");
 
 /* The `live` probe's counter of requested bytes not yet freed, on its own
  * cache line; the memory sampler plots it next to RSS when `live` is
