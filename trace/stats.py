@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import defaultdict
 from typing import Iterable, Optional
 
 from .events import ALLOC_KINDS, ANOMALY_KINDS, FREE_KINDS, AllocEvent
@@ -79,10 +80,10 @@ class TraceStats:
     def __init__(self, report: Optional[ParseReport] = None):
         self.report = report if report is not None else ParseReport()
         self.ops = 0
-        self.by_thread_kind: dict = {}         # (tid, kind) -> calls
-        self.size_hist: dict = {}              # log2 bucket of requested bytes -> allocations
-        self.lifetime_ops_hist: dict = {}
-        self.lifetime_us_hist: dict = {}
+        self.by_thread_kind = defaultdict(int)     # (tid, kind) -> calls
+        self.size_hist = defaultdict(int)          # log2 bucket of requested bytes -> allocations
+        self.lifetime_ops_hist = defaultdict(int)  # log2 bucket of operations -> freed blocks
+        self.lifetime_us_hist = defaultdict(int)   # log2 bucket of microseconds -> freed blocks
         self.live: dict = {}                   # ptr -> live entry
         self.live_bytes = 0
         self.peak_bytes = 0
@@ -135,8 +136,7 @@ class TraceStats:
             for ev in events:
                 line, tid, t, kind, size, nmemb, align, old, res, failed, _start, _dur = ev
                 ops += 1
-                k = (tid, kind)
-                by_tk[k] = by_tk.get(k, 0) + 1
+                by_tk[tid, kind] += 1
                 if first_time is None and t is not None:
                     first_time = t
                 # a free, or realloc(p, 0) returning NULL, which frees p (frees never have a result)
@@ -157,10 +157,10 @@ class TraceStats:
                     if tid != otid:
                         cross += 1
                     b = (ops - oop).bit_length()
-                    lt_ops[b] = lt_ops.get(b, 0) + 1
+                    lt_ops[b] += 1
                     if t is not None and ot is not None:
                         b = int((t - ot) * 1e6 + 0.5).bit_length()
-                        lt_us[b] = lt_us.get(b, 0) + 1
+                        lt_us[b] += 1
                     if chain_len:
                         self._chain_end(e)
                     continue
@@ -189,7 +189,7 @@ class TraceStats:
                     self.realloc_as_malloc += 1
                     entry = (nbytes, tid, ops, t, 0, line)
                 b = nbytes.bit_length()
-                size_hist[b] = size_hist.get(b, 0) + 1
+                size_hist[b] += 1
                 if res is None:                     # posix_memalign: pointer not shown by ltrace
                     self.unresolved.append([align or 1, entry])
                 else:
