@@ -262,7 +262,7 @@ class ParseReport:
         self.exit_status: Optional[int] = None   # of the last '+++ exited' line (the process leader's)
         self.killed_by: Optional[str] = None     # first '+++ killed by SIGxxx' signal
         self.truncated = False
-        self.pending_at_end = 0      # allocator calls unfinished when the log ended
+        self.pending_at_end = 0      # allocator calls still unfinished when their thread exited or the log ended
         self.has_timestamps = False
         self.has_durations = False
         self.plt_notation = False    # saw '-e' notation (CALLER->NAME)
@@ -502,6 +502,9 @@ class _Parser:
         if body.startswith("+++ "):
             if tid not in self.seen:
                 rep.add("thread-only-in-exit-line", lineno, s)
+            pending = self.stacks.pop(tid, None)
+            if pending:
+                self.abandon(pending, f"the thread exited (line {lineno})", at_end=True)
             what = body[4:].rstrip(" +")
             if what.startswith("exited"):
                 m = re.search(r"status (-?\d+)", what)
@@ -730,6 +733,8 @@ class _Parser:
                                 if st is None:
                                     st = stacks[tid] = []
                                 st.append([name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
+                                if len(st) > _MAX_PENDING_PER_THREAD:
+                                    self.drop_oldest(st)
                             continue
                     try:
                         if layout == A_SIZE:
@@ -748,8 +753,10 @@ class _Parser:
                         except (ValueError, IndexError, TypeError):
                             note("unparsable-line", lineno, "unreadable arguments: " + str(raw))
                             if unf:
-                                stacks.setdefault(tid, []).append(
-                                    [name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
+                                st = stacks.setdefault(tid, [])
+                                st.append([name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
+                                if len(st) > _MAX_PENDING_PER_THREAD:
+                                    self.drop_oldest(st)
                             continue
                     st = stacks.get(tid)
                     if st:
