@@ -257,7 +257,8 @@ def test_bytes_and_lines_without_newlines_give_the_same_events():
     expected, _ = run(path)
     as_bytes = list(parse(path.read_bytes().splitlines(keepends=True)))
     no_newlines = list(parse(path.read_text().splitlines()))
-    assert as_bytes == expected == no_newlines
+    one_string = list(parse(path.read_text()))
+    assert as_bytes == expected == no_newlines == one_string
 
 
 def test_truncated_last_line_is_reported_not_used():

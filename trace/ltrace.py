@@ -349,7 +349,7 @@ class EventStream:
 
 def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseReport] = None,
           sniff_lines: int = 20, newlines: Optional[bool] = None) -> EventStream:
-    """Parse ltrace output lines (str, or bytes decoded as UTF-8) lazily into AllocEvents.
+    """Parse ltrace output lines (str, or bytes decoded as UTF-8; or one string) lazily into AllocEvents.
 
     ``newlines``: True when every complete line ends with a newline (lines read from a
     file), so that a last line without one is a cut-off line (truncated-line); False
@@ -358,6 +358,8 @@ def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseRepo
     Raises TraceFormatError during iteration if none of the first ``sniff_lines``
     non-empty lines looks like ltrace output.  Nothing else raises.
     """
+    if isinstance(lines, (str, bytes)):          # a whole log in one string
+        lines = lines.splitlines(keepends=True)
     if report is None:
         report = ParseReport(filename)
     return EventStream(_Parser(filename, report, sniff_lines).run(lines, newlines=newlines), report)
