@@ -362,3 +362,17 @@ TOKENS = list("0123456789 abcfx:.()<>[]=-+@,\n\r\t") + [
 def test_random_ltrace_like_text_never_crashes(lines):
     check_invariants(parse(lines, "fuzz"))
     check_invariants(parse([l + "\n" for l in lines], "fuzz-nl"))
+
+
+def test_pending_calls_per_thread_are_bounded():
+    """A thread whose calls never return (lost breakpoints) cannot make the parser's state grow."""
+    lines = [f"7 12:00:00.{i:06d} p->malloc({i + 1} <no return ...>\n" for i in range(100)]
+    lines += ["7 12:00:01.000000 p->free(0x10) = <void>\n", "8 12:00:01.000001 +++ exited (status 0) +++\n"]
+    stream = parse(lines, "noreturn.log")
+    events = list(stream)
+    rep = stream.report
+    assert [e.kind for e in events] == ["free"]      # a pending no-return malloc is no nesting parent
+    assert rep.count("unfinished-never-resumed") == 100
+    assert rep.pending_at_end == 64                  # the 36 oldest were dropped on the way
+    assert rep.first_lines("unfinished-never-resumed")[0] == 1
+    assert rep.first_lines("thread-only-in-exit-line") == [102]

@@ -585,6 +585,7 @@ class _Parser:
         fn_cache: dict = {}
         tid_cache: dict = {}
         fallback = self.fallback
+        push = self.push
         classify = self.classify
         note = rep.add
         matches_outer = _matches_outer
@@ -731,12 +732,7 @@ class _Parser:
                             else:
                                 other += 1
                             if unf:
-                                st = stacks.get(tid)
-                                if st is None:
-                                    st = stacks[tid] = []
-                                st.append([name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
-                                if len(st) > _MAX_PENDING_PER_THREAD:
-                                    self.drop_oldest(st)
+                                push(tid, [name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
                             continue
                     try:
                         if layout == A_SIZE:
@@ -755,10 +751,7 @@ class _Parser:
                         except (ValueError, IndexError, TypeError):
                             note("unparsable-line", lineno, "unreadable arguments: " + str(raw))
                             if unf:
-                                st = stacks.setdefault(tid, [])
-                                st.append([name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
-                                if len(st) > _MAX_PENDING_PER_THREAD:
-                                    self.drop_oldest(st)
+                                push(tid, [name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
                             continue
                     st = stacks.get(tid)
                     if st:
@@ -772,7 +765,7 @@ class _Parser:
                             note("nested-inner-call", lineno,
                                  f"{str(raw).strip()}  (inside {parent[P_NAME]} of line {parent[P_START]})")
                             if unf:
-                                st.append([name, kind, lineno, t, size, nmemb, align, old, F_NESTED, parent, None])
+                                push(tid, [name, kind, lineno, t, size, nmemb, align, old, F_NESTED, parent, None])
                             elif kind in alloc_kinds and parent[P_INNER] is None:
                                 parent[P_INNER] = _ptr(ret)
                             continue
@@ -789,20 +782,12 @@ class _Parser:
                         if not old:
                             note("free-null", lineno, raw)
                         if unf:
-                            if st is None:
-                                st = stacks[tid] = []
-                            st.append([name, kind, lineno, t, size, nmemb, align, old,
+                            push(tid, [name, kind, lineno, t, size, nmemb, align, old,
                                        F_EMITTED | (F_NORETURN if unf == "no return" else 0), None, None])
-                            if len(st) > _MAX_PENDING_PER_THREAD:
-                                self.drop_oldest(st)
                         continue
                     if unf:
-                        if st is None:
-                            st = stacks[tid] = []
-                        st.append([name, kind, lineno, t, size, nmemb, align, old,
+                        push(tid, [name, kind, lineno, t, size, nmemb, align, old,
                                    F_NORETURN if unf == "no return" else 0, None, None])
-                        if len(st) > _MAX_PENDING_PER_THREAD:
-                            self.drop_oldest(st)
                         continue
                     start = lineno
                     inner = None
@@ -897,9 +882,15 @@ class _Parser:
             self.report.add("unfinished-never-resumed", e[P_START],
                             f"{e[P_NAME]}() started at line {e[P_START]} never resumed before {why} ({what})")
 
-    def drop_oldest(self, st):
-        self.abandon(st[:1], "too many pending calls on this thread")
-        del st[0]
+    def push(self, tid: int, entry: list) -> None:
+        """A call of thread ``tid`` is now pending; at most _MAX_PENDING_PER_THREAD are kept."""
+        st = self.stacks.get(tid)
+        if st is None:
+            st = self.stacks[tid] = []
+        st.append(entry)
+        if len(st) > _MAX_PENDING_PER_THREAD:
+            self.abandon(st[:1], "too many pending calls on this thread")
+            del st[0]
 
 
 def _decoded(lines):
