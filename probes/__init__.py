@@ -10,8 +10,7 @@ program per set (`c_parts`), runs it with `environment`, and stores
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
 
-from ..compiler.codegen import ProbeC
-from .base import ASPECTS, Metric, Metrics, Probe
+from .base import ASPECTS, CSide, Metric, Metrics, Probe
 from . import counters, latency, layout, live, memory, timing
 
 __all__ = ["ASPECTS", "Metric", "Probe", "ProbeError", "PROBES", "DEFAULT", "get", "set_name",
@@ -50,9 +49,11 @@ def set_members(name: str) -> List[str]:
     return ordered(part for part in name.split("+") if part)
 
 
-def c_parts(probe_set: str) -> Tuple[ProbeC, ...]:
-    """What the program of this probe set compiles in."""
-    return tuple(PROBES[n].c for n in set_members(probe_set) if PROBES[n].c is not None)
+def c_parts(probe_set: str) -> tuple:
+    """What the program of this probe set compiles in (compiler.codegen.ProbeC)."""
+    from ..compiler.codegen import ProbeC
+    return tuple(ProbeC(c.name, c.header, c.hooks) for c in
+                 (PROBES[n].c for n in set_members(probe_set)) if c is not None)
 
 
 def environment(probe_set: str, run_dir: Path) -> Dict[str, str]:

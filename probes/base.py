@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, Mapping, Optional, Sequence, Tuple
 
-from ..compiler.codegen import ProbeC
 
 ASPECTS = {
     "time": "wall and CPU time of the scenario, its threads and regions",
@@ -28,6 +27,16 @@ ASPECTS = {
 }
 
 Metrics = Dict[str, float]
+
+
+@dataclass(frozen=True)
+class CSide:
+    """The C side of a probe: scn_probe_<name>_<hook> functions in probes/<header>.
+    (compiler.codegen.ProbeC by another name, so that listing the probes does
+    not import the code generator and jinja2.)"""
+    name: str
+    header: str
+    hooks: Tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,7 @@ class Probe:
     cost: str                               # what it costs the run, one sentence
     perturbs: FrozenSet[str]                # aspects it disturbs
     sensitive_to: FrozenSet[str]            # aspects its figures depend on
-    c: Optional[ProbeC]                     # None: nothing compiled in
+    c: Optional[CSide]                      # None: nothing compiled in
     metric_kinds: Tuple[Metric, ...]        # its own `<probe>:...` figures
     collect: Callable[[Mapping, Path], Metrics]
     environment: Callable[[Path], Dict[str, str]] = no_environment

@@ -9,16 +9,16 @@ why, the figures are left out, and the run goes on: the software counts
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..compiler.codegen import ProbeC
-from .base import Metric, Metrics, Probe, probe_report, total_ops
+from .base import CSide, Metric, Metrics, Probe, probe_report, total_ops
 
 NAME = "counters"
 HARDWARE = ("cycles", "instructions", "l1d_read_misses", "llc_misses")
 SOFTWARE = ("context_switches", "cpu_migrations")
 
 METRICS = (
-    Metric("counters:cycles", "CPU cycles in user mode, all threads", "cycles", "lower", "cycle count"),
-    Metric("counters:instructions", "instructions in user mode, all threads", "instructions", "lower",
+    Metric("counters:cycles", "CPU cycles in user mode, all threads together", "cycles", "lower",
+           "cycle count"),
+    Metric("counters:instructions", "instructions in user mode, all threads together", "instructions", "lower",
            "instruction count"),
     Metric("counters:l1d_read_misses", "L1 data cache read misses", "misses", "lower", "L1d miss count"),
     Metric("counters:llc_misses", "last-level cache misses", "misses", "lower", "LLC miss count"),
@@ -38,11 +38,11 @@ def collect(program: Mapping, run_dir: Path) -> Metrics:
     ops = sum(total_ops(t) for t in program["threads"])
     out: Metrics = {}
     for event in HARDWARE + SOFTWARE:
-        values = [t.get(event) for t in own["threads"]]
-        if values and all(v is not None for v in values):
-            out[f"counters:{event}"] = float(sum(values))
+        value = own["counts"].get(event)
+        if value is not None:
+            out[f"counters:{event}"] = float(value)
             if ops and event in HARDWARE:
-                out[f"counters:{event}_per_op"] = sum(values) / ops
+                out[f"counters:{event}_per_op"] = value / ops
     if out.get("counters:cycles"):
         if "counters:instructions" in out:
             out["counters:ipc"] = out["counters:instructions"] / out["counters:cycles"]
@@ -57,7 +57,7 @@ def unsupported(program: Mapping) -> dict:
 
 # strerror text of perf_event_open's usual failures -> what it means here.
 _MEANING = {
-    "No such file or directory": "the kernel exposes no hardware PMU to this machine (as in many VMs)",
+    "No such file or directory": "the kernel exposes no hardware PMU to this machine, as in many VMs",
     "Operation not supported": "the CPU or kernel does not support these events",
     "Permission denied": "kernel.perf_event_paranoid forbids it (try sysctl kernel.perf_event_paranoid=1)",
     "Operation not permitted": "kernel.perf_event_paranoid or a seccomp filter forbids it",
@@ -67,7 +67,7 @@ _MEANING = {
 
 def explain(reason: str) -> str:
     meaning = _MEANING.get(reason)
-    return f"{meaning}; perf_event_open: {reason}" if meaning else f"perf_event_open: {reason}"
+    return f"{meaning} (perf_event_open: {reason})" if meaning else f"perf_event_open: {reason}"
 
 
 def notes(program: Mapping) -> Sequence[str]:
@@ -76,8 +76,8 @@ def notes(program: Mapping) -> Sequence[str]:
     lines = []
     if hardware:
         reasons = sorted({explain(errors[e]) for e in hardware})
-        lines.append(f"counters: hardware counters are not supported here ({'; '.join(reasons)}): "
-                     f"no {', '.join(hardware)}. The other probes are not affected.")
+        lines.append(f"counters: hardware counters are not supported here: {'; '.join(reasons)}. "
+                     f"No {', '.join(hardware)}; the other probes are not affected.")
     software = [e for e in SOFTWARE if e in errors]
     if software:
         lines.append(f"counters: no {', '.join(software)} ({'; '.join(sorted({errors[e] for e in software}))})")
@@ -86,13 +86,14 @@ def notes(program: Mapping) -> Sequence[str]:
 
 PROBE = Probe(
     name=NAME,
-    description="hardware counters per thread through perf_event_open: cycles, instructions, L1d read "
-                "misses, LLC misses (and context switches, CPU migrations); 'not supported here' "
-                "where the machine has no PMU",
-    cost="nothing per call: the kernel counts; a few system calls when each thread starts and ends",
+    description="hardware counters of the scenario threads through perf_event_open: cycles, "
+                "instructions, L1d read misses, LLC misses (and context switches, CPU migrations); "
+                "'not supported here' where the machine has no PMU",
+    cost="nothing per call: the kernel counts; a few system calls before the threads start and "
+         "after they end",
     perturbs=frozenset(),
     sensitive_to=frozenset({"counters"}),
-    c=ProbeC(NAME, "probe_counters.h", ("program_start", "thread_start", "thread_end", "report")),
+    c=CSide(NAME, "probe_counters.h", ("program_start", "program_end", "report")),
     metric_kinds=METRICS,
     collect=collect,
     notes=notes,

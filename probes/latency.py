@@ -1,17 +1,17 @@
 """The `latency` probe: percentiles of the cost of single calls, per kind.
 
 The C side (probes/probe_latency.h) times about one call in N (64 unless
-SCENC_LATENCY_SAMPLE says otherwise) with the TSC into log-scale histograms; here they are merged over threads, turned into
-percentiles and converted to nanoseconds with the TSC rate measured over the
-run itself (TSC cycles / monotonic ns of each thread).
+SCENC_LATENCY_SAMPLE says otherwise) with the TSC into log-scale histograms;
+here they are merged over threads, turned into percentiles and converted to
+nanoseconds with the TSC rate measured over the run itself (TSC cycles /
+monotonic ns of each thread).
 """
 
 import math
 from pathlib import Path
 from typing import Dict, List, Mapping, Tuple
 
-from ..compiler.codegen import ProbeC
-from .base import Metric, Metrics, Probe, probe_report
+from .base import CSide, Metric, Metrics, Probe, probe_report
 
 NAME = "latency"
 SUB_BITS = 4
@@ -123,7 +123,7 @@ PROBE = Probe(
     sensitive_to=frozenset({"latency"}),
     perturbation="a countdown at every call, TSC reads around sampled ones, 55 KiB of resident "
                  "histograms per thread",
-    c=ProbeC(NAME, "probe_latency.h", ("program_start", "thread_start", "thread_end", "op_before",
+    c=CSide(NAME, "probe_latency.h", ("program_start", "thread_start", "thread_end", "op_before",
                                        "op_after", "report")),
     metric_kinds=METRICS,
     collect=collect,

@@ -9,9 +9,7 @@ so `layout` runs apart from every probe that measures time.
 from pathlib import Path
 from typing import Dict, Mapping, Sequence
 
-from ..compiler.codegen import ProbeC
-from . import layoutfile, layoutstats
-from .base import Metric, Metrics, Probe, probe_report
+from .base import CSide, Metric, Metrics, Probe, probe_report
 
 NAME = "layout"
 FILE = "layout.bin"
@@ -53,6 +51,7 @@ def collect(program: Mapping, run_dir: Path) -> Metrics:
     path = Path(run_dir) / FILE
     if not path.exists():
         return {}
+    from . import layoutfile, layoutstats  # numpy: only when there is a file to read
     figures = layoutstats.summarize(layoutfile.read(path))
     return {f"layout:{k}": v for k, v in figures.items()}
 
@@ -75,7 +74,7 @@ PROBE = Probe(
     sensitive_to=frozenset(),
     perturbation="a record of every call: a shared counter, malloc_usable_size, writes, 40 KiB of "
                  "resident buffers per thread",
-    c=ProbeC(NAME, "probe_layout.h", ("program_start", "program_end", "thread_start", "thread_end",
+    c=CSide(NAME, "probe_layout.h", ("program_start", "program_end", "thread_start", "thread_end",
                                       "op_before", "op_after", "report")),
     metric_kinds=METRICS,
     collect=collect,

@@ -11,8 +11,7 @@ figures from the same run.
 from pathlib import Path
 from typing import Mapping
 
-from ..compiler.codegen import ProbeC
-from .base import Metric, Metrics, Probe, probe_report
+from .base import CSide, Metric, Metrics, Probe, probe_report
 
 NAME = "live"
 
@@ -37,7 +36,7 @@ PROBE = Probe(
     perturbs=frozenset({"time", "latency", "counters"}),
     sensitive_to=frozenset(),
     perturbation="an atomic add on one counter shared by all threads at every call",
-    c=ProbeC(NAME, "probe_live.h", ("op_before", "op_after", "report")),
+    c=CSide(NAME, "probe_live.h", ("op_before", "op_after", "report")),
     metric_kinds=METRICS,
     collect=collect,
 )

@@ -11,8 +11,7 @@ peak of live bytes is the `live` probe's: counting it perturbs timing, which
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
-from ..compiler.codegen import ProbeC
-from .base import Metric, Metrics, Probe, probe_report
+from .base import CSide, Metric, Metrics, Probe, probe_report
 
 NAME = "memory"
 RUNTIME_METRICS = ("peak_rss_kib", "final_rss_kib", "minflt")
@@ -66,7 +65,7 @@ PROBE = Probe(
     cost="a sampler thread reading /proc/self/statm every 10 ms (SCENC_MEMORY_SAMPLE_US)",
     perturbs=frozenset(),
     sensitive_to=frozenset({"rss"}),
-    c=ProbeC(NAME, "probe_memory.h", ("program_start", "program_end", "report")),
+    c=CSide(NAME, "probe_memory.h", ("program_start", "program_end", "report")),
     metric_kinds=METRICS,
     collect=collect,
     default=True,

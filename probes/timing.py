@@ -11,8 +11,7 @@ read outside the timed operations.
 from pathlib import Path
 from typing import Mapping
 
-from ..compiler.codegen import ProbeC
-from .base import Metric, Metrics, Probe, probe_report, thread_label, total_ops
+from .base import CSide, Metric, Metrics, Probe, probe_report, thread_label, total_ops
 
 NAME = "time"
 RUNTIME_METRICS = ("wall_s", "ops_per_s", "user_s", "sys_s", "region:<region>")
@@ -94,7 +93,7 @@ PROBE = Probe(
          "exit (outside the region's timing)",
     perturbs=frozenset(),
     sensitive_to=frozenset({"time"}),
-    c=ProbeC(NAME, "probe_time.h", ("program_start", "thread_start", "thread_end", "region_begin",
+    c=CSide(NAME, "probe_time.h", ("program_start", "thread_start", "thread_end", "region_begin",
                                     "region_end", "report")),
     metric_kinds=METRICS,
     collect=collect,
