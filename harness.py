@@ -697,11 +697,13 @@ def register(subparsers) -> None:
 
 
 def _preload_scipy() -> threading.Thread:
-    """Import scipy.stats while builds and allocator look-ups wait on subprocesses.
+    """Import scipy.stats while builds, allocator look-ups and warm-ups go on.
 
-    It takes most of a second and is needed at the end; doing it here keeps it
-    off the critical path. The thread is joined before the first run, so it
-    never competes with a measured program for a CPU.
+    It takes most of a second and is needed at the end; doing it meanwhile
+    keeps it off the critical path. The thread is joined before the first
+    measured run, so it never competes with a measurement for a CPU (a warm-up
+    is not one: it only has to run the program once, and its duration only
+    sets the timeout, generously).
     """
     def work():
         try:
@@ -750,21 +752,21 @@ def _allocators_from_header(header: Mapping) -> Dict[str, object]:
     return chosen
 
 
-def _build_programs(scenario_path: Path, plan: Plan, cc: str, progress: Progress) -> Dict:
-    """Every program the plan needs, before any run: a build error stops everything early."""
+def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progress: Progress) -> Dict:
+    """Every program a plan needs, before any run: a build error stops everything early."""
     from . import probes
     from .compiler.pipeline import build
     from .scenario.errors import ScenarioError
     programs = {}
-    for params in plan.param_sets:
-        for probe_set in plan.probe_sets:
+    for params in param_sets:
+        for probe_set in probe_sets:
             key = (params_key(params), probe_set)
             t0 = time.perf_counter()
             try:
                 b = build(scenario_path, params, cc=cc, probes=probes.c_parts(probe_set),
                           warn=progress.note if not programs else None)
             except ScenarioError:
-                if len(plan.param_sets) > 1:
+                if len(param_sets) > 1:
                     progress.note(f"scenc: with {params_label(params)}:")
                 raise
             programs[key] = b.binary
@@ -806,10 +808,25 @@ def _new_session_header(args, scenario_path: Path, plan: Plan, allocators, sweep
     )
 
 
+def _resolve_allocators(args) -> Dict[str, object]:
+    from . import allocators as registry
+    from .cli import UsageError
+    try:
+        spec = args.allocators or _default_allocators(args.allocator_config)
+        chosen = registry.resolve(spec, config_path=args.allocator_config)
+    except registry.AllocatorError as exc:
+        raise UsageError(str(exc)) from None
+    allocators = {a.name: a for a in chosen}
+    if args.baseline and args.baseline not in allocators:
+        raise UsageError(f"--baseline {args.baseline}: not among the allocators ({', '.join(allocators)})")
+    return allocators
+
+
 def _prepare_new(args, progress):
     """(result file, plan, allocators, programs) for a fresh run; nothing is run yet."""
-    from . import allocators as registry
+    from concurrent.futures import ThreadPoolExecutor
     from .cli import UsageError, parse_params
+    from .probes import ProbeError, planner
     from .resultfile import create
     if not args.scenario:
         raise UsageError("give a scenario file (or --resume RESULT.json)")
@@ -817,39 +834,42 @@ def _prepare_new(args, progress):
     if not scenario_path.is_file():
         raise UsageError(f"{args.scenario}: no such file")
     cc = args.cc or os.environ.get("SCENC_CC", "gcc")
-    spec = args.allocators or _default_allocators(args.allocator_config)
-    try:
-        chosen = registry.resolve(spec, config_path=args.allocator_config)
-    except registry.AllocatorError as exc:
-        raise UsageError(str(exc)) from None
-    allocators = {a.name: a for a in chosen}
-    if args.baseline and args.baseline not in allocators:
-        raise UsageError(f"--baseline {args.baseline}: not among the allocators ({', '.join(allocators)})")
-    if args.runs != "auto" and any(v is not None for v in (args.ci, args.min_runs, args.max_runs)):
+    auto = args.runs == "auto"
+    if not auto and any(v is not None for v in (args.ci, args.min_runs, args.max_runs)):
         raise UsageError("--ci, --min-runs and --max-runs go with --runs auto")
+    min_runs = max(2, args.min_runs if args.min_runs is not None else AUTO_MIN_RUNS)
+    max_runs = args.max_runs or AUTO_MAX_RUNS
+    if auto and min_runs > max_runs:
+        raise UsageError(f"--min-runs {min_runs} is more than --max-runs {max_runs}")
     sweep_params = parse_params(args.param, sweep=True)
-    from .probes import ProbeError, planner
     try:
         probe_plan = planner.plan_spec(args.probes)
     except ProbeError as exc:
         raise UsageError(str(exc)) from None
     if args.probes:
         progress.info(probe_plan.explain())
-    auto = args.runs == "auto"
+    param_sets = sweep(sweep_params)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # Finding the allocators' libraries and versions waits on ldconfig and
+        # dpkg; the builds (mostly a cache look-up) go on meanwhile.
+        looked_up = pool.submit(_resolve_allocators, args)
+        try:
+            programs = _build_programs(scenario_path, param_sets, probe_plan.probe_sets, cc, progress)
+        except BaseException:
+            looked_up.result()  # an unusable allocator is the first thing to fix
+            raise
+        allocators = looked_up.result()
+
     plan = plan_runs(
-        list(allocators), sweep(sweep_params), probe_sets=probe_plan.probe_sets,
+        list(allocators), param_sets, probe_sets=probe_plan.probe_sets,
         runs=None if auto else (args.runs or DEFAULT_RUNS),
         warmup=DEFAULT_WARMUP if args.warmup is None else args.warmup,
-        ci=args.ci or DEFAULT_CI,
-        min_runs=max(2, args.min_runs if args.min_runs is not None else AUTO_MIN_RUNS),
-        max_runs=args.max_runs or AUTO_MAX_RUNS,
+        ci=args.ci or DEFAULT_CI, min_runs=min_runs, max_runs=max_runs,
         time_budget_s=args.time_budget, timeout_s=args.timeout,
         seed=args.seed if args.seed is not None else random.SystemRandom().randrange(2**31),
     )
-    if auto and plan.min_runs > plan.max_runs:
-        raise UsageError(f"--min-runs {plan.min_runs} is more than --max-runs {plan.max_runs}")
     progress.info(f"plan: {plan.describe()}")
-    programs = _build_programs(scenario_path, plan, cc, progress)
     header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
     header["probe_plan"] = probe_plan.to_json()
     output = Path(args.output) if args.output else _default_output(header["scenario"])
@@ -894,7 +914,8 @@ def _prepare_resume(args, progress):
     if args.time_budget is not None:
         plan.time_budget_s = args.time_budget
     progress.info(f"resuming {args.resume}: {len(result.runs)} runs saved; plan: {plan.describe()}")
-    programs = _build_programs(scenario_path, plan, header.get("cc") or "gcc", progress)
+    programs = _build_programs(scenario_path, plan.param_sets, plan.probe_sets,
+                               header.get("cc") or "gcc", progress)
     return result, plan, allocators, programs
 
 
@@ -905,7 +926,6 @@ def cmd_run(args) -> int:
         result, plan, allocators, programs = _prepare_resume(args, progress)
     else:
         result, plan, allocators, programs = _prepare_new(args, progress)
-    preload.join()
 
     runner = ProgramRunner()
     session = Session(plan, allocators, programs, result, progress, runner)
@@ -914,6 +934,7 @@ def cmd_run(args) -> int:
         if result.status != "running":
             result.set_status("running")
         finished = session.warm_up()
+        preload.join()
         if finished and plan.warmup and session.runs_this_session:
             measured = sum(max(0, plan.max_rounds - st.done) for st in session.state.values()
                            if st.dropped is None)
@@ -951,7 +972,8 @@ def finish(result, args, progress) -> int:
     from .report.analysis import analyze
     from .report.tables import format_analysis
     from .resultfile import export_csv
-    analysis = analyze(result, baseline=args.baseline)
+    # Statistics only for what is shown, unless every metric is asked for.
+    analysis = analyze(result, baseline=args.baseline, metrics=None if args.all_metrics else [])
     print(format_analysis(analysis, all_metrics=args.all_metrics))
     sys.stdout.flush()
     if args.csv:

@@ -150,17 +150,23 @@ def _allocator_order(header: Mapping, runs) -> List[str]:
     return names
 
 
-def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95) -> Analysis:
-    """`result` is a resultfile.ResultFile (or anything with .header, .runs and .path)."""
+def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95,
+            metrics: Optional[List[str]] = None) -> Analysis:
+    """`result` is a resultfile.ResultFile (or anything with .header, .runs and .path).
+
+    With `metrics`, only those and the ones shown by default get statistics:
+    the bootstrap is the costly part, and a table that shows two metrics need
+    not pay for eight. The raw samples are kept for all.
+    """
     with warnings.catch_warnings():
         # scipy warns about nearly identical samples (peak RSS often is); the
         # numbers it returns are still right for our use and the warning would
         # only alarm the reader.
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _analyze(result, baseline, confidence)
+        return _analyze(result, baseline, confidence, metrics)
 
 
-def _analyze(result, baseline, confidence) -> Analysis:
+def _analyze(result, baseline, confidence, wanted) -> Analysis:
     from .. import stats
     header, runs = result.header, list(result.runs)
     names = _allocator_order(header, runs)
@@ -194,7 +200,8 @@ def _analyze(result, baseline, confidence) -> Analysis:
             providers = sorted({r["provider"] for r in ok if r.get("provider")})
             per_allocator.append(AllocatorStats(
                 name=name, n=len(ok),
-                summaries={m: stats.summarize(v, confidence=confidence) for m, v in samples.items()},
+                summaries={m: stats.summarize(v, confidence=confidence) for m, v in samples.items()
+                           if wanted is None or m in wanted or metric_defs.shown_by_default(m)},
                 samples=samples, failures=failures, problems=problems[:5],
                 stderr_tail=failed[-1].get("stderr_tail", "") if failed else "",
                 providers=providers))
@@ -202,6 +209,8 @@ def _analyze(result, baseline, confidence) -> Analysis:
         base = next((a for a in per_allocator if a.name == baseline), None)
         if base is not None and base.n >= MIN_RUNS_TO_COMPARE:
             for m, base_values in base.samples.items():
+                if m not in base.summaries:
+                    continue
                 d = metric_defs.metric(m)
                 for a in per_allocator:
                     if a.name != baseline and len(a.samples.get(m, [])) >= MIN_RUNS_TO_COMPARE:
@@ -212,7 +221,8 @@ def _analyze(result, baseline, confidence) -> Analysis:
         for d in metric_defs.all_metrics():
             if not d.best:
                 continue
-            candidates = [a for a in per_allocator if len(a.samples.get(d.name, [])) >= MIN_RUNS_TO_COMPARE]
+            candidates = [a for a in per_allocator if d.name in a.summaries
+                          and len(a.samples[d.name]) >= MIN_RUNS_TO_COMPARE]
             if not candidates:
                 continue
             candidates.sort(key=lambda a: a.summaries[d.name].mean, reverse=not d.lower_is_better)

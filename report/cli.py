@@ -56,7 +56,8 @@ def cmd_report(args) -> int:
     if result is None:
         return EXIT_BAD_INPUT
     try:
-        analysis = analyze(result, baseline=args.baseline)
+        everything = args.json or args.all_metrics
+        analysis = analyze(result, baseline=args.baseline, metrics=None if everything else (args.metric or []))
     except ValueError as exc:
         print(f"scenc: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -106,7 +107,7 @@ def compare_files(a, b, metrics=None, name_a="A", name_b="B"):
     from . import metrics as metric_defs
     from .analysis import analyze
     from .tables import scale_for, shown_metrics
-    analysis_a, analysis_b = analyze(a), analyze(b)
+    analysis_a, analysis_b = analyze(a, metrics=metrics or []), analyze(b, metrics=metrics or [])
     chosen = metrics or [m for m in shown_metrics(analysis_a) if m in analysis_b.metrics]
     lines = [f"A = {a.path}", f"B = {b.path}"]
     notes = _differences(a, b)

@@ -144,6 +144,11 @@ def from_report(report: Mapping) -> Dict[str, float]:
     return values
 
 
+def shown_by_default(name: str) -> bool:
+    """What a table shows without --all-metrics: the headline metrics and region times."""
+    return name in headline_names() or name.startswith("region:")
+
+
 def order(names) -> List[str]:
     """Registered metrics in registry order, then the others (regions ...) sorted."""
     names = set(names)

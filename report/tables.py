@@ -149,9 +149,8 @@ def shown_metrics(analysis, all_metrics: bool = False, only: Optional[Sequence[s
         return [m for m in only]
     if all_metrics:
         return list(analysis.metrics)
-    headline = metric_defs.headline_names()
-    regions = [m for m in analysis.metrics if m.startswith("region:")]
-    return [m for m in headline if m in analysis.metrics] + regions
+    headline = [m for m in metric_defs.headline_names() if m in analysis.metrics]
+    return headline + [m for m in analysis.metrics if metric_defs.shown_by_default(m) and m not in headline]
 
 
 def format_block(analysis, block, metrics: Sequence[str]) -> str:
