@@ -195,3 +195,17 @@ def test_unknown_program_and_method(tmp_path):
         capture(["no-such-program-scenc"], tmp_path / "x.log")
     with pytest.raises(CaptureError, match="only 'ltrace'"):
         capture(["true"], tmp_path / "x.log", method="preload")
+
+
+def test_inspect_elf_never_raises_on_broken_files(bins, tmp_path):
+    data = Path(bins["kinds"]).read_bytes()
+    full = inspect_elf(bins["kinds"])
+    assert full.is_elf and full.dynamic and full.interpreter and {"malloc", "free"} <= full.plt_symbols
+    for cut in (4, 52, 64, 200, 1000, len(data) // 2, len(data) - 100):
+        broken = tmp_path / f"cut{cut}"
+        broken.write_bytes(data[:cut])
+        info = inspect_elf(str(broken))
+        assert info.is_elf == (cut >= 52)
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(b"\x7fELF" + bytes(range(256)) * 8)
+    assert inspect_elf(str(garbage)).is_elf

@@ -42,6 +42,7 @@ Both:
 """
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
 import signal
@@ -93,24 +94,21 @@ def inspect_elf(path: str) -> ElfInfo:
     info = ElfInfo(path)
     try:
         with open(path, "rb") as f:
-            data = f.read(64 << 20)
-    except OSError:
-        return info
-    if data[:2] == b"#!":
-        first = data[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
-        info.shebang = first or None
-        return info
-    if data[:4] != b"\x7fELF" or len(data) < 52:
-        return info
-    info.is_elf = True
-    try:
-        _read_elf(data, info)
-    except (struct.error, IndexError, ValueError, UnicodeDecodeError):
+            head = f.read(512)
+            if head[:2] == b"#!":
+                info.shebang = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split() or None
+                return info
+            if head[:4] != b"\x7fELF" or len(head) < 52:
+                return info
+            info.is_elf = True
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                _read_elf(data, info)
+    except (OSError, ValueError, struct.error, IndexError, UnicodeDecodeError):
         pass
     return info
 
 
-def _read_elf(data: bytes, info: ElfInfo) -> None:
+def _read_elf(data, info: ElfInfo) -> None:
     is64 = data[4] == 2
     end = "<" if data[5] == 1 else ">"
     if is64:
@@ -162,7 +160,7 @@ def _read_elf(data: bytes, info: ElfInfo) -> None:
                 if not r_sym:
                     continue
                 st_name = struct.unpack_from(end + "I", data, sym_off + r_sym * sym_entsize)[0]
-                name = data[str_off + st_name:data.index(b"\0", str_off + st_name)].decode()
+                name = data[str_off + st_name:data.find(b"\0", str_off + st_name)].decode()
                 if r_type == _JUMP_SLOT.get(e_machine):
                     info.plt_symbols.add(name)
                 elif r_type == _GLOB_DAT.get(e_machine):
