@@ -118,7 +118,9 @@ def write_probe_plots(result, out_dir) -> List[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     scenario = result.header.get("scenario", "scenario")
     written: List[Path] = []
-    for runs in _by_params(kept_runs(result)).values():
+    order = list(result.header.get("allocators") or {})
+    rank = lambda run: order.index(run.allocator) if run.allocator in order else len(order)
+    for runs in _by_params(sorted(kept_runs(result), key=rank)).values():
         params = runs[0].params
         title = f"{scenario} {_label(params)}".strip()
         mem = {r.allocator: r.report for r in runs if r.report and "memory" in r.probe_set.split("+")}
