@@ -457,7 +457,11 @@ class Session:
         timeout = self._timeout(config)
         run_dir = None
         env = dict(self.base_env)
-        if rundata.wants_run_dir(config.probe_set):
+        first_good = not warmup and self.state[config].ok == 0
+        # A directory costs a mkdir and an rmtree per run: make one only when a
+        # probe writes files, or when this run's report may be kept.
+        if rundata.wants_run_dir(config.probe_set) and (probes.needs_run_dir(config.probe_set)
+                                                        or first_good):
             run_dir = rundata.run_dir(self.result.path, config.allocator, config.probe_set,
                                       config.params_dict, round_)
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -468,7 +472,6 @@ class Session:
             if run_dir:
                 rundata.discard(run_dir)
             return None
-        first_good = not warmup and self.state[config].ok == 0
         record = make_record(config, allocator, round_, outcome, timeout, warmup, run_dir)
         if run_dir:
             # The first good measured run keeps its files for the pictures and

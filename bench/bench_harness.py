@@ -12,7 +12,8 @@ The harness's cost splits into
   the first run's start to the last run's end, minus the lifetimes, per run,
   as a percentage of a program's lifetime;
 * a fixed start-up (Python, imports, allocator look-up, build cache, machine
-  facts, statistics and table at the end): the total minus that span.
+  facts, statistics and table at the end): the total minus that span (and
+  minus the warm-up runs, estimated from the measured ones, with --warmup).
 
 Each figure is the best of a few invocations, as the machine may be shared.
 Target: per-run overhead under 5 % and start-up under 1 s.
@@ -34,10 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENC = [sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit(main())"]
 
 
-def one(scenario, allocators, runs, params, workdir):
+def one(scenario, allocators, runs, params, workdir, warmup=0):
     out = Path(tempfile.mkdtemp(dir=workdir)) / "bench.json"
     argv = [*SCENC, "run", str(scenario), "--allocators", allocators, "--runs", str(runs),
-            "--warmup", "0", "-q", "-o", str(out), "--seed", "1"]
+            "--warmup", str(warmup), "-q", "-o", str(out), "--seed", "1"]
     for p in params:
         argv += ["--param", p]
     started = time.perf_counter()
@@ -50,6 +51,11 @@ def one(scenario, allocators, runs, params, workdir):
     last = runs_saved[-1]
     span = datetime.fromisoformat(last["started"]).timestamp() + last["duration_s"] - first
     lifetimes = sum(r["duration_s"] for r in runs_saved)
+    # Successful warm-ups are not saved; count each as long as its allocator's mean run.
+    by_allocator = {}
+    for r in runs_saved:
+        by_allocator.setdefault(r["allocator"], []).append(r["duration_s"])
+    warmups = warmup * sum(sum(d) / len(d) for d in by_allocator.values())
     return {
         "runs": len(runs_saved),
         "total_s": total,
@@ -57,7 +63,8 @@ def one(scenario, allocators, runs, params, workdir):
         "lifetimes_s": lifetimes,
         "timed_s": sum(r["metrics"]["wall_s"] for r in runs_saved),
         "per_run_s": (span - lifetimes) / len(runs_saved),
-        "fixed_s": total - span,
+        "warmups_s": warmups,
+        "fixed_s": total - span - warmups,
     }
 
 
@@ -67,16 +74,19 @@ def main(argv=None):
     ap.add_argument("--allocators", default="glibc,jemalloc")
     ap.add_argument("--runs", type=int, default=15, help="runs per allocator")
     ap.add_argument("--repeats", type=int, default=3, help="invocations; the best figure of each counts")
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="warm-up runs per allocator (default 0: every run is saved, and the "
+                         "statistics import cannot hide behind the warm-up: the worst case)")
     ap.add_argument("--param", action="append", default=[])
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
         one(args.scenario, args.allocators, 1, args.param, tmp)  # fill the build cache
-        points = [one(args.scenario, args.allocators, args.runs, args.param, tmp)
+        points = [one(args.scenario, args.allocators, args.runs, args.param, tmp, args.warmup)
                   for _ in range(args.repeats)]
 
     print(f"scenario {os.path.relpath(args.scenario)}, allocators {args.allocators}, "
-          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+          f"{args.warmup} warm-up(s) each, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
     print(f"{'runs':>5} {'scenc run':>10} {'run span':>9} {'lifetimes':>10} {'timed':>8} "
           f"{'per run':>8} {'start-up':>9}")
     for p in points:
