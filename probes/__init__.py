@@ -101,6 +101,12 @@ def metric_kind(metric_name: str):
     return probe.metric_kind(metric_name) if probe and ":" in metric_name else None
 
 
+def key_metrics(names: Iterable[str]) -> List[str]:
+    """Of these metric names, the probe figures a report should show even
+    without --all-metrics (p50/p99 latency, false sharing, fragmentation ...)."""
+    return [n for n in names if (lambda kind: kind is not None and kind.key)(metric_kind(n))]
+
+
 def describe_metric(metric_name: str):
     """A report.metrics.Metric for a probe figure, so tables and comparisons
     show its label, unit and direction. A figure with no direction (a

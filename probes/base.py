@@ -48,6 +48,7 @@ class Metric:
     unit: str
     better: str        # "lower", "higher" or "" (a property of the scenario, not a score)
     word: str = ""     # for comparison sentences: "time", "memory", "throughput" or a noun
+    key: bool = False  # among the few figures a report shows without --all-metrics
 
     def matches(self, name: str) -> bool:
         return _pattern_regex(self.pattern).fullmatch(name) is not None

@@ -23,10 +23,10 @@ METRICS = (
     Metric("counters:l1d_read_misses", "L1 data cache read misses", "misses", "lower", "L1d miss count"),
     Metric("counters:llc_misses", "last-level cache misses", "misses", "lower", "LLC miss count"),
     Metric("counters:context_switches", "context switches of the scenario threads", "switches", "lower",
-           "context-switch count"),
+           "context-switch count", key=True),
     Metric("counters:cpu_migrations", "moves of a scenario thread to another CPU", "migrations", "lower",
            "migration count"),
-    Metric("counters:ipc", "instructions per cycle", "ratio", "higher", "IPC"),
+    Metric("counters:ipc", "instructions per cycle", "ratio", "higher", "IPC", key=True),
     Metric("counters:<event>_per_op", "events per allocator call", "per call", "lower", "events per call"),
 )
 

@@ -18,7 +18,8 @@ SUB_BITS = 4
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p999", 0.999))
 
 METRICS = tuple(
-    Metric(f"latency:<op>.{label}_ns", f"{q * 100:g}th percentile of one call's cost", "ns", "lower", "time")
+    Metric(f"latency:<op>.{label}_ns", f"{q * 100:g}th percentile of one call's cost", "ns", "lower", "time",
+           key=label in ("p50", "p99"))
     for label, q in PERCENTILES) + (
     Metric("latency:<op>.max_ns", "the costliest timed call", "ns", "lower", "time"),
     Metric("latency:<op>.mean_ns", "mean cost of the timed calls", "ns", "lower", "time"),

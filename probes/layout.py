@@ -24,18 +24,18 @@ METRICS = (
     Metric("layout:usable_short", "blocks with less usable size than requested (allocator bug)", "calls",
            "lower"),
     Metric("layout:internal_frag", "usable bytes not requested, over all allocations", "ratio", "lower",
-           "internal fragmentation"),
+           "internal fragmentation", key=True),
     Metric("layout:internal_frag_at_peak", "usable bytes not requested, at the live peak", "ratio",
            "lower", "internal fragmentation"),
     Metric("layout:address_span_bytes", "lowest to highest block address", "B", "lower", "address span"),
-    Metric("layout:touched_kib", "pages that ever held a block", "KiB", "lower", "memory"),
+    Metric("layout:touched_kib", "pages that ever held a block", "KiB", "lower", "memory", key=True),
     Metric("layout:shared_lines", "cache lines that held live blocks of two threads at once "
-           "(active false sharing)", "lines", "lower", "false sharing"),
+           "(active false sharing)", "lines", "lower", "false sharing", key=True),
     Metric("layout:lines_used", "cache lines that ever held requested bytes", "lines", ""),
     Metric("layout:shared_line_fraction", "shared lines / lines used", "ratio", "lower", "false sharing"),
     Metric("layout:reuse_fraction", "allocations at an address used before", "ratio", ""),
     Metric("layout:handoffs", "allocations at an address another thread's block had "
-           "(passive false sharing)", "calls", "lower", "handoff count"),
+           "(passive false sharing)", "calls", "lower", "handoff count", key=True),
     Metric("layout:handoff_fraction", "handoffs / allocations", "ratio", "lower", "handoff rate"),
 )
 

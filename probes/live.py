@@ -16,7 +16,7 @@ from .base import CSide, Metric, Metrics, Probe, probe_report
 NAME = "live"
 
 METRICS = (
-    Metric("live:peak_bytes", "peak of requested bytes alive at once, all threads", "B", ""),
+    Metric("live:peak_bytes", "peak of requested bytes alive at once, all threads", "B", "", key=True),
     Metric("live:final_bytes", "requested bytes still alive after the threads ended", "B", ""),
 )
 

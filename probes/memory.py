@@ -20,7 +20,7 @@ METRICS = (
     Metric("memory:major_faults", "major page faults", "faults", "lower", "major-fault count"),
     Metric("memory:baseline_rss_kib", "RSS before the scenario's first call", "KiB", ""),
     Metric("memory:sampled_peak_rss_kib", "highest RSS the sampler saw", "KiB", "lower", "memory"),
-    Metric("memory:fragmentation", "peak RSS / peak live bytes", "ratio", "lower", "fragmentation"),
+    Metric("memory:fragmentation", "peak RSS / peak live bytes", "ratio", "lower", "fragmentation", key=True),
     Metric("memory:overhead_kib", "peak RSS - baseline RSS - peak live bytes", "KiB", "lower", "memory"),
 )
 

@@ -103,3 +103,7 @@ def test_probe_metrics_are_described_for_the_reports():
     for probe in probes.PROBES.values():
         for kind in probe.metric_kinds:
             assert kind.pattern.startswith(probe.name + ":")
+    # The few figures a report shows by default for each probe.
+    assert probes.key_metrics(["wall_s", "latency:free.p99_ns", "latency:free.p90_ns",
+                               "layout:shared_lines", "layout:lines_used"]) == [
+        "latency:free.p99_ns", "layout:shared_lines"]
