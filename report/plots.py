@@ -96,9 +96,14 @@ def bar_chart(analysis, metric: str, directory: str, stem: str) -> List[str]:
         if xs:
             ax.bar(xs, ys, width * 0.95, yerr=[lo, hi], capsize=3, label=name, color=colors[name])
     ax.set_xticks(range(len(blocks)))
-    ax.set_xticklabels([_params_text(b.params) for b in blocks], rotation=20 if len(blocks) > 3 else 0)
+    # Name only the params that change from group to group; the others are in the title.
+    shown = analysis.varying or None
+    ax.set_xticklabels([_params_text({k: v for k, v in b.params.items() if shown is None or k in shown})
+                        for b in blocks], rotation=20 if len(blocks) > 3 else 0)
     ax.set_ylabel(_axis_label(metric, (factor, unit)))
-    ax.set_title(f"{analysis.scenario}: {metric_defs.metric(metric).label} (mean, 95% CI)")
+    fixed = {k: v for k, v in blocks[0].params.items() if k not in analysis.varying} if blocks else {}
+    ax.set_title(f"{analysis.scenario}: {metric_defs.metric(metric).label} (mean, 95% CI)"
+                 + (f"\n{_params_text(fixed)}" if fixed and len(blocks) > 1 else ""))
     ax.legend(fontsize="small")
     paths = _save(fig, directory, f"{stem}-{_slug(metric)}-bars")
     plt.close(fig)
@@ -175,6 +180,7 @@ def sweep_plot(analysis, metric: str, param: str, directory: str, stem: str) -> 
                 ax.plot(xs, ys, marker="o", label=name, color=colors[name])
                 ax.fill_between(xs, lo, hi, alpha=0.2, color=colors[name])
         ax.set_xlabel(param)
+        ax.set_xticks(sorted({b.params.get(param) for b in blocks}))
         ax.set_ylabel(_axis_label(metric, (factor, unit)), fontsize="small")
         if label:
             ax.set_title(label, fontsize="small")
