@@ -673,7 +673,7 @@ def register(subparsers) -> None:
                    help=f"unmeasured runs first, per allocator and param set (default {DEFAULT_WARMUP})")
     p.add_argument("--ci", type=parse_fraction, metavar="PCT",
                    help=f"with --runs auto: stop when each 95%% CI of wall time and peak RSS is "
-                        f"within ±PCT of its mean (default {DEFAULT_CI:.0%})")
+                        f"within ±PCT of its mean (default {DEFAULT_CI * 100:g}%%)")
     p.add_argument("--min-runs", type=positive_int, metavar="N",
                    help=f"with --runs auto: at least N runs (default {AUTO_MIN_RUNS})")
     p.add_argument("--max-runs", type=positive_int, metavar="N",

@@ -208,6 +208,12 @@ def test_errors_are_sentences_with_the_right_exit_status(tmp_path):
         assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("command", ["run", "report", "compare", "allocators"])
+def test_help_works(command):
+    done = scenc(command, "--help")
+    assert done.returncode == 0 and "usage: scenc " + command in done.stdout, done.stderr
+
+
 def test_allocators_command_lists_the_builtins(tmp_path):
     done = scenc("allocators")
     assert done.returncode == 0
