@@ -1,0 +1,901 @@
+/* tracer.c -- the LD_PRELOAD allocator tracer of `scenc capture --method preload`.
+ *
+ *   SCENC_TRACE_OUT=app.trace LD_PRELOAD=libscntrace.so[:libjemalloc.so] ./app
+ *
+ * Interposes the C and C++ allocation interface, forwards every call to the
+ * next definition (glibc, or an allocator preloaded after this library) and
+ * logs each call the program makes -- from its own code, from libc (strdup,
+ * fopen, qsort ...), through pointers to malloc/free -- as one fixed-size
+ * binary record. trace/preload.py builds it, runs programs under it and reads
+ * the log back as AllocEvents.
+ *
+ * Log format (native byte order: little-endian on x86-64/aarch64), 64-byte units:
+ *   header  "SCNTRACE", u32 version (1), u32 record size (64), u32 pid, u32 ppid,
+ *           u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 bytes 0
+ *   records struct scn_trace_record below, written one thread's buffer at a time
+ * Every record carries a global sequence number taken from one atomic counter
+ * at the moment the call takes effect: before the real call for a release
+ * (free, delete, realloc(p, 0)) -- so a block another thread gets back from the
+ * allocator is never logged before its free -- and after it returns for an
+ * allocation. A realloc that moves its block has two such moments (the old
+ * block is released inside the call, the new one acquired); it takes both
+ * numbers, records the second and the distance to the first (`span`), and the
+ * reader uses that to put it before an allocation another thread made of the
+ * old block in between. Within one thread records appear in sequence order;
+ * across threads the reader merges them back into one causal order.
+ *
+ * Buffers: each thread fills its own 64 KiB buffer (mmap'ed, so the tracer
+ * never allocates through the allocator it watches) and writes it whole with
+ * write(2) under a spin lock on an O_APPEND descriptor: records from different
+ * threads never interleave mid-record. Buffers are flushed when full, at
+ * thread exit (pthread key destructor), and at process exit (atexit handler and
+ * ELF destructor); after the process-exit flush every record is written as
+ * soon as it is made, so frees made by later destructors are kept. A program
+ * killed by a signal, or that calls _exit or execs, loses the records still in
+ * its buffers: the reader finds the holes in the sequence numbers and says how
+ * many calls are missing.
+ *
+ * Processes: the launched process creates SCENC_TRACE_OUT (O_EXCL); when it
+ * execs another program (env, a shell or a pyenv shim exec the real one), the
+ * new image finds its own pid in the log's header, moves the log aside to
+ * SCENC_TRACE_OUT.<pid>[.<n>] and starts a new one: the main log holds what the
+ * process finally became. A forked child drops the parent's buffered records
+ * (the parent writes them) and logs its own calls, numbered from 0, to
+ * SCENC_TRACE_OUT.<pid>[.<n>], as does a program exec'ed by a traced process
+ * other than the launched one. Those logs are created on their first write.
+ *
+ * Reentrancy: a per-thread guard (initial-exec TLS, so reading it never calls
+ * malloc) is set for the whole wrapper, so calls the allocator makes inside
+ * (realloc(NULL, n) -> malloc, operator new -> malloc, posix_memalign ->
+ * memalign ...) and the tracer's own are forwarded without being logged: each
+ * program call is exactly one record. A signal handler that allocates while
+ * its thread is inside a wrapper is therefore not logged either. Until
+ * dlsym(RTLD_NEXT) has returned, allocations made by dlsym itself are served
+ * from a static bootstrap arena that is never freed.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ------------------------------------------------------------------ format */
+#define SCN_TRACE_VERSION 1
+
+enum scn_trace_kind {   /* record kinds; trace/preload.py KIND_CODES mirrors them */
+  K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_FREE, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC,
+  K_MEMALIGN, K_VALLOC, K_PVALLOC,
+  K_NEW, K_NEW_NOTHROW, K_NEW_ALIGNED, K_NEW_ALIGNED_NOTHROW,                        /* 11..14 */
+  K_NEW_ARRAY, K_NEW_ARRAY_NOTHROW, K_NEW_ARRAY_ALIGNED, K_NEW_ARRAY_ALIGNED_NOTHROW, /* 15..18 */
+  K_DELETE, K_DELETE_SIZED, K_DELETE_ALIGNED, K_DELETE_SIZED_ALIGNED, K_DELETE_NOTHROW,
+  K_DELETE_ALIGNED_NOTHROW,                                                          /* 19..24 */
+  K_DELETE_ARRAY, K_DELETE_ARRAY_SIZED, K_DELETE_ARRAY_ALIGNED, K_DELETE_ARRAY_SIZED_ALIGNED,
+  K_DELETE_ARRAY_NOTHROW, K_DELETE_ARRAY_ALIGNED_NOTHROW                             /* 25..30 */
+};
+
+enum { F_THREW = 1 };   /* operator new left by an exception (std::bad_alloc) */
+
+/* Arguments in the function's own order, without posix_memalign's memptr and
+ * the nothrow tag: malloc (size), calloc (nmemb, size), realloc (ptr, size),
+ * reallocarray (ptr, nmemb, size), free (ptr), posix_memalign/aligned_alloc/
+ * memalign (align, size), valloc/pvalloc (size), new (size[, align]),
+ * delete (ptr[, size][, align]). */
+struct scn_trace_record {
+  uint64_t seq;       /* global sequence number */
+  uint64_t ns;        /* CLOCK_MONOTONIC when the call took effect (see seq) */
+  uint32_t tid;       /* gettid() */
+  uint8_t kind;       /* enum scn_trace_kind */
+  uint8_t flags;      /* F_THREW */
+  uint16_t err;       /* posix_memalign's return value */
+  uint32_t dur_ns;    /* time spent in the real function (saturated) */
+  uint32_t span;      /* moved realloc: seq minus the number taken before the call; else 0 */
+  uint64_t arg[3];
+  uint64_t result;    /* pointer returned (stored, for posix_memalign); 0 for frees */
+};
+
+struct scn_trace_header {
+  char magic[8];      /* "SCNTRACE" */
+  uint32_t version, record_size, pid, ppid;
+  uint64_t start_ns, start_realtime_ns;
+  uint64_t reserved[3];
+};
+
+_Static_assert(sizeof(struct scn_trace_record) == 64, "records are 64 bytes");
+_Static_assert(sizeof(struct scn_trace_header) == 64, "the header is one record long");
+
+/* ----------------------------------------------------------------- state */
+#define BUF_RECORDS 1023   /* with the buffer's own fields: 64 KiB */
+
+struct buffer {
+  _Alignas(64) _Atomic int busy;   /* held by the owner while appending, by flush_all at exit */
+  _Atomic int owned;               /* a live thread records into it */
+  uint32_t n;
+  struct buffer *next;             /* every buffer ever made: never unlinked, reused when released */
+  struct scn_trace_record rec[BUF_RECORDS];
+};
+
+struct tstate {
+  int guard;          /* inside a wrapper: forward without logging */
+  int resolving;      /* this thread runs dlsym for the real functions */
+  int exiting;        /* its key destructor ran: log record by record */
+  int keyed;          /* the key destructor is armed */
+  uint32_t tid;
+  struct buffer *buf;
+};
+
+static __thread struct tstate T __attribute__((tls_model("initial-exec")));
+
+enum { ST_STARTUP, ST_ENABLED, ST_DISABLED };
+static _Atomic int g_state = ST_STARTUP;   /* STARTUP: constructor not run yet; calls are buffered */
+static _Atomic int g_unbuffered;           /* set by the process-exit flush */
+static _Atomic uint64_t g_seq;
+static _Atomic(struct buffer *) g_buffers;
+static _Atomic int g_write_lock;
+static int g_fd = -1;                      /* guarded by g_write_lock, like everything below */
+static int g_write_failed;
+static dev_t g_dev;
+static ino_t g_ino;
+static char g_path[4096];                 /* SCENC_TRACE_OUT */
+static char g_name[4096 + 48];            /* the log this process writes */
+static pthread_key_t g_key;
+static _Atomic int g_key_ok;
+
+/* ------------------------------------------------------ the real functions */
+static void *(*real_malloc)(size_t);
+static void (*real_free)(void *);
+static void *(*real_calloc)(size_t, size_t);
+static void *(*real_realloc)(void *, size_t);
+static void *(*real_reallocarray)(void *, size_t, size_t);
+static int (*real_posix_memalign)(void **, size_t, size_t);
+static void *(*real_aligned_alloc)(size_t, size_t);
+static void *(*real_memalign)(size_t, size_t);
+static void *(*real_valloc)(size_t);
+static void *(*real_pvalloc)(size_t);
+static _Atomic int g_resolved;             /* 0 not yet, 1 in progress, 2 done */
+
+/* dlsym may allocate before it can tell us where malloc is. */
+static _Alignas(64) char boot_heap[64 * 1024];
+static _Atomic size_t boot_used;
+
+static int is_boot(const void *p) {
+  return (const char *)p >= boot_heap && (const char *)p < boot_heap + sizeof boot_heap;
+}
+
+static void *boot_alloc(size_t size, size_t align) {
+  if (align < 16) align = 16;
+  for (;;) {
+    size_t used = atomic_load(&boot_used);
+    size_t start = (used + 16 + align - 1) & ~(align - 1);
+    if (size > sizeof boot_heap || start + size > sizeof boot_heap) return NULL;
+    if (atomic_compare_exchange_weak(&boot_used, &used, start + size)) {
+      memcpy(boot_heap + start - sizeof size, &size, sizeof size);   /* for realloc */
+      return boot_heap + start;
+    }
+  }
+}
+
+static size_t boot_size(const void *p) {
+  size_t size;
+  memcpy(&size, (const char *)p - sizeof size, sizeof size);
+  return size;
+}
+
+static void *next_symbol(const char *name) {
+  return dlsym(RTLD_NEXT, name);
+}
+
+static void *fallback_reallocarray(void *old, size_t nmemb, size_t size) {
+  if (size && nmemb > SIZE_MAX / size) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return real_realloc(old, nmemb * size);
+}
+
+/* Returns 1 when the real functions are known; 0 for calls made by dlsym
+ * while this thread resolves them (served from the bootstrap arena). */
+static int resolve(void) {
+  if (LIKELY(atomic_load_explicit(&g_resolved, memory_order_acquire) == 2)) return 1;
+  if (T.resolving) return 0;
+  int expect = 0;
+  if (atomic_compare_exchange_strong(&g_resolved, &expect, 1)) {
+    T.resolving = 1;
+    real_malloc = next_symbol("malloc");
+    real_free = next_symbol("free");
+    real_calloc = next_symbol("calloc");
+    real_realloc = next_symbol("realloc");
+    real_reallocarray = next_symbol("reallocarray");
+    real_posix_memalign = next_symbol("posix_memalign");
+    real_aligned_alloc = next_symbol("aligned_alloc");
+    real_memalign = next_symbol("memalign");
+    real_valloc = next_symbol("valloc");
+    real_pvalloc = next_symbol("pvalloc");
+    if (!real_reallocarray) real_reallocarray = fallback_reallocarray;
+    T.resolving = 0;
+    if (!real_malloc || !real_free || !real_calloc || !real_realloc) {
+      static const char msg[] = "scenc tracer: malloc, free, calloc or realloc not found after the tracer "
+                                "(dlsym RTLD_NEXT); cannot continue\n";
+      (void)!write(2, msg, sizeof msg - 1);
+      abort();
+    }
+    atomic_store_explicit(&g_resolved, 2, memory_order_release);
+    return 1;
+  }
+  while (atomic_load_explicit(&g_resolved, memory_order_acquire) != 2) sched_yield();
+  return 1;
+}
+
+/* ------------------------------------------------------------- the log */
+static uint64_t now_ns(int clock) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void lock_writes(void) {
+  while (atomic_exchange_explicit(&g_write_lock, 1, memory_order_acquire)) sched_yield();
+}
+
+static void unlock_writes(void) {
+  atomic_store_explicit(&g_write_lock, 0, memory_order_release);
+}
+
+static size_t append_str(char *dst, size_t at, size_t cap, const char *s) {
+  while (*s && at + 1 < cap) dst[at++] = *s++;
+  dst[at] = 0;
+  return at;
+}
+
+static size_t append_uint(char *dst, size_t at, size_t cap, unsigned long v) {
+  char digits[24];
+  int n = 0;
+  do digits[n++] = (char)('0' + v % 10); while ((v /= 10) && n < 24);
+  while (n && at + 1 < cap) dst[at++] = digits[--n];
+  dst[at] = 0;
+  return at;
+}
+
+static void note_stderr(const char *what, const char *path) {
+  char msg[4400];
+  size_t at = append_str(msg, 0, sizeof msg, "scenc tracer: ");
+  at = append_str(msg, at, sizeof msg, what);
+  at = append_str(msg, at, sizeof msg, path);
+  at = append_str(msg, at, sizeof msg, "\n");
+  (void)!write(2, msg, at);
+}
+
+static void write_header(int fd) {
+  struct scn_trace_header h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.magic, "SCNTRACE", 8);
+  h.version = SCN_TRACE_VERSION;
+  h.record_size = sizeof(struct scn_trace_record);
+  h.pid = (uint32_t)getpid();
+  h.ppid = (uint32_t)getppid();
+  h.start_ns = now_ns(CLOCK_MONOTONIC);
+  h.start_realtime_ns = now_ns(CLOCK_REALTIME);
+  (void)!write(fd, &h, sizeof h);
+}
+
+/* Creates a log (O_EXCL: never another process's) and writes its header.
+ * Called with the write lock held; -1 with errno on failure. */
+static int create_log(const char *name) {
+  int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  /* Far from the small numbers programs dup2 onto and close in loops. */
+  int high = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+  if (high >= 0) {
+    close(fd);
+    fd = high;
+  }
+  struct stat st;
+  if (fstat(fd, &st) == 0) {
+    g_dev = st.st_dev;
+    g_ino = st.st_ino;
+  }
+  memcpy(g_name, name, strlen(name) + 1);
+  write_header(fd);
+  return fd;
+}
+
+/* <path>.<pid>, or <path>.<pid>.<n> when a process image of the same pid
+ * (before an exec) already has that name. */
+static int side_name(char *name, size_t cap, unsigned n) {
+  size_t at = append_str(name, 0, cap, g_path);
+  at = append_str(name, at, cap, ".");
+  at = append_uint(name, at, cap, (unsigned long)getpid());
+  if (n) {
+    at = append_str(name, at, cap, ".");
+    at = append_uint(name, at, cap, n);
+  }
+  return at + 1 < cap;
+}
+
+/* A forked child's log, or a program's exec'ed by another traced process. */
+static int create_child_log(void) {
+  char name[sizeof g_name];
+  for (unsigned n = 0; n < 100 && side_name(name, sizeof name, n); n++) {
+    int fd = create_log(name);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+/* The main log exists: if this process wrote it before an exec, move the
+ * earlier image's log aside, so the main log always holds what the launched
+ * process finally became (an env, shell or pyenv wrapper execs the program). */
+static int take_over_main_log(void) {
+  struct scn_trace_header h;
+  int fd = open(g_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t got = read(fd, &h, sizeof h);
+  close(fd);
+  if (got != (ssize_t)sizeof h || memcmp(h.magic, "SCNTRACE", 8) != 0 || h.pid != (uint32_t)getpid()) return -1;
+  char name[sizeof g_name];
+  for (unsigned n = 0; n < 100 && side_name(name, sizeof name, n); n++)
+    if (access(name, F_OK) != 0) {
+      if (rename(g_path, name) != 0) return -1;
+      return create_log(g_path);
+    }
+  return -1;
+}
+
+/* The descriptor, if it is still our log: a program may close every
+ * descriptor or dup2 another file onto it; then reopen the log by name.
+ * Called with the write lock held. */
+static int log_fd(void) {
+  struct stat st;
+  if (g_fd >= 0 && fstat(g_fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino) return g_fd;
+  if (g_write_failed) return -1;
+  if (g_fd < 0 && !g_name[0]) {          /* a child's first write */
+    g_fd = create_child_log();
+    if (g_fd < 0) {
+      note_stderr("cannot create a trace log next to ", g_path);
+      g_write_failed = 1;
+    }
+    return g_fd;
+  }
+  int fd = open(g_name, O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != g_dev || st.st_ino != g_ino) {
+    if (fd >= 0) close(fd);
+    note_stderr("lost the descriptor of the trace log, later records are dropped: ", g_name);
+    g_write_failed = 1;
+    g_fd = -1;
+    return -1;
+  }
+  g_fd = fd;
+  return fd;
+}
+
+static void write_records(const struct scn_trace_record *r, uint32_t n) {
+  if (!n || atomic_load_explicit(&g_state, memory_order_relaxed) == ST_DISABLED) return;
+  lock_writes();
+  int fd = g_path[0] ? log_fd() : -1;
+  const char *p = (const char *)r;
+  size_t left = (size_t)n * sizeof *r;
+  while (fd >= 0 && left) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      note_stderr("write failed, the trace log is incomplete: ", g_path);
+      break;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  unlock_writes();
+}
+
+static void lock_buffer(struct buffer *b) {
+  while (atomic_exchange_explicit(&b->busy, 1, memory_order_acquire)) sched_yield();
+}
+
+static void unlock_buffer(struct buffer *b) {
+  atomic_store_explicit(&b->busy, 0, memory_order_release);
+}
+
+static void flush_locked(struct buffer *b) {
+  /* Before the constructor has found the log's name, keep what fits. */
+  if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_STARTUP && b->n < BUF_RECORDS) return;
+  write_records(b->rec, b->n);
+  b->n = 0;
+}
+
+static void thread_gone(void *arg) {
+  struct buffer *b = arg;
+  T.guard++;
+  lock_buffer(b);
+  flush_locked(b);
+  T.buf = NULL;
+  T.exiting = 1;
+  unlock_buffer(b);
+  atomic_store_explicit(&b->owned, 0, memory_order_release);
+  T.guard--;
+}
+
+static struct buffer *claim_buffer(void) {
+  struct buffer *b;
+  for (b = atomic_load(&g_buffers); b; b = b->next) {
+    int free_ = 0;
+    if (!atomic_load_explicit(&b->owned, memory_order_relaxed) &&
+        atomic_compare_exchange_strong(&b->owned, &free_, 1))
+      return b;
+  }
+  void *m = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  b = m;
+  atomic_store(&b->owned, 1);
+  struct buffer *head = atomic_load(&g_buffers);
+  do b->next = head; while (!atomic_compare_exchange_weak(&g_buffers, &head, b));
+  return b;
+}
+
+static void emit(const struct scn_trace_record *r) {
+  if (UNLIKELY(T.exiting)) {
+    write_records(r, 1);
+    return;
+  }
+  struct buffer *b = T.buf;
+  if (UNLIKELY(!b)) {
+    b = T.buf = claim_buffer();
+    if (!b) {
+      write_records(r, 1);
+      return;
+    }
+  }
+  if (UNLIKELY(!T.keyed) && atomic_load_explicit(&g_key_ok, memory_order_acquire)) {
+    T.keyed = 1;
+    pthread_setspecific(g_key, b);
+  }
+  lock_buffer(b);
+  b->rec[b->n++] = *r;
+  if (b->n == BUF_RECORDS || atomic_load_explicit(&g_unbuffered, memory_order_relaxed)) flush_locked(b);
+  unlock_buffer(b);
+}
+
+static void flush_buffers(void) {
+  T.guard++;
+  for (struct buffer *b = atomic_load(&g_buffers); b; b = b->next) {
+    lock_buffer(b);
+    flush_locked(b);
+    unlock_buffer(b);
+  }
+  T.guard--;
+}
+
+/* At process exit: from now on every record is written as it is made. */
+static void flush_all(void) {
+  atomic_store(&g_unbuffered, 1);
+  flush_buffers();
+}
+
+static void at_fork_child(void) {
+  /* Only this thread survives; the other buffers' locks may be held by
+   * threads that no longer exist, and every buffered record is the
+   * parent's, which it writes itself. */
+  atomic_store(&g_write_lock, 0);
+  for (struct buffer *b = atomic_load(&g_buffers); b; b = b->next) {
+    atomic_store(&b->busy, 0);
+    b->n = 0;
+    atomic_store(&b->owned, b == T.buf);
+  }
+  T.tid = 0;
+  atomic_store(&g_seq, 0);
+  atomic_store(&g_unbuffered, 0);
+  if (g_fd >= 0) close(g_fd);
+  g_fd = -1;
+  g_name[0] = 0;
+  g_write_failed = 0;
+}
+
+__attribute__((constructor)) static void tracer_init(void) {
+  T.guard++;
+  resolve();
+  const char *path = getenv("SCENC_TRACE_OUT");
+  if (!path || !*path || strlen(path) >= sizeof g_path) {
+    if (path && *path) note_stderr("SCENC_TRACE_OUT is too long, not tracing: ", path);
+    atomic_store(&g_state, ST_DISABLED);
+    T.guard--;
+    return;
+  }
+  memcpy(g_path, path, strlen(path) + 1);
+  lock_writes();
+  g_fd = create_log(g_path);
+  int err = g_fd < 0 ? errno : 0;
+  if (err == EEXIST && (g_fd = take_over_main_log()) >= 0) err = 0;
+  if (err && err != EEXIST) {
+    note_stderr("cannot create the trace log at ", g_path);
+    g_write_failed = 1;
+  }
+  /* Still EEXIST: exec'ed by another traced process; our own log is made on first write. */
+  unlock_writes();
+  if (pthread_key_create(&g_key, thread_gone) == 0) atomic_store_explicit(&g_key_ok, 1, memory_order_release);
+  pthread_atfork(NULL, NULL, at_fork_child);
+  atexit(flush_all);
+  atomic_store(&g_state, ST_ENABLED);
+  T.guard--;
+}
+
+__attribute__((destructor)) static void tracer_fini(void) {
+  flush_all();
+}
+
+/* ------------------------------------------------------------- recording */
+static inline uint64_t take_seq(void) {
+  /* Relaxed is enough: when one call's effect happens-before another's (a
+   * block freed, then handed out again), the allocator's own synchronisation
+   * orders the two increments, and a single atomic's modification order
+   * respects happens-before. */
+  return atomic_fetch_add_explicit(&g_seq, 1, memory_order_relaxed);
+}
+
+static inline uint32_t tid(void) {
+  if (UNLIKELY(!T.tid)) T.tid = (uint32_t)syscall(SYS_gettid);
+  return T.tid;
+}
+
+static inline int tracing(void) {
+  return !T.guard && atomic_load_explicit(&g_state, memory_order_relaxed) != ST_DISABLED;
+}
+
+struct call {
+  uint64_t t0;
+  int err;
+};
+
+static inline void begin(struct call *c) {
+  T.guard = 1;
+  c->t0 = now_ns(CLOCK_MONOTONIC);
+}
+
+static inline uint32_t sat32(uint64_t v) {
+  return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+static void put(int kind, uint64_t seq, uint64_t ns, uint64_t dur, uint64_t a0, uint64_t a1, uint64_t a2,
+                uint64_t result, int err, int flags, uint64_t span) {
+  struct scn_trace_record r = {
+      .seq = seq, .ns = ns, .tid = tid(), .kind = (uint8_t)kind, .flags = (uint8_t)flags,
+      .err = (uint16_t)err, .dur_ns = sat32(dur), .span = sat32(span), .arg = {a0, a1, a2},
+      .result = result};
+  emit(&r);
+}
+
+/* An allocation has taken effect when the real function returns. */
+static inline void *end_alloc(struct call *c, int kind, uint64_t a0, uint64_t a1, uint64_t a2, void *p) {
+  int err = errno;
+  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  put(kind, take_seq(), t1, t1 - c->t0, a0, a1, a2, (uintptr_t)p, 0, 0, 0);
+  T.guard = 0;
+  errno = err;
+  return p;
+}
+
+/* A release takes effect when the real function starts: number it first. */
+static inline uint64_t begin_release(struct call *c) {
+  begin(c);
+  return take_seq();
+}
+
+static inline void end_release(struct call *c, uint64_t seq, int kind, uint64_t a0, uint64_t a1, uint64_t a2) {
+  int err = errno;
+  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  put(kind, seq, c->t0, t1 - c->t0, a0, a1, a2, 0, 0, 0, 0);
+  T.guard = 0;
+  errno = err;
+}
+
+/* ------------------------------------------------------------- C interface */
+EXPORT void *malloc(size_t size) {
+  if (UNLIKELY(!resolve())) return boot_alloc(size, 16);
+  if (!tracing()) return real_malloc(size);
+  struct call c;
+  begin(&c);
+  return end_alloc(&c, K_MALLOC, size, 0, 0, real_malloc(size));
+}
+
+EXPORT void free(void *p) {
+  if (UNLIKELY(is_boot(p))) return;
+  if (UNLIKELY(!resolve())) return;
+  if (!tracing()) {
+    real_free(p);
+    return;
+  }
+  struct call c;
+  uint64_t seq = begin_release(&c);
+  real_free(p);
+  end_release(&c, seq, K_FREE, (uintptr_t)p, 0, 0);
+}
+
+EXPORT void *calloc(size_t nmemb, size_t size) {
+  if (UNLIKELY(!resolve())) {
+    if (size && nmemb > SIZE_MAX / size) return NULL;
+    return boot_alloc(nmemb * size, 16);   /* the arena is static, hence zeroed, and never reused */
+  }
+  if (!tracing()) return real_calloc(nmemb, size);
+  struct call c;
+  begin(&c);
+  return end_alloc(&c, K_CALLOC, nmemb, size, 0, real_calloc(nmemb, size));
+}
+
+static void *boot_realloc(void *old, size_t size) {
+  void *p = resolve() ? real_malloc(size) : boot_alloc(size, 16);
+  if (p && old) {
+    size_t keep = boot_size(old);
+    memcpy(p, old, keep < size ? keep : size);
+  }
+  return p;
+}
+
+/* A realloc that moves its block both releases and acquires: see the header. */
+static void *traced_realloc(int kind, void *old, size_t nmemb, size_t size, int array) {
+  struct call c;
+  begin(&c);
+  uint64_t before = old ? take_seq() : 0;
+  void *p = array ? real_reallocarray(old, nmemb, size) : real_realloc(old, size);
+  int err = errno;
+  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  uint64_t seq = before, span = 0, at = c.t0;
+  if (!old || (p && p != old)) {
+    seq = take_seq();
+    at = t1;
+    span = old ? seq - before : 0;
+  }
+  if (array)
+    put(kind, seq, at, t1 - c.t0, (uintptr_t)old, nmemb, size, (uintptr_t)p, 0, 0, span);
+  else
+    put(kind, seq, at, t1 - c.t0, (uintptr_t)old, size, 0, (uintptr_t)p, 0, 0, span);
+  T.guard = 0;
+  errno = err;
+  return p;
+}
+
+EXPORT void *realloc(void *old, size_t size) {
+  if (UNLIKELY(is_boot(old))) return boot_realloc(old, size);
+  if (UNLIKELY(!resolve())) return boot_realloc(old, size);
+  if (!tracing()) return real_realloc(old, size);
+  return traced_realloc(K_REALLOC, old, 1, size, 0);
+}
+
+EXPORT void *reallocarray(void *old, size_t nmemb, size_t size) {
+  if (UNLIKELY(is_boot(old) || !resolve())) {
+    if (size && nmemb > SIZE_MAX / size) return NULL;
+    return boot_realloc(old, nmemb * size);
+  }
+  if (!tracing()) return real_reallocarray(old, nmemb, size);
+  return traced_realloc(K_REALLOCARRAY, old, nmemb, size, 1);
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+  if (UNLIKELY(!resolve())) {
+    *out = boot_alloc(size, align);
+    return *out ? 0 : ENOMEM;
+  }
+  if (!real_posix_memalign) return ENOSYS;
+  if (!tracing()) return real_posix_memalign(out, align, size);
+  struct call c;
+  begin(&c);
+  int rc = real_posix_memalign(out, align, size);
+  int err = errno;
+  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  put(K_POSIX_MEMALIGN, take_seq(), t1, t1 - c.t0, align, size, 0, rc == 0 ? (uintptr_t)*out : 0, rc, 0, 0);
+  T.guard = 0;
+  errno = err;
+  return rc;
+}
+
+#define ALIGNED_WRAPPER(name, kind)                                        \
+  EXPORT void *name(size_t align, size_t size) {                           \
+    if (UNLIKELY(!resolve())) return boot_alloc(size, align);              \
+    if (!real_##name) {                                                    \
+      errno = ENOSYS;                                                      \
+      return NULL;                                                         \
+    }                                                                      \
+    if (!tracing()) return real_##name(align, size);                       \
+    struct call c;                                                         \
+    begin(&c);                                                             \
+    return end_alloc(&c, kind, align, size, 0, real_##name(align, size));  \
+  }
+ALIGNED_WRAPPER(aligned_alloc, K_ALIGNED_ALLOC)
+ALIGNED_WRAPPER(memalign, K_MEMALIGN)
+
+#define PAGE_WRAPPER(name, kind)                                           \
+  EXPORT void *name(size_t size) {                                         \
+    if (UNLIKELY(!resolve())) return boot_alloc(size, 4096);               \
+    if (!real_##name) {                                                    \
+      errno = ENOSYS;                                                      \
+      return NULL;                                                         \
+    }                                                                      \
+    if (!tracing()) return real_##name(size);                              \
+    struct call c;                                                         \
+    begin(&c);                                                             \
+    return end_alloc(&c, kind, size, 0, 0, real_##name(size));             \
+  }
+PAGE_WRAPPER(valloc, K_VALLOC)
+PAGE_WRAPPER(pvalloc, K_PVALLOC)
+
+/* ----------------------------------------------------------- C++ interface
+ * Resolved on first use: libstdc++ may be loaded after this library (a
+ * Python extension written in C++). Its operator new throws std::bad_alloc
+ * through our frame; the cleanup (compiled with -fexceptions) logs the call
+ * as a failed allocation and drops the guard on the way out. */
+static void *cxx_symbol(_Atomic(void *) *slot, const char *name) {
+  void *f = atomic_load_explicit(slot, memory_order_acquire);
+  if (UNLIKELY(!f)) {
+    int guard = T.guard;
+    T.guard = 1;
+    f = next_symbol(name);
+    T.guard = guard;
+    if (!f) {
+      note_stderr("no next definition of the C++ allocation function ", name);
+      abort();
+    }
+    atomic_store_explicit(slot, f, memory_order_release);
+  }
+  return f;
+}
+
+struct new_call {
+  struct call c;
+  int kind, done;
+  size_t size, align;
+};
+
+static void new_unwound(struct new_call *n) {
+  if (n->done) return;
+  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  put(n->kind, take_seq(), t1, t1 - n->c.t0, n->size, n->align, 0, 0, 0, F_THREW, 0);
+  T.guard = 0;
+}
+
+#define NEW_WRAPPER(sym, kind, PARAMS, ARGS, ALIGN)                                      \
+  EXPORT void *sym PARAMS {                                                              \
+    static _Atomic(void *) real;                                                         \
+    void *(*f) PARAMS = (void *(*) PARAMS)cxx_symbol(&real, #sym);                       \
+    if (!tracing()) return f ARGS;                                                       \
+    struct new_call n __attribute__((cleanup(new_unwound))) = {{0, 0}, kind, 0, size, ALIGN}; \
+    begin(&n.c);                                                                         \
+    void *p = f ARGS;                                                                    \
+    n.done = 1;                                                                          \
+    return end_alloc(&n.c, kind, size, ALIGN, 0, p);                                     \
+  }
+
+NEW_WRAPPER(_Znwm, K_NEW, (size_t size), (size), 0)
+NEW_WRAPPER(_Znam, K_NEW_ARRAY, (size_t size), (size), 0)
+NEW_WRAPPER(_ZnwmRKSt9nothrow_t, K_NEW_NOTHROW, (size_t size, const void *tag), (size, tag), 0)
+NEW_WRAPPER(_ZnamRKSt9nothrow_t, K_NEW_ARRAY_NOTHROW, (size_t size, const void *tag), (size, tag), 0)
+NEW_WRAPPER(_ZnwmSt11align_val_t, K_NEW_ALIGNED, (size_t size, size_t align), (size, align), align)
+NEW_WRAPPER(_ZnamSt11align_val_t, K_NEW_ARRAY_ALIGNED, (size_t size, size_t align), (size, align), align)
+NEW_WRAPPER(_ZnwmSt11align_val_tRKSt9nothrow_t, K_NEW_ALIGNED_NOTHROW,
+            (size_t size, size_t align, const void *tag), (size, align, tag), align)
+NEW_WRAPPER(_ZnamSt11align_val_tRKSt9nothrow_t, K_NEW_ARRAY_ALIGNED_NOTHROW,
+            (size_t size, size_t align, const void *tag), (size, align, tag), align)
+
+#define DELETE_WRAPPER(sym, kind, PARAMS, ARGS, A1, A2)                                  \
+  EXPORT void sym PARAMS {                                                               \
+    static _Atomic(void *) real;                                                         \
+    void (*f) PARAMS = (void (*) PARAMS)cxx_symbol(&real, #sym);                         \
+    if (!tracing()) {                                                                    \
+      f ARGS;                                                                            \
+      return;                                                                            \
+    }                                                                                    \
+    struct call c;                                                                       \
+    uint64_t seq = begin_release(&c);                                                    \
+    f ARGS;                                                                              \
+    end_release(&c, seq, kind, (uintptr_t)p, A1, A2);                                    \
+  }
+
+DELETE_WRAPPER(_ZdlPv, K_DELETE, (void *p), (p), 0, 0)
+DELETE_WRAPPER(_ZdlPvm, K_DELETE_SIZED, (void *p, size_t size), (p, size), size, 0)
+DELETE_WRAPPER(_ZdlPvSt11align_val_t, K_DELETE_ALIGNED, (void *p, size_t align), (p, align), align, 0)
+DELETE_WRAPPER(_ZdlPvmSt11align_val_t, K_DELETE_SIZED_ALIGNED, (void *p, size_t size, size_t align),
+               (p, size, align), size, align)
+DELETE_WRAPPER(_ZdlPvRKSt9nothrow_t, K_DELETE_NOTHROW, (void *p, const void *tag), (p, tag), 0, 0)
+DELETE_WRAPPER(_ZdlPvSt11align_val_tRKSt9nothrow_t, K_DELETE_ALIGNED_NOTHROW,
+               (void *p, size_t align, const void *tag), (p, align, tag), align, 0)
+DELETE_WRAPPER(_ZdaPv, K_DELETE_ARRAY, (void *p), (p), 0, 0)
+DELETE_WRAPPER(_ZdaPvm, K_DELETE_ARRAY_SIZED, (void *p, size_t size), (p, size), size, 0)
+DELETE_WRAPPER(_ZdaPvSt11align_val_t, K_DELETE_ARRAY_ALIGNED, (void *p, size_t align), (p, align), align, 0)
+DELETE_WRAPPER(_ZdaPvmSt11align_val_t, K_DELETE_ARRAY_SIZED_ALIGNED, (void *p, size_t size, size_t align),
+               (p, size, align), size, align)
+DELETE_WRAPPER(_ZdaPvRKSt9nothrow_t, K_DELETE_ARRAY_NOTHROW, (void *p, const void *tag), (p, tag), 0, 0)
+DELETE_WRAPPER(_ZdaPvSt11align_val_tRKSt9nothrow_t, K_DELETE_ARRAY_ALIGNED_NOTHROW,
+               (void *p, size_t align, const void *tag), (p, align, tag), align, 0)
+
+/* ------------------------------------------- leaving without exit handlers
+ * _exit (shells exit with it) and exec replace the process without running
+ * atexit handlers or destructors: write the buffers first. A failed exec
+ * goes on tracing normally. Only calls through the PLT are seen: libc's own
+ * exec from posix_spawn and system() happens in a fresh child that has
+ * recorded nothing. */
+static void *libc_symbol(_Atomic(void *) *slot, const char *name) {
+  void *f = atomic_load_explicit(slot, memory_order_acquire);
+  if (!f) {
+    int guard = T.guard;
+    T.guard = 1;
+    f = next_symbol(name);
+    T.guard = guard;
+    atomic_store_explicit(slot, f, memory_order_release);
+  }
+  return f;
+}
+
+#define LEAVING_WRAPPER(sym)                                                  \
+  EXPORT __attribute__((noreturn)) void sym(int status) {                     \
+    static _Atomic(void *) real;                                              \
+    void (*f)(int) = (void (*)(int))libc_symbol(&real, #sym);                 \
+    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED)   \
+      flush_buffers();                                                        \
+    if (f) f(status);                                                         \
+    syscall(SYS_exit_group, status);                                          \
+    __builtin_unreachable();                                                  \
+  }
+LEAVING_WRAPPER(_exit)
+LEAVING_WRAPPER(_Exit)
+
+#define EXEC_WRAPPER(sym, PARAMS, ARGS)                                        \
+  EXPORT int sym PARAMS {                                                      \
+    static _Atomic(void *) real;                                               \
+    int (*f) PARAMS = (int (*) PARAMS)libc_symbol(&real, #sym);                \
+    if (!f) {                                                                  \
+      errno = ENOSYS;                                                          \
+      return -1;                                                               \
+    }                                                                          \
+    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED)    \
+      flush_buffers();                                                         \
+    return f ARGS;                                                             \
+  }
+EXEC_WRAPPER(execve, (const char *path, char *const argv[], char *const envp[]), (path, argv, envp))
+EXEC_WRAPPER(execv, (const char *path, char *const argv[]), (path, argv))
+EXEC_WRAPPER(execvp, (const char *file, char *const argv[]), (file, argv))
+EXEC_WRAPPER(execvpe, (const char *file, char *const argv[], char *const envp[]), (file, argv, envp))
+EXEC_WRAPPER(fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp))
+
+/* execl* build their argv inside libc and exec without the PLT: rebuild it
+ * here, on the stack, and go through the wrappers above. */
+#define COLLECT_ARGS(first, argv)                                              \
+  va_list ap;                                                                  \
+  size_t n_ = 1;                                                               \
+  va_start(ap, first);                                                         \
+  while (va_arg(ap, const char *)) n_++;                                       \
+  va_end(ap);                                                                  \
+  const char *argv[n_ + 1];                                                    \
+  argv[0] = first;                                                             \
+  va_start(ap, first);                                                         \
+  for (size_t i_ = 1; i_ <= n_; i_++) argv[i_] = va_arg(ap, const char *);
+
+EXPORT int execl(const char *path, const char *arg, ...) {
+  COLLECT_ARGS(arg, argv)
+  va_end(ap);
+  return execv(path, (char *const *)argv);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...) {
+  COLLECT_ARGS(arg, argv)
+  va_end(ap);
+  return execvp(file, (char *const *)argv);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...) {
+  COLLECT_ARGS(arg, argv)
+  char *const *envp = va_arg(ap, char *const *);
+  va_end(ap);
+  return execve(path, (char *const *)argv, envp);
+}
