@@ -104,7 +104,13 @@ static void scn_replay_body(scn_thread *t) {
   const scn_replay_op *end = scn_replay.ops + scn_replay.section[t->index + 1];
   for (; op < end; op++) {
     if (op->kind == SCN_R_FREE) {
-      if (op->slot == SCN_R_NONE) { scn_free(t, SCN_NULL_OBJ); continue; }
+      if (op->slot == SCN_R_NONE) {
+        /* free(NULL) as in the trace: hidden from the compiler, which drops free(0). */
+        scn_obj none = SCN_NULL_OBJ;
+        __asm__("" : "+r"(none.ptr));
+        scn_free(t, none);
+        continue;
+      }
       scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen + 1, op->flags & SCN_R_WAIT);
       scn_free(t, s->obj);
       scn_replay_publish(s, SCN_NULL_OBJ, 2ull * op->gen + 2);
