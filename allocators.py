@@ -44,12 +44,14 @@ Preload proof
 import configparser
 import functools
 import glob
+import json
 import os
 import re
 import shlex
 import struct
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
 
@@ -147,22 +149,35 @@ def _glibc_allocators() -> List[Allocator]:
     ]
 
 
-@functools.lru_cache(maxsize=None)
+_looked_up: Dict[str, Allocator] = {}  # preloaded built-ins found so far, by name
+
+
+def _builtins(names) -> List[Allocator]:
+    """The named built-ins; only their own libraries are looked up, all in one batch."""
+    missing = [s for s in _PRELOAD_BUILTINS if s.name in names and s.name not in _looked_up]
+    if missing:
+        _looked_up.update((a.name, a) for a in _look_up_preloads(missing))
+    system = {a.name: a for a in _glibc_allocators()}
+    return [system[n] if n in system else _looked_up[n] for n in names]
+
+
 def _builtin_allocators() -> Tuple[Allocator, ...]:
-    found = list(_glibc_allocators())
-    for spec in _PRELOAD_BUILTINS:
-        library = _find_library(spec.soname)
-        version = _package_version(spec.package, library) if library else None
-        found.append(Allocator(
-            name=spec.name,
-            library=library,
-            env={},
-            version=version or (_version_from_file_name(library) if library else None),
-            package=spec.package,
-            install_hint=f"apt-get install {spec.package}",
-            builtin=True,
-        ))
-    return tuple(found)
+    return tuple(_builtins(BUILTIN_NAMES))
+
+
+def _look_up_preloads(specs) -> List[Allocator]:
+    with _LookupCache() as cache:
+        libraries = [cache.library(s.soname) for s in specs]
+        versions = cache.package_versions([(s.package, lib) for s, lib in zip(specs, libraries) if lib])
+    return [Allocator(
+        name=spec.name,
+        library=library,
+        env={},
+        version=(versions.get(library) or _version_from_file_name(library)) if library else None,
+        package=spec.package,
+        install_hint=f"apt-get install {spec.package}",
+        builtin=True,
+    ) for spec, library in zip(specs, libraries)]
 
 
 def _glibc_version() -> Optional[str]:
@@ -176,32 +191,129 @@ def _glibc_version() -> Optional[str]:
 
 
 # ---------------------------------------------------------------------------
-# Finding libraries
+# Finding libraries and their versions
+#
+# ldconfig, dpkg-query and gcc take tens of milliseconds each on a quiet
+# machine and far more on a busy one, and `scenc run` would pay for them on
+# every start. So each tool runs at most once per process, for every library
+# at once, and what they said is kept in a small cache file; an entry is only
+# trusted while what it was read from is unchanged: /etc/ld.so.cache (rebuilt
+# whenever a library is installed) for where a library is, and the library
+# file itself (size, mtime, inode: a package upgrade replaces it) for its
+# version.
+
+_LD_SO_CACHE = "/etc/ld.so.cache"
+_LOOKUP_CACHE_SCHEMA = 1
 
 
-def _run(argv: List[str]) -> Optional[str]:
+def _run(argv: List[str], any_status: bool = False) -> Optional[str]:
     """stdout of a helper tool, or None when it is missing or fails: every caller has a fallback."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout if done.returncode == 0 else None
+    return done.stdout if done.returncode == 0 or any_status else None
 
 
-def _ldconfig_paths(soname: str) -> List[str]:
+def _stamp(path: str) -> Optional[str]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+
+
+def _lookup_cache_path() -> str:
+    root = os.environ.get("SCENC_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "scenc")
+    return os.path.join(root, "allocators.json")
+
+
+class _LookupCache:
+    """Library paths and package versions, from the cache file or the tools."""
+
+    def __init__(self):
+        self.path = _lookup_cache_path()
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                data = json.load(f)
+            if not isinstance(data, dict) or data.get("schema") != _LOOKUP_CACHE_SCHEMA:
+                data = {}
+        except (OSError, ValueError):
+            data = {}
+        self.ld_stamp = _stamp(_LD_SO_CACHE) or "none"
+        if data.get("ld_so_cache") != self.ld_stamp:
+            data["libraries"] = {}  # libraries were installed or removed since
+        self.libraries: Dict[str, Optional[str]] = dict(data.get("libraries") or {})
+        self.versions: Dict[str, dict] = dict(data.get("versions") or {})
+        self.changed = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.changed and exc_info[0] is None:
+            self._save()
+
+    def _save(self) -> None:
+        data = {"schema": _LOOKUP_CACHE_SCHEMA, "ld_so_cache": self.ld_stamp,
+                "libraries": self.libraries, "versions": self.versions}
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            fd, temporary = tempfile.mkstemp(dir=os.path.dirname(self.path), prefix=".allocators.")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+            os.replace(temporary, self.path)  # a concurrent scenc reads the old or the new file
+        except OSError:
+            pass  # a read-only home only costs the look-up next time
+
+    def library(self, soname: str) -> Optional[str]:
+        if soname in self.libraries:
+            path = self.libraries[soname]
+            if path is None or (os.path.isfile(path) and _shared_object_problem(path) is None):
+                return path
+        path = _find_library(soname)
+        self.libraries[soname] = path
+        self.changed = True
+        return path
+
+    def package_versions(self, wanted: List[Tuple[str, str]]) -> Dict[str, Optional[str]]:
+        """{library: Debian version} for (package, library) pairs, the tools asked once for all."""
+        found: Dict[str, Optional[str]] = {}
+        todo = []
+        for package, library in wanted:
+            real = os.path.realpath(library)
+            entry = self.versions.get(real)
+            if entry and entry.get("stamp") == _stamp(real) and entry.get("package") == package:
+                found[library] = entry.get("version")
+            else:
+                todo.append((package, library, real))
+        if todo:
+            versions = _package_versions([(package, real) for package, _, real in todo])
+            for package, library, real in todo:
+                found[library] = versions.get(real)
+                self.versions[real] = {"stamp": _stamp(real), "package": package,
+                                       "version": found[library]}
+            self.changed = True
+        return found
+
+
+@functools.lru_cache(maxsize=None)
+def _ldconfig_map() -> Dict[str, List[str]]:
+    """soname -> paths known to ld.so, from one `ldconfig -p`."""
     # ldconfig lives in /sbin, which is often not on a normal user's PATH.
     for ldconfig in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):
         out = _run([ldconfig, "-p"])
         if out is not None:
             break
     else:
-        return []
-    paths = []
+        return {}
+    paths: Dict[str, List[str]] = {}
     for line in out.splitlines():
         # "\tlibjemalloc.so.2 (libc6,x86-64) => /lib/x86_64-linux-gnu/libjemalloc.so.2"
         name, _, rest = line.strip().partition(" ")
-        if name == soname and "=>" in rest:
-            paths.append(rest.split("=>", 1)[1].strip())
+        if "=>" in rest:
+            paths.setdefault(name, []).append(rest.split("=>", 1)[1].strip())
     return paths
 
 
@@ -225,19 +337,22 @@ def _search_dirs() -> List[str]:
     return dirs
 
 
-@functools.lru_cache(maxsize=None)
+def _usable(path: str) -> bool:
+    # ldconfig also lists other ABIs (lib32 ...) that LD_PRELOAD would reject.
+    return os.path.isfile(path) and _shared_object_problem(path) is None
+
+
 def _find_library(soname: str) -> Optional[str]:
-    candidates = _ldconfig_paths(soname)
-    candidates += [os.path.join(d, soname) for d in _search_dirs()]
-    for path in candidates:
-        # ldconfig also lists other ABIs (lib32 ...) that LD_PRELOAD would reject.
-        if os.path.isfile(path) and _shared_object_problem(path) is None:
+    for path in _ldconfig_map().get(soname, []):
+        if _usable(path):
+            return os.path.abspath(path)
+    # Not in ld.so's cache (a library dir ldconfig does not know): the usual
+    # places, which need the multiarch triplet from gcc, so only now.
+    for directory in _search_dirs():
+        path = os.path.join(directory, soname)
+        if _usable(path):
             return os.path.abspath(path)
     return None
-
-
-# ---------------------------------------------------------------------------
-# Versions
 
 
 def _version_from_file_name(library: Optional[str]) -> Optional[str]:
@@ -251,28 +366,44 @@ def _version_from_file_name(library: Optional[str]) -> Optional[str]:
     return None
 
 
-@functools.lru_cache(maxsize=None)
-def _package_version(package: str, library: str) -> Optional[str]:
-    """The Debian version of `package`, but only if it really owns `library`.
+def _package_versions(wanted: List[Tuple[str, str]]) -> Dict[str, Optional[str]]:
+    """{real path: Debian version of its package}, for (package, real path) pairs.
 
-    A self-built copy in /usr/local may shadow the packaged one; reporting the
-    package version for it would be a lie.  dpkg records files under their
-    merged-/usr location, so the real path is what it knows.
+    A version is given only if the package really owns the file: a self-built
+    copy in /usr/local may shadow the packaged one, and reporting the package
+    version for it would be a lie. dpkg records files under their merged-/usr
+    location, so the real path is what it knows. One `dpkg-query -S` for all
+    paths and one `dpkg-query -W` for all owners (both exit 1 when any one is
+    unknown, but still print the others).
     """
-    owners = _run(["dpkg-query", "-S", os.path.realpath(library)])
-    if owners is None:
-        return None
-    for line in owners.splitlines():
-        if line.startswith("diversion"):
+    owners_out = _run(["dpkg-query", "-S", *[real for _, real in wanted]], any_status=True)
+    if not owners_out:
+        return {}
+    owner_of: Dict[str, str] = {}
+    for line in owners_out.splitlines():
+        if line.startswith("diversion") or ": /" not in line:
             continue
-        names = line.split(": /", 1)[0]
-        for owner in (n.strip() for n in names.split(",")):
-            if owner.split(":")[0] == package:
-                out = _run(["dpkg-query", "-W", "-f", "${db:Status-Abbrev}|${Version}", owner])
-                # "rc" (removed, config left) still has a version; only "ii" is installed.
-                if out and out.startswith("ii") and "|" in out:
-                    return out.split("|", 1)[1].strip() or None
-    return None
+        names, path = line.split(": /", 1)
+        path = "/" + path.strip()
+        for package, real in wanted:
+            if real != path:
+                continue
+            for owner in (n.strip() for n in names.split(",")):
+                if owner.split(":")[0] == package:
+                    owner_of[real] = owner
+    if not owner_of:
+        return {}
+    status_out = _run(["dpkg-query", "-W", "-f", "${binary:Package}|${db:Status-Abbrev}|${Version}\n",
+                       *sorted(set(owner_of.values()))], any_status=True) or ""
+    installed: Dict[str, str] = {}
+    for line in status_out.splitlines():
+        parts = line.split("|")
+        # "rc" (removed, config left) still has a version; only "ii" is installed.
+        if len(parts) == 3 and parts[1].startswith("ii") and parts[2].strip():
+            installed[parts[0]] = parts[2].strip()
+            installed.setdefault(parts[0].split(":")[0], parts[2].strip())
+    return {real: installed.get(owner) or installed.get(owner.split(":")[0])
+            for real, owner in owner_of.items()}
 
 
 # ---------------------------------------------------------------------------
@@ -506,7 +637,12 @@ def resolve(spec: str, config_path: Optional[str] = None) -> List[Allocator]:
         raise AllocatorError("no allocators given; for example --allocators glibc,jemalloc")
     if not all(items):
         raise AllocatorError(f"empty allocator name in {spec!r} (two commas in a row?)")
-    by_name = {a.name: a for a in known(config_path)}
+    configured = _configured(config_path)
+    # Only the built-ins named are looked up (a configured one replaces its namesake).
+    asked = [item.partition("=")[0].strip() for item in items if "=" not in item]
+    by_name = {a.name: a for a in _builtins([n for n in BUILTIN_NAMES if n in asked and n not in configured])}
+    by_name.update(configured)
+    names_known = list(BUILTIN_NAMES) + [n for n in configured if n not in BUILTIN_NAMES]
     chosen: List[Allocator] = []
     for item in items:
         name, sep, path = (part.strip() for part in item.partition("="))
@@ -521,7 +657,7 @@ def resolve(spec: str, config_path: Optional[str] = None) -> List[Allocator]:
             allocator = by_name[name]
         else:
             raise AllocatorError(
-                f"unknown allocator {name!r}; known: {', '.join(by_name)}. "
+                f"unknown allocator {name!r}; known: {', '.join(names_known)}. "
                 f"To use your own library write {name}=/path/to/lib{name}.so")
         if any(a.name == allocator.name for a in chosen):
             raise AllocatorError(f"allocator {allocator.name!r} is listed twice in {spec!r}")
