@@ -1,5 +1,6 @@
 """Positioned diagnostics: `file:line:col: error: sentence`, the source line, a caret."""
 
+import unicodedata
 from dataclasses import dataclass
 from typing import List, Optional
 
@@ -17,9 +18,11 @@ class Diagnostic:
     def render(self, source: str = "") -> str:
         where = f"{self.filename}:{self.pos.line}:{self.pos.col}" if self.pos.line else self.filename
         out = [f"{where}: {self.severity}: {self.message}"]
-        lines = source.splitlines()
+        lines = source.split("\n")  # as the parser numbers them (not at \r, \x0c, \u2028 ...)
         if 0 < self.pos.line <= len(lines):
-            text = lines[self.pos.line - 1].expandtabs(1)
+            text = lines[self.pos.line - 1].rstrip("\r").expandtabs(1)
+            # A control character (an escape sequence, a NUL) is not echoed to the terminal.
+            text = "".join("\ufffd" if unicodedata.category(ch) == "Cc" else ch for ch in text)
             out.append(f"    {text}")
             out.append("    " + " " * max(self.pos.col - 1, 0) + "^")
         if self.hint:

@@ -6,6 +6,7 @@ in the user's terms (what was expected), never a lark traceback.
 
 import functools
 import re
+import unicodedata
 from pathlib import Path
 from typing import Optional
 
@@ -18,6 +19,14 @@ from .errors import Diagnostic, ScenarioError
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
 _SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+# Nesting limits. Beyond them the checks' loop analyses (a few passes per
+# loop level) take minutes, Python's recursion gives out, and clang refuses
+# the generated C (at most 256 nested brackets: two per block, one or two per
+# operator); no scenario written by hand comes close.
+MAX_BLOCK_DEPTH = 10
+MAX_EXPR_DEPTH = 64
+_EXPR_RULES = {"add", "sub", "mul", "div", "mod", "neg", "index", "call", "weighted", "pair", "kwarg"}
 
 # What lark calls a terminal, in words a user knows.
 _TERMINAL_WORDS = {
@@ -48,6 +57,12 @@ def _pos(item) -> n.Pos:
 
 def _string(tok: Token) -> str:
     return tok[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+
+
+def _control_chars(tok: Token) -> list:
+    """Positions of control characters in a string token: a NUL would cut the C string and
+    the JSON report short, and a path with one cannot be opened."""
+    return [(i, ch) for i, ch in enumerate(tok) if unicodedata.category(ch) == "Cc"]
 
 
 def _number(tok: Token):
@@ -186,13 +201,14 @@ def _syntax_error(exc: Exception, filename: str, source: str) -> ScenarioError:
     line = getattr(exc, "line", 0) or 0
     col = getattr(exc, "column", 0) or 0
     if isinstance(exc, lark.UnexpectedCharacters):
-        ch = source.splitlines()[line - 1][col - 1] if line else "?"
+        text = source.split("\n")[line - 1] if line else ""
+        ch = text[col - 1] if 0 < col <= len(text) else "?"
         msg = f"unexpected character {ch!r}"
     elif isinstance(exc, lark.UnexpectedToken):
         tok = exc.token
         if tok.type == "$END":
             msg = "unexpected end of file (is a '}' missing?)"
-            lines = source.splitlines() or [""]
+            lines = source.rstrip("\n").split("\n")
             line, col = len(lines), len(lines[-1]) + 1
         else:
             msg = f"unexpected {tok.value!r}; expected {_expected_words(exc.expected)}"
@@ -209,8 +225,43 @@ def parse(source: str, filename: str = "<scenario>") -> n.Scenario:
         tree = _lark().parse(source)
     except lark.exceptions.UnexpectedInput as exc:
         raise _syntax_error(exc, filename, source) from None
+    problems = _shape_problems(tree)
+    if problems:
+        raise ScenarioError([Diagnostic("error", msg, filename, pos) for pos, msg in problems], source)
     decls = _ToAst().transform(tree)
     return _assemble(decls, filename, source)
+
+
+def _shape_problems(tree) -> list:
+    """(pos, message) for nesting past the limits and control characters in strings.
+
+    Walks the parse tree with an explicit stack: the tree of a too deeply
+    nested scenario is exactly what recursion cannot walk.
+    """
+    problems = []
+    stack = [(tree, 0, 0)]
+    while stack:
+        node, blocks, exprs = stack.pop()
+        if isinstance(node, Token):
+            if node.type == "STRING":
+                for i, ch in _control_chars(node):
+                    problems.append((n.Pos(node.line, node.column + i),
+                                     f"a string cannot contain the control character {ch!r}"))
+                    break
+            continue
+        if node.data == "block":
+            blocks += 1
+            if blocks == MAX_BLOCK_DEPTH + 1:
+                problems.append((_pos(node), f"blocks nest more than {MAX_BLOCK_DEPTH} deep here"))
+                continue
+        elif node.data in _EXPR_RULES:
+            exprs += 1
+            if exprs == MAX_EXPR_DEPTH + 1:
+                problems.append((_pos(node), f"this expression nests more than {MAX_EXPR_DEPTH} deep"))
+                continue
+        stack.extend((child, blocks, exprs) for child in reversed(node.children) if child is not None)
+    problems.sort(key=lambda p: (p[0].line, p[0].col))
+    return problems
 
 
 def parse_file(path, display_name: Optional[str] = None) -> n.Scenario:
