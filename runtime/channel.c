@@ -2,8 +2,13 @@
  *
  * Dmitry Vyukov's array queue: one compare-and-swap per send or receive and no
  * lock, so a cross-thread handoff costs far less than the malloc and free it
- * connects. Each cell carries a sequence number that says whose turn it is;
- * positions only grow, so a capacity that is not a power of two works too. A
+ * connects. Each cell carries a sequence number that says whose turn it is:
+ * position p uses cell p % capacity in turn p / capacity, and the cell reads
+ * 2 * turn while it waits for its sender, 2 * turn + 1 while it waits for its
+ * receiver. (Vyukov's original numbering, p and p + 1, cannot tell "full" from
+ * "free for the next turn" when the capacity is 1: a second sender overwrote
+ * the first object and its receiver waited forever.) Positions only grow, so
+ * a capacity that is not a power of two works too. A
  * full or empty channel makes the caller spin briefly, then yield the CPU
  * (these machines have fewer cores than most scenarios have threads). */
 #define _GNU_SOURCE
@@ -26,8 +31,10 @@ struct scn_channel {
 scn_channel *scn_channel_new(uint64_t capacity) {
   scn_channel *q = scn_arena_alloc(sizeof *q);
   q->capacity = capacity;
+  if (capacity == 0 || capacity > SIZE_MAX / 2 / sizeof *q->cells)
+    scn_die("a channel of capacity %llu cannot be made", (unsigned long long)capacity);
   q->cells = scn_arena_alloc(capacity * sizeof *q->cells);
-  for (uint64_t i = 0; i < capacity; i++) atomic_init(&q->cells[i].seq, i);
+  for (uint64_t i = 0; i < capacity; i++) atomic_init(&q->cells[i].seq, 0);
   atomic_init(&q->tail, 0);
   atomic_init(&q->head, 0);
   return q;
@@ -48,12 +55,13 @@ void scn_channel_send(scn_channel *q, scn_obj o) {
   uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
   for (;;) {
     cell *c = &q->cells[pos % q->capacity];
-    int64_t diff = (int64_t)(atomic_load_explicit(&c->seq, memory_order_acquire) - pos);
+    uint64_t turn = pos / q->capacity;
+    int64_t diff = (int64_t)(atomic_load_explicit(&c->seq, memory_order_acquire) - 2 * turn);
     if (diff == 0) {
       if (atomic_compare_exchange_weak_explicit(&q->tail, &pos, pos + 1, memory_order_relaxed,
                                                 memory_order_relaxed)) {
         c->obj = o;
-        atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
+        atomic_store_explicit(&c->seq, 2 * turn + 1, memory_order_release);
         return;
       }
     } else {
@@ -68,12 +76,13 @@ scn_obj scn_channel_recv(scn_channel *q) {
   uint64_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
   for (;;) {
     cell *c = &q->cells[pos % q->capacity];
-    int64_t diff = (int64_t)(atomic_load_explicit(&c->seq, memory_order_acquire) - (pos + 1));
+    uint64_t turn = pos / q->capacity;
+    int64_t diff = (int64_t)(atomic_load_explicit(&c->seq, memory_order_acquire) - (2 * turn + 1));
     if (diff == 0) {
       if (atomic_compare_exchange_weak_explicit(&q->head, &pos, pos + 1, memory_order_relaxed,
                                                 memory_order_relaxed)) {
         scn_obj o = c->obj;
-        atomic_store_explicit(&c->seq, pos + q->capacity, memory_order_release);
+        atomic_store_explicit(&c->seq, 2 * turn + 2, memory_order_release);
         return o;
       }
     } else {
