@@ -31,6 +31,16 @@ static inline uint64_t scn_checked_index(int64_t i, uint64_t n, int line) {
   return (uint64_t)i;
 }
 
+/* A pool's slots, from the runtime's arena. The size may be computed at run
+ * time, so a negative or impossible one is the scenario's mistake, said so,
+ * rather than a size_t that wraps around to a tiny allocation. */
+static inline scn_obj *scn_pool_new(int64_t n, uint64_t *count, int line) {
+  if (n < 0 || (uint64_t)n > SIZE_MAX / 2 / sizeof(scn_obj))
+    scn_die("a pool of %lld slots cannot be made (scenario line %d)", (long long)n, line);
+  *count = (uint64_t)n;
+  return scn_arena_alloc((size_t)n * sizeof(scn_obj));
+}
+
 /* Frees made by the runtime (delayed `lives` frees, free_all, leaks) do not
  * advance the clock: a lifetime counts the thread's own statements. */
 static inline void scn_free_quiet(scn_thread *t, scn_obj o) {
@@ -136,6 +146,15 @@ static inline void *scn_opaque(void *p) {
   return p;
 }
 
+/* Hide a size's value range. A size the scenario computes may be negative on
+ * a path that never runs (`for i in self .. 0 { malloc(i + 1) }`), and gcc's
+ * -Walloc-size-larger-than and -Wstringop-overflow would fail the build on
+ * it; at run time such a size is just an allocation that fails. */
+static inline size_t scn_opaque_size(size_t n) {
+  __asm__("" : "+r"(n));
+  return n;
+}
+
 static inline scn_obj scn_done_alloc(scn_thread *t, enum scn_op op, void *p, size_t n) {
   scn_obj o = { scn_opaque(p), n };
   t->count[op]++;
@@ -146,40 +165,50 @@ static inline scn_obj scn_done_alloc(scn_thread *t, enum scn_op op, void *p, siz
 }
 
 static inline scn_obj scn_malloc(scn_thread *t, size_t n) {
+  n = scn_opaque_size(n);
   scn_hook_op_before(t, SCN_MALLOC, n);
   return scn_done_alloc(t, SCN_MALLOC, malloc(n), n);
 }
 
 static inline scn_obj scn_calloc(scn_thread *t, size_t nmemb, size_t n) {
+  nmemb = scn_opaque_size(nmemb);
+  n = scn_opaque_size(n);
   scn_hook_op_before(t, SCN_CALLOC, nmemb * n);
   return scn_done_alloc(t, SCN_CALLOC, calloc(nmemb, n), nmemb * n);
 }
 
 static inline scn_obj scn_aligned_alloc(scn_thread *t, size_t align, size_t n) {
+  n = scn_opaque_size(n);
   scn_hook_op_before(t, SCN_ALIGNED_ALLOC, n);
   return scn_done_alloc(t, SCN_ALIGNED_ALLOC, aligned_alloc(align, n), n);
 }
 
 static inline scn_obj scn_memalign(scn_thread *t, size_t align, size_t n) {
+  n = scn_opaque_size(n);
   scn_hook_op_before(t, SCN_MEMALIGN, n);
   return scn_done_alloc(t, SCN_MEMALIGN, memalign(align, n), n);
 }
 
 static inline scn_obj scn_posix_memalign(scn_thread *t, size_t align, size_t n) {
   void *p = NULL;
+  n = scn_opaque_size(n);
   scn_hook_op_before(t, SCN_POSIX_MEMALIGN, n);
   if (posix_memalign(&p, align, n) != 0) p = NULL;
   return scn_done_alloc(t, SCN_POSIX_MEMALIGN, p, n);
 }
 
-/* A failed realloc leaves the old block alive, so the scenario keeps it. */
+/* A failed realloc leaves the old block alive, so the scenario keeps it. The
+ * old pointer is read after the call only through an opaque copy: gcc 12's
+ * -Wuse-after-free cannot tell the failure path from a use of a freed block. */
 static inline scn_obj scn_realloc(scn_thread *t, scn_obj old, size_t n) {
+  n = scn_opaque_size(n);
   scn_hook_op_before(t, SCN_REALLOC, n);
+  scn_obj before = { scn_opaque(old.ptr), old.size };
   void *p = scn_opaque(realloc(old.ptr, n));
   scn_obj o = { p, n };
   t->count[SCN_REALLOC]++;
-  if (__builtin_expect(p == NULL && n != 0, 0)) { t->failed++; o = old; }
-  scn_hook_op_after(t, SCN_REALLOC, o, old);
+  if (__builtin_expect(p == NULL && n != 0, 0)) { t->failed++; o = before; }
+  scn_hook_op_after(t, SCN_REALLOC, o, before);
   scn_tick(t);
   return o;
 }

@@ -32,6 +32,7 @@ static pthread_mutex_t g_arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *g_arena_next, *g_arena_end;
 
 void *scn_arena_alloc(size_t bytes) {
+  if (bytes > SIZE_MAX / 2) scn_die("out of memory for %zu bytes of runtime data", bytes);
   bytes = (bytes + SCN_CACHE_LINE - 1) & ~(size_t)(SCN_CACHE_LINE - 1);
   if (bytes >= (1u << 20)) {  /* big tables get their own mapping */
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
