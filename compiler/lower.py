@@ -8,6 +8,7 @@ arguments unspecified and gcc and clang would otherwise draw in different
 orders (and so make different calls).
 """
 
+import errno
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -28,7 +29,9 @@ def c_string(text: str) -> str:
         code = ord(ch)
         if ch in '"\\':
             out.append("\\" + ch)
-        elif 0x20 <= code < 0x7F and ch != "?":  # '?' avoids trigraphs
+        elif 0x20 <= code < 0x7F and ch not in "?*":
+            # '?' avoids trigraphs; '*' avoids "*/" and "/*", so the literal is safe
+            # inside a C comment too (the template quotes region names in one).
             out.append(ch)
         else:
             for byte in ch.encode("utf-8"):
@@ -150,6 +153,8 @@ class _Lowerer:
             value = self.expr(st.value, pre)
             target = self.expr(st.target, pre) if isinstance(st.target, n.Index) else c_ident(st.target.id)
             code = f"{target} = {value};"
+            if value == target and isinstance(st.target, n.Name):
+                code = f"(void){target};"  # n = n: clang's -Wself-assign
             source = _moved_source(st.value)
             if source is not None and self._holds_pointer(source):
                 old = self.expr(source, pre)
@@ -182,8 +187,7 @@ class _Lowerer:
         if isinstance(st, n.Pool):
             size = self.expr(st.size, pre)
             v = c_ident(st.name)
-            return CStmt("line", f"{v}_n = (uint64_t)({size}); {v} = scn_arena_alloc({v}_n * sizeof *{v});",
-                         pre, line=line)
+            return CStmt("line", f"{v} = scn_pool_new({size}, &{v}_n, {line});", pre, line=line)
         if isinstance(st, n.Repeat):
             count = self.expr(st.count, pre)
             var = self._temp("r")
@@ -334,8 +338,25 @@ class _Lowerer:
 
 
 def resolve_data_path(text: str, base_dir: Path, allow_outside: bool = False) -> Path:
-    """A data file named in a scenario, relative to the scenario; it may not escape its folder."""
-    path = (base_dir / text).resolve()
+    """A data file named in a scenario, relative to the scenario; it may not escape its folder.
+
+    Symbolic links are followed before the folder test, so a link pointing out
+    of the folder is refused like `../x`. A name that no file system takes (a
+    NUL, a part longer than 255 bytes) or a file that cannot be looked at is
+    a TableError too, so that every caller reports it with a position.
+    """
+    if "\0" in text or len(text.encode("utf-8", "replace")) >= 4096 \
+            or any(len(part.encode("utf-8", "replace")) > 255 for part in text.split("/")):
+        raise tables.TableError(f"{text!r} cannot be a file name")
+    try:
+        path = (base_dir / text).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, before Python 3.13
+        raise tables.TableError(f"{text!r} cannot be looked at ({exc})") from None
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):  # those: "does not exist"
+            raise tables.TableError(f"{text!r} cannot be looked at ({exc.strerror})") from None
     if not allow_outside and base_dir.resolve() not in (path, *path.parents):
         raise tables.TableError(f"{text!r} is outside the scenario's folder")
     return path

@@ -42,7 +42,7 @@ def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
     """The program for a scenario, from the cache when nothing it depends on changed."""
     path = Path(path)
     try:
-        source = path.read_text()
+        source = path.read_bytes().decode("utf-8")  # as parse_file reads it, whatever the locale
     except (OSError, UnicodeDecodeError):
         source = None  # parse_file gives the positioned message
     params = dict(params or {})
@@ -53,6 +53,9 @@ def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
         if hit is not None:
             return hit
     loaded = load(path, params)
+    if source is None:  # the file changed between the two reads
+        key = builder.scenario_key(loaded.resolved.scenario.source, path.resolve().parent, params, cc,
+                                   extra_flags, [p.name for p in probes])
     if warn is not None:
         for w in loaded.warnings:
             warn(w.render(loaded.resolved.scenario.source))

@@ -66,15 +66,19 @@ def alias_table(pairs: Sequence[Tuple[int, float]]) -> AliasTable:
     """Vose's construction of Walker's alias table from (value, weight) pairs."""
     merged = {}
     for value, weight in pairs:
+        weight = _finite(weight, f"weight of value {value}")
         if weight < 0:
             raise TableError(f"weight {weight} of value {value} is negative")
-        merged[int(value)] = merged.get(int(value), 0.0) + float(weight)
+        if int(value) != value or not -MAX_VALUE <= value <= MAX_VALUE:
+            raise TableError(f"value {value} is not a whole number that fits in 64 bits")
+        merged[int(value)] = merged.get(int(value), 0.0) + weight
     items = [(v, w) for v, w in merged.items() if w > 0]
     if not items:
         raise TableError("every weight is zero")
     n = len(items)
-    total = sum(w for _, w in items)
-    scaled = [w * n / total for _, w in items]
+    top = max(w for _, w in items)  # weights relative to the largest: a sum of huge ones stays finite
+    total = sum(w / top for _, w in items)
+    scaled = [w / top * n / total for _, w in items]
     prob = [0.0] * n
     alias = list(range(n))
     small = [i for i, s in enumerate(scaled) if s < 1.0]
@@ -92,6 +96,17 @@ def alias_table(pairs: Sequence[Tuple[int, float]]) -> AliasTable:
     return AliasTable(tuple(v for v, _ in items), thresholds, tuple(alias))
 
 
+def _finite(x, what: str) -> float:
+    """A table parameter as a float; huge or infinite ones cannot be tabulated."""
+    try:
+        value = float(x)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise TableError(f"{what} must be a finite number, not {x}")
+    return value
+
+
 def _quantiles(inverse_cdf) -> QuantileTable:
     n = 1 << QUANTILE_BITS
     # Interior points at i/n; the two ends at half a step inside, so the
@@ -102,31 +117,42 @@ def _quantiles(inverse_cdf) -> QuantileTable:
 
 
 def lognormal_table(median: float, sigma: float) -> QuantileTable:
+    median, sigma = _finite(median, "lognormal median"), _finite(sigma, "lognormal sigma")
     if median <= 0:
         raise TableError(f"lognormal median must be above 0, not {median}")
     if sigma < 0:
         raise TableError(f"lognormal sigma must not be negative, not {sigma}")
     normal = NormalDist()
     mu = math.log(median)
-    return _quantiles(lambda u: min(math.exp(mu + sigma * normal.inv_cdf(u)), MAX_VALUE))
+    log_max = math.log(MAX_VALUE)
+
+    def quantile(u):
+        x = mu + sigma * normal.inv_cdf(u)
+        return math.exp(x) if x < log_max else MAX_VALUE  # exp() would overflow
+    return _quantiles(quantile)
 
 
 def geometric_table(mean: float) -> QuantileTable:
     """Geometric on 1, 2, 3 ... with the given mean (p = 1 / mean)."""
+    mean = _finite(mean, "geometric mean")
     if mean < 1:
         raise TableError(f"geometric mean must be at least 1, not {mean}")
     if mean == 1:
         return _quantiles(lambda u: 1)
     log_q = math.log1p(-1.0 / mean)
-    return _quantiles(lambda u: max(1.0, math.ceil(math.log1p(-u) / log_q)))
+    if log_q == 0:  # 1 / mean below float precision: every draw is past the largest value
+        return _quantiles(lambda u: MAX_VALUE)
+    return _quantiles(lambda u: max(1.0, math.ceil(min(math.log1p(-u) / log_q, MAX_VALUE))))
 
 
 def read_histogram(path: Path) -> List[Tuple[int, float]]:
     """A CSV of `size,count` rows (a header row is allowed), e.g. from `scenc trace-stats`."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TableError(f"cannot read histogram {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise TableError(f"histogram {path} is not a text file") from None
     rows = []
     for lineno, row in enumerate(csv.reader(text.splitlines()), 1):
         if not row or row[0].strip().startswith("#"):
@@ -139,6 +165,9 @@ def read_histogram(path: Path) -> List[Tuple[int, float]]:
             if lineno == 1:
                 continue  # header
             raise TableError(f"{path}:{lineno}: expected 'size,count' numbers, got {','.join(row)!r}") from None
+        if not math.isfinite(count) or size > MAX_VALUE:
+            raise TableError(f"{path}:{lineno}: the size and the count must be finite numbers "
+                             "that fit in 64 bits")
         if size < 0 or count < 0:
             raise TableError(f"{path}:{lineno}: size and count must not be negative")
         rows.append((size, count))

@@ -27,6 +27,12 @@ RESERVED = {"self", "malloc", "calloc", "realloc", "free", "free_all", "send", "
 
 MAX_NAME = 64
 INT64_MAX = (1 << 63) - 1  # every integer the program computes is an int64_t
+# Sizes of what the runtime creates before the clock starts. Past them C
+# counts overflow (threads are counted in an int, a channel's cells in bytes),
+# and no machine could start that many threads or hold that many cells.
+MAX_THREADS = 1 << 16
+MAX_CHANNELS = 1 << 20
+MAX_CAPACITY = 1 << 32
 
 
 class NotConstant(Exception):
@@ -115,15 +121,19 @@ class _Resolver:
         self.rep.raise_if_errors()
         seed = self._int(self.s.seed, "the seed", minimum=0) if self.s.seed is not None else 0
         for ch in self.s.channels:
-            count = self._int(ch.count, "the number of channels", minimum=1) if ch.count is not None else None
-            cap = self._int(ch.capacity, "a channel's capacity", minimum=1)
+            count = self._int(ch.count, "the number of channels", minimum=1,
+                              maximum=MAX_CHANNELS) if ch.count is not None else None
+            cap = self._int(ch.capacity, "a channel's capacity", minimum=1, maximum=MAX_CAPACITY)
             self.channels[ch.name] = ChannelInfo(ch, count, cap if cap is not None else 1)
         groups = []
         for i, t in enumerate(self.s.threads):
-            count = self._int(t.count, "the number of threads", minimum=1) if t.count is not None else 1
+            count = self._int(t.count, "the number of threads", minimum=1,
+                              maximum=MAX_THREADS) if t.count is not None else 1
             group = ThreadGroup(t, count if count is not None else 1, i)
             self._thread(group)
             groups.append(group)
+            if sum(g.count for g in groups) > MAX_THREADS >= sum(g.count for g in groups[:-1]):
+                self.rep.error(t.pos, f"the scenario starts more than {MAX_THREADS} threads with this group")
         if len(self.s.replays) > 1:
             self.rep.error(self.s.replays[1].pos, "a scenario replays one trace; split the others into "
                            "scenarios of their own")
@@ -175,7 +185,7 @@ class _Resolver:
             elif isinstance(node, (n.Call, n.Weighted, n.Str)):
                 self.rep.error(node.pos, why)
 
-    def _int(self, expr, what, minimum=None) -> Optional[int]:
+    def _int(self, expr, what, minimum=None, maximum=INT64_MAX) -> Optional[int]:
         """A whole number known when compiling (numbers and params)."""
         self._expr_names(expr, set(self.params), f"{what} must be known before the run (numbers and params)")
         if self.rep.errors:
@@ -190,6 +200,9 @@ class _Resolver:
         value = int(value)
         if minimum is not None and value < minimum:
             self.rep.error(expr.pos, f"{what} must be at least {minimum}, not {value}")
+            return None
+        if value > maximum:
+            self.rep.error(expr.pos, f"{what} must be at most {maximum}, not {value}")
             return None
         return value
 
