@@ -29,11 +29,12 @@
  * write(2) under a spin lock on an O_APPEND descriptor: records from different
  * threads never interleave mid-record. Buffers are flushed when full, at
  * thread exit (pthread key destructor), and at process exit (atexit handler and
- * ELF destructor); after the process-exit flush every record is written as
- * soon as it is made, so frees made by later destructors are kept. A program
- * killed by a signal, or that calls _exit or execs, loses the records still in
- * its buffers: the reader finds the holes in the sequence numbers and says how
- * many calls are missing.
+ * ELF destructor), _exit and exec; after the process-exit flush every record
+ * is written as soon as it is made, so frees made by later destructors are
+ * kept. Leaving, the process writes an end mark (kind 255, seq = numbers taken
+ * so far). A program killed by a signal loses the records still in its
+ * buffers and leaves no end mark; the reader counts the holes in the sequence
+ * numbers and says how many calls are missing.
  *
  * Processes: the launched process creates SCENC_TRACE_OUT (O_EXCL); when it
  * execs another program (env, a shell or a pyenv shim exec the real one), the
@@ -87,7 +88,8 @@ enum scn_trace_kind {   /* record kinds; trace/preload.py KIND_CODES mirrors the
   K_DELETE, K_DELETE_SIZED, K_DELETE_ALIGNED, K_DELETE_SIZED_ALIGNED, K_DELETE_NOTHROW,
   K_DELETE_ALIGNED_NOTHROW,                                                          /* 19..24 */
   K_DELETE_ARRAY, K_DELETE_ARRAY_SIZED, K_DELETE_ARRAY_ALIGNED, K_DELETE_ARRAY_SIZED_ALIGNED,
-  K_DELETE_ARRAY_NOTHROW, K_DELETE_ARRAY_ALIGNED_NOTHROW                             /* 25..30 */
+  K_DELETE_ARRAY_NOTHROW, K_DELETE_ARRAY_ALIGNED_NOTHROW,                            /* 25..30 */
+  K_END = 255   /* not a call: the process is leaving (exit, _exit, exec); seq = numbers taken so far */
 };
 
 enum { F_THREW = 1 };   /* operator new left by an exception (std::bad_alloc) */
@@ -124,7 +126,7 @@ _Static_assert(sizeof(struct scn_trace_header) == 64, "the header is one record 
 #define BUF_RECORDS 1023   /* with the buffer's own fields: 64 KiB */
 
 struct buffer {
-  _Alignas(64) _Atomic int busy;   /* held by the owner while appending, by flush_all at exit */
+  _Alignas(64) _Atomic uint32_t busy;   /* tid of the holder: the owner appending, a flush at exit */
   _Atomic int owned;               /* a live thread records into it */
   uint32_t n;
   struct buffer *next;             /* every buffer ever made: never unlinked, reused when released */
@@ -147,7 +149,7 @@ static _Atomic int g_state = ST_STARTUP;   /* STARTUP: constructor not run yet; 
 static _Atomic int g_unbuffered;           /* set by the process-exit flush */
 static _Atomic uint64_t g_seq;
 static _Atomic(struct buffer *) g_buffers;
-static _Atomic int g_write_lock;
+static _Atomic uint32_t g_write_lock;      /* tid of the holder */
 static int g_fd = -1;                      /* guarded by g_write_lock, like everything below */
 static int g_write_failed;
 static dev_t g_dev;
@@ -249,12 +251,34 @@ static uint64_t now_ns(int clock) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void lock_writes(void) {
-  while (atomic_exchange_explicit(&g_write_lock, 1, memory_order_acquire)) sched_yield();
+static inline uint32_t tid(void) {
+  if (UNLIKELY(!T.tid)) T.tid = (uint32_t)syscall(SYS_gettid);
+  return T.tid;
+}
+
+/* Spin locks holding the holder's tid: a signal handler that calls exit()
+ * while its thread holds one (inside a flush) must not wait for itself;
+ * it gets 0 and leaves those records. */
+static int lock_tid(_Atomic uint32_t *lock) {
+  uint32_t me = tid(), expected = 0;
+  while (!atomic_compare_exchange_weak_explicit(lock, &expected, me, memory_order_acquire, memory_order_relaxed)) {
+    if (expected == me) return 0;
+    expected = 0;
+    sched_yield();
+  }
+  return 1;
+}
+
+static void unlock_tid(_Atomic uint32_t *lock) {
+  atomic_store_explicit(lock, 0, memory_order_release);
+}
+
+static int lock_writes(void) {
+  return lock_tid(&g_write_lock);
 }
 
 static void unlock_writes(void) {
-  atomic_store_explicit(&g_write_lock, 0, memory_order_release);
+  unlock_tid(&g_write_lock);
 }
 
 static size_t append_str(char *dst, size_t at, size_t cap, const char *s) {
@@ -384,9 +408,8 @@ static int log_fd(void) {
   return fd;
 }
 
-static void write_records(const struct scn_trace_record *r, uint32_t n) {
-  if (!n || atomic_load_explicit(&g_state, memory_order_relaxed) == ST_DISABLED) return;
-  lock_writes();
+/* Called with the write lock held. */
+static void write_locked(const struct scn_trace_record *r, uint32_t n) {
   int fd = g_path[0] ? log_fd() : -1;
   const char *p = (const char *)r;
   size_t left = (size_t)n * sizeof *r;
@@ -400,15 +423,20 @@ static void write_records(const struct scn_trace_record *r, uint32_t n) {
     p += w;
     left -= (size_t)w;
   }
+}
+
+static void write_records(const struct scn_trace_record *r, uint32_t n) {
+  if (!n || atomic_load_explicit(&g_state, memory_order_relaxed) == ST_DISABLED || !lock_writes()) return;
+  write_locked(r, n);
   unlock_writes();
 }
 
-static void lock_buffer(struct buffer *b) {
-  while (atomic_exchange_explicit(&b->busy, 1, memory_order_acquire)) sched_yield();
+static int lock_buffer(struct buffer *b) {
+  return lock_tid(&b->busy);
 }
 
 static void unlock_buffer(struct buffer *b) {
-  atomic_store_explicit(&b->busy, 0, memory_order_release);
+  unlock_tid(&b->busy);
 }
 
 static void flush_locked(struct buffer *b) {
@@ -421,11 +449,12 @@ static void flush_locked(struct buffer *b) {
 static void thread_gone(void *arg) {
   struct buffer *b = arg;
   T.guard++;
-  lock_buffer(b);
-  flush_locked(b);
+  if (lock_buffer(b)) {
+    flush_locked(b);
+    unlock_buffer(b);
+  }
   T.buf = NULL;
   T.exiting = 1;
-  unlock_buffer(b);
   atomic_store_explicit(&b->owned, 0, memory_order_release);
   T.guard--;
 }
@@ -464,7 +493,7 @@ static void emit(const struct scn_trace_record *r) {
     T.keyed = 1;
     pthread_setspecific(g_key, b);
   }
-  lock_buffer(b);
+  if (!lock_buffer(b)) return;   /* cannot happen: the guard keeps handlers out of a wrapper */
   b->rec[b->n++] = *r;
   if (b->n == BUF_RECORDS || atomic_load_explicit(&g_unbuffered, memory_order_relaxed)) flush_locked(b);
   unlock_buffer(b);
@@ -472,18 +501,39 @@ static void emit(const struct scn_trace_record *r) {
 
 static void flush_buffers(void) {
   T.guard++;
-  for (struct buffer *b = atomic_load(&g_buffers); b; b = b->next) {
-    lock_buffer(b);
-    flush_locked(b);
-    unlock_buffer(b);
-  }
+  for (struct buffer *b = atomic_load(&g_buffers); b; b = b->next)
+    if (lock_buffer(b)) {
+      flush_locked(b);
+      unlock_buffer(b);
+    }
   T.guard--;
+}
+
+/* The end mark: without it the reader knows the process died before its
+ * exit handlers; with it, it can count calls lost at the very end too. */
+static void write_end(void) {
+  if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_DISABLED) return;
+  /* 0: this thread holds the lock, interrupted by a signal handler that is
+   * leaving (exit or _exit never return to the interrupted write, whose
+   * write(2) has completed): the mark can still go after it. */
+  int mine = lock_writes();
+  if (g_fd >= 0 || g_name[0]) {          /* a child that logged nothing leaves no file */
+    struct scn_trace_record r;
+    memset(&r, 0, sizeof r);
+    r.seq = atomic_load(&g_seq);
+    r.ns = now_ns(CLOCK_MONOTONIC);
+    r.tid = tid();
+    r.kind = K_END;
+    write_locked(&r, 1);
+  }
+  if (mine) unlock_writes();
 }
 
 /* At process exit: from now on every record is written as it is made. */
 static void flush_all(void) {
   atomic_store(&g_unbuffered, 1);
   flush_buffers();
+  write_end();
 }
 
 static void at_fork_child(void) {
@@ -516,7 +566,7 @@ __attribute__((constructor)) static void tracer_init(void) {
     return;
   }
   memcpy(g_path, path, strlen(path) + 1);
-  lock_writes();
+  (void)lock_writes();
   g_fd = create_log(g_path);
   int err = g_fd < 0 ? errno : 0;
   if (err == EEXIST && (g_fd = take_over_main_log()) >= 0) err = 0;
@@ -544,11 +594,6 @@ static inline uint64_t take_seq(void) {
    * orders the two increments, and a single atomic's modification order
    * respects happens-before. */
   return atomic_fetch_add_explicit(&g_seq, 1, memory_order_relaxed);
-}
-
-static inline uint32_t tid(void) {
-  if (UNLIKELY(!T.tid)) T.tid = (uint32_t)syscall(SYS_gettid);
-  return T.tid;
 }
 
 static inline int tracing(void) {
@@ -841,8 +886,10 @@ static void *libc_symbol(_Atomic(void *) *slot, const char *name) {
   EXPORT __attribute__((noreturn)) void sym(int status) {                     \
     static _Atomic(void *) real;                                              \
     void (*f)(int) = (void (*)(int))libc_symbol(&real, #sym);                 \
-    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED)   \
+    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED) { \
       flush_buffers();                                                        \
+      write_end();                                                            \
+    }                                                                         \
     if (f) f(status);                                                         \
     syscall(SYS_exit_group, status);                                          \
     __builtin_unreachable();                                                  \
@@ -858,8 +905,10 @@ LEAVING_WRAPPER(_Exit)
       errno = ENOSYS;                                                          \
       return -1;                                                               \
     }                                                                          \
-    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED)    \
-      flush_buffers();                                                         \
+    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED) { \
+      flush_buffers();                                                        \
+      write_end();                                                            \
+    }                                                                          \
     return f ARGS;                                                             \
   }
 EXEC_WRAPPER(execve, (const char *path, char *const argv[], char *const envp[]), (path, argv, envp))

@@ -39,7 +39,10 @@ bytes. Then records, 64 bytes each: u64 seq, u64 ns, u32 tid, u8 kind, u8 flags
 (1: operator new threw), u16 posix_memalign's return value, u32 duration ns,
 u32 span (moved realloc: seq minus the number taken before the call), u64
 arg[3] (the function's arguments in order, without posix_memalign's memptr and
-the nothrow tag), u64 result (pointer returned or stored; 0 for frees). The
+the nothrow tag), u64 result (pointer returned or stored; 0 for frees). Kind
+255 is the end mark a process writes when it leaves through exit, _exit or
+exec: its seq is the count of numbers taken, so calls lost at the very end are
+counted too; a log without one comes from a process that was killed. The
 records of one thread appear in sequence order, in chunks of up to 1023 (one
 flushed buffer); chunks of different threads interleave in the file.
 
@@ -83,6 +86,7 @@ RECORD = struct.Struct("<QQIBBHIIQQQQ")
 _INDEX = struct.Struct("<QQIB7xI32x")          # seq, ns, tid, kind, span: what the indexing pass needs
 assert HEADER.size == RECORD.size == _INDEX.size == 64
 F_THREW = 1
+KIND_END = 255       # not a call: the process was leaving (exit, _exit, exec); seq = numbers taken so far
 
 # Argument layouts of arg[0..2].
 L_SIZE, L_NMEMB_SIZE, L_OLD_SIZE, L_OLD_NMEMB_SIZE, L_OLD, L_ALIGN_SIZE, L_SIZE_ALIGN, L_OLD_ALIGN, \
@@ -134,7 +138,8 @@ class PreloadLogInfo:
     calls_by_function: Counter = field(default_factory=Counter)  # '_ZdlPvm' -> calls
     calls_by_thread: Dict[int, Counter] = field(default_factory=dict)
     last_seq: int = -1
-    missing: int = 0            # sequence numbers never written: calls lost (kill, _exit, exec, in flight at exit)
+    ended: bool = False         # an end mark was written: the process left through exit, _exit or exec
+    missing: int = 0            # sequence numbers never written: calls lost (killed, in flight at exit)
     moved_reallocs: int = 0
     chunks: int = 0             # runs of consecutive records of one thread in the file
     first_ns: Optional[int] = None
@@ -232,6 +237,7 @@ class PreloadLog:
             moved = 0
             first_ns = last_ns = None
             max_seq = -1
+            end_total = 0
             index = 0
             prev_tid = None
             current = None           # the run being extended: [start, count]
@@ -240,6 +246,12 @@ class PreloadLog:
                 if not data:
                     break
                 for seq, ns, tid, kind, span in _INDEX.iter_unpack(data):
+                    if kind == KIND_END:
+                        info.ended = True
+                        end_total = max(end_total, seq)
+                        prev_tid = None
+                        index += 1
+                        continue
                     last = last_by_tid.get(tid)
                     if last is None:
                         if not tid:
@@ -275,16 +287,16 @@ class PreloadLog:
                         runs[tid].append(current)
                         prev_tid = tid
                     index += 1
-        info.records = index
+        info.records = sum(sum(c.values()) for c in counts.values())
         info.moved_reallocs = moved
-        info.last_seq = max_seq
         info.first_ns, info.last_ns = first_ns, last_ns
         info.chunks = sum(len(r) for r in runs.values())
-        used = index + moved
+        used = info.records + moved
         if used > max_seq + 1:
             self._error(1, f"{used - max_seq - 1} sequence numbers are used twice: the log is damaged or two "
                            f"processes wrote to it")
-        info.missing = max_seq + 1 - used
+        info.last_seq = max(max_seq, end_total - 1)
+        info.missing = info.last_seq + 1 - used
         for tid in info.threads:
             by_code = counts[tid]
             info.calls_by_thread[tid] = Counter()
@@ -462,9 +474,9 @@ class PreloadCapture:
 
     @property
     def complete(self) -> bool:
-        """Every call of the process is in the log: no hole in the sequence numbers, no crash, no timeout."""
-        return (self.info is not None and self.info.missing == 0 and self.tracee_status is not None
-                and self.tracee_status >= 0)
+        """Every call of the process is in the log: it ended normally (end mark), no sequence number is missing."""
+        return (self.info is not None and self.info.ended and self.info.missing == 0
+                and self.tracee_status is not None and self.tracee_status >= 0)
 
     @property
     def ok(self) -> bool:
@@ -587,8 +599,12 @@ def _check(r: PreloadCapture, timeout) -> None:
     if info is not None:
         if info.missing:
             w.append(f"{info.missing} call(s) are missing from the log (sequence numbers never written, last number "
-                     f"{info.last_seq}): the process lost its buffered records (killed, _exit, exec) or threads were "
-                     f"inside an allocator call when it exited")
+                     f"{info.last_seq}): the process lost buffered records (killed, or it called exit from a signal "
+                     f"handler) or threads were inside an allocator call when it exited")
+        if not info.ended and r.tracee_status is not None and r.tracee_status >= 0:
+            w.append("the log has no end mark: the process left without running the tracer's exit code (it was "
+                     "killed by SIGKILL from outside, or a process image it exec'ed without the tracer); calls made "
+                     "at the very end may be missing")
         if info.records == 0:
             w.append("the capture saw no allocator call: the program never allocates, or it has its own allocator "
                      "linked in (Go, a statically linked Rust/C++ allocator), which LD_PRELOAD cannot intercept")
