@@ -1,44 +1,61 @@
 """The whole front-to-back path: scenario file -> checked model -> C -> program."""
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence
 
-from ..scenario import checks
 from ..scenario.errors import Diagnostic, ScenarioError
-from ..scenario.parser import parse, parse_file
-from ..scenario.resolve import Resolved, resolve
 from . import build as builder
-from .codegen import ProbeC, render
-from .lower import lower
+
+# The front end (lark), the checks and the code generator (jinja2) are imported
+# where they are used: a build found in the cache needs none of them, and they
+# are most of a cached `scenc run`'s start-up.
+
+ALLOW_HUGE_HINT = ("forced with --allow-huge: the program runs under a memory limit "
+                   "(--memory-limit) and a run that reaches it is recorded as out of memory")
 
 
 @dataclass
 class Loaded:
-    resolved: Resolved
+    resolved: "Resolved"  # noqa: F821 (scenario.resolve, imported lazily)
     warnings: List[Diagnostic] = field(default_factory=list)
 
 
-def load(path, params: Optional[Mapping[str, object]] = None, source: Optional[str] = None) -> Loaded:
-    """Parse, resolve and check; raises ScenarioError listing every error."""
+def load(path, params: Optional[Mapping[str, object]] = None, source: Optional[str] = None,
+         allow_huge: bool = False) -> Loaded:
+    """Parse, resolve and check; raises ScenarioError listing every error.
+
+    With `allow_huge`, a scenario whose peak cannot fit in this machine's
+    memory (scenario/peak.py) is a warning instead of an error: the caller
+    takes it upon itself to hold the program to a memory limit.
+    """
+    from ..scenario import checks, peak
+    from ..scenario.parser import parse, parse_file
+    from ..scenario.resolve import resolve
     scenario = parse(source, str(path)) if source is not None else parse_file(path)
     resolved = resolve(scenario, params or {})
     found = checks.check(resolved)
+    if allow_huge:
+        found = [dataclasses.replace(d, severity="warning", hint=ALLOW_HUGE_HINT)
+                 if peak.is_machine_too_small(d) else d for d in found]
     errors = [d for d in found if d.severity == "error"]
     if errors:
         raise ScenarioError(errors, scenario.source)
     return Loaded(resolved, [d for d in found if d.severity == "warning"])
 
 
-def emit(path, params=None, probes: Sequence[ProbeC] = ()) -> str:
+def emit(path, params=None, probes: Sequence["ProbeC"] = ()) -> str:  # noqa: F821
+    from .codegen import render
+    from .lower import lower
     loaded = load(path, params)
     return render(lower(loaded.resolved, Path(path).resolve().parent), probes)
 
 
 def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
-          probes: Sequence[ProbeC] = (), extra_flags: Sequence[str] = (),
-          warn=None) -> builder.Build:
+          probes: Sequence["ProbeC"] = (), extra_flags: Sequence[str] = (),  # noqa: F821
+          warn=None, allow_huge: bool = False) -> builder.Build:
     """The program for a scenario, from the cache when nothing it depends on changed."""
     path = Path(path)
     try:
@@ -46,16 +63,21 @@ def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
     except (OSError, UnicodeDecodeError):
         source = None  # parse_file gives the positioned message
     params = dict(params or {})
+    # A forced build gets a key of its own, so that it never lets a later
+    # build without --allow-huge skip the check through the cache.
+    key_flags = tuple(extra_flags) + (("--allow-huge",) if allow_huge else ())
     if source is not None:
-        key = builder.scenario_key(source, path.resolve().parent, params, cc, extra_flags,
+        key = builder.scenario_key(source, path.resolve().parent, params, cc, key_flags,
                                    [p.name for p in probes])
         hit = builder.cached_build(key)
         if hit is not None:
             return hit
-    loaded = load(path, params)
+    from .codegen import render
+    from .lower import lower
+    loaded = load(path, params, allow_huge=allow_huge)
     if source is None:  # the file changed between the two reads
         key = builder.scenario_key(loaded.resolved.scenario.source, path.resolve().parent, params, cc,
-                                   extra_flags, [p.name for p in probes])
+                                   key_flags, [p.name for p in probes])
     if warn is not None:
         for w in loaded.warnings:
             warn(w.render(loaded.resolved.scenario.source))

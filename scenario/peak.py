@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import flow
 from . import nodes as n
-from .errors import Reporter
+from .errors import Diagnostic, Reporter
 from .machine import fmt_bytes, mem_total
 from .ranges import Ranges, scenario_dir
 from .resolve import PTR, Resolved, ThreadGroup
@@ -69,6 +69,19 @@ def estimate(resolved: Resolved, leaks: Dict[int, flow.FlowFacts]) -> PeakEstima
     return PeakEstimate(int(low), None if high == INF else int(high), by_group)
 
 
+_TOO_SMALL = "live at its peak but this machine has"   # in the error below and nowhere else
+
+
+def is_machine_too_small(d: Diagnostic) -> bool:
+    """Is this the error saying the scenario cannot fit in this machine's memory?
+
+    `scenc run --allow-huge` turns that one error into a warning (and runs the
+    program under a memory limit instead).
+    """
+    return d.severity == "error" and d.message.startswith("the scenario needs at least ") \
+        and _TOO_SMALL in d.message
+
+
 def check(resolved: Resolved, rep: Reporter, leaks: Dict[int, flow.FlowFacts]) -> None:
     mem = mem_total()
     if mem is None or not resolved.groups:
@@ -76,8 +89,8 @@ def check(resolved: Resolved, rep: Reporter, leaks: Dict[int, flow.FlowFacts]) -
     est = estimate(resolved, leaks)
     if est.low > mem:
         g, lo, _ = max(est.by_group, key=lambda t: t[0].count * t[1])
-        rep.error(g.node.pos, f"the scenario needs at least {fmt_bytes(est.low)} live at its peak but this "
-                  f"machine has {fmt_bytes(mem)}", f"thread {g.node.name}: {g.count} x {fmt_bytes(lo)} each")
+        rep.error(g.node.pos, f"the scenario needs at least {fmt_bytes(est.low)} {_TOO_SMALL} "
+                  f"{fmt_bytes(mem)}", f"thread {g.node.name}: {g.count} x {fmt_bytes(lo)} each")
     elif est.high is not None and est.high > mem:
         g, _, hi = max(est.by_group, key=lambda t: t[0].count * (t[2] or 0))
         rep.warning(g.node.pos, f"the scenario may need up to {fmt_bytes(est.high)} live at its peak but this "
