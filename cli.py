@@ -88,20 +88,41 @@ def cmd_build(args):
 
 
 def cmd_exec(args):
+    from . import memlimit
     from .compiler.pipeline import build
     from .report.execsummary import format_exec
     b = build(args.scenario, parse_params(args.param), cc=args.cc, extra_flags=sanitizer_flags(args),
-              warn=lambda m: print(m, file=sys.stderr))
-    proc = subprocess.run([str(b.binary)], stdout=subprocess.PIPE, text=True)
+              warn=lambda m: print(m, file=sys.stderr), allow_huge=args.allow_huge)
+    # ASan and TSan reserve terabytes of shadow memory, which RLIMIT_DATA counts.
+    limit = None if args.sanitize in ("address", "thread") else args.memory_limit
+    proc = subprocess.Popen([str(b.binary)], stdout=subprocess.PIPE, text=True)
+    over = memlimit.apply(proc.pid, limit) if limit is not None else None
+    if over is not None:
+        proc.kill()
+    out, _ = proc.communicate()
+    if over is not None:
+        print(f"scenc: out of memory: the scenario program already used {memlimit.fmt_bytes(over)} "
+              f"when its memory limit of {memlimit.describe(limit)} was set; killed", file=sys.stderr)
+        return EXIT_RUN
     if proc.returncode != 0:
         print(f"scenc: the scenario program failed with {_describe_status(proc.returncode)}", file=sys.stderr)
         return EXIT_RUN
-    result = json.loads(proc.stdout)
+    result = json.loads(out)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(format_exec(result))
+    failed = sum(t.get("failed", 0) for t in result["threads"])
+    if args.allow_huge and failed and limit is not None:
+        print(f"scenc: out of memory: {failed} allocations returned NULL under the memory limit of "
+              f"{memlimit.describe(limit)}", file=sys.stderr)
+        return EXIT_RUN
     return EXIT_OK
+
+
+def _memory_limit(text):
+    from .memlimit import parse_option
+    return parse_option(text)
 
 
 def _describe_status(code):
@@ -138,6 +159,12 @@ def build_parser():
     p = sub.add_parser("exec", help="build and run once under the default allocator")
     _add_build_options(p)
     p.add_argument("--json", action="store_true", help="print the program's raw JSON report")
+    p.add_argument("--memory-limit", type=_memory_limit, default="80%", metavar="SIZE",
+                   help="most memory the program may take (RLIMIT_DATA: 4G, 512M, 50%%, or none; "
+                        "default 80%% of this machine's); allocations beyond it return NULL")
+    p.add_argument("--allow-huge", action="store_true",
+                   help="run a scenario whose peak cannot fit in this machine's memory (an error "
+                        "otherwise), held to --memory-limit")
     p.set_defaults(func=cmd_exec)
 
     for register in _command_modules():

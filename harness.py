@@ -22,9 +22,25 @@ The work is split in three steps, each its own piece below:
 Warm-up runs are not measurements and are not saved when they succeed; a
 warm-up that fails is saved (round 0, "warmup": true) because the failure
 is a result. Statistics and tables live in report/.
+
+A run ends in one of these statuses (resultfile.RUN_STATUSES):
+* ok: the program did all the scenario says; its figures enter the statistics;
+* crashed, timeout, wrong-allocator: see make_record;
+* failed-allocs: the program finished, but some allocations returned NULL.
+  It is a failure, not "ok with a footnote": a NULL is not used, written or
+  freed, so the run did less work than the scenario and its time would make
+  a failing allocator look fast. The record keeps its figures (and the count
+  of failed calls), the statistics leave it out, the report says so;
+* out-of-memory: the run reached its memory limit (--memory-limit, see
+  memlimit.py), known because the scenario's own lower bound of live bytes
+  (scenario/peak.py) is above the limit, or because the program was already
+  over it when the limit was set;
+* interrupted runs (Ctrl-C, SIGTERM) are not saved at all: the file ends with
+  the last finished run, and `--resume` redoes the interrupted one.
 """
 
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -43,6 +59,10 @@ from .report import metrics as metric_defs
 from .report.progress import Progress, format_duration
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 3, 64, 130
+STATUS_WORDS = {"crashed": "crashed", "timeout": "timed out", "failed-allocs": "had failed allocations",
+                "out-of-memory": "ran out of memory", "wrong-allocator": "ran under the wrong allocator"}
+# Failures that repeat exactly in every run: no second try.
+DROP_AT_ONCE = ("timeout", "wrong-allocator", "out-of-memory")
 
 DEFAULT_RUNS = 10
 DEFAULT_WARMUP = 1
@@ -127,6 +147,7 @@ class Plan:
     time_budget_s: Optional[float] = None
     timeout_s: Optional[float] = None       # None: derived from each configuration's warm-up
     seed: int = 0                           # of the shuffles, not of the scenario
+    memory_limit: Optional[int] = None      # bytes of RLIMIT_DATA per run (memlimit.py); None: none
 
     @property
     def auto(self) -> bool:
@@ -190,6 +211,7 @@ class Plan:
             "time_budget_s": self.time_budget_s,
             "timeout_s": self.timeout_s,
             "seed": self.seed,
+            "memory_limit": self.memory_limit,
             "order": "every round runs each configuration once, shuffled with "
                      "random.Random(f'{seed}:{round}'); round 0 is the warm-up",
         }
@@ -202,7 +224,7 @@ class Plan:
             warmup=int(data["warmup"]), ci=float(data["ci"]),
             min_runs=int(data["min_runs"]), max_runs=int(data["max_runs"]),
             time_budget_s=data.get("time_budget_s"), timeout_s=data.get("timeout_s"),
-            seed=int(data["seed"]),
+            seed=int(data["seed"]), memory_limit=data.get("memory_limit"),
         )
 
     def round_order(self, round_: int, configs: Sequence[RunConfig]) -> List[RunConfig]:
@@ -237,6 +259,7 @@ class Outcome:
     stdout: str
     stderr: str
     timed_out: bool = False
+    over_limit: Optional[int] = None    # bytes in use when the memory limit was set, if over it
 
 
 class ProgramRunner:
@@ -249,9 +272,12 @@ class ProgramRunner:
 
     def __init__(self):
         self.interrupted = False
+        self.signal: Optional[int] = None     # the first signal that interrupted the session
         self._current: Optional[subprocess.Popen] = None
 
-    def run(self, argv: Sequence[str], env: Mapping[str, str], timeout_s: float) -> Outcome:
+    def run(self, argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
+            memory_limit: Optional[int] = None) -> Outcome:
+        from . import memlimit
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         t0 = time.perf_counter()
         proc = subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL,
@@ -259,8 +285,11 @@ class ProgramRunner:
                                 start_new_session=True)
         self._current = proc
         timed_out = False
+        over_limit = None
         try:
-            if self.interrupted:
+            if memory_limit is not None:
+                over_limit = memlimit.apply(proc.pid, memory_limit)
+            if self.interrupted or over_limit is not None:
                 self._kill(proc)
             out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -271,7 +300,8 @@ class ProgramRunner:
             self._current = None
         duration = time.perf_counter() - t0
         return Outcome(started, duration, proc.returncode,
-                       out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out)
+                       out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out,
+                       over_limit)
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
@@ -280,9 +310,11 @@ class ProgramRunner:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def interrupt(self, *_):
+    def interrupt(self, signum=None, _frame=None):
         """Signal handler for SIGINT/SIGTERM: stop the running program, finish cleanly."""
         self.interrupted = True
+        if self.signal is None and signum is not None:
+            self.signal = signum
         proc = self._current
         if proc is not None and proc.returncode is None:
             self._kill(proc)
@@ -295,11 +327,49 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def static_peak(source: str, filename: str, params: Mapping) -> Optional[int]:
+    """The scenario's lower bound of peak live bytes (scenario/peak.py), or None."""
+    from .scenario.checks import estimate_peak
+    from .scenario.errors import ScenarioError
+    from .scenario.parser import parse
+    from .scenario.resolve import resolve
+    try:
+        return estimate_peak(resolve(parse(source, filename), dict(params)))[0]
+    except (ScenarioError, OSError, ValueError):
+        return None  # it only explains a failure; a scenario that built parses
+
+
+def _allocation_calls(report: Mapping) -> int:
+    return sum(n for t in report.get("threads", []) for kind, n in t.get("ops", {}).items()
+               if kind != "free")
+
+
+def _blame_memory(record: dict, memory_limit: Optional[int], peak_needed, what: str) -> None:
+    """A crash or NULLs under a memory limit the scenario cannot fit in: out of memory."""
+    from .scenario.machine import fmt_bytes
+    if memory_limit is None or peak_needed is None:
+        return
+    needs = peak_needed()
+    if needs is None or needs < memory_limit:
+        # The limit may still be the cause (a scenario's upper bound can be above
+        # it), or the allocator failed by itself: the record does not guess.
+        return
+    record.update(status="out-of-memory",
+                  problem=f"the scenario needs at least {fmt_bytes(needs)} live, more than the "
+                          f"memory limit of {fmt_bytes(memory_limit)} per run (--memory-limit): {what}")
+
+
 def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
-                timeout_s: float, warmup: bool = False, run_dir: Optional[Path] = None) -> dict:
-    """The saved record of one run, with its status decided from what the program did."""
+                timeout_s: float, warmup: bool = False, run_dir: Optional[Path] = None,
+                memory_limit: Optional[int] = None, peak_needed=None) -> dict:
+    """The saved record of one run, with its status decided from what the program did.
+
+    `peak_needed()` gives the scenario's lower bound of live bytes; it is only
+    called to explain a failure under `memory_limit`.
+    """
     from . import allocators as allocator_registry
     from . import probes
+    from .scenario.machine import fmt_bytes
     record = {
         "allocator": config.allocator,
         "params": config.params_dict,
@@ -316,6 +386,11 @@ def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
         "duration_s": round(outcome.duration_s, 6),
         "problem": None,
     }
+    if outcome.over_limit is not None:
+        record.update(status="out-of-memory", exit_code=None,
+                      problem=f"it already used {fmt_bytes(outcome.over_limit)} when its memory limit "
+                              f"of {fmt_bytes(memory_limit or 0)} was set; killed (process group)")
+        return record
     if outcome.timed_out:
         record.update(status="timeout", exit_code=None,
                       problem=f"no result after {timeout_s:g} s; killed (process group)")
@@ -323,9 +398,11 @@ def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
     if outcome.returncode is not None and outcome.returncode < 0:
         record.update(status="crashed", signal=signal_name(-outcome.returncode), exit_code=None,
                       problem=f"killed by {signal_name(-outcome.returncode)}")
+        _blame_memory(record, memory_limit, peak_needed, f"it was {record['problem']}")
         return record
     if outcome.returncode != 0:
         record.update(status="crashed", problem=f"exit status {outcome.returncode}")
+        _blame_memory(record, memory_limit, peak_needed, f"it ended with {record['problem']}")
         return record
     try:
         report = json.loads(outcome.stdout)
@@ -344,6 +421,14 @@ def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
     if not allocator_registry.provider_matches(allocator, record["provider"]):
         record.update(status="wrong-allocator",
                       problem=allocator_registry.explain_mismatch(allocator, record["provider"]))
+        return record
+    failed = int(record["metrics"].get("failed_allocs") or 0)
+    if failed:
+        nulls = f"{failed} of {_allocation_calls(report)} allocation calls returned NULL"
+        record.update(status="failed-allocs",
+                      problem=f"{nulls}, so the run did less work than the scenario; its figures "
+                              f"are left out of the statistics")
+        _blame_memory(record, memory_limit, peak_needed, nulls)
     return record
 
 
@@ -375,6 +460,7 @@ class Session:
         self.stop_reason: Optional[str] = None
         self.runs_this_session = 0
         self._notes_shown: set = set()
+        self._peaks: Dict[str, Optional[int]] = {}
         self._restore(result.runs)
 
     # -- state from records (a resumed file)
@@ -397,11 +483,14 @@ class Session:
                 st.durations.append(record["duration_s"])
             return
         st.failures_in_row += 1
-        if record["status"] in ("timeout", "wrong-allocator"):
-            st.dropped = f"{record['status']} ({record.get('problem') or ''})"
-        elif st.failures_in_row >= CRASHES_BEFORE_DROP or record.get("warmup"):
-            # A program that crashes before it is even warm has nothing to measure.
-            st.dropped = f"crashed {st.failures_in_row} time(s) in a row ({record.get('problem') or ''})"
+        status = STATUS_WORDS.get(record["status"], record["status"])
+        if record["status"] in DROP_AT_ONCE:
+            st.dropped = f"it {status}, and every further run would do the same"
+        elif record.get("warmup"):
+            # A program that fails before it is even warm has nothing to measure.
+            st.dropped = f"its warm-up run {status}"
+        elif st.failures_in_row >= CRASHES_BEFORE_DROP:
+            st.dropped = f"it {status} {st.failures_in_row} times in a row"
 
     # -- timing
 
@@ -467,12 +556,14 @@ class Session:
             run_dir.mkdir(parents=True, exist_ok=True)
             env.update(probes.environment(config.probe_set, run_dir))
         env = allocator.preload_env(env)
-        outcome = self.runner.run([str(self.programs[config.program_key])], env, timeout)
+        outcome = self.runner.run([str(self.programs[config.program_key])], env, timeout,
+                                  self.plan.memory_limit)
         if self.runner.interrupted:
             if run_dir:
                 rundata.discard(run_dir)
             return None
-        record = make_record(config, allocator, round_, outcome, timeout, warmup, run_dir)
+        record = make_record(config, allocator, round_, outcome, timeout, warmup, run_dir,
+                             self.plan.memory_limit, lambda: self._peak_needed(config))
         if run_dir:
             # The first good measured run keeps its files for the pictures and
             # `scenc play`; the others' are large and already summed up.
@@ -499,6 +590,14 @@ class Session:
             self._report_failure(config, record, warmup)
         return record
 
+    def _peak_needed(self, config: RunConfig) -> Optional[int]:
+        key = params_key(config.params_dict)
+        if key not in self._peaks:
+            header = self.result.header
+            self._peaks[key] = static_peak(header["source"], header.get("scenario_path") or "scenario",
+                                           config.params_dict)
+        return self._peaks[key]
+
     def _report_failure(self, config: RunConfig, record: Mapping, warmup: bool) -> None:
         what = "warm-up run" if warmup else f"run {record['round']}"
         status = record["status"]
@@ -507,7 +606,8 @@ class Session:
                                f"{record['problem']}. Recorded as wrong-allocator, not as "
                                f"{config.allocator}.")
         else:
-            self.progress.note(f"scenc: {what} of {config.label()} {status}: {record['problem']}")
+            self.progress.note(f"scenc: {what} of {config.label()} {STATUS_WORDS.get(status, status)}: "
+                               f"{record['problem']}")
             tail = record["stderr_tail"].strip().splitlines()[-3:]
             for line in tail:
                 self.progress.note(f"    stderr: {line[:200]}")
@@ -695,22 +795,36 @@ def register(subparsers) -> None:
     p.add_argument("--plots", metavar="DIR", help="also draw plots (PNG and SVG) into DIR")
     p.add_argument("--all-metrics", action="store_true", help="tables for every metric, not only "
                    "wall time and peak RSS")
+    p.add_argument("--memory-limit", type=_memory_limit_option, metavar="SIZE", default=_NO_LIMIT_GIVEN,
+                   help="most memory a run may take (RLIMIT_DATA: 4G, 512M, 50%%, or none; default "
+                        "80%% of this machine's); a run that reaches it is recorded as out of memory")
+    p.add_argument("--allow-huge", action="store_true",
+                   help="run a scenario whose peak cannot fit in this machine's memory (an error "
+                        "otherwise); each run is held to --memory-limit")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress, only the result")
     p.set_defaults(func=cmd_run)
 
 
-def _preload_scipy() -> threading.Thread:
-    """Import scipy.stats while builds, allocator look-ups and warm-ups go on.
+def _memory_limit_option(text: str):
+    from . import memlimit
+    return memlimit.parse_option(text)
 
-    It takes most of a second and is needed at the end; doing it meanwhile
-    keeps it off the critical path. The thread is joined before the first
-    measured run, so it never competes with a measurement for a CPU (a warm-up
-    is not one: it only has to run the program once, and its duration only
-    sets the timeout, generously).
+
+_NO_LIMIT_GIVEN = object()  # --memory-limit absent (None is "--memory-limit none")
+
+
+def _preload_scipy() -> threading.Thread:
+    """Import numpy and scipy.special (what stats.py needs) while builds and warm-ups go on.
+
+    Together they take a few hundred milliseconds and are needed at the end;
+    doing it meanwhile keeps them off the critical path. The thread is joined
+    before the first measured run, so it never competes with a measurement
+    for a CPU (a warm-up is not one: it only has to run the program once, and
+    its duration only sets the timeout, generously).
     """
     def work():
         try:
-            import scipy.stats  # noqa: F401
+            import scipy.special  # noqa: F401
         except Exception:
             pass
     thread = threading.Thread(target=work, name="scenc-preload", daemon=True)
@@ -755,11 +869,17 @@ def _allocators_from_header(header: Mapping) -> Dict[str, object]:
     return chosen
 
 
-def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progress: Progress) -> Dict:
+_HUGE_HINT = ("to run it anyway, add --allow-huge: each run is then held to --memory-limit "
+              "(default 80% of this machine's memory) and recorded as out of memory if it reaches it")
+
+
+def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progress: Progress,
+                    allow_huge: bool = False) -> Dict:
     """Every program a plan needs, before any run: a build error stops everything early."""
     from . import probes
     from .compiler.pipeline import build
     from .scenario.errors import ScenarioError
+    from .scenario.peak import is_machine_too_small
     programs = {}
     for params in param_sets:
         for probe_set in probe_sets:
@@ -767,10 +887,14 @@ def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progre
             t0 = time.perf_counter()
             try:
                 b = build(scenario_path, params, cc=cc, probes=probes.c_parts(probe_set),
-                          warn=progress.note if not programs else None)
-            except ScenarioError:
+                          warn=progress.note if not programs else None, allow_huge=allow_huge)
+            except ScenarioError as exc:
                 if len(param_sets) > 1:
                     progress.note(f"scenc: with {params_label(params)}:")
+                if any(is_machine_too_small(d) for d in exc.diagnostics):
+                    raise ScenarioError([dataclasses.replace(d, hint=f"{d.hint}; {_HUGE_HINT}")
+                                         if is_machine_too_small(d) else d for d in exc.diagnostics],
+                                        exc.source) from None
                 raise
             programs[key] = b.binary
             probe_label = f" [{probe_set}]" if probe_set != DEFAULT_PROBE_SET else ""
@@ -858,7 +982,8 @@ def _prepare_new(args, progress):
         # dpkg; the builds (mostly a cache look-up) go on meanwhile.
         looked_up = pool.submit(_resolve_allocators, args)
         try:
-            programs = _build_programs(scenario_path, param_sets, probe_plan.probe_sets, cc, progress)
+            programs = _build_programs(scenario_path, param_sets, probe_plan.probe_sets, cc, progress,
+                                       allow_huge=args.allow_huge)
         except BaseException:
             looked_up.result()  # an unusable allocator is the first thing to fix
             raise
@@ -871,10 +996,13 @@ def _prepare_new(args, progress):
         ci=args.ci or DEFAULT_CI, min_runs=min_runs, max_runs=max_runs,
         time_budget_s=args.time_budget, timeout_s=args.timeout,
         seed=args.seed if args.seed is not None else random.SystemRandom().randrange(2**31),
+        memory_limit=_memory_limit(args),
     )
     progress.info(f"plan: {plan.describe()}")
+    _tell_memory_limit(args, plan, progress)
     header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
     header["probe_plan"] = probe_plan.to_json()
+    header["allow_huge"] = bool(args.allow_huge)
     output = Path(args.output) if args.output else _default_output(header["scenario"])
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -916,23 +1044,97 @@ def _prepare_resume(args, progress):
         plan.timeout_s = args.timeout
     if args.time_budget is not None:
         plan.time_budget_s = args.time_budget
+    if args.memory_limit is not _NO_LIMIT_GIVEN or "memory_limit" not in header["plan"]:
+        plan.memory_limit = _memory_limit(args)  # given now, or a file from before the limit
+    allow_huge = bool(header.get("allow_huge") or args.allow_huge)
     progress.info(f"resuming {args.resume}: {len(result.runs)} runs saved; plan: {plan.describe()}")
+    _tell_memory_limit(args, plan, progress, allow_huge)
     programs = _build_programs(scenario_path, plan.param_sets, plan.probe_sets,
-                               header.get("cc") or "gcc", progress)
+                               header.get("cc") or "gcc", progress, allow_huge=allow_huge)
     return result, plan, allocators, programs
+
+
+def _memory_limit(args) -> Optional[int]:
+    from . import memlimit
+    return memlimit.default() if args.memory_limit is _NO_LIMIT_GIVEN else args.memory_limit
+
+
+def _tell_memory_limit(args, plan: Plan, progress: Progress, allow_huge: Optional[bool] = None) -> None:
+    from . import memlimit
+    if allow_huge is None:
+        allow_huge = args.allow_huge
+    if allow_huge or args.memory_limit is not _NO_LIMIT_GIVEN:
+        progress.info(f"memory limit per run: {memlimit.describe(plan.memory_limit)}")
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM before the runs start (afterwards ProgramRunner.interrupt handles them)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal_name(signum))
+        self.signum = signum
+
+
+def _raise_interrupted(signum, _frame):
+    raise Interrupted(signum)
+
+
+def _cannot_go_on(exc: OSError, result, progress: Progress) -> int:
+    """A run could not be saved (disk full, file removed ...): what is on disk is still valid."""
+    import errno
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    reason = "the disk is full" if full else "the file system refused"
+    where = exc.filename or result.path
+    saved = sum(1 for r in result.runs if not r.get("warmup"))
+    try:
+        result.set_status("interrupted")
+        stale = ""
+    except OSError:
+        stale = (" (its header still says \"running\": there was no room to rewrite it; "
+                 "--resume works all the same)")
+    progress.note(f"scenc: cannot save to {where}: {reason} ({exc.strerror or exc}).\n"
+                  f"scenc: the {saved} runs finished before are saved in {result.path}{stale}.\n"
+                  f"scenc: {'make room, then ' if full else ''}continue with: "
+                  f"scenc run --resume {result.path}")
+    return EXIT_RUN_FAILED
 
 
 def cmd_run(args) -> int:
     progress = Progress(quiet=args.quiet)
-    preload = _preload_scipy()
-    if args.resume:
-        result, plan, allocators, programs = _prepare_resume(args, progress)
-    else:
-        result, plan, allocators, programs = _prepare_new(args, progress)
+    # Until the runs start, SIGTERM stops scenc as Ctrl-C does: cleanly, with a sentence.
+    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        preload = _preload_scipy()
+        try:
+            if args.resume:
+                prepared = _prepare_resume(args, progress)
+            else:
+                prepared = _prepare_new(args, progress)
+        except OSError as exc:
+            progress.note(f"scenc: cannot start: {exc.strerror or exc}"
+                          f"{f' ({exc.filename})' if exc.filename else ''}")
+            return EXIT_RUN_FAILED
+        status = _run_session(args, progress, preload, *prepared)
+    except Interrupted as exc:
+        progress.close()
+        progress.note(f"scenc: interrupted by {signal_name(exc.signum)} before any run")
+        return 128 + exc.signum
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if status is not None:
+        return status
+    return finish(prepared[0], args, progress)
 
+
+def _run_session(args, progress, preload, result, plan, allocators, programs) -> Optional[int]:
+    """Every run of the plan; an exit status if it ended early, None when complete."""
     runner = ProgramRunner()
     session = Session(plan, allocators, programs, result, progress, runner)
-    previous = {s: signal.signal(s, runner.interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    # From here a signal only stops the program running and ends the session
+    # between runs, so it never lands in the middle of saving one.
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, runner.interrupt)
     try:
         if result.status != "running":
             result.set_status("running")
@@ -946,28 +1148,24 @@ def cmd_run(args) -> int:
                           f"about {format_duration(session.eta())}")
         finished = finished and session.measure()
     except OSError as exc:
-        # Disk full, result file removed ...: what was saved is still valid.
         progress.close()
-        progress.note(f"scenc: cannot go on: {exc}\n"
-                      f"scenc: the runs saved so far are in {result.path}; "
-                      f"continue with: scenc run --resume {result.path}")
-        return EXIT_RUN_FAILED
+        return _cannot_go_on(exc, result, progress)
     finally:
         progress.close()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
     if not finished:
         result.set_status("interrupted")
         measured = sum(1 for r in result.runs if not r.get("warmup"))
-        progress.note(f"scenc: interrupted; {measured} finished runs are saved in {result.path}\n"
+        signum = runner.signal or signal.SIGINT
+        progress.note(f"scenc: interrupted by {signal_name(signum)}; {measured} finished runs are "
+                      f"saved in {result.path}\n"
                       f"scenc: continue with: scenc run --resume {result.path}")
-        return EXIT_INTERRUPTED
+        return 128 + signum
     result.set_status("complete")
     if session.stop_reason:
         progress.note(f"scenc: stopped early: {session.stop_reason}")
     result.close()
-    return finish(result, args, progress)
+    return None
 
 
 def finish(result, args, progress) -> int:

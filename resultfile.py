@@ -54,7 +54,7 @@ FORMAT_DESCRIPTION = (
     "JSON Lines: this header, then one run record per line "
     "(a trailing line without a newline is an unfinished write and is ignored)"
 )
-RUN_STATUSES = ("ok", "crashed", "timeout", "wrong-allocator")
+RUN_STATUSES = ("ok", "crashed", "timeout", "wrong-allocator", "failed-allocs", "out-of-memory")
 FILE_STATUSES = ("running", "interrupted", "complete")
 
 PathLike = Union[str, "os.PathLike[str]"]

@@ -56,9 +56,10 @@ class Verdict:
         if c.significant:
             return f"{self.word}: " + c.sentence(self.best, self.runner_up, m.word) \
                 .replace(f" than {self.runner_up} ", f" than the runner-up, {self.runner_up} ")
-        interval = "–".join(f"{v:.2f}" for v in c.ratio_ci) if c.ratio_ci else "ratio interval unbounded"
+        interval = (f"ratio {'–'.join(f'{v:.2f}' for v in c.ratio_ci)}" if c.ratio_ci
+                    else "ratio interval unbounded")
         return (f"{self.word}: {self.best} by its mean, but not significantly ahead of "
-                f"{self.runner_up} ({self.best}/{self.runner_up} ratio {interval})")
+                f"{self.runner_up} ({self.best}/{self.runner_up} {interval})")
 
     def to_json(self) -> dict:
         return {"metric": self.metric, "word": self.word, "best": self.best,

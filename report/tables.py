@@ -124,18 +124,32 @@ def _block_title(analysis, block) -> str:
     return f"== {analysis.scenario}{' ' + params if params else ''}{probe} =="
 
 
+# What a failed run did, for people; none of these runs is in the statistics.
+_FAILED_RUNS = {
+    "crashed": "crashed",
+    "timeout": "timed out",
+    "wrong-allocator": "ran under the wrong allocator",
+    "failed-allocs": "finished with failed allocations",
+    "out-of-memory": "ran out of memory",
+}
+# Failures that make the allocator's name in the table a lie or hide a limit: shouted.
+_LOUD = {"wrong-allocator": "WRONG ALLOCATOR", "out-of-memory": "OUT OF MEMORY"}
+
+
 def _failure_lines(block) -> List[str]:
     lines = []
     for a in block.allocators:
         if not a.failures:
             continue
-        what = ", ".join(f"{n} {status}" for status, n in a.failures.items())
-        loud = "WRONG ALLOCATOR: " if "wrong-allocator" in a.failures else ""
-        lines.append(f"  {loud}{a.name}: {what} run(s) — {'; '.join(a.problems) or 'no detail'}")
+        what = ", ".join(f"{n} run{'s' * (n != 1)} {_FAILED_RUNS.get(status, status)}"
+                         for status, n in a.failures.items())
+        loud = "".join(f"{word}: " for status, word in _LOUD.items() if status in a.failures)
+        lines.append(f"  {loud}{a.name}: {what} — {'; '.join(a.problems) or 'no detail'}")
         tail = [l for l in a.stderr_tail.strip().splitlines() if l.strip()][-3:]
         for line in tail:
             lines.append(f"      stderr: {line[:160]}")
     for a in block.allocators:
+        # Result files from before "failed-allocs" was a status of its own.
         failed = a.samples.get("failed_allocs", [])
         if any(failed):
             lines.append(f"  {a.name}: allocations returned NULL in {sum(1 for v in failed if v)} of "
