@@ -182,7 +182,8 @@ def _thread_high(resolved: Resolved, g: ThreadGroup, ranges: Ranges, sizes: _Obj
         runs = INF if runs is None else runs
         if isinstance(st, n.Pool):
             slots = const_or_none(st.size, params)
-            total += (INF if slots is None else max(0, slots)) * sizes.pool_max.get((id(g), st.name), 0)
+            # _times: a pool of unknown size whose slots hold nothing is 0, not inf x 0 = NaN
+            total += _times(INF if slots is None else max(0, slots), sizes.pool_max.get((id(g), st.name), 0))
         elif isinstance(st, n.Assign):
             if id(st) in leaks.overwrites:
                 total += _times(runs, sizes.var_max.get((id(g), st.target.id), 0))
