@@ -263,7 +263,7 @@ class _Lowerer:
             return f"(-{self.expr(e.operand, pre)})"
         if isinstance(e, n.BinOp):
             left, right = self.expr(e.left, pre), self.expr(e.right, pre)
-            if e.op in "/%" and not right.startswith("INT64_C("):
+            if e.op in "/%" and (not right.startswith("INT64_C(") or right == "INT64_C(-1)"):
                 fn = "scn_div" if e.op == "/" else "scn_mod"
                 return f"{fn}({left}, {right}, {e.pos.line})"
             return f"({left} {e.op} {right})"

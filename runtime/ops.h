@@ -16,11 +16,13 @@ static inline int64_t scn_now_ns(void) {
 /* Division by a value known only at run time: a scenario mistake, not a crash. */
 static inline int64_t scn_div(int64_t a, int64_t b, int line) {
   if (b == 0) scn_die("division by zero (scenario line %d)", line);
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);  /* INT64_MIN / -1 traps (SIGFPE) */
   return a / b;
 }
 
 static inline int64_t scn_mod(int64_t a, int64_t b, int line) {
   if (b == 0) scn_die("division by zero (scenario line %d)", line);
+  if (b == -1) return 0;  /* INT64_MIN % -1 traps too */
   return a % b;
 }
 
