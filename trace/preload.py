@@ -74,9 +74,9 @@ from ..compiler.build import (RUNTIME, WARNINGS, BuildError, _compiler_identity,
                               find_compiler)
 from .capture import CaptureError, inspect_elf
 from .events import ALLOC_KINDS, FREE_KINDS, REALLOC_KINDS, AllocEvent
-from .ltrace import TraceFormatError
+from .ltrace import ParseReport, TraceFormatError
 
-__all__ = ["capture_preload", "parse_preload_log", "tracer_library", "PreloadCapture", "PreloadLog",
+__all__ = ["capture_preload", "parse_preload_log", "is_preload_log", "tracer_library", "PreloadCapture", "PreloadLog",
            "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD"]
 
 MAGIC = b"SCNTRACE"
@@ -203,6 +203,19 @@ class PreloadLog:
 
     def close(self):
         self._events.close()
+
+    @property
+    def report(self) -> ParseReport:
+        """A ParseReport saying what it can about this log, for TraceStats and format_trace_stats (which
+        were written for ltrace logs: 'lines' are records; set exit_status from the capture if known)."""
+        info = self.info
+        rep = ParseReport(self.path)
+        rep.lines = rep.events = info.records
+        rep.threads = set(info.threads)
+        rep.has_timestamps = rep.has_durations = True
+        if info.ended:
+            rep.exits[info.pid] = "exited"
+        return rep
 
     # ---------------------------------------------------------------- pass 1
     def _error(self, record: int, message: str):
@@ -405,6 +418,15 @@ def _event(r, base: int) -> AllocEvent:
                       dur / 1e9)
 
 
+def is_preload_log(path) -> bool:
+    """Does the file start like a tracer log (so `scenc trace-stats` can pick the right reader)?"""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
 def parse_preload_log(path, block_records: int = 256) -> PreloadLog:
     """The AllocEvents of a tracer log, in global sequence order (see the module doc).
 
@@ -510,8 +532,12 @@ def _resolve_program(argv: Sequence[str], cwd) -> tuple:
                            f"tracer in")
     if not elf.dynamic:
         raise CaptureError(f"{prog} ({real}) is statically linked (no dynamic section): an LD_PRELOAD tracer cannot "
-                           f"interpose its malloc. Rebuild it without -static, or capture with --method ltrace "
-                           f"(which cannot trace it either) ")
+                           f"interpose its malloc (nor can ltrace). Rebuild it without -static")
+    with open(real, "rb") as f:
+        bits = {1: 32, 2: 64}.get(f.read(5)[4:5][0], 0)
+    if bits != 8 * struct.calcsize("P"):
+        raise CaptureError(f"{prog} ({real}) is a {bits}-bit program; the tracer is built for this machine's "
+                           f"{8 * struct.calcsize('P')}-bit ABI and the loader would refuse it")
     mode = os.stat(real).st_mode
     if mode & (stat.S_ISUID | stat.S_ISGID):
         raise CaptureError(f"{prog} ({real}) is setuid/setgid: the dynamic loader ignores LD_PRELOAD for it. "
@@ -543,6 +569,9 @@ def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, st
         raise ValueError("empty command")
     path, _elf = _resolve_program(argv, cwd)
     library = tracer_library(cc)
+    if any(c in str(library) for c in " :"):
+        raise CaptureError(f"the tracer's path {library} contains a space or a colon, which LD_PRELOAD cannot "
+                           f"carry; set SCENC_CACHE to a folder without them")
     out = Path(out_path).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     for old in [out] + _child_logs(out):     # the tracer never writes over a log (O_EXCL)
