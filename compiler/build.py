@@ -75,9 +75,11 @@ _DATA_REFS = re.compile(r'(?:histogram\s*\(\s*|replay\s+)"((?:[^"\\\n]|\\.)*)"')
 
 
 def scenario_key(source: str, base_dir: Path, params: Mapping[str, object], cc: str,
-                 flags: Sequence[str], probes: Sequence[str]) -> str:
+                 flags: Sequence[str], probes: Sequence[str], file_name: str = "") -> str:
     h = hashlib.sha256()
     h.update(source.encode())
+    # The file's name is in the program too: a scenario without `scenario "..."` is named after it.
+    h.update(b"\0" + file_name.encode("utf-8", "surrogateescape"))
     for ref in _DATA_REFS.findall(source):
         ref = ref.replace('\\"', '"').replace("\\\\", "\\")  # as the parser reads the string
         try:

@@ -34,7 +34,7 @@ def c_string(text: str) -> str:
             # inside a C comment too (the template quotes region names in one).
             out.append(ch)
         else:
-            for byte in ch.encode("utf-8"):
+            for byte in ch.encode("utf-8", "surrogateescape"):  # a file name's undecodable bytes
                 out.append(f"\\{byte:03o}")
     out.append('"')
     return "".join(out)

@@ -68,7 +68,7 @@ def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
     key_flags = tuple(extra_flags) + (("--allow-huge",) if allow_huge else ())
     if source is not None:
         key = builder.scenario_key(source, path.resolve().parent, params, cc, key_flags,
-                                   [p.name for p in probes])
+                                   [p.name for p in probes], path.name)
         hit = builder.cached_build(key)
         if hit is not None:
             return hit
@@ -77,7 +77,7 @@ def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
     loaded = load(path, params, allow_huge=allow_huge)
     if source is None:  # the file changed between the two reads
         key = builder.scenario_key(loaded.resolved.scenario.source, path.resolve().parent, params, cc,
-                                   key_flags, [p.name for p in probes])
+                                   key_flags, [p.name for p in probes], path.name)
     if warn is not None:
         for w in loaded.warnings:
             warn(w.render(loaded.resolved.scenario.source))

@@ -315,6 +315,8 @@ def _assemble(decls, filename: str, source: str) -> n.Scenario:
         raise ScenarioError(errors, source)
     if name is None:
         name = Path(filename).stem if filename and not filename.startswith("<") else "scenario"
+        # A file name need not be UTF-8; the name goes into a JSON report, which must be.
+        name = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return n.Scenario(name=name, seed=seed, params=tuple(params), channels=tuple(channels),
                       threads=tuple(threads), replays=tuple(replays), leaks=leaks,
                       filename=filename, source=source)
