@@ -112,8 +112,12 @@ def main(argv=None) -> int:
         data, tame = make_input(c, kind, seed_texts)
         case.write_bytes(data)
         tally.tried += 1
+        params = scn_gen.param_overrides(c, data.decode("utf-8", "replace")) \
+            if kind == "generated" and rng.random() < 0.2 else {}
+        if params:
+            tame = False  # a million iterations may be what the override asks for
         try:
-            out = oracle.front_end(case)
+            out = oracle.front_end(case, params)
             if out.accepted:
                 tally.accepted += 1
                 group = "tame" if tame else "wild"
@@ -135,7 +139,7 @@ def main(argv=None) -> int:
                     cli_check(case)
         except oracle.Finding as exc:
             tally.crashed += 1
-            path = save(args.save, kind, data, str(exc))
+            path = save(args.save, kind, data, (f"--param {params}\n" if params else "") + str(exc))
             tally.crashes.append(str(path))
             first = str(exc).strip().splitlines()[-1][:160] if str(exc).strip() else "?"
             print(f"CRASH ({kind}) saved to {path}: {first}", flush=True)

@@ -102,6 +102,15 @@ def test_generated_programs_end_in_c_or_a_positioned_error(workdir, program):
     oracle.front_end(write_case(workdir, program.text))
 
 
+@settings(max_examples=60, **FUZZ)
+@given(st.data())
+def test_param_overrides_end_in_c_or_a_positioned_error(workdir, data):
+    # --param values the scenario never saw: 0, -1, 1e30, 2^70, fractions, unknown names.
+    c = HypothesisChooser(data.draw)
+    program = scn_gen.generate(c)
+    oracle.front_end(write_case(workdir, program.text), scn_gen.param_overrides(c, program.text))
+
+
 @settings(max_examples=200, **FUZZ)
 @given(mutants())
 def test_mutated_examples_end_in_c_or_a_positioned_error(workdir, text):
@@ -141,7 +150,11 @@ def test_tame_programs_compile_with_gcc_and_clang_and_run(workdir, program):
     for cc in ("gcc", "clang"):
         binary = oracle.compile_c(out.c_text, cc)
         result = oracle.run_program(binary, out.scenario_name)
-        assert result.returncode in (0, 3)
+        assert result.returncode == 0, result.stderr  # tame: no index or division mistakes either
+        threads = result.report["threads"]
+        # Every send of a tame program is matched by a receive, and no allocation fails.
+        assert sum(t["sends"] for t in threads) == sum(t["recvs"] for t in threads)
+        assert all(t["failed"] == 0 for t in threads)
 
 
 @settings(max_examples=4, **FUZZ)

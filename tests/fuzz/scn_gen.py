@@ -486,3 +486,16 @@ class _Gen:
 def generate(c: Chooser, wild: Optional[bool] = None) -> Generated:
     """One scenario program, wild or tame as asked (by default either, a third of them wild)."""
     return _Gen(c, wild).program()
+
+
+OVERRIDE_VALUES = (0, 1, 2, 3, -1, 0.5, 1e30, 2 ** 63, 2 ** 70, 1 << 20, 7.0)
+
+
+def param_overrides(c: Chooser, text: str) -> Dict[str, object]:
+    """`--param` overrides for a program: its own params (or one it lacks) set to odd values."""
+    import re
+    names = re.findall(r"\bparam\s+([A-Za-z_][A-Za-z0-9_]*)", text) + ["no_such_param"]
+    out = {}
+    for _ in range(c.int(1, 2)):
+        out[c.pick(names)] = c.pick(OVERRIDE_VALUES)
+    return out
