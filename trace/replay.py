@@ -47,6 +47,7 @@ class ReplayReport:
     slots: int = 0
     degraded: Counter = field(default_factory=Counter)
     degraded_lines: Dict[str, List[int]] = field(default_factory=lambda: defaultdict(list))
+    trace_kinds: Counter = field(default_factory=Counter)        # calls by their captured kind
 
     def note(self, what: str, line: int) -> None:
         self.degraded[what] += 1
@@ -93,6 +94,7 @@ def convert_events(events: Iterable[AllocEvent], ops_path) -> ReplayReport:
     live_bytes = 0
     try:
         for ev in events:
+            report.trace_kinds[ev.kind] += 1
             kind = REPLAY_KIND.get(ev.kind)
             if kind is None:
                 report.note(f"unsupported call {ev.kind}", ev.line)

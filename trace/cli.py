@@ -1,0 +1,371 @@
+"""`scenc capture`, `scenc trace-stats`, `scenc convert`: from a real program to a scenario.
+
+    scenc capture -o app.ltrace -- ./app --its --args     # ltrace (default) or --method preload
+    scenc trace-stats app.ltrace [--json]                  # an ltrace log or a tracer log
+    scenc convert app.ltrace -o app.scn                    # exact replay (app.ops beside it)
+    scenc convert app.ltrace --model -o app-model.scn      # fitted model (trace/model.py)
+
+Exit status: 0 done; 1 done, but the capture is incomplete (capture,
+trace-stats) or saw nothing; 2 the input cannot be used (not a log, no such
+program, nothing to convert). A capture cut short by a crash still converts:
+the command says what was lost and exits 0.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .events import ANOMALY_KINDS
+from .ltrace import ParseReport, TraceFormatError, parse_file
+
+EXIT_OK, EXIT_INCOMPLETE, EXIT_UNUSABLE = 0, 1, 2
+PRELOAD_MAGIC = b"SCNTRACE"
+
+
+class TraceInputError(Exception):
+    """A file or program the trace commands cannot use; the message says why."""
+
+
+# --------------------------------------------------------------------------- reading either log format
+class TraceSource:
+    """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(len(PRELOAD_MAGIC))
+        except OSError as e:
+            raise TraceInputError(f"{path}: {e.strerror.lower() if e.strerror else e}") from None
+        if self.path.is_dir():
+            raise TraceInputError(f"{path}: is a directory, not a capture")
+        self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
+        if self.format == "preload":
+            from .preload import parse_preload_log
+            log = parse_preload_log(self.path)      # indexes the file: format errors raise here
+            self.events = log
+            self.report = log.report
+            info = log.info
+            if info.missing:                        # records lost: the figures cover what was written
+                self.report.pending_at_end = info.missing
+                self.report.anomaly_counts["records-missing"] = info.missing
+        else:
+            self.events = parse_file(self.path)
+            self.report = self.events.report
+
+    def losses(self) -> list:
+        """Plain sentences: what the capture lost or could not show (empty for a complete capture)."""
+        rep = self.report
+        if self.format == "preload":
+            info = self.events.info
+            out = []
+            if info.missing:
+                out.append(f"{info.missing} call(s) are missing from the tracer log (sequence numbers never written, "
+                           f"last number {info.last_seq}): records still buffered when the process was killed")
+            if not info.ended:
+                out.append("the tracer log has no end mark: the process was killed, or exec'ed a program without "
+                           "the tracer; the calls its threads still had buffered are lost")
+            return out
+        out = []
+
+        def first(kind):
+            lines = rep.first_lines(kind)
+            return f" (first at line {lines[0]})" if lines else ""
+        if rep.killed_by:
+            out.append(f"the program was killed by {rep.killed_by}{first('tracee-crashed')}: whatever it would have "
+                       f"done after that is not in the log")
+        if rep.count("unexpected-breakpoint"):
+            out.append(f"ltrace lost {rep.count('unexpected-breakpoint')} breakpoint(s){first('unexpected-breakpoint')}"
+                       f": calls made at those moments were not recorded")
+        if rep.count("unfinished-never-resumed"):
+            out.append(f"{rep.count('unfinished-never-resumed')} call(s) started but never returned"
+                       f"{first('unfinished-never-resumed')}: an allocation among them has no result and is lost "
+                       f"(a free is kept: it takes effect where it starts)")
+        if rep.count("resumed-without-start"):
+            out.append(f"{rep.count('resumed-without-start')} '<... resumed>' line(s) had no start"
+                       f"{first('resumed-without-start')}: those calls are lost")
+        if rep.count("thread-only-in-exit-line"):
+            out.append(f"{rep.count('thread-only-in-exit-line')} thread(s) appear only in their exit line"
+                       f"{first('thread-only-in-exit-line')}: any call they made was lost")
+        if rep.truncated:
+            out.append("the last line is cut off: it is ignored")
+        if rep.count("unparsable-line"):
+            out.append(f"{rep.count('unparsable-line')} line(s) could not be read{first('unparsable-line')}: "
+                       f"ignored")
+        if not rep.exits and not rep.killed_by:
+            out.append("the log has no '+++ exited' line: the capture may have stopped before the program ended")
+        return out
+
+
+def anomaly_lines(report: ParseReport, max_lines: int = 5) -> list:
+    """One line per anomaly kind: severity, kind, count, first lines (errors first)."""
+    order = {"error": 0, "warning": 1, "info": 2}
+    out = []
+    for kind, n in sorted(report.anomaly_counts.items(),
+                          key=lambda kv: (order[ANOMALY_KINDS.get(kv[0], ("warning",))[0]], kv[0])):
+        sev = ANOMALY_KINDS.get(kind, ("warning", ""))[0]
+        lines = report.first_lines(kind)[:max_lines]
+        where = f"  lines {', '.join(map(str, lines))}{', ...' if n > len(lines) else ''}" if lines else ""
+        out.append(f"{sev:<7} {kind:<30} {n:>8}{where}")
+    return out
+
+
+# --------------------------------------------------------------------------- capture
+def cmd_capture(args) -> int:
+    from .capture import CaptureError
+    argv = list(args.program)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise TraceInputError("no program to capture: scenc capture -o app.ltrace -- ./app ARGS")
+    out = Path(args.output)
+    try:
+        if args.method == "preload":
+            from .preload import capture_preload
+            result = capture_preload(argv, out, timeout=args.timeout)
+        else:
+            from .capture import capture
+            result = capture(argv, out, mode=args.mode, retries=args.retries, timeout=args.timeout)
+    except CaptureError as e:
+        raise TraceInputError(str(e)) from None
+    if args.method == "preload":
+        ok = _print_preload_capture(result, out)
+    else:
+        ok = _print_ltrace_capture(result, out)
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if result.events:
+        print(f"next: scenc trace-stats {out}   |   scenc convert {out} -o {out.stem}.scn")
+    return EXIT_OK if ok else EXIT_INCOMPLETE
+
+
+def _kinds_line(counts: dict) -> str:
+    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"
+
+
+def _print_ltrace_capture(r, out: Path) -> bool:
+    mode = {"x": "ltrace -L -x (every call, libc's own included)", "e": "ltrace -e (the program's PLT calls)"}
+    status = ("killed by " + r.report.killed_by if r.report is not None and r.report.killed_by else
+              f"exit status {r.tracee_status}" if r.tracee_status is not None else "no exit line")
+    print(f"captured {out}: {r.events} allocator calls in {r.stats.threads if r.stats else 0} thread(s) with "
+          f"{mode.get(r.mode, r.mode)}, {r.attempts} attempt(s); program {status}")
+    if r.stats is not None:
+        print(f"  calls: {_kinds_line(r.stats.calls_by_kind)}")
+        print(f"  peak live {r.stats.peak_bytes} bytes, {r.stats.cross_thread_frees} cross-thread frees")
+    if r.crashed:
+        print("  the capture is INCOMPLETE (see the warnings); it still converts, with what was seen")
+    return r.ok
+
+
+def _print_preload_capture(r, out: Path) -> bool:
+    status = (f"killed by {r.signal}" if r.signal else "timed out" if r.tracee_status is None
+              else f"exit status {r.tracee_status}")
+    print(f"captured {out}: {r.events} allocator calls in {r.threads} thread(s) with the LD_PRELOAD tracer in "
+          f"{r.wall_s:.2f} s; program {status}")
+    print(f"  calls: {_kinds_line(r.counts)}")
+    if not r.complete:
+        print("  the capture is INCOMPLETE (see the warnings); it still converts, with what was seen")
+    return r.ok
+
+
+# --------------------------------------------------------------------------- trace-stats
+def cmd_trace_stats(args) -> int:
+    from .stats import TraceStats, format_trace_stats
+    source = TraceSource(args.file)
+    stats = TraceStats(source.report).consume(source.events)
+    if args.json:
+        d = stats.to_dict()
+        d["format"] = source.format
+        print(json.dumps(d, indent=1))
+    else:
+        text = format_trace_stats(stats)
+        if source.format == "preload":
+            text = _preload_header(text, stats, source)
+        sys.stdout.write(text)
+    return EXIT_INCOMPLETE if source.report.incomplete else EXIT_OK
+
+
+def _preload_header(text: str, stats, source) -> str:
+    """format_trace_stats speaks of ltrace lines and exit lines; say what a tracer log is instead."""
+    info = source.events.info
+    lines = text.split("\n")
+    lines[0] = (f"trace {source.path}: {info.records} records, {stats.ops} allocator events, {stats.threads} threads, "
+                f"captured with the LD_PRELOAD tracer (pid {info.pid})")
+    lines = [ln for ln in lines if not ln.startswith("  INCOMPLETE capture:")]
+    if source.losses():
+        lines.insert(1, "  INCOMPLETE capture: " + "; ".join(source.losses()) + ". The figures below cover what "
+                        "was written.")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- convert
+def cmd_convert(args) -> int:
+    source = TraceSource(args.file)
+    default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
+    out = Path(args.output or default)
+    if out.suffix != ".scn":
+        raise TraceInputError(f"{out}: the output is a scenario and must end in .scn")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if args.model:
+        from .model import ModelRunError, measure_peak, write_model
+        model = write_model(source.events, out, source_name=source.path.name, max_phases=args.max_phases)
+        _check_calls(source, model.calls)
+        _self_check(out)
+        if not args.no_measure:
+            try:
+                measure_peak(model, cc=args.cc)
+            except ModelRunError as e:
+                raise TraceInputError(str(e)) from None
+        print(f"modelled {source.path} -> {out}" + "".join(f" + {p.name}" for p in model.data_files))
+        for line in model.summary_lines():
+            print("  " + line)
+        _print_losses(source)
+    else:
+        from .replay import write_replay
+        report = write_replay(source.events, out, source.path.name)
+        _check_calls(source, report.calls)
+        _note_losses(out, source.losses())
+        ops = out.with_suffix(".ops")
+        print(f"converted {source.path} -> {out} + {ops.name} ({report.calls} calls, "
+              f"{ops.stat().st_size / 1024:.0f} KiB)")
+        for line in replay_summary(report):
+            print("  " + line)
+        _print_losses(source)
+    print(f"run it: scenc run {out} --allocators glibc,jemalloc,mimalloc")
+    return EXIT_OK
+
+
+def _note_losses(scn: Path, losses: list) -> None:
+    """An incomplete capture says so in the scenario it became, not only on the terminal."""
+    if losses:
+        lines = ["# INCOMPLETE capture: the replay holds the calls that were seen. Lost:"]
+        lines += [f"#   - {sentence}" for sentence in losses]
+        scn.write_text("\n".join(lines) + "\n" + scn.read_text())
+
+
+def _check_calls(source, converted: int) -> None:
+    if converted == 0:
+        raise TraceInputError(f"{source.path}: the capture holds no allocator call: nothing to convert"
+                              + (" (" + "; ".join(source.losses()) + ")" if source.losses() else ""))
+
+
+def _print_losses(source) -> None:
+    losses = source.losses()
+    if losses:
+        print(f"warning: {source.path} is an INCOMPLETE capture; the scenario covers the calls that were seen. "
+              f"Lost:", file=sys.stderr)
+        for sentence in losses:
+            print(f"  - {sentence}", file=sys.stderr)
+    if source.report.anomaly_counts:
+        print("  anomalies in the capture (every one counted; 'info' ones were handled):")
+        for line in anomaly_lines(source.report):
+            print("    " + line)
+
+
+def replay_summary(report) -> list:
+    """The ReplayReport in a few lines: threads, calls per kind, waits, peak, every degraded call."""
+    out = []
+    totals: dict = {}
+    for counts in report.counts:
+        for k, n in counts.items():
+            totals[k] = totals.get(k, 0) + n
+    kinds = sorted(totals, key=lambda k: (-totals[k], k))
+    renamed = {k: n for k, n in sorted(report.trace_kinds.items()) if k not in totals}
+    out.append(f"calls: {_kinds_line(totals)} ({report.calls} in all, every captured call replayed"
+               + (f"; replayed under the runtime's names: {_kinds_line(renamed)}" if renamed else "") + ")")
+    out.append(f"threads: {report.threads}")
+    for i, (tid, counts) in enumerate(zip(report.tids, report.counts)):
+        per = "  ".join(f"{k} {counts.get(k, 0)}" for k in kinds)
+        out.append(f"  trace[{i}]  tid {tid:<8} {per}")
+    out.append(f"cross-thread waits: {report.cross_thread_waits} ops wait for another thread "
+               f"(cross-thread frees and reuse of a block another thread freed)")
+    out.append(f"peak live: {report.peak_live_bytes} bytes (line {report.peak_line}); "
+               f"{report.live_at_end} objects live at the end")
+    if report.degraded:
+        out.append(f"degraded calls ({sum(report.degraded.values())}, replayed as the same kind of call):")
+        for what, n in sorted(report.degraded.items(), key=lambda kv: -kv[1]):
+            lines = report.degraded_lines[what]
+            out.append(f"  {n:>7} x {what}; lines {', '.join(map(str, lines))}{', ...' if n > len(lines) else ''}")
+    else:
+        out.append("degraded calls: none")
+    return out
+
+
+def _self_check(path: Path) -> None:
+    """A model the compiler refuses is a bug of the model writer: say so plainly, never ship it silently."""
+    from ..compiler.pipeline import load
+    from ..scenario.errors import ScenarioError
+    try:
+        loaded = load(path)
+    except ScenarioError as exc:
+        raise TraceInputError(f"the generated model {path} does not pass `scenc check` (a bug in scenc's model "
+                              f"writer, please report it):\n{exc.render()}") from None
+    for w in loaded.warnings:
+        print(w.render(loaded.resolved.scenario.source), file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- registration
+def _guarded(name, func):
+    """User errors as one clear sentence and exit status 2, never a traceback."""
+    def run(args):
+        try:
+            return func(args)
+        except TraceFormatError as e:
+            print(f"{e}", file=sys.stderr)
+        except TraceInputError as e:
+            print(f"scenc {name}: {e}", file=sys.stderr)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            where = f"{e.filename}: " if e.filename else ""
+            print(f"scenc {name}: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    return run
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "capture", help="run a program and record its allocator calls (ltrace or an LD_PRELOAD tracer)",
+        description="Run COMMAND and record every allocator call it makes, then say whether the capture is "
+                    "complete and, if it saw nothing or too little, why and what to try.",
+        usage="scenc capture -o FILE [--method ltrace|preload] [--retries N] -- COMMAND [ARGS...]")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the log to write")
+    p.add_argument("--method", choices=("ltrace", "preload"), default="ltrace",
+                   help="ltrace (default; 100-1000x slower, may crash threaded programs) or preload "
+                        "(the LD_PRELOAD tracer: sees every call, costs microseconds)")
+    p.add_argument("--mode", choices=("auto", "x", "e"), default="auto",
+                   help="ltrace: -L -x breakpoints (x: every call, crashes most threaded programs), -e PLT "
+                        "breakpoints (e: the program's own calls), or auto: x, then e if every x attempt crashed")
+    p.add_argument("--retries", type=int, default=2, metavar="N",
+                   help="ltrace: attempts more per mode when a capture crashes (default 2)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="stop the program after this long")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="COMMAND",
+                   help="the program and its arguments, after --")
+    p.set_defaults(func=_guarded("capture", cmd_capture))
+
+    p = subparsers.add_parser(
+        "trace-stats", help="statistics of a capture: calls, sizes, lifetimes, threads, anomalies",
+        description="Statistics of an ltrace log or an LD_PRELOAD tracer log (recognised by its content). "
+                    "Exit status 1 when the capture is incomplete.")
+    p.add_argument("file", help="the capture (from scenc capture)")
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.set_defaults(func=_guarded("trace-stats", cmd_trace_stats))
+
+    p = subparsers.add_parser(
+        "convert", help="turn a capture into a scenario: exact replay, or a fitted model (--model)",
+        description="Without --model: an exact replay (FILE.scn + FILE.ops): every captured call, in each "
+                    "thread's order, with the cross-thread handoffs. With --model: a short readable scenario "
+                    "with the capture's statistics (thread groups, sizes, lifetimes, cross-thread frees, "
+                    "phases), and its size histograms beside it.")
+    p.add_argument("file", help="the capture (ltrace log or tracer log)")
+    p.add_argument("-o", "--output", metavar="FILE.scn",
+                   help="the scenario to write (default: FILE.scn, or FILE-model.scn with --model)")
+    p.add_argument("--model", action="store_true", help="write a fitted model instead of the exact replay")
+    p.add_argument("--max-phases", type=int, default=4, metavar="N",
+                   help="--model: at most N phases (default 4; 1 turns phase detection off)")
+    p.add_argument("--no-measure", action="store_true",
+                   help="--model: do not build and run the model once to measure its peak of live bytes")
+    p.add_argument("--cc", default=os.environ.get("SCENC_CC", "gcc"), help="--model: C compiler for that run")
+    p.set_defaults(func=_guarded("convert", cmd_convert))

@@ -1,0 +1,313 @@
+"""The streaming pass of `scenc convert --model`: AllocEvents -> per-thread, per-window figures.
+
+One pass over the events. Memory: the live objects (pointer -> owner, clock,
+size), one clock per thread, and per thread and window a Counter and three
+bucketed histograms; windows double in length past MAX_WINDOWS, so their
+number stays bounded however long the trace is. What the categories mean and
+which clock the lifetimes use: see trace/model.py.
+"""
+
+from collections import Counter
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from .events import ALLOC_KINDS, FREE_KINDS, REALLOC_KINDS
+
+WINDOW0 = 64                 # events per window at first
+MAX_WINDOWS = 128            # windows double in length past this many
+
+# Trace kinds -> the model's allocation statements.
+MODEL_KIND = {
+    "malloc": "malloc", "operator_new": "malloc", "operator_new_array": "malloc", "calloc": "calloc",
+    "aligned_alloc": "aligned_alloc", "memalign": "memalign", "posix_memalign": "posix_memalign",
+    "valloc": "memalign", "pvalloc": "memalign",
+}
+PAGE_ALIGNED = {"valloc", "pvalloc"}
+REALLOC_START = ("realloc", None)     # a chain that began with realloc(NULL, n): no start statement
+
+
+# --------------------------------------------------------------------------- buckets
+def size_bucket(s: int) -> int:
+    """Exact below 1024; above, 16 classes per power of two."""
+    if s < 1024:
+        return s
+    e = s.bit_length() - 1
+    return 1024 + (e - 10) * 16 + ((s >> (e - 4)) & 15)
+
+
+def life_bucket(n: int) -> int:
+    """Exact below 32; above, 8 classes per power of two."""
+    if n < 32:
+        return n
+    e = n.bit_length() - 1
+    return 32 + (e - 5) * 8 + ((n >> (e - 3)) & 7)
+
+
+def life_bucket_range(b: int) -> Tuple[int, int]:
+    """[lo, hi) of lifetime bucket b."""
+    if b < 32:
+        return b, b + 1
+    e, sub = 5 + (b - 32) // 8, (b - 32) % 8
+    return (8 + sub) << (e - 3), (9 + sub) << (e - 3)
+
+
+def add(hist: dict, bucket: int, value: int, count: int = 1) -> None:
+    h = hist.get(bucket)
+    if h is None:
+        hist[bucket] = [count, value * count]
+    else:
+        h[0] += count
+        h[1] += value * count
+
+
+def merge_hist(into: dict, other: dict) -> None:
+    for b, (c, s) in other.items():
+        h = into.get(b)
+        if h is None:
+            into[b] = [c, s]
+        else:
+            h[0] += c
+            h[1] += s
+
+
+def hist_totals(hist: dict) -> Tuple[int, int]:
+    return sum(c for c, _ in hist.values()), sum(s for _, s in hist.values())
+
+
+# --------------------------------------------------------------------------- collection
+class Window:
+    """Whole-trace figures of one window of events (for phase detection)."""
+    __slots__ = ("events", "allocs", "frees", "log_sizes", "t_first", "t_last", "first_line")
+
+    def __init__(self, line: int, t: Optional[float]):
+        self.events = self.allocs = self.frees = self.log_sizes = 0   # log_sizes: sum of sizes' bit lengths
+        self.t_first = self.t_last = t
+        self.first_line = line
+
+    def merge(self, o: "Window") -> None:
+        self.events += o.events
+        self.allocs += o.allocs
+        self.frees += o.frees
+        self.log_sizes += o.log_sizes
+        if o.t_last is not None:
+            self.t_last = o.t_last
+        if self.t_first is None:
+            self.t_first = o.t_first
+
+
+class Cell:
+    """One thread in one window: counters by category, and histograms.
+
+    Categories: 'events', 'free_null', 'realloc', 'alloc_failed', 'realloc_failed',
+    'free_unknown', 'realloc_unknown', 'realloc_as_free', 'free_missed', 'censored', ('lives', mk), ('send', mk, tid),
+    ('start', mk), ('end', how, tid), ('recv', tid); mk = (model kind, alignment).
+    Objects are counted in the window of their allocation, chain ends and receives
+    in the window where they happen.
+    """
+    __slots__ = ("c", "sizes", "rsizes", "lives")
+
+    def __init__(self):
+        self.c = Counter()
+        self.sizes: dict = {}
+        self.rsizes: dict = {}
+        self.lives: dict = {}
+
+    def merge(self, o: "Cell") -> "Cell":
+        self.c.update(o.c)
+        merge_hist(self.sizes, o.sizes)
+        merge_hist(self.rsizes, o.rsizes)
+        merge_hist(self.lives, o.lives)
+        return self
+
+
+class Collector:
+    """Feed AllocEvents with :meth:`consume`; then :meth:`finish`."""
+
+    def __init__(self):
+        self.window = WINDOW0
+        self.wins: List[Window] = []
+        self.cells: Dict[int, list] = {}      # tid -> [Cell or None per window], tids in order of appearance
+        self.tick: Dict[int, int] = {}        # tid -> its `lives` clock
+        self.live: dict = {}                  # ptr -> (owner, ordinal, tick, nbytes, mk, chain length)
+        self.ordinal = 0
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.peak_line = 0
+        self.first_line: Optional[int] = None
+        self.last_line = 0
+        self.has_time = False
+        self.trace_kinds = Counter()
+        self.cross_frees = 0
+        self.known_frees = 0
+
+    # ---------------------------------------------------------------- the pass
+    def _cell(self, tid: int, w: int) -> Cell:
+        cells = self.cells.get(tid)
+        if cells is None:
+            cells = self.cells[tid] = []
+            self.tick[tid] = 0
+        if len(cells) <= w:
+            cells.extend([None] * (w + 1 - len(cells)))
+        cell = cells[w]
+        if cell is None:
+            cell = cells[w] = Cell()
+        return cell
+
+    def _merge_windows(self) -> None:
+        """Halve the number of windows: merge neighbours, double the length."""
+        wins = self.wins
+        merged = []
+        for i in range(0, len(wins), 2):
+            w = wins[i]
+            if i + 1 < len(wins):
+                w.merge(wins[i + 1])
+            merged.append(w)
+        self.wins = merged
+        for tid, cells in self.cells.items():
+            out = []
+            for i in range(0, len(cells), 2):
+                a = cells[i]
+                b = cells[i + 1] if i + 1 < len(cells) else None
+                out.append(a.merge(b) if a is not None and b is not None else a or b)
+            self.cells[tid] = out
+        self.window *= 2
+
+    def consume(self, events: Iterable) -> "Collector":
+        live = self.live
+        tick = self.tick
+        free_kinds, realloc_kinds, alloc_kinds = FREE_KINDS, REALLOC_KINDS, ALLOC_KINDS
+        trace_kinds = self.trace_kinds
+        for ev in events:
+            line, tid, t, kind, size, nmemb, align, old, res, failed, _start, _dur = ev
+            o = self.ordinal
+            self.ordinal = o + 1
+            w = o // self.window
+            if w >= MAX_WINDOWS:
+                self._merge_windows()
+                w = o // self.window
+            if w == len(self.wins):
+                self.wins.append(Window(line, t))
+                if t is not None:
+                    self.has_time = True
+            win = self.wins[w]
+            win.events += 1
+            if t is not None:
+                win.t_last = t
+            if self.first_line is None:
+                self.first_line = line
+            self.last_line = line
+            trace_kinds[kind] += 1
+            cell = self._cell(tid, w)
+            c = cell.c
+            c["events"] += 1
+            if kind in free_kinds:
+                if not old:
+                    c["free_null"] += 1
+                    tick[tid] += 1
+                else:
+                    e = live.pop(old, None)
+                    if e is None:
+                        c["free_unknown"] += 1
+                    else:
+                        self._release(e, tid, w, cell, win)
+            elif kind in realloc_kinds:
+                self._realloc(tid, w, cell, win, size, nmemb, old, res, failed, line)
+            elif kind in alloc_kinds:
+                if failed:
+                    c["alloc_failed"] += 1
+                    continue
+                mk = (MODEL_KIND[kind], 4096 if kind in PAGE_ALIGNED else align)
+                nbytes = (size or 0) * nmemb
+                tick[tid] += 1
+                add(cell.sizes, size_bucket(nbytes), nbytes)
+                win.allocs += 1
+                win.log_sizes += nbytes.bit_length()
+                if res is None:              # posix_memalign under ltrace -e: pointer not shown
+                    c["lives", mk] += 1
+                else:
+                    prev = live.get(res)
+                    if prev is not None:     # its free was not captured: let it end here, unseen
+                        c["free_missed"] += 1
+                        self._release(prev, prev[0], w, cell, win, seen=False)
+                    live[res] = (tid, o, tick[tid], nbytes, mk, 0)
+                    self.live_bytes += nbytes
+            if self.live_bytes > self.peak_bytes:
+                self.peak_bytes, self.peak_line = self.live_bytes, line
+        return self
+
+    def _release(self, e, freer: int, w: int, cell: Cell, win: Window, seen: bool = True) -> None:
+        owner, o_alloc, t_alloc, nbytes, mk, chain = e
+        self.live_bytes -= nbytes
+        win.frees += 1
+        if seen:
+            self.known_frees += 1
+            if owner != freer:
+                self.cross_frees += 1
+        if chain:
+            if owner == freer:
+                cell.c["end", "local", None] += 1
+            else:
+                self._cell(owner, w).c["end", "send", freer] += 1
+                cell.c["recv", owner] += 1
+            self.tick[freer] += 1
+            return
+        acell = self._cell(owner, o_alloc // self.window)
+        if owner == freer:
+            lifetime = self.tick[owner] - t_alloc
+            add(acell.lives, life_bucket(lifetime), lifetime)
+            acell.c["lives", mk] += 1
+        else:
+            acell.c["send", mk, freer] += 1
+            cell.c["recv", owner] += 1
+            self.tick[freer] += 1
+
+    def _realloc(self, tid, w, cell, win, size, nmemb, old, res, failed, line) -> None:
+        c = cell.c
+        if failed:
+            c["realloc_failed"] += 1
+            return
+        live = self.live
+        nbytes = (size or 0) * (nmemb or 1)
+        e = live.pop(old, None) if old else None
+        if not res and e is not None:   # realloc(p, 0) that freed p: a free in the model
+            c["realloc_as_free"] += 1
+            self._release(e, tid, w, cell, win)
+            return
+        self.tick[tid] += 1
+        c["realloc"] += 1
+        add(cell.rsizes, size_bucket(nbytes), nbytes)
+        if old and e is None:
+            c["realloc_unknown"] += 1
+        if e is not None:
+            owner, o_alloc, _t, old_bytes, mk, chain = e
+            self.live_bytes -= old_bytes
+            if not chain:               # a plain object becomes a realloc chain: its allocation starts it
+                self._cell(owner, o_alloc // self.window).c["start", mk] += 1
+        else:
+            mk, chain = REALLOC_START, 0
+            c["start", REALLOC_START] += 1
+        if not res:
+            return
+        prev = live.get(res)
+        if prev is not None:
+            c["free_missed"] += 1
+            self._release(prev, prev[0], w, cell, win, seen=False)
+        live[res] = (tid, self.ordinal - 1, self.tick[tid], nbytes, mk, chain + 1)
+        self.live_bytes += nbytes
+
+    def finish(self) -> None:
+        """Objects still live at the end: they live to the end of their thread."""
+        last = max(len(self.wins) - 1, 0)
+        for owner, o_alloc, t_alloc, _nbytes, mk, chain in self.live.values():
+            if chain:
+                self._cell(owner, last).c["end", "end", None] += 1
+            else:
+                acell = self._cell(owner, o_alloc // self.window)
+                lifetime = self.tick[owner] - t_alloc + 1
+                add(acell.lives, life_bucket(lifetime), lifetime)
+                acell.c["lives", mk] += 1
+                acell.c["censored"] += 1
+        self.live_at_end = len(self.live)
+        self.live.clear()
+
+
+# --------------------------------------------------------------------------- phases

@@ -1,0 +1,507 @@
+"""The text of a fitted model: statements per group and phase, channels, histogram files, header.
+
+Every statement carries what one execution does (allocator calls, objects left
+to `lives`, objects handed to another thread), so the header's model column
+is computed from the statements actually written, not from the capture.
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from .events import FREE_KINDS, REALLOC_KINDS
+from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_totals, merge_hist
+from .model_fit import LifetimeFit, Phase, ThreadSummary, detect_phases, find_cycle, fit_lifetimes, group_threads
+
+NOT_MEASURED = "not measured"
+PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
+MAX_CAPACITY = 1 << 20
+LINE = 110                  # longer statements are split over several lines      # channel slots live in the runtime's arena: 16 MiB at most per channel
+
+
+@dataclass
+class Stmt:
+    text: str
+    per_thread: int = 0                        # the same count in every thread of the group ...
+    share: Optional[Tuple[str, int]] = None    # ... or (variable, group total) split over the threads by `self`
+    calls: Dict[str, int] = field(default_factory=dict)   # allocator calls per execution, runtime counter names
+    lives: int = 0                             # objects it leaves to a `lives` free
+    sent: int = 0                              # objects it hands to another thread
+    local_frees: int = 0                       # objects of its own thread it frees (a realloc chain's end)
+    draws: int = 0                             # sizes drawn from the phase's size histogram
+
+    def max_count(self, threads: int) -> int:
+        return self.per_thread if self.share is None else -(-self.share[1] // threads)
+
+    def total(self, threads: int) -> int:
+        return self.per_thread * threads if self.share is None else self.share[1]
+
+
+@dataclass
+class Group:
+    name: str
+    tids: List[int]
+    summaries: List[ThreadSummary]
+
+    @property
+    def n(self) -> int:
+        return len(self.tids)
+
+
+def alloc_text(mk, size_expr: str) -> str:
+    kind, align = mk
+    if kind == "malloc":
+        return f"malloc({size_expr})"
+    if kind == "calloc":
+        return f"calloc(1, {size_expr})"
+    return f"{kind}({align or 16}, {size_expr})"
+
+
+def spread(count_expr: str, rounds: int) -> str:
+    """Runs in round r of `for r in 0 .. rounds`: count_expr in all, evenly spread (Bresenham)."""
+    return f"(r + 1) * {count_expr} / {rounds} - r * {count_expr} / {rounds}"
+
+
+def runtime_kind(trace_kind: str) -> str:
+    """The runtime's counter for a captured kind, as the model makes it."""
+    if trace_kind in FREE_KINDS:
+        return "free"
+    if trace_kind in REALLOC_KINDS:
+        return "realloc"
+    return MODEL_KIND.get(trace_kind, trace_kind)
+
+
+def _mk_key(mk):
+    order = ("malloc", "calloc", "aligned_alloc", "memalign", "posix_memalign")
+    return (order.index(mk[0]) if mk[0] in order else 9, mk[1] or 0)
+
+
+class _Tally:
+    """What the written statements make, summed over every thread."""
+
+    def __init__(self):
+        self.calls: Counter = Counter()
+        self.sent = self.known_frees = self.draws = 0
+        self.bytes = 0.0
+
+    def add(self, s: Stmt, threads: int, mean_size: float) -> None:
+        total = s.total(threads)
+        for kind, n in s.calls.items():
+            self.calls[kind] += n * total
+        self.calls["free"] += s.lives * total
+        self.sent += s.sent * total
+        self.known_frees += (s.lives + s.sent + s.local_frees) * total
+        self.draws += s.draws * total
+        self.bytes += s.draws * total * mean_size
+
+
+class ModelWriter:
+    """Collected figures -> groups, phases, statements -> the .scn text and its .csv files."""
+
+    def __init__(self, col: Collector, scn_path: Path, source_name: str, max_phases: int):
+        self.col = col
+        self.scn_path = scn_path
+        self.stem = scn_path.stem
+        self.source_name = source_name
+        self.phases: List[Phase] = detect_phases(col.wins, col.has_time, max(1, max_phases), col.last_line)
+        self.notes: List[str] = []
+        self.fits: List[str] = []
+        self.data_files: List[Path] = []
+        self.figures: List[Tuple[str, str, str]] = []
+        self._group_threads()
+        self._flows()
+
+    # ---------------------------------------------------------------- groups and flows
+    def _group_threads(self) -> None:
+        summaries = []
+        for tid, cells in self.col.cells.items():
+            per_phase = []
+            for p in self.phases:
+                agg = Cell()
+                for cell in cells[p.start:p.end]:
+                    if cell is not None:
+                        agg.merge(cell)
+                per_phase.append(agg)
+            total = Cell()
+            for agg in per_phase:
+                total.merge(agg)
+            summaries.append(ThreadSummary(tid, total, per_phase))
+        leader = min(self.col.cells) if self.col.cells else 0
+        self.groups: List[Group] = []
+        workers = 0
+        for members in group_threads(summaries):
+            if len(members) == 1 and members[0].tid == leader:
+                name = "main"
+            else:
+                workers += 1
+                name = "worker" if workers == 1 else f"worker{workers}"
+            self.groups.append(Group(name, [s.tid for s in members], members))
+        self.group_of = {tid: g for g in self.groups for tid in g.tids}
+
+    def _flows(self) -> None:
+        """Objects handed between groups; a cycle of channels loses its smallest flow."""
+        edges: Counter = Counter()
+        for g in self.groups:
+            for s in g.summaries:
+                for k, n in s.total.c.items():
+                    dest = _dest(k)
+                    if dest is not None and self.group_of[dest] is not g:
+                        edges[g.name, self.group_of[dest].name] += n
+        cut = set()
+        while True:
+            cycle = find_cycle(e for e, n in edges.items() if n and e not in cut)
+            if not cycle:
+                break
+            weakest = min(cycle, key=lambda e: edges[e])
+            cut.add(weakest)
+            self.notes.append(f"{edges[weakest]} objects allocated by {weakest[0]} and freed by {weakest[1]} are "
+                              f"freed by {weakest[0]} itself in the model: a channel for them would close a cycle "
+                              f"of channels, which could deadlock")
+        self.edges = {e: n for e, n in edges.items() if n and e not in cut}
+
+    # ---------------------------------------------------------------- files
+    def _file_name(self, what: str, group: Group, phase: Optional[int]) -> str:
+        parts = [self.stem, what]
+        if len(self.groups) > 1:
+            parts.append(group.name)
+        if phase is not None and len(self.phases) > 1:
+            parts.append(f"p{phase}")
+        return "-".join(parts) + ".csv"
+
+    def _histogram(self, hist: dict, what: str, label: str, group: Group, phase: Optional[int]) -> str:
+        name = self._file_name(what, group, phase)
+        n, total = hist_totals(hist)
+        where = f" in phase {phase}" if phase is not None and len(self.phases) > 1 else ""
+        merged: Dict[int, int] = {}
+        for c, s in hist.values():
+            v = round(s / c)
+            merged[v] = merged.get(v, 0) + c
+        rows = ["size,count",
+                f"# {label} of {group.name}{where}, from {self.source_name}: {n} calls, mean {total / n:.1f} bytes",
+                "# exact below 1024 bytes; above, 16 classes per power of two, each at its mean"]
+        rows += [f"{v},{c}" for v, c in sorted(merged.items())]
+        path = self.scn_path.parent / name
+        path.write_text("\n".join(rows) + "\n")
+        self.data_files.append(path)
+        return name
+
+    # ---------------------------------------------------------------- statements
+    def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_mk,
+              local_end_credit: int, grow: str) -> Tuple[List[Stmt], List[str]]:
+        """The statements of group g in phase pi, with per-thread counts; and variables they need."""
+        n, c = g.n, agg.c
+        stmts: List[Stmt] = []
+        variables: List[str] = []
+
+        def per(total):
+            return dict(per_thread=int(round(total / n)))
+
+        def exact(total: int, var: str):
+            if total % n == 0:
+                return dict(per_thread=total // n)
+            variables.append(f"{var} = (self + 1) * {total} / {n} - self * {total} / {n}")
+            return dict(share=(var, total))
+
+        local, sends, ring, recvs, ends = Counter(), Counter(), Counter(), Counter(), Counter()
+        for k, v in c.items():
+            if not isinstance(k, tuple):
+                continue
+            if k[0] == "recv":
+                src = self.group_of[k[1]]
+                if src is not g and (src.name, g.name) in self.edges:
+                    recvs[src.name] += v
+            elif k[0] in ("lives", "send"):
+                dest = self.group_of[k[2]] if k[0] == "send" else g
+                if k[0] == "lives" or (dest is not g and (g.name, dest.name) not in self.edges):
+                    local[k[1]] += v
+                elif dest is g:
+                    ring[k[1]] += v
+                else:
+                    sends[k[1], dest.name] += v
+            elif k[0] == "end":
+                dest = self.group_of[k[2]] if k[1] == "send" else g
+                if k[1] == "send" and dest is g:
+                    ends["ring"] += v
+                elif k[1] == "send" and (g.name, dest.name) in self.edges:
+                    ends[dest.name] += v
+                else:
+                    ends["local"] += v
+        ends["local"] -= local_end_credit
+
+        for src, total in sorted(recvs.items()):
+            stmts.append(Stmt(f"free(recv({src}_to_{g.name}))", **exact(total, f"from_{src}_p{pi}"),
+                              calls={"free": 1}))
+        if c["free_null"]:
+            stmts.append(Stmt("free(none[0])", **per(c["free_null"]), calls={"free": 1}))
+        for mk, v in sorted(local.items(), key=lambda kv: _mk_key(kv[0])):
+            stmts.append(Stmt(f"{alloc_text(mk, size)} lives {lives}", **per(v), calls={mk[0]: 1}, lives=1, draws=1))
+        for (mk, dest), v in sorted(sends.items(), key=lambda kv: (_mk_key(kv[0][0]), kv[0][1])):
+            stmts.append(Stmt(f"p = {alloc_text(mk, size)}  send({g.name}_to_{dest}, p)",
+                              **exact(v, f"to_{dest}_{mk[0]}_p{pi}"), calls={mk[0]: 1}, sent=1, draws=1))
+        ring_send = f"send({g.name}_ring[(self + 1) % {n}], {{}})"
+        ring_recv = f"free(recv({g.name}_ring[self]))"
+        for mk, v in sorted(ring.items(), key=lambda kv: _mk_key(kv[0])):
+            stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}  {ring_recv}", **per(v),
+                              calls={mk[0]: 1, "free": 1}, sent=1, draws=1))
+        if c["realloc"]:
+            stmts.append(Stmt(f"{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
+        # a realloc chain ends (freed, or handed to the thread that freed it) and a new block starts
+        restart, restart_calls, restart_draws = "", {}, 0
+        if start_mk != REALLOC_START:
+            restart, restart_calls, restart_draws = f"  {grow} = {alloc_text(start_mk, size)}", {start_mk[0]: 1}, 1
+        if ends["local"] > 0:
+            stmts.append(Stmt(f"free({grow}){restart}", **per(ends["local"]), calls={"free": 1, **restart_calls},
+                              local_frees=1, draws=restart_draws))
+        if ends["ring"] > 0:
+            stmts.append(Stmt(f"{ring_send.format(grow)}{restart}  {ring_recv}", **per(ends["ring"]),
+                              calls={"free": 1, **restart_calls}, sent=1, draws=restart_draws))
+        for dest in sorted(d for d in ends if d not in ("local", "ring") and ends[d] > 0):
+            stmts.append(Stmt(f"send({g.name}_to_{dest}, {grow}){restart}", **exact(ends[dest], f"to_{dest}_grown_p{pi}"),
+                              calls=dict(restart_calls), sent=1, draws=restart_draws))
+        kept = [s for s in stmts if s.max_count(n) > 0]
+        return kept, [v for v in variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
+
+    # ---------------------------------------------------------------- the whole text
+    def write(self) -> str:
+        tally = _Tally()
+        body: List[str] = []
+        rings: Dict[str, int] = {}
+        uses_grow = False
+        for g in self.groups:
+            lines, ring_per_thread, grows = self._group_text(g, tally)
+            if lines:
+                body += lines + [""]
+                if ring_per_thread:
+                    rings[g.name] = ring_per_thread
+                uses_grow |= grows
+        decls = []
+        for (src, dst), total in sorted(self.edges.items()):
+            decls.append(f"channel {src}_to_{dst} capacity {max(1, min(total, MAX_CAPACITY))}"
+                         f"    # {total} objects allocated by {src}, freed by {dst}")
+        for name, per_thread in sorted(rings.items()):
+            n = next(g.n for g in self.groups if g.name == name)
+            decls.append(f"channel {name}_ring[{n}] capacity {max(1, min(per_thread, MAX_CAPACITY))}"
+                         f"    # {name}[i] hands objects to {name}[i + 1], which frees them")
+        self.tally_calls = dict(tally.calls)
+        text = self._header(tally)
+        text += [f'scenario "{_safe(self.stem)}"', "seed 1"]
+        if uses_grow:
+            text.append("leaks free        # the block left in `grow` is freed when its thread ends")
+        text += decls + [""] + body
+        return "\n".join(text).rstrip() + "\n"
+
+    def _group_text(self, g: Group, tally: _Tally) -> Tuple[List[str], int, bool]:
+        """The `thread` block of one group; how many ring handoffs per thread; whether it grows a block."""
+        starts: Counter = Counter()
+        rsizes: dict = {}
+        group_lives: dict = {}
+        local_ends = [0] * len(self.phases)
+        for s in g.summaries:
+            merge_hist(rsizes, s.total.rsizes)
+            merge_hist(group_lives, s.total.lives)
+            for k, v in s.total.c.items():
+                if isinstance(k, tuple) and k[0] == "start":
+                    starts[k[1]] += v
+            for i, p in enumerate(s.phases):
+                local_ends[i] += sum(v for k, v in p.c.items() if isinstance(k, tuple) and k[0] == "end"
+                                     and (k[1] in ("local", "end") or (k[1] == "send" and not self._sent_on(g, k[2]))))
+        has_chain = bool(rsizes)
+        start_mk = (max(starts, key=lambda k: (starts[k], k != REALLOC_START)) if starts else REALLOC_START)
+        initial = has_chain and start_mk != REALLOC_START
+        # The first block in `grow` is allocated before the phases and the last one freed by `leaks free`,
+        # so the phases end one chain fewer per thread: the last phase that ends enough chains locally.
+        credit_phase = next((i for i in reversed(range(len(self.phases))) if local_ends[i] >= g.n), None) \
+            if initial else None
+        rsize = self._histogram(rsizes, "realloc-sizes", "realloc sizes", g, None) if rsizes else "0"
+        if rsizes:
+            rsize = f'histogram("{rsize}")'
+        group_fit = fit_lifetimes(group_lives)
+        grow = "grow" if initial else "grow[0]"     # a pool slot starts empty: realloc(NULL, n) starts a chain
+        blocks: List[str] = []
+        variables: List[str] = []
+        first_size = None
+        ring_per_thread = 0
+        for pi, p in enumerate(self.phases, 1):
+            if pi > 1:
+                blocks.append("    barrier             # phases follow one another in every thread, as captured")
+            agg = Cell()
+            for s in g.summaries:
+                agg.merge(s.phases[pi - 1])
+            n_sizes, sum_sizes = hist_totals(agg.sizes)
+            size = f'histogram("{self._histogram(agg.sizes, "sizes", "requested sizes", g, pi)}")' if n_sizes \
+                else (first_size or "64")
+            first_size = first_size or (size if n_sizes else None)
+            mean_size = sum_sizes / n_sizes if n_sizes else 64.0
+            fit = fit_lifetimes(agg.lives) or group_fit
+            stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_mk,
+                                         g.n if credit_phase == pi - 1 else 0, grow)
+            if not stmts:
+                continue
+            variables += new_vars
+            for s in stmts:
+                tally.add(s, g.n, mean_size)
+                if "_ring[" in s.text:
+                    ring_per_thread += s.per_thread
+            has_lives = any(s.lives for s in stmts)
+            if has_lives:
+                self.fits.append(f"{g.name}, phase {pi}: {fit.comment()}")
+            blocks += _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}"
+                            + (f": {fit.comment()}" if has_lives else ""), "    # ", "    #   ")
+            blocks.append(f'    measure "phase {pi}" {{')
+            rounds = max(s.max_count(g.n) for s in stmts)
+            if all(s.share is None and s.per_thread == rounds for s in stmts):
+                if rounds == 1:
+                    blocks += [line for s in stmts for line in _statement_lines(s.text, 8)]
+                else:
+                    blocks.append(f"        repeat {rounds} {{")
+                    blocks += [line for s in stmts for line in _statement_lines(s.text, 12)]
+                    blocks.append("        }")
+            else:
+                blocks.append(f"        for r in 0 .. {rounds} {{")
+                for s in stmts:
+                    if s.share is None and s.per_thread == rounds:
+                        blocks += _statement_lines(s.text, 12)
+                        continue
+                    count = s.share[0] if s.share else str(s.per_thread)
+                    head = f"            repeat {spread(count, rounds)} {{"
+                    if len(head) + len(s.text) + 3 <= LINE:
+                        blocks.append(f"{head} {s.text} }}")
+                    else:
+                        blocks += [head] + _statement_lines(s.text, 16) + ["            }"]
+                blocks.append("        }")
+            blocks.append("    }")
+        if not any(b.startswith("    measure") for b in blocks):
+            return [], 0, False
+        tids = ", ".join(map(str, g.tids[:8])) + (", ..." if g.n > 8 else "")
+        out = [f"thread {g.name}{f' * {g.n}' if g.n > 1 else ''} {{    # captured thread(s) {tids}"]
+        if any("none[0]" in b for b in blocks):
+            out.append("    pool none[1]        # stays empty: free(none[0]) is the capture's free(NULL)")
+        out += [f"    {v}" for v in variables]
+        if has_chain and not initial:
+            out.append("    pool grow[1]        # the block this thread grows; empty at first")
+        if initial:
+            out.append(f"    grow = {alloc_text(start_mk, first_size or '64')}    # the block this thread grows")
+            tally.calls[start_mk[0]] += g.n
+            tally.calls["free"] += g.n          # by `leaks free`
+            tally.known_frees += g.n
+        if any("(r + 1) * " in b for b in blocks) and not getattr(self, "_explained", False):
+            out.append("    # `repeat (r + 1) * n / R - r * n / R` over `for r in 0 .. R`: n times, evenly spread")
+            self._explained = True
+        return out + blocks + ["}"], ring_per_thread, has_chain
+
+    def _sent_on(self, g: Group, tid: int) -> bool:
+        dest = self.group_of[tid]
+        return dest is g or (g.name, dest.name) in self.edges
+
+    # ---------------------------------------------------------------- header
+    def _header(self, tally: _Tally) -> List[str]:
+        col = self.col
+        left: Counter = Counter()
+        n_sizes = sum_sizes = 0
+        for cells in col.cells.values():
+            for cell in cells:
+                if cell is not None:
+                    for k in ("alloc_failed", "realloc_failed", "free_unknown", "free_missed", "censored",
+                              "realloc_as_free"):
+                        left[k] += cell.c[k]
+                    n, s = hist_totals(cell.sizes)
+                    n_sizes += n
+                    sum_sizes += s
+        captured: Counter = Counter()
+        for k, v in col.trace_kinds.items():
+            captured[runtime_kind(k)] += v
+        rows = [("calls", f"{col.ordinal}", f"{sum(tally.calls.values())}")]
+        for k in sorted(set(captured) | set(tally.calls), key=lambda k: (-captured.get(k, 0), k)):
+            rows.append((f"  {k}", f"{captured.get(k, 0)}", f"{tally.calls.get(k, 0)}"))
+        rows.append(("mean requested size (B)", f"{sum_sizes / max(n_sizes, 1):.1f}",
+                     f"{tally.bytes / max(tally.draws, 1):.1f}"))
+        share = col.cross_frees / col.known_frees if col.known_frees else 0.0
+        model_share = tally.sent / tally.known_frees if tally.known_frees else 0.0
+        rows.append(("cross-thread frees", f"{100 * share:.1f}%", f"{100 * model_share:.1f}%"))
+        rows.append(("live bytes, peak", f"{col.peak_bytes}", NOT_MEASURED))
+        self.figures = rows
+        h = [f"# Model of {self.source_name}, written by `scenc convert --model`: a scenario with the",
+             "# capture's statistics, not its call sequence (`scenc convert` without --model replays that).",
+             "#",
+             f"# Fitted from {col.ordinal} calls of {len(col.cells)} thread(s), lines {col.first_line}-{col.last_line}:",
+             "#   groups     threads alike in calls per kind, sizes, partners and phases: "
+             + ", ".join(f"{g.name} ({g.n})" for g in self.groups),
+             "#              (per-thread counts are the group's averages)",
+             "#   sizes      requested bytes per group and phase: the histogram files beside this one",
+             "#   lifetimes  an object freed by its own thread `lives` as many of that thread's calls as in",
+             "#              the capture (the `lives` clock; the fit of each phase is above its block)",
+             "#   handoffs   an object freed by another thread is sent to that thread through a channel",
+             "#   reallocs   each thread grows one block at a time (`grow`) with the capture's realloc sizes;",
+             "#              a chain ends as in the capture (freed, or handed over) and a new block starts",
+             f"#   phases     {len(self.phases)}, from windows of {col.window} calls compared for mean size, "
+             f"live-byte growth" + (" and call rate" if col.has_time else "")]
+        for i, p in enumerate(self.phases, 1):
+            h += _wrap(f"phase {i}: lines {p.first_line}-{p.last_line}, {p.events} calls"
+                       + (f"; {p.why}" if p.why else ""), "#              ", "#                ")
+        h += ["#", f"#   {'':<26}{'capture':>12}{'model':>14}"]
+        h += [f"#   {a:<26}{b:>12}{c:>14}" for a, b, c in rows]
+        h += _wrap(f"(model peak: {PEAK_HOW}; it varies from run to run with the threads' timing)", "#   ", "#   ")
+        notes = []
+        if left["alloc_failed"] or left["realloc_failed"]:
+            notes.append(f"{left['alloc_failed'] + left['realloc_failed']} failed allocations are left out")
+        if left["free_unknown"]:
+            notes.append(f"{left['free_unknown']} frees of pointers never seen allocated are left out")
+        if left["free_missed"]:
+            notes.append(f"{left['free_missed']} objects whose free the capture missed end where their address "
+                         f"is handed out again")
+        if left["realloc_as_free"]:
+            notes.append(f"{left['realloc_as_free']} realloc(p, 0) that freed their block are frees in the model "
+                         f"(realloc(p, 0) frees only under some allocators)")
+        if left["censored"]:
+            notes.append(f"{left['censored']} objects still live at the end of the capture live to the end of "
+                         f"their thread, where `lives` frees them")
+        self.notes = notes + self.notes
+        for note in self.notes:
+            h += _wrap(note, "#   note: ", "#         ")
+        return h + [""]
+
+
+def _statement_lines(text: str, indent: int) -> List[str]:
+    """A statement on one line, or its parts (separated by two spaces) one per line when too long."""
+    pad = " " * indent
+    if indent + len(text) <= LINE:
+        return [pad + text]
+    out = []
+    for part in text.split("  "):
+        if indent + len(part) > LINE and " lives " in part:
+            alloc, lives = part.split(" lives ", 1)
+            out.append(pad + alloc)
+            line = pad + "    lives "
+            words = lives.split(", ")
+            for i, word in enumerate(words):     # a long weighted table goes on over several lines
+                word += "," if i + 1 < len(words) else ""
+                if len(line) + len(word) > LINE and line.strip() != "lives":
+                    out.append(line.rstrip())
+                    line = pad + "        "
+                line += word + " "
+            out.append(line.rstrip())
+        else:
+            out.append(pad + part)
+    return out
+
+
+def _dest(k):
+    if isinstance(k, tuple) and (k[0] == "send" or k[:2] == ("end", "send")):
+        return k[2]
+    return None
+
+
+def _wrap(text: str, first: str, rest: str, width: int = LINE) -> List[str]:
+    out, line = [], first
+    for word in text.split():
+        if len(line) + len(word) + 1 > width and line != first:
+            out.append(line.rstrip())
+            line = rest
+        line += word + " "
+    out.append(line.rstrip())
+    return out
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "model"
