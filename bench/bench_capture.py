@@ -22,8 +22,9 @@ microseconds -- ((traced(N) - traced(0)) - (plain(N) - plain(0))) / calls,
 start-up (loading the tracer, ltrace attaching) taken out, calls being those
 the tracer saw -- then the calls each capture saw, the log's size and bytes per
 call, and how many captures were complete (ltrace 0.7.3 crashes threaded
-programs, and sometimes hangs them: a crashed run is shown, its time is kept;
-a hung one is stopped after 60 s). Larger loops, with 1 and 2 threads
+programs, and sometimes hangs them: a crashed run is shown, its time is kept,
+but no per-call cost is given when no run completed; a hung one is stopped
+after 60 s). Larger loops, with 1 and 2 threads
 (`loop-big`, `loop-big-2t`, preload only), give the tracer's per-call cost
 with less noise; the mt workload's per-call figures mostly measure how the
 tracer shifts the threads' handoffs (context switches), not the tracer.
@@ -178,7 +179,9 @@ def summarise(workloads: dict, runs: dict) -> list:
                 row[f"{what}_slowdown"] = med[(m, "N", what)] / max(med[("plain", "N", what)], 1e-9)
                 extra = ((med[(m, "N", what)] - med[(m, "0", what)])
                          - (med[("plain", "N", what)] - med[("plain", "0", what)]))
-                row[f"{what}_us_per_call"] = extra / calls * 1e6 if m != "plain" else None
+                # a capture that never completed stopped early: its time says nothing per call
+                done = any(x["complete"] for x in n_runs)
+                row[f"{what}_us_per_call"] = extra / calls * 1e6 if m != "plain" and done else None
             row["bytes_per_call"] = row["log_bytes"] / seen if seen and m != "plain" else None
             rows.append(row)
     return rows

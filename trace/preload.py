@@ -2,8 +2,12 @@
 
     result = capture_preload(["./server", "--once"], "server.trace")
     result.ok, result.warnings, result.counts, result.threads
-    for ev in parse_preload_log("server.trace"):      # AllocEvents, in causal global order
+    log = parse_preload_log("server.trace")
+    for ev in log:                 # AllocEvents, in causal global order
         ...
+    log.info                       # PreloadLogInfo: counts, threads, missing calls, end mark
+    TraceStats(log.report).consume(parse_preload_log(path))     # scenc.trace.stats
+    write_replay(parse_preload_log(path), "app.scn", path)      # scenc.trace.replay
 
 The second capture method of ``scenc capture`` (``--method preload``). The
 tracer interposes malloc, free, calloc, realloc, reallocarray, posix_memalign,
@@ -19,10 +23,15 @@ bench/bench_capture.py).
 What it cannot do: trace a statically linked program (nothing to interpose:
 :class:`CaptureError`), a setuid/setgid one (the loader ignores LD_PRELOAD),
 or a program with its own allocator linked in (it records nothing, and the
-capture says so). Records still buffered when a process is killed, calls
-``_exit`` or execs are lost; the reader counts the holes in the sequence
-numbers and the capture warns. Child processes log to ``OUT.<pid>`` files, which
-are listed, not merged (their addresses are another address space).
+capture says so). Records still buffered when a process is killed by a signal
+are lost (exit, _exit and exec flush them); the reader counts the holes in the
+sequence numbers, notices the missing end mark, and the capture warns. A
+launched process that execs (env, a shell, a pyenv shim) leaves the last
+program in the main log and the earlier images in ``OUT.<pid>``; child
+processes log to ``OUT.<pid>`` files too, which are listed, not merged (their
+addresses are another address space). A failed operator new allocates its
+std::bad_alloc inside the call (not logged), so that exception's later free
+shows as a free of an unknown pointer.
 
 Events from :func:`parse_preload_log` follow scenc.trace.events: ``line`` is the
 record's global sequence number + 1 (the position of the call in the causal
