@@ -198,7 +198,8 @@ def print_rows(rows: list, workloads: dict) -> None:
             if r["workload"] != w:
                 continue
             size = f"{r['log_bytes'] / 1024:.0f} KiB" if r["log_bytes"] else ""
-            print(f"{r['method']:9} {r['wall_ms']:9.1f} {r['wall_slowdown']:6.1f}x {fmt(r['wall_us_per_call'], '8.3f'):>8}"
+            print(f"{r['method']:9} {r['wall_ms']:9.1f} {r['wall_slowdown']:6.1f}x "
+                  f"{fmt(r['wall_us_per_call'], '8.3f'):>8}"
                   f" | {r['cpu_ms']:9.1f} {r['cpu_slowdown']:6.1f}x {fmt(r['cpu_us_per_call'], '8.3f'):>8} | "
                   f"{fmt(r['calls_seen'], 'd'):>10} {size:>10} {fmt(r['bytes_per_call'], '6.1f'):>6} "
                   f"{r['complete'] if r['method'] != 'plain' else '':>8}"
@@ -229,7 +230,8 @@ def main(argv=None) -> int:
             "loop": {"argv": [bins["loop"], str(iterations)], "argv0": [bins["loop"], "0"],
                      "calls": 2 * iterations + 256, "methods": ["plain", "preload", *ltrace],
                      "what": f"1 thread, {iterations} x (free + malloc)"},
-            "mt": {"argv": [bins["mt"], str(args.threads), str(mt_rounds)], "argv0": [bins["mt"], str(args.threads), "0"],
+            "mt": {"argv": [bins["mt"], str(args.threads), str(mt_rounds)],
+                   "argv0": [bins["mt"], str(args.threads), "0"],
                    "calls": 5 * args.threads * mt_rounds + 5, "methods": ["plain", "preload", *ltrace],
                    "what": f"{args.threads} threads x {mt_rounds} rounds of malloc, calloc, realloc and 2 "
                            f"cross-thread frees (ltrace 0.7.3 crashes threaded programs: see 'complete')"},

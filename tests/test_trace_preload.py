@@ -9,7 +9,6 @@ by hand: it is too rare to provoke.
 import json
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -286,7 +285,8 @@ int main(void) {
     lib = tracer_library("gcc")
     out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True).stdout
     exported = [line.split()[-1] for line in out.splitlines()]
-    renames = [f"-D{name}=tr_{name}" for name in exported + ["_Exit", "execlp", "execle"] if not name.startswith("_init")]
+    names = exported + ["_Exit", "execlp", "execle"]
+    renames = [f"-D{name}=tr_{name}" for name in names if not name.startswith("_init")]
     binary = tmp_path / "harness"
     build = subprocess.run(["gcc", "-O1", "-g", "-fexceptions", "-fno-builtin", "-pthread", "-std=gnu11", "-Wall",
                             "-Wextra", "-Werror", "-fsanitize=thread", *sorted(set(renames)), "-o", str(binary),

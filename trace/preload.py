@@ -82,7 +82,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Sequence
 from ..compiler.build import (RUNTIME, WARNINGS, BuildError, _compiler_identity, _publish, _run_cc, cache_dir,
                               find_compiler)
 from .capture import CaptureError, inspect_elf
-from .events import ALLOC_KINDS, FREE_KINDS, REALLOC_KINDS, AllocEvent
+from .events import FREE_KINDS, REALLOC_KINDS, AllocEvent
 from .ltrace import ParseReport, TraceFormatError
 
 __all__ = ["capture_preload", "parse_preload_log", "is_preload_log", "tracer_library", "PreloadCapture", "PreloadLog",
