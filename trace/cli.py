@@ -135,10 +135,19 @@ def cmd_capture(args) -> int:
     else:
         ok = _print_ltrace_capture(result, out)
     for w in result.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {_as_options(w)}", file=sys.stderr)
     if result.events:
         print(f"next: scenc trace-stats {out}   |   scenc convert {out} -o {out.stem}.scn")
     return EXIT_OK if ok else EXIT_INCOMPLETE
+
+
+def _as_options(warning: str) -> str:
+    """The capture module's advice names its Python arguments; say them as this command's options."""
+    for python, option in (("mode='x'", "--mode x"), ("mode='e'", "--mode e"), ("(mode=x)", "(--mode x)"),
+                           ("(mode=e)", "(--mode e)"), ("retries=N", "--retries N"),
+                           ("(method 'preload', planned)", "(--method preload)")):
+        warning = warning.replace(python, option)
+    return warning
 
 
 def _kinds_line(counts: dict) -> str:
@@ -178,6 +187,9 @@ def cmd_trace_stats(args) -> int:
     if args.json:
         d = stats.to_dict()
         d["format"] = source.format
+        if source.format == "preload":
+            info = source.events.info
+            d["preload"] = {"pid": info.pid, "records": info.records, "missing": info.missing, "ended": info.ended}
         print(json.dumps(d, indent=1))
     else:
         text = format_trace_stats(stats)
@@ -211,7 +223,7 @@ def cmd_convert(args) -> int:
     if args.model:
         from .model import ModelRunError, measure_peak, write_model
         model = write_model(source.events, out, source_name=source.path.name, max_phases=args.max_phases)
-        _check_calls(source, model.calls)
+        _check_calls(source, model.calls, [out, *model.data_files])
         _self_check(out)
         if not args.no_measure:
             try:
@@ -225,7 +237,7 @@ def cmd_convert(args) -> int:
     else:
         from .replay import write_replay
         report = write_replay(source.events, out, source.path.name)
-        _check_calls(source, report.calls)
+        _check_calls(source, report.calls, [out, out.with_suffix(".ops")])
         _note_losses(out, source.losses())
         ops = out.with_suffix(".ops")
         print(f"converted {source.path} -> {out} + {ops.name} ({report.calls} calls, "
@@ -245,8 +257,10 @@ def _note_losses(scn: Path, losses: list) -> None:
         scn.write_text("\n".join(lines) + "\n" + scn.read_text())
 
 
-def _check_calls(source, converted: int) -> None:
+def _check_calls(source, converted: int, written: list) -> None:
     if converted == 0:
+        for path in written:             # a scenario of nothing would only fail later, less clearly
+            path.unlink(missing_ok=True)
         raise TraceInputError(f"{source.path}: the capture holds no allocator call: nothing to convert"
                               + (" (" + "; ".join(source.losses()) + ")" if source.losses() else ""))
 

@@ -17,7 +17,8 @@ What is fitted
   they double in length as the trace grows). A window range is split in two
   where the mean requested size, the net growth of live bytes or the call rate
   (with timestamps) changes most, if that change passes a threshold (2x in
-  size, 0.5 in growth, 4x in rate); then again in each part, up to
+  size, 0.5 in growth, 8x in rate between parts of 50 ms or more); then
+  again in each part, up to
   ``max_phases``. Each phase is one `measure "phase N"` block with its own counts.
 * **Sizes.** The requested bytes of each group in each phase, as a
   `histogram("...csv")` beside the scenario (exact below 1 KiB; above, 16

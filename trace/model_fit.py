@@ -13,7 +13,8 @@ from .model_collect import REALLOC_START, Cell, Window, hist_totals, life_bucket
 
 SIZE_THRESHOLD = 2.0         # phase change: log2 of the ratio of typical (geometric mean) sizes: 4x
 GROWTH_THRESHOLD = 0.5       # phase change: difference of (allocations - frees) / (allocations + frees)
-RATE_THRESHOLD = 2.0         # phase change: log2 of the ratio of call rates: 4x
+RATE_THRESHOLD = 3.0         # phase change: log2 of the ratio of call rates: 8x ...
+MIN_RATE_SPAN = 0.05         # ... between parts that last 50 ms at least (a start-up's hiccups are no phase)
 MIN_PHASE_EVENTS = 32        # a phase holds at least this many calls, one window and MIN_PHASE_SHARE of all
 MIN_PHASE_SHARE = 0.02
 MAX_TABLE = 24               # entries of a `weighted` lifetime table
@@ -40,7 +41,7 @@ def _segment(wins: List[Window], a: int, b: int, has_time: bool) -> dict:
          "growth": (allocs - frees) / (allocs + frees) if allocs + frees else 0.0}
     if has_time and wins[a].t_first is not None and wins[b - 1].t_last is not None:
         span = wins[b - 1].t_last - wins[a].t_first
-        f["rate"] = math.log2(events / span) if span > 0 else None
+        f["rate"] = math.log2(events / span) if span >= MIN_RATE_SPAN else None
     return f
 
 
