@@ -188,10 +188,16 @@ def _command_modules():
 
 
 def main(argv=None):
-    from .compiler.build import BuildError
-    from .scenario.errors import ScenarioError
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        # Building the parser imports every command's module: Ctrl-C there is
+        # as much an interruption as during the command.
+        from .compiler.build import BuildError
+        from .scenario.errors import ScenarioError
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("scenc: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     try:
         return args.func(args)
     except ScenarioError as exc:

@@ -874,7 +874,7 @@ _HUGE_HINT = ("to run it anyway, add --allow-huge: each run is then held to --me
 
 
 def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progress: Progress,
-                    allow_huge: bool = False) -> Dict:
+                    allow_huge: bool = False, check=lambda: None) -> Dict:
     """Every program a plan needs, before any run: a build error stops everything early."""
     from . import probes
     from .compiler.pipeline import build
@@ -884,6 +884,7 @@ def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progre
     for params in param_sets:
         for probe_set in probe_sets:
             key = (params_key(params), probe_set)
+            check()
             t0 = time.perf_counter()
             try:
                 b = build(scenario_path, params, cc=cc, probes=probes.c_parts(probe_set),
@@ -949,7 +950,7 @@ def _resolve_allocators(args) -> Dict[str, object]:
     return allocators
 
 
-def _prepare_new(args, progress):
+def _prepare_new(args, progress, check=lambda: None):
     """(result file, plan, allocators, programs) for a fresh run; nothing is run yet."""
     from concurrent.futures import ThreadPoolExecutor
     from .cli import UsageError, parse_params
@@ -983,11 +984,12 @@ def _prepare_new(args, progress):
         looked_up = pool.submit(_resolve_allocators, args)
         try:
             programs = _build_programs(scenario_path, param_sets, probe_plan.probe_sets, cc, progress,
-                                       allow_huge=args.allow_huge)
+                                       allow_huge=args.allow_huge, check=check)
         except BaseException:
             looked_up.result()  # an unusable allocator is the first thing to fix
             raise
         allocators = looked_up.result()
+    check()
 
     plan = plan_runs(
         list(allocators), param_sets, probe_sets=probe_plan.probe_sets,
@@ -1004,6 +1006,7 @@ def _prepare_new(args, progress):
     header["probe_plan"] = probe_plan.to_json()
     header["allow_huge"] = bool(args.allow_huge)
     output = Path(args.output) if args.output else _default_output(header["scenario"])
+    check()  # the last moment to stop without leaving a file behind
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
         result = create(output, header)
@@ -1012,7 +1015,7 @@ def _prepare_new(args, progress):
     return result, plan, allocators, programs
 
 
-def _prepare_resume(args, progress):
+def _prepare_resume(args, progress, check=lambda: None):
     from .cli import UsageError
     from .resultfile import ResultFileError, load
     given = [name for name in _PLAN_OPTIONS if getattr(args, name, None) is not None]
@@ -1050,7 +1053,7 @@ def _prepare_resume(args, progress):
     progress.info(f"resuming {args.resume}: {len(result.runs)} runs saved; plan: {plan.describe()}")
     _tell_memory_limit(args, plan, progress, allow_huge)
     programs = _build_programs(scenario_path, plan.param_sets, plan.probe_sets,
-                               header.get("cc") or "gcc", progress, allow_huge=allow_huge)
+                               header.get("cc") or "gcc", progress, allow_huge=allow_huge, check=check)
     return result, plan, allocators, programs
 
 
@@ -1067,7 +1070,7 @@ def _tell_memory_limit(args, plan: Plan, progress: Progress, allow_huge: Optiona
         progress.info(f"memory limit per run: {memlimit.describe(plan.memory_limit)}")
 
 
-class Interrupted(KeyboardInterrupt):
+class Interrupted(Exception):
     """SIGINT or SIGTERM before the runs start (afterwards ProgramRunner.interrupt handles them)."""
 
     def __init__(self, signum: int):
@@ -1075,8 +1078,24 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
-def _raise_interrupted(signum, _frame):
-    raise Interrupted(signum)
+class _StopRequest:
+    """Signal handler for the preparation: notes the signal, to be acted on between steps.
+
+    Raising from the handler (as Python's default SIGINT handler does) can land
+    inside an import while the thread preloading scipy imports too, and leave
+    the import lock taken for good: scenc then hangs instead of stopping.
+    """
+
+    def __init__(self):
+        self.signum: Optional[int] = None
+
+    def __call__(self, signum, _frame=None):
+        if self.signum is None:
+            self.signum = signum
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
 
 
 def _cannot_go_on(exc: OSError, result, progress: Progress) -> int:
@@ -1102,19 +1121,24 @@ def _cannot_go_on(exc: OSError, result, progress: Progress) -> int:
 def cmd_run(args) -> int:
     progress = Progress(quiet=args.quiet)
     # Until the runs start, SIGTERM stops scenc as Ctrl-C does: cleanly, with a sentence.
-    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    stop = _StopRequest()
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         preload = _preload_scipy()
         try:
             if args.resume:
-                prepared = _prepare_resume(args, progress)
+                prepared = _prepare_resume(args, progress, stop.check)
             else:
-                prepared = _prepare_new(args, progress)
+                prepared = _prepare_new(args, progress, stop.check)
         except OSError as exc:
+            stop.check()
             progress.note(f"scenc: cannot start: {exc.strerror or exc}"
                           f"{f' ({exc.filename})' if exc.filename else ''}")
             return EXIT_RUN_FAILED
-        status = _run_session(args, progress, preload, *prepared)
+        except Exception:
+            stop.check()  # a compiler killed by the same Ctrl-C: the signal is the news
+            raise
+        status = _run_session(args, progress, preload, *prepared, stop.signum)
     except Interrupted as exc:
         progress.close()
         progress.note(f"scenc: interrupted by {signal_name(exc.signum)} before any run")
@@ -1127,7 +1151,8 @@ def cmd_run(args) -> int:
     return finish(prepared[0], args, progress)
 
 
-def _run_session(args, progress, preload, result, plan, allocators, programs) -> Optional[int]:
+def _run_session(args, progress, preload, result, plan, allocators, programs,
+                 early_signal: Optional[int]) -> Optional[int]:
     """Every run of the plan; an exit status if it ended early, None when complete."""
     runner = ProgramRunner()
     session = Session(plan, allocators, programs, result, progress, runner)
@@ -1135,6 +1160,8 @@ def _run_session(args, progress, preload, result, plan, allocators, programs) ->
     # between runs, so it never lands in the middle of saving one.
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, runner.interrupt)
+    if early_signal is not None:  # came after the last check of the preparation
+        runner.interrupt(early_signal)
     try:
         if result.status != "running":
             result.set_status("running")

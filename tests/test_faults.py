@@ -382,3 +382,35 @@ def test_a_signal_kills_the_running_program_at_once(tmp_path, signum):
     result = saved(out)
     assert result.status == "interrupted" and measured(result) == []
     assert f"interrupted by {signal.Signals(signum).name}; 0 finished runs are saved" in stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_start_up_stops_scenc_cleanly(tmp_path, signum):
+    """Whenever the signal comes after scenc started its work (allocator look-up, header,
+    the first runs), scenc stops within seconds, without a traceback, leaving no file or a
+    valid one.
+
+    A signal handler that raised while the scipy preload thread was importing
+    once left the import lock taken, and scenc hung for good.
+    """
+    scenario = write_scenario(tmp_path)
+    for i, delay in enumerate((0.0, 0.05, 0.15, 0.3, 0.6)):
+        out = tmp_path / f"r{i}.json"
+        proc = start_scenc("run", scenario, "--allocators", "glibc,jemalloc", "--runs", 50, "-o", out)
+        # "built ..." comes once scenc's own code runs, with the scipy preload
+        # thread importing meanwhile: the window where a signal once hung scenc.
+        first = proc.stderr.readline()
+        assert first.startswith("built "), first + proc.communicate()[1]
+        time.sleep(delay)
+        proc.send_signal(signum)
+        try:
+            _, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise AssertionError(f"scenc did not stop within 30 s of a signal {delay} s after its build")
+        assert proc.returncode == 128 + signum, (delay, proc.returncode, stderr)
+        assert "Traceback" not in stderr, stderr
+        assert f"interrupted by {signal.Signals(signum).name}" in stderr
+        if out.exists():
+            assert saved(out).status == "interrupted"
