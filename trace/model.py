@@ -1,55 +1,68 @@
 """A fitted model of a capture: a short scenario with the capture's statistics, not its sequence.
 
     model = write_model(events, "app-model.scn", source_name="app.ltrace")
-    print("\\n".join(model.summary_lines()))
+    measure_peak(model)               # build with the `live` probe, run once, put the peak in the header
+    print("\n".join(model.summary_lines()))
 
-`scenc convert --model` writes it; `scenc convert` without --model replays the
+`scenc convert --model` does both; `scenc convert` without --model replays the
 capture call by call (trace/replay.py). The model is for reading, editing and
-scaling: what the program does to the heap, in a page.
+scaling: what the program does to the heap, in a page. Its header compares the
+capture with the model: calls per kind, mean requested size, share of
+cross-thread frees (the model's column is computed from the statements
+written, so `scenc exec` of the model reports exactly those calls) and the
+peak of live bytes (measured: one run under glibc with the `live` probe).
 
-What is fitted
---------------
-* **Thread groups.** Threads whose calls per kind, mean size, cross-thread
-  traffic and activity per phase are alike form one `thread NAME * N` group;
-  its counts are the per-thread averages. The process's first thread (lowest
-  tid) is `main` when it is alone in its group.
-* **Phases.** The trace is cut into windows of events (at most MAX_WINDOWS;
-  they double in length as the trace grows). A window range is split in two
-  where the mean requested size, the net growth of live bytes or the call rate
-  (with timestamps) changes most, if that change passes a threshold (2x in
-  size, 0.5 in growth, 8x in rate between parts of 50 ms or more); then
-  again in each part, up to
-  ``max_phases``. Each phase is one `measure "phase N"` block with its own counts.
-* **Sizes.** The requested bytes of each group in each phase, as a
-  `histogram("...csv")` beside the scenario (exact below 1 KiB; above, 16
-  classes per power of two, each at its mean). Realloc targets get their own.
-* **Lifetimes.** An object freed by the thread that allocated it is a `lives`
-  allocation. Its lifetime is counted as the `lives` clock counts: in
-  allocator calls of that thread that the model makes with statements
-  (allocations, reallocs, free(NULL), frees of received objects, ends of realloc
-  chains); the `lives` frees themselves do not count. Objects still live at
-  the end count as living to the end. A geometric of the same mean is used
-  when a Kolmogorov-Smirnov test does not reject it (distance below
-  max(0.05, 1.36/sqrt(n))); otherwise a weighted table of the log2-bucketed
-  lifetimes (each bucket's mass exact, at its mean).
+What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py)
+--------------------------------------------------------------------------------
+* **Phases.** The calls are cut into windows (at most 128; they double in
+  length as the trace grows). Binary segmentation splits a range where the
+  two sides differ most in typical size (geometric mean, 4x), growth
+  ((allocations - frees) / (allocations + frees), 0.5 apart) or call rate
+  (8x, between parts of 50 ms or more), if a side holds 2% of the calls at
+  least; up to ``max_phases``. Each phase is a `measure "phase N"` block with
+  its own counts; a `barrier` separates phases, so they follow one another in
+  every thread as they did in the capture. A phase where a group makes no
+  call of its own (a teardown that only frees) is a comment.
+* **Thread groups.** Threads within 2x in calls and mean size, 0.15 in each
+  share of calls (allocations, reallocs, free(NULL), frees of others'
+  objects, objects sent) and alike in activity per phase form one `thread
+  NAME * N` group with the per-thread averages; the lowest tid is `main` when
+  alone.
+* **Sizes.** Requested bytes per group and phase, in `histogram("...csv")`
+  files beside the scenario: exact below 1 KiB, above 16 classes per power of
+  two at their mean. Realloc targets per group in their own file.
+* **Lifetimes.** An object freed by its own thread is a `lives` allocation; its
+  lifetime is counted as the `lives` clock counts: in the thread's calls that
+  the model makes with statements (allocations, reallocs, free(NULL), frees of
+  received objects, ends of realloc chains), the `lives` frees not counted.
+  Objects still live at the end live to the end of their thread. A geometric
+  of the capture's mean (`geometric(mean = m + 1) - 1`) when a
+  Kolmogorov-Smirnov test does not reject it (distance below
+  max(0.05, 1.36/sqrt(n))), else a `weighted` table of the lifetime buckets,
+  neighbours merged to 24 entries, each at its mean (same mean; its KS
+  distance is in the comment above the phase).
 * **Cross-thread frees.** An object freed by another thread is sent to it:
-  inside a group through a ring of channels (thread i hands one object to
-  i+1 and frees one from i-1, so the ring cannot deadlock), between groups
-  through one channel per direction. If the groups' traffic forms a cycle, its
-  smallest flow is modelled as local frees instead (a cycle of waits could
-  deadlock), and the header says so.
-* **Reallocs.** Each thread grows one block at a time in `grow`: the capture's
-  reallocs, with its realloc sizes, and chain ends (free, or handed to the
-  thread that freed it) followed by a new block.
-* **Counts.** Exact per thread: `for r in 0 .. R` rounds, a statement made n
-  times runs `(r + 1) * n / R - r * n / R` times in round r (n in all, evenly
-  spread). Channel totals between groups are split over the threads with the
-  same formula on `self`, so sends and receives match exactly.
+  inside a group over a ring of channels (thread i hands one object to i+1 and
+  frees one from i-1 in one step, so the ring cannot deadlock), between groups
+  over one channel per direction, with totals split over the threads by
+  `self` so that sends and receives match exactly, phase by phase. A cycle of
+  channels between groups loses its smallest flow (those objects are freed
+  locally, and the header says so): waits in a cycle could deadlock.
+* **Reallocs.** Each thread grows one block at a time (`grow`): the capture's
+  reallocs with its realloc sizes; a chain ends as in the capture (freed, or
+  handed to the thread that freed it) and a new block starts, of each kind as
+  often as the capture's chains started with it (an empty pool slot when they
+  started with realloc(NULL, n)). realloc(p, 0) that freed its block is a free.
+* **Counts.** Exact per thread: in `for r in 0 .. R`, a statement made n times
+  runs `(r + 1) * n / R - r * n / R` times in round r: n in all, evenly spread.
 
-Streaming: one pass; memory holds the live objects, the per-thread clocks and,
-per thread and window, counters and bucketed histograms (bounded in number).
-Left out: failed allocations, frees of pointers never seen allocated, time
-between calls, and which object a realloc grows when a thread grows several.
+Streaming (trace/model_collect.py): one pass; memory holds the live objects,
+a clock per thread and, per thread and window, counters and bucketed
+histograms, whose number is bounded. Left out, and said in the header when it
+happens: failed allocations, frees of pointers never seen allocated. Not
+modelled: the time between calls, which object a realloc grows when a thread
+grows several, any link between an object's size and its lifetime, and who
+exactly frees whose objects beyond the group (a ring stands for any pattern).
 """
 
 from dataclasses import dataclass

@@ -17,6 +17,7 @@ from .model_fit import LifetimeFit, Phase, ThreadSummary, detect_phases, find_cy
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
 MAX_CAPACITY = 1 << 20
+BARRIER = "    barrier             # phases follow one another in every thread, as captured"
 LINE = 110                  # longer statements are split over several lines      # channel slots live in the runtime's arena: 16 MiB at most per channel
 
 
@@ -187,7 +188,7 @@ class ModelWriter:
         return name
 
     # ---------------------------------------------------------------- statements
-    def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_mk,
+    def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_kinds,
               local_end_credit: int, grow: str) -> Tuple[List[Stmt], List[str]]:
         """The statements of group g in phase pi, with per-thread counts; and variables they need."""
         n, c = g.n, agg.c
@@ -227,7 +228,6 @@ class ModelWriter:
                     ends[dest.name] += v
                 else:
                     ends["local"] += v
-        ends["local"] -= local_end_credit
 
         for src, total in sorted(recvs.items()):
             stmts.append(Stmt(f"free(recv({src}_to_{g.name}))", **exact(total, f"from_{src}_p{pi}"),
@@ -246,19 +246,32 @@ class ModelWriter:
                               calls={mk[0]: 1, "free": 1}, sent=1, draws=1))
         if c["realloc"]:
             stmts.append(Stmt(f"{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
-        # a realloc chain ends (freed, or handed to the thread that freed it) and a new block starts
-        restart, restart_calls, restart_draws = "", {}, 0
-        if start_mk != REALLOC_START:
-            restart, restart_calls, restart_draws = f"  {grow} = {alloc_text(start_mk, size)}", {start_mk[0]: 1}, 1
-        if ends["local"] > 0:
-            stmts.append(Stmt(f"free({grow}){restart}", **per(ends["local"]), calls={"free": 1, **restart_calls},
-                              local_frees=1, draws=restart_draws))
-        if ends["ring"] > 0:
-            stmts.append(Stmt(f"{ring_send.format(grow)}{restart}  {ring_recv}", **per(ends["ring"]),
-                              calls={"free": 1, **restart_calls}, sent=1, draws=restart_draws))
-        for dest in sorted(d for d in ends if d not in ("local", "ring") and ends[d] > 0):
-            stmts.append(Stmt(f"send({g.name}_to_{dest}, {grow}){restart}", **exact(ends[dest], f"to_{dest}_grown_p{pi}"),
-                              calls=dict(restart_calls), sent=1, draws=restart_draws))
+        # A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
+        # each kind as often as the capture's chains started with it.
+        def restart(mk):
+            if mk == REALLOC_START:             # the next realloc(NULL, n) starts it
+                return "", {}, 0
+            return f"  {grow} = {alloc_text(mk, size)}", {mk[0]: 1}, 1
+
+        for where, v in sorted(ends.items(), key=lambda kv: ("local", "ring").index(kv[0])
+                               if kv[0] in ("local", "ring") else 2):
+            parts = _split(v, start_kinds)
+            if where == "local" and local_end_credit:        # the first block came before the phases
+                parts[start_kinds[0][0]] -= local_end_credit
+            for mk, part in sorted(parts.items(), key=lambda kv: _mk_key(kv[0])):
+                if part <= 0:
+                    continue
+                text, calls, draws = restart(mk)
+                if where == "local":
+                    stmts.append(Stmt(f"free({grow}){text}", **per(part), calls={"free": 1, **calls},
+                                      local_frees=1, draws=draws))
+                elif where == "ring":
+                    stmts.append(Stmt(f"{ring_send.format(grow)}{text}  {ring_recv}", **per(part),
+                                      calls={"free": 1, **calls}, sent=1, draws=draws))
+                else:
+                    stmts.append(Stmt(f"send({g.name}_to_{where}, {grow}){text}",
+                                      **exact(part, f"to_{where}_grown_{mk[0]}_p{pi}"), calls=dict(calls), sent=1,
+                                      draws=draws))
         kept = [s for s in stmts if s.max_count(n) > 0]
         return kept, [v for v in variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
 
@@ -267,14 +280,12 @@ class ModelWriter:
         tally = _Tally()
         body: List[str] = []
         rings: Dict[str, int] = {}
-        uses_grow = False
         for g in self.groups:
             lines, ring_per_thread, grows = self._group_text(g, tally)
             if lines:
                 body += lines + [""]
                 if ring_per_thread:
                     rings[g.name] = ring_per_thread
-                uses_grow |= grows
         decls = []
         for (src, dst), total in sorted(self.edges.items()):
             decls.append(f"channel {src}_to_{dst} capacity {max(1, min(total, MAX_CAPACITY))}"
@@ -286,8 +297,6 @@ class ModelWriter:
         self.tally_calls = dict(tally.calls)
         text = self._header(tally)
         text += [f'scenario "{_safe(self.stem)}"', "seed 1"]
-        if uses_grow:
-            text.append("leaks free        # the block left in `grow` is freed when its thread ends")
         text += decls + [""] + body
         return "\n".join(text).rstrip() + "\n"
 
@@ -307,9 +316,11 @@ class ModelWriter:
                 local_ends[i] += sum(v for k, v in p.c.items() if isinstance(k, tuple) and k[0] == "end"
                                      and (k[1] in ("local", "end") or (k[1] == "send" and not self._sent_on(g, k[2]))))
         has_chain = bool(rsizes)
-        start_mk = (max(starts, key=lambda k: (starts[k], k != REALLOC_START)) if starts else REALLOC_START)
+        start_kinds = sorted(starts.items(), key=lambda kv: (-kv[1], kv[0] == REALLOC_START, _mk_key(kv[0]))) \
+            or [(REALLOC_START, 1)]
+        start_mk = start_kinds[0][0]            # the first block's kind
         initial = has_chain and start_mk != REALLOC_START
-        # The first block in `grow` is allocated before the phases and the last one freed by `leaks free`,
+        # The first block in `grow` is allocated before the phases and the last one freed after them,
         # so the phases end one chain fewer per thread: the last phase that ends enough chains locally.
         credit_phase = next((i for i in reversed(range(len(self.phases))) if local_ends[i] >= g.n), None) \
             if initial else None
@@ -317,14 +328,17 @@ class ModelWriter:
         if rsizes:
             rsize = f'histogram("{rsize}")'
         group_fit = fit_lifetimes(group_lives)
-        grow = "grow" if initial else "grow[0]"     # a pool slot starts empty: realloc(NULL, n) starts a chain
+        # A chain that the capture began with realloc(NULL, n) starts from an empty block: a pool slot, which
+        # may be empty (the checker rightly refuses a variable that may hold a freed block).
+        in_pool = has_chain and (not initial or REALLOC_START in starts)
+        grow = "grow[0]" if in_pool else "grow"
         blocks: List[str] = []
         variables: List[str] = []
         first_size = None
         ring_per_thread = 0
         for pi, p in enumerate(self.phases, 1):
             if pi > 1:
-                blocks.append("    barrier             # phases follow one another in every thread, as captured")
+                blocks.append(BARRIER)
             agg = Cell()
             for s in g.summaries:
                 agg.merge(s.phases[pi - 1])
@@ -334,9 +348,11 @@ class ModelWriter:
             first_size = first_size or (size if n_sizes else None)
             mean_size = sum_sizes / n_sizes if n_sizes else 64.0
             fit = fit_lifetimes(agg.lives) or group_fit
-            stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_mk,
+            stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
                                          g.n if credit_phase == pi - 1 else 0, grow)
             if not stmts:
+                blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
+                              + (" (its objects' `lives` end them)" if agg.c["events"] else ""))
                 continue
             variables += new_vars
             for s in stmts:
@@ -350,13 +366,16 @@ class ModelWriter:
                             + (f": {fit.comment()}" if has_lives else ""), "    # ", "    #   ")
             blocks.append(f'    measure "phase {pi}" {{')
             rounds = max(s.max_count(g.n) for s in stmts)
-            if all(s.share is None and s.per_thread == rounds for s in stmts):
-                if rounds == 1:
-                    blocks += [line for s in stmts for line in _statement_lines(s.text, 8)]
-                else:
-                    blocks.append(f"        repeat {rounds} {{")
-                    blocks += [line for s in stmts for line in _statement_lines(s.text, 12)]
-                    blocks.append("        }")
+            if rounds == 1:                      # each statement at most once: no rounds needed
+                for s in stmts:
+                    if s.share is None:
+                        blocks += _statement_lines(s.text, 8)
+                    else:
+                        blocks += [f"        repeat {s.share[0]} {{"] + _statement_lines(s.text, 12) + ["        }"]
+            elif all(s.share is None and s.per_thread == rounds for s in stmts):
+                blocks.append(f"        repeat {rounds} {{")
+                blocks += [line for s in stmts for line in _statement_lines(s.text, 12)]
+                blocks.append("        }")
             else:
                 blocks.append(f"        for r in 0 .. {rounds} {{")
                 for s in stmts:
@@ -373,22 +392,28 @@ class ModelWriter:
             blocks.append("    }")
         if not any(b.startswith("    measure") for b in blocks):
             return [], 0, False
+        blocks = _drop_trailing_barriers(blocks)
         tids = ", ".join(map(str, g.tids[:8])) + (", ..." if g.n > 8 else "")
         out = [f"thread {g.name}{f' * {g.n}' if g.n > 1 else ''} {{    # captured thread(s) {tids}"]
         if any("none[0]" in b for b in blocks):
             out.append("    pool none[1]        # stays empty: free(none[0]) is the capture's free(NULL)")
         out += [f"    {v}" for v in variables]
-        if has_chain and not initial:
-            out.append("    pool grow[1]        # the block this thread grows; empty at first")
+        if in_pool:
+            out.append("    pool grow[1]        # the block this thread grows with realloc" + ("" if initial else
+                                                                                         "; empty at first"))
         if initial:
-            out.append(f"    grow = {alloc_text(start_mk, first_size or '64')}    # the block this thread grows")
+            out.append(f"    {grow} = {alloc_text(start_mk, first_size or '64')}"
+                       + ("" if in_pool else "    # the block this thread grows with realloc"))
             tally.calls[start_mk[0]] += g.n
-            tally.calls["free"] += g.n          # by `leaks free`
             tally.known_frees += g.n
         if any("(r + 1) * " in b for b in blocks) and not getattr(self, "_explained", False):
             out.append("    # `repeat (r + 1) * n / R - r * n / R` over `for r in 0 .. R`: n times, evenly spread")
             self._explained = True
-        return out + blocks + ["}"], ring_per_thread, has_chain
+        end = []
+        if has_chain:
+            end = [f"    free({grow})          # the last block grown (free(NULL) if a chain had just ended)"]
+            tally.calls["free"] += g.n
+        return out + blocks + end + ["}"], ring_per_thread, has_chain
 
     def _sent_on(self, g: Group, tid: int) -> bool:
         dest = self.group_of[tid]
@@ -460,6 +485,23 @@ class ModelWriter:
         for note in self.notes:
             h += _wrap(note, "#   note: ", "#         ")
         return h + [""]
+
+
+def _split(total: int, weights) -> Counter:
+    """total split in proportion to [(key, weight)], largest remainders first; the parts add up to total."""
+    whole = sum(w for _, w in weights)
+    shares = [(key, total * w / whole) for key, w in weights]
+    parts = Counter({key: int(x) for key, x in shares})
+    left = total - sum(parts.values())
+    for key, x in sorted(shares, key=lambda kx: -(kx[1] - int(kx[1])))[:left]:
+        parts[key] += 1
+    return parts
+
+
+def _drop_trailing_barriers(blocks: List[str]) -> List[str]:
+    """After a group's last measure block there is nothing to wait for: the barriers go, the comments stay."""
+    last = max(i for i, b in enumerate(blocks) if b.startswith("    measure"))
+    return blocks[:last] + [b for b in blocks[last:] if b != BARRIER]
 
 
 def _statement_lines(text: str, indent: int) -> List[str]:

@@ -1,0 +1,273 @@
+"""scenc convert --model: the fitted scenario reproduces the capture's statistics, checks, builds and runs.
+
+Hand-made ltrace logs (text in ltrace 0.7.3's format, read by the real parser)
+give traces whose lifetimes, phases and traffic are known exactly; the shared
+real logs check the model of real programs. Every model is compiled and run
+for real; the `live` probe measures its peak.
+"""
+import heapq
+import json
+import random
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from scenc.cli import main
+from scenc.compiler.pipeline import load
+from scenc.compiler.tables import read_histogram
+from scenc.trace.events import ALLOC_KINDS, AllocEvent
+from scenc.trace.ltrace import parse, parse_file
+from scenc.trace.model import measure_peak, write_model
+from scenc.trace.model_collect import MAX_WINDOWS, Collector
+
+SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "ltrace-samples"
+needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"{SAMPLES} is not there")
+
+
+class LogWriter:
+    """Writes an ltrace -f -o log (no timestamps) of the calls it is told about; hands out fresh addresses."""
+
+    def __init__(self):
+        self.lines = []
+        self.next_addr = 0x10000
+
+    def malloc(self, tid, size, kind="malloc"):
+        self.next_addr += 0x1000
+        args = f"1, {size}" if kind == "calloc" else f"{size}"
+        self.lines.append(f"{tid} app->{kind}({args}) = {self.next_addr:#x}")
+        return self.next_addr
+
+    def free(self, tid, addr):
+        self.lines.append(f"{tid} app->free({addr:#x}) = <void>")
+
+    def realloc(self, tid, addr, size):
+        self.next_addr += 0x1000
+        self.lines.append(f"{tid} app->realloc({addr:#x}, {size}) = {self.next_addr:#x}")
+        return self.next_addr
+
+    def text(self, tids=(100,)):
+        return "\n".join(self.lines + [f"{t} +++ exited (status 0) +++" for t in tids]) + "\n"
+
+
+def model_of(text, tmp_path, name="app", **kw):
+    return write_model(parse(text, f"{name}.ltrace"), tmp_path / f"{name}-model.scn", f"{name}.ltrace", **kw)
+
+
+def run(path) -> dict:
+    import subprocess
+    from scenc.compiler.pipeline import build
+    proc = subprocess.run([str(build(path).binary)], stdout=subprocess.PIPE, text=True, timeout=120, check=True)
+    return json.loads(proc.stdout)
+
+
+def totals(result: dict) -> dict:
+    out = Counter()
+    for t in result["threads"]:
+        out.update({k: n for k, n in t["ops"].items() if n})
+    return dict(out)
+
+
+def lifetimes_log(lifetimes, size=100, tid=100) -> str:
+    """One thread; object i is freed after exactly lifetimes[i] later allocations (the `lives` clock)."""
+    log = LogWriter()
+    due, clock = [], 0
+    for i, life in enumerate(lifetimes):
+        clock += 1
+        heapq.heappush(due, (clock + life, i, log.malloc(tid, size)))
+        while due and due[0][0] <= clock:
+            log.free(tid, heapq.heappop(due)[2])
+    while due:
+        log.free(tid, heapq.heappop(due)[2])
+    return log.text()
+
+
+# --------------------------------------------------------------------------- lifetimes and the lives clock
+def test_lifetimes_are_counted_on_the_lives_clock(tmp_path):
+    """Each object freed after exactly 3 more allocations: the model says `lives` 3 and peaks where the capture did."""
+    text = lifetimes_log([3] * 300)
+    model = model_of(text, tmp_path)
+    assert "lives weighted { 0: 1, 1: 1, 2: 1, 3: 297 }" in model.text     # the last three are cut by the end
+    assert load(model.scn_path).warnings == []
+    peak = measure_peak(model)
+    assert peak == 4 * 100                    # object i and the three allocated after it
+    assert ("live bytes, peak", "400", "400") in model.figures
+    assert any(line.split()[-3:] == ["peak", "400", "400"] for line in model.scn_path.read_text().splitlines())
+    assert totals(run(model.scn_path)) == model.model_calls == {"malloc": 300, "free": 300}
+
+
+def test_geometric_lifetimes_are_fitted_as_geometric(tmp_path):
+    rng = random.Random(7)
+    mean = 20.0
+    lives = [int(rng.expovariate(1.0) * mean) for _ in range(3000)]   # geometric-like on 0, 1, 2 ...
+    model = model_of(lifetimes_log(lives), tmp_path, max_phases=1)
+    [fit] = model.fits
+    assert "a geometric fits" in fit
+    [expr] = {line.split("lives ", 1)[1] for line in model.text.splitlines() if "lives " in line and "#" not in line}
+    assert expr.startswith("geometric(mean = ") and expr.endswith(") - 1")
+    fitted = float(expr.split("= ")[1].split(")")[0]) - 1
+    assert abs(fitted - sum(lives) / len(lives)) / (sum(lives) / len(lives)) < 0.05
+
+
+def test_bimodal_lifetimes_get_a_table_with_the_same_mean(tmp_path):
+    rng = random.Random(3)
+    lives = [0 if rng.random() < 0.7 else rng.randint(400, 600) for _ in range(2000)]
+    model = model_of(lifetimes_log(lives), tmp_path, max_phases=1)
+    [fit] = model.fits
+    assert "not geometric" in fit and "table" in fit
+    ks = float(fit.split("table of buckets at their means (KS ")[1].split(",")[0])
+    assert ks < 0.05
+    capture_mean = float(fit.split("mean ")[1].split(" calls")[0])
+    model_mean = float(fit.rsplit("mean ", 1)[1].rstrip(")"))
+    assert abs(capture_mean - model_mean) < 0.01 * capture_mean
+    assert totals(run(model.scn_path)) == model.model_calls
+
+
+# --------------------------------------------------------------------------- phases
+def test_phases_follow_clear_changes(tmp_path):
+    """Steady small objects, then steady large ones, then a teardown: three phases, cut where they change.
+    (A phase holds 2% of the calls at least: the teardown frees 425 objects of about 7000 calls.)"""
+    rng = random.Random(1)
+    log = LogWriter()
+    pool = [log.malloc(100, 32) for _ in range(50)]
+    for _ in range(1500):                                    # phase 1: 32-byte objects, steady
+        i = rng.randrange(len(pool))
+        log.free(100, pool[i])
+        pool[i] = log.malloc(100, 32)
+    start2 = len(log.lines) + 1
+    for i in range(len(pool)):
+        log.free(100, pool[i])
+        pool[i] = log.malloc(100, 8192)
+    for step in range(1500):                                 # phase 2: 8 KiB objects, slowly more of them
+        i = rng.randrange(len(pool))
+        log.free(100, pool[i])
+        pool[i] = log.malloc(100, 8192 + rng.randrange(64))
+        if step % 4 == 0:
+            pool.append(log.malloc(100, 8192))
+    start3 = len(log.lines) + 1
+    for p in pool:                                           # phase 3: every object freed
+        log.free(100, p)
+    model = model_of(log.text(), tmp_path, "phases")
+    assert len(model.phases) == 3, model.summary_lines()
+    window = (len(log.lines) + MAX_WINDOWS - 1) // MAX_WINDOWS * 2
+    assert abs(model.phases[1].first_line - start2) <= window
+    assert abs(model.phases[2].first_line - start3) <= window
+    assert "typical size" in model.phases[1].why and "growth" in model.phases[2].why
+    text = model.text
+    # the teardown makes no call of its own: its frees are the `lives` ends of phase 2's objects
+    assert text.count('measure "phase ') == 2 and text.count("    barrier") == 1
+    assert "# phase 3, lines" in text and "no call of its own here" in text
+    p1, p2 = (read_histogram(tmp_path / f"phases-model-sizes-p{i}.csv") for i in (1, 2))
+    assert max(s for s, _ in p1) <= 8192 and min(s for s, _ in p2) >= 32
+    assert sum(c for s, c in p1 if s == 32) > 1000 and sum(c for s, c in p2 if s >= 8192) > 1000
+    result = run(model.scn_path)
+    assert {r for t in result["threads"] for r in t["regions"]} == {"phase 1", "phase 2"}
+    assert totals(result) == model.model_calls
+
+
+# --------------------------------------------------------------------------- threads and channels
+def test_a_cycle_of_handoffs_between_groups_is_cut_and_the_model_finishes(tmp_path):
+    """Two unlike threads freeing each other's objects: one direction stays a channel, the other is cut."""
+    rng = random.Random(5)
+    log = LogWriter()
+    small, big = [], []
+    for step in range(1200):
+        small.append(log.malloc(100, 24))
+        if step % 2:
+            big.append(log.malloc(200, 16384))
+        if len(small) > 20:
+            log.free(200, small.pop(rng.randrange(len(small))))    # thread 200 frees 100's objects
+        if len(big) > 10:
+            log.free(100, big.pop(rng.randrange(len(big))))        # and 100 frees 200's: a cycle
+    model = model_of(log.text(tids=(100, 200)), tmp_path, "cycle")
+    assert sorted((g.name, g.n) for g in model.groups) == [("main", 1), ("worker", 1)]
+    assert any("a channel for them would close a cycle" in n for n in model.notes)
+    assert model.text.count("\nchannel ") == 1
+    measure_peak(model)                       # builds and runs: finishing proves the channels cannot deadlock
+    assert totals(run(model.scn_path)) == model.model_calls
+
+
+@needs_samples
+def test_shared_threaded_model_hands_objects_over_through_channels(tmp_path):
+    model = write_model(parse_file(SAMPLES / "mt_pthread_e.log"), tmp_path / "mt-model.scn", "mt_pthread_e.log")
+    assert [(g.name, g.n) for g in model.groups] == [("worker", 4), ("main", 1)]
+    text = model.text
+    assert "channel worker_ring[4]" in text and "channel worker_to_main capacity 95" in text
+    figures = {a: (b, c) for a, b, c in model.figures}
+    assert figures["cross-thread frees"][0] == "100.0%" and float(figures["cross-thread frees"][1][:-1]) >= 95
+    assert figures["  realloc"] == ("52", "52") and figures["  free"][0] == "1120"
+    for kind, captured in (("malloc", 480), ("calloc", 80), ("free", 1120)):
+        assert abs(model.model_calls[kind] - captured) <= 0.03 * captured, kind
+    assert load(model.scn_path).warnings == []
+    measure_peak(model)
+    result = run(model.scn_path)
+    assert totals(result) == model.model_calls        # per-thread counts are exact, whatever the timing
+    workers = [t for t in result["threads"] if t["group"] == "worker"]
+    assert len(workers) == 4 and all(t["sends"] >= 100 for t in workers)
+
+
+@needs_samples
+def test_shared_python_model_checks_builds_runs_and_keeps_the_statistics(capsys, tmp_path):
+    scn = tmp_path / "py-model.scn"
+    assert main(["convert", str(SAMPLES / "python_json_e.log"), "--model", "-o", str(scn)]) == 0
+    out = capsys.readouterr().out
+    assert "live bytes, peak" in out and "not measured" not in out
+    assert main(["check", str(scn)]) == 0
+    assert "0 warnings" in capsys.readouterr().out
+    model = write_model(parse_file(SAMPLES / "python_json_e.log"), scn, "python_json_e.log")
+    result = run(scn)
+    assert totals(result) == model.model_calls
+    captured = Counter(ev.kind for ev in parse_file(SAMPLES / "python_json_e.log"))
+    for kind in ("malloc", "free", "realloc"):
+        assert abs(model.model_calls[kind] - captured[kind]) <= 0.03 * captured[kind], kind
+    assert abs(model.model_calls["calloc"] - captured["calloc"]) <= 0.15 * captured["calloc"]
+    phases = {r for t in result["threads"] for r in t["regions"]}
+    assert phases == {f"phase {i}" for i in range(1, len(model.phases) + 1)} and len(phases) >= 2
+    # the histograms hold every successful allocation, sizes below 1 KiB exactly
+    sizes = Counter()
+    for f in tmp_path.glob("py-model-sizes*.csv"):
+        for size, count in read_histogram(f):
+            sizes[size] += count
+    allocs = [ev.size * ev.nmemb for ev in parse_file(SAMPLES / "python_json_e.log")
+              if ev.kind in ALLOC_KINDS and not ev.failed]
+    assert sum(sizes.values()) == len(allocs)
+    assert {s: c for s, c in sizes.items() if s < 1024} == {s: c for s, c in Counter(allocs).items() if s < 1024}
+    figures = {a: (b, c) for a, b, c in model.figures}
+    capture_mean, model_mean = map(float, figures["mean requested size (B)"])
+    assert abs(capture_mean - model_mean) <= 0.02 * capture_mean
+
+
+# --------------------------------------------------------------------------- streaming
+def _events(n, threads=4, live=200, seed=2):
+    rng = random.Random(seed)
+    pools = {t: [] for t in range(1, threads + 1)}
+    addr = 0x1000
+    for i in range(n):
+        tid = rng.randint(1, threads)
+        pool = pools[tid]
+        if len(pool) < live // threads or rng.random() < 0.5 and len(pool) < live // threads * 2:
+            addr += 16
+            pool.append(addr)
+            yield AllocEvent(i + 1, tid, None, "malloc", rng.choice((16, 64, 256)), 1, None, None, addr, False, i + 1,
+                             None)
+        else:
+            victim = pools[rng.randint(1, threads)] or pool
+            p = victim.pop(rng.randrange(len(victim)))
+            yield AllocEvent(i + 1, tid, None, "free", None, 1, None, p, None, False, i + 1, None)
+
+
+def test_the_collector_keeps_bounded_memory_on_long_streams():
+    """What the pass keeps does not grow with the trace: windows merge, histograms are bucketed, and only
+    live objects are remembered (measured by structure: tracemalloc would make the pass 4x slower)."""
+    sizes = []
+    for n in (30_000, 300_000):
+        col = Collector().consume(_events(n))
+        assert col.ordinal == n and len(col.live) <= 400
+        assert len(col.wins) <= MAX_WINDOWS and all(len(c) <= MAX_WINDOWS for c in col.cells.values())
+        cells = [c for cells in col.cells.values() for c in cells if c is not None]
+        entries = sum(len(c.c) + len(c.sizes) + len(c.rsizes) + len(c.lives) for c in cells)
+        # per cell: a few counters per partner thread, 3 sizes, lifetime buckets (exact below 32, 8 per octave)
+        assert entries <= len(cells) * (10 + 4 * len(col.cells) + 3 + 32 + 8 * 20)
+        sizes.append(entries)
+    assert sizes[1] <= 3 * sizes[0], sizes      # 10x the calls, the same windows: only lifetimes spread a little
