@@ -879,7 +879,6 @@ def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progre
     from . import probes
     from .compiler.pipeline import build
     from .scenario.errors import ScenarioError
-    from .scenario.peak import is_machine_too_small
     programs = {}
     for params in param_sets:
         for probe_set in probe_sets:
@@ -890,6 +889,7 @@ def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progre
                 b = build(scenario_path, params, cc=cc, probes=probes.c_parts(probe_set),
                           warn=progress.note if not programs else None, allow_huge=allow_huge)
             except ScenarioError as exc:
+                from .scenario.peak import is_machine_too_small
                 if len(param_sets) > 1:
                     progress.note(f"scenc: with {params_label(params)}:")
                 if any(is_machine_too_small(d) for d in exc.diagnostics):

@@ -5,10 +5,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, Tuple
 
-import jinja2
-
 from .. import __version__
-from .lower import CProgram, c_string
+
+# jinja2 and the lowering are imported by the functions that use them: ProbeC
+# is all a probe list (probes.c_parts) needs, and `scenc run` builds that list
+# even when every program comes from the build cache.
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -24,7 +25,9 @@ class ProbeC:
 
 
 @functools.lru_cache(maxsize=None)
-def _env() -> jinja2.Environment:
+def _env() -> "jinja2.Environment":  # noqa: F821
+    import jinja2
+    from .lower import c_string
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              autoescape=False)
@@ -32,7 +35,8 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def render(program: CProgram, probes: Sequence[ProbeC] = ()) -> str:
+def render(program: "CProgram", probes: Sequence[ProbeC] = ()) -> str:  # noqa: F821
+    from .lower import c_string
     source_comment = Path(program.source_file).name.replace("*/", "* /")
     return _env().get_template("program.c.j2").render(
         p=program, probes=list(probes), probe_headers=[pr.header for pr in probes],
