@@ -62,12 +62,27 @@ static void scn_replay_load(const char *path) {
   if (base == MAP_FAILED) scn_die("cannot map the replay data %s", path);
   const scn_replay_header *h = (const void *)base;
   if (memcmp(h->magic, "SCNOPS1", 8) != 0) scn_die("%s is not a scenc replay file (bad magic)", path);
+  if (h->ops > (uint64_t)st.st_size / sizeof(scn_replay_op))
+    scn_die("%s is truncated or damaged (%llu ops in %lld bytes)", path, (unsigned long long)h->ops,
+            (long long)st.st_size);
   size_t need = sizeof *h + (h->threads + 1) * sizeof(uint64_t) + h->ops * sizeof(scn_replay_op);
   if (h->threads == 0 || (size_t)st.st_size != need)
     scn_die("%s is truncated or damaged (%lld bytes, expected %zu)", path, (long long)st.st_size, need);
   scn_replay.section = (const uint64_t *)(h + 1);
   scn_replay.ops = (const scn_replay_op *)(scn_replay.section + h->threads + 1);
   scn_replay.threads = h->threads;
+  /* Every index the replay follows stays inside the file and the slot table,
+   * so a damaged file is a message, not a crash. (A damaged file can still
+   * make a thread wait for a slot state that never comes.) */
+  const uint64_t *sec = scn_replay.section;
+  int sane = sec[0] == 0 && sec[h->threads] == h->ops && h->slots <= h->ops;
+  for (uint32_t t = 0; sane && t < h->threads; t++) sane = sec[t] <= sec[t + 1];
+  for (uint64_t i = 0; sane && i < h->ops; i++) {
+    const scn_replay_op *op = &scn_replay.ops[i];
+    sane = op->kind <= SCN_R_VALLOC && (op->slot == SCN_R_NONE || op->slot < h->slots) &&
+           (op->kind != SCN_R_REALLOC || op->aux == SCN_R_NONE || op->aux < h->slots);
+  }
+  if (!sane) scn_die("%s is damaged (an index points outside it)", path);
   scn_replay.slots = scn_arena_alloc((h->slots ? h->slots : 1) * sizeof *scn_replay.slots);
 }
 

@@ -212,6 +212,91 @@ def test_scenc_check_on_random_bytes_exits_non_zero_with_a_file_message(tmp_path
     assert proc.stderr.startswith(f"{path}:"), proc.stderr
 
 
+# ------------------------------------------------------------ the data a replay program reads
+
+def synthetic_trace():
+    """Two threads handing objects over (cross-thread frees and a realloc), as the converter sees them."""
+    from scenc.trace.events import AllocEvent
+    events, line = [], 0
+    for i in range(40):
+        line += 1
+        ptr = 0x1000 + 0x40 * (i % 7)
+        events.append(AllocEvent(line, 1, None, "malloc", 16 + i, 1, None, None, ptr, False, line, None))
+        line += 1
+        if i % 3 == 0:
+            events.append(AllocEvent(line, 1, None, "realloc", 64, 1, None, ptr, ptr + 0x8000, False, line, None))
+            ptr += 0x8000
+            line += 1
+        events.append(AllocEvent(line, 2 if i % 2 else 1, None, "free", None, 1, None, ptr, None, False, line, None))
+    return events
+
+
+@pytest.fixture(scope="module")
+def replay_program(tmp_path_factory):
+    from scenc.compiler.pipeline import build
+    from scenc.trace.replay import write_replay
+    folder = tmp_path_factory.mktemp("replay")
+    scn = folder / "trace.scn"
+    report = write_replay(synthetic_trace(), scn, "synthetic")
+    assert report.threads == 2 and report.cross_thread_waits > 0
+    ops = scn.with_suffix(".ops")
+    return build(scn).binary, ops, ops.read_bytes()
+
+
+@settings(max_examples=12, **FUZZ)
+@given(st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), min_size=1, max_size=8))
+def test_a_damaged_replay_file_is_a_message_never_a_crash(replay_program, flips):
+    binary, ops, good = replay_program
+    data = bytearray(good)
+    for at, value in flips:
+        data[at % len(data)] = value
+    ops.write_bytes(bytes(data))
+    try:
+        proc = subprocess.run([str(binary)], capture_output=True, text=True, timeout=3)
+    except subprocess.TimeoutExpired:
+        return  # damaged generations can make a thread wait for a state that never comes
+    finally:
+        ops.write_bytes(good)
+    assert proc.returncode in (0, 3), proc.stderr  # not a signal
+    if proc.returncode == 3:
+        assert proc.stderr.startswith("scenc runtime: ") and str(ops) in proc.stderr
+
+
+def _damage(data: bytearray, how: str) -> None:
+    import struct
+    threads = struct.unpack_from("<I", data, 8)[0]
+    first_op = 32 + 8 * (threads + 1)
+    if how == "slot past the table":
+        struct.pack_into("<I", data, first_op + 4, 0xFFFFFFF0)
+    elif how == "sections out of order":
+        struct.pack_into("<Q", data, 32 + 8, 1 << 40)
+    elif how == "op count past the file":
+        struct.pack_into("<Q", data, 24, 1 << 62)
+    elif how == "unknown op kind":
+        data[first_op] = 200
+
+
+@pytest.mark.parametrize("how", ["slot past the table", "sections out of order", "op count past the file",
+                                 "unknown op kind"])
+def test_replay_file_damage_that_used_to_crash_is_a_message(replay_program, how):
+    binary, ops, good = replay_program
+    data = bytearray(good)
+    _damage(data, how)
+    ops.write_bytes(bytes(data))
+    try:
+        proc = subprocess.run([str(binary)], capture_output=True, text=True, timeout=30)
+    finally:
+        ops.write_bytes(good)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.startswith("scenc runtime: ") and "damaged" in proc.stderr
+
+
+def test_the_undamaged_replay_file_replays(replay_program):
+    binary, _, _ = replay_program
+    report = oracle.run_program(binary)
+    assert [t["ops"]["malloc"] for t in report.report["threads"]] == [40, 0]
+
+
 # ------------------------------------------------------------ the regression corpus
 
 def corpus_files():

@@ -29,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -191,7 +192,6 @@ def totals(report: dict, key: str) -> int:
 
 
 def write_scenario(folder: Path, name: str) -> Path:
-    import textwrap
     path = folder / f"{name}.scn"
     path.write_text(textwrap.dedent(SCENARIOS[name]))
     return path

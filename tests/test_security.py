@@ -16,6 +16,7 @@
 """
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -45,6 +46,18 @@ NASTY = [
     f"é中😀\u202e{MARK}\u2028\u2029",
     f"{MARK}\\",
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def security_cache(tmp_path_factory):
+    """A temporary SCENC_CACHE: these programs embed temporary paths, nothing worth keeping."""
+    old = os.environ.get("SCENC_CACHE")
+    os.environ["SCENC_CACHE"] = str(tmp_path_factory.mktemp("security-cache"))
+    yield
+    if old is None:
+        del os.environ["SCENC_CACHE"]
+    else:
+        os.environ["SCENC_CACHE"] = old
 
 
 def scn_string(text: str) -> str:
@@ -249,7 +262,7 @@ def test_scenc_executes_only_the_toolchain_and_the_generated_program(tmp_path):
     path.write_text(f"scenario {scn_string(SHELLISH.format(tmp_path))}\n"
                     "thread main { p = malloc(8) free(p) }\n")
     log = tmp_path / "exec.log"
-    env = {**__import__("os").environ, "SCENC_CACHE": str(tmp_path / "cache")}  # a cold cache: the compiler runs
+    env = {**os.environ, "SCENC_CACHE": str(tmp_path / "cache")}  # a cold cache: the compiler runs
     for cc in ("gcc", "clang"):
         proc = subprocess.run([strace, "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", str(log),
                                *SCENC, "exec", "--cc", cc, "--json", str(path)],
