@@ -7,8 +7,8 @@ Layout, little-endian:
              u8 kind, u8 flags, u16 0, u32 slot, u32 aux, u32 gen, u32 aux_gen, u32 0, u64 size
 
 Ops arrive interleaved across threads; the writer spools each thread's ops to
-its own temporary file and concatenates them at the end, so memory stays
-constant however long the trace is.
+its own temporary file (through a 64 KiB buffer) and concatenates them at the
+end, so memory stays constant however long the trace is.
 """
 
 import os
@@ -35,31 +35,52 @@ class OpsFileError(ValueError):
 
 
 class OpsWriter:
-    """Collects ops per thread; `close()` writes the final file atomically."""
+    """Collects ops per thread; `close()` writes the final file atomically.
+
+    Each thread's ops gather in a bytearray that spills to the thread's spool
+    file past SPILL bytes. A converter in a hurry appends ``OP.pack(...)`` to
+    ``buffer(thread)`` itself, calls ``spill(thread)`` when it grew past SPILL,
+    and sets ``slots``; ``op()`` does all of that for one op.
+    """
+
+    SPILL = 1 << 16
 
     def __init__(self, path):
         self.path = Path(path)
         self._spool = Path(tempfile.mkdtemp(prefix=".ops-", dir=self.path.parent))
         self._files: List = []
+        self._buffers: List[bytearray] = []
         self._counts: List[int] = []
         self.slots = 0
 
     def add_thread(self) -> int:
         index = len(self._files)
-        self._files.append(open(self._spool / f"t{index}", "wb", buffering=1 << 16))
+        self._files.append(open(self._spool / f"t{index}", "wb"))
+        self._buffers.append(bytearray())
         self._counts.append(0)
         return index
 
+    def buffer(self, thread: int) -> bytearray:
+        return self._buffers[thread]
+
+    def spill(self, thread: int) -> None:
+        buf = self._buffers[thread]
+        self._files[thread].write(buf)
+        self._counts[thread] += len(buf) // OP.size
+        buf.clear()
+
     def op(self, thread: int, kind: str, flags: int = 0, slot: int = NONE, aux: int = NONE,
            gen: int = 0, aux_gen: int = 0, size: int = 0) -> None:
-        self._files[thread].write(OP.pack(KIND_CODE[kind], flags, 0, slot, aux & 0xFFFFFFFF,
-                                          gen, aux_gen, 0, size & 0xFFFFFFFFFFFFFFFF))
-        self._counts[thread] += 1
+        buf = self._buffers[thread]
+        buf += OP.pack(KIND_CODE[kind], flags, 0, slot, aux & 0xFFFFFFFF, gen, aux_gen, 0, size & 0xFFFFFFFFFFFFFFFF)
+        if len(buf) >= self.SPILL:
+            self.spill(thread)
         if slot != NONE and slot + 1 > self.slots:
             self.slots = slot + 1
 
     def close(self) -> None:
-        for f in self._files:
+        for i, f in enumerate(self._files):
+            self.spill(i)
             f.close()
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         try:

@@ -1,8 +1,9 @@
 """Exact replay: a stream of captured calls becomes an ops file and a `replay` scenario.
 
 Each captured thread keeps its own calls in order with their exact sizes.
-Pointers become slots, reused as soon as they are free so memory grows with
-the number of live objects, not with the trace. When an op touches a slot
+Pointers become slots, reused as soon as they are free (by the thread that
+freed them first, so that reuse rarely waits for another thread) so memory
+grows with the number of live objects, not with the trace. When an op touches a slot
 whose previous op was made by another thread (a cross-thread free, or a slot
 reused after another thread freed it), the op is marked to wait for that
 thread, as DJ Delorie's glibc trace simulator does: the replay keeps every
@@ -15,14 +16,13 @@ a free of a pointer never seen allocated becomes free(NULL); a realloc of such
 a pointer, or a realloc that failed in the trace, becomes realloc(NULL, n).
 """
 
-import heapq
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
 from .events import AllocEvent
-from .opsfile import COUNTED_AS, NONE, WAIT, WAIT_OLD, OpsWriter
+from .opsfile import COUNTED_AS, KIND_CODE, NONE, OP, WAIT, WAIT_OLD, OpsWriter
 
 # Trace kinds to the replay op that performs the same kind of call.
 REPLAY_KIND = {
@@ -55,148 +55,167 @@ class ReplayReport:
             self.degraded_lines[what].append(line)
 
 
-class _Slots:
-    """Slot numbers with generation counters and the thread that touched each last."""
-
-    def __init__(self):
-        self.free: List[int] = []
-        self.gen: List[int] = []
-        self.last_thread: List[int] = []
-
-    def take(self, thread: int):
-        slot = heapq.heappop(self.free) if self.free else self._new()
-        flags = WAIT if self.last_thread[slot] not in (-1, thread) else 0
-        self.last_thread[slot] = thread
-        return slot, self.gen[slot], flags
-
-    def _new(self) -> int:
-        self.gen.append(0)
-        self.last_thread.append(-1)
-        return len(self.gen) - 1
-
-    def touch(self, slot: int, thread: int) -> int:
-        flags = WAIT if self.last_thread[slot] != thread else 0
-        self.last_thread[slot] = thread
-        return flags
-
-    def release(self, slot: int) -> None:
-        self.gen[slot] += 1
-        heapq.heappush(self.free, slot)
+# A thread keeps up to OWN_SLOTS freed slots for itself (reused first: no wait on another thread); the
+# rest go to a shared stack, taken before any new slot, so slots never outnumber live objects by more
+# than OWN_SLOTS per thread.
+OWN_SLOTS = 256
 
 
 def convert_events(events: Iterable[AllocEvent], ops_path) -> ReplayReport:
-    """Write the ops file for a stream of events; returns what was converted."""
+    """Write the ops file for a stream of events; returns what was converted.
+
+    One loop with everything inlined: it runs once per captured call, and the
+    conversion must keep up with the parser (bench/bench_convert.py).
+    """
     writer = OpsWriter(ops_path)
     report = ReplayReport()
-    slots = _Slots()
+    note = report.note
+    pack = OP.pack
+    spill_at = writer.SPILL
+    kinds = list(REPLAY_KIND)
+    codes = {k: (KIND_CODE[REPLAY_KIND[k]], i) for i, k in enumerate(kinds)}   # captured kind -> (op, index)
+    c_free, c_realloc, c_calloc, c_malloc = (KIND_CODE[k] for k in ("free", "realloc", "calloc", "malloc"))
     threads: Dict[int, int] = {}
-    live: Dict[int, tuple] = {}   # pointer -> (slot, size)
-    live_bytes = 0
+    bufs: List[bytearray] = []
+    own: List[List[int]] = []            # per thread: slots it freed, reused first
+    shared: List[int] = []
+    gen: List[int] = []                  # per slot: generation (frees so far)
+    last: List[int] = []                 # per slot: the replay thread that touched it last
+    by_kind: List[List[int]] = []        # per thread: calls per captured kind (index in `kinds`)
+    live: Dict[int, tuple] = {}          # pointer -> (slot, bytes)
+    live_bytes = peak = peak_line = waits = 0
     try:
         for ev in events:
-            report.trace_kinds[ev.kind] += 1
-            kind = REPLAY_KIND.get(ev.kind)
-            if kind is None:
-                report.note(f"unsupported call {ev.kind}", ev.line)
+            line, tid, _t, kind, size, nmemb, align, old, res, failed, _s, _d = ev
+            known = codes.get(kind)
+            if known is None:
+                note(f"unsupported call {kind}", line)
                 continue
-            thread = threads.get(ev.tid)
+            code, index = known
+            thread = threads.get(tid)
             if thread is None:
-                thread = threads[ev.tid] = writer.add_thread()
-                report.counts.append(Counter())
-                report.tids.append(ev.tid)
-            report.counts[thread][COUNTED_AS.get(kind, kind)] += 1
-            report.calls += 1
-            if kind == "free":
-                live_bytes -= _free(ev, thread, writer, slots, live, report)
-            elif kind == "realloc":
-                live_bytes += _realloc(ev, thread, writer, slots, live, report)
+                thread = threads[tid] = writer.add_thread()
+                bufs.append(writer.buffer(thread))
+                own.append([])
+                by_kind.append([0] * len(kinds))
+                report.tids.append(tid)
+            by_kind[thread][index] += 1
+            buf = bufs[thread]
+            if code == c_free:
+                entry = live.pop(old, None) if old else None
+                if entry is None:
+                    if old:
+                        note("free of a pointer never seen allocated (replayed as free(NULL))", line)
+                    buf += pack(c_free, 0, 0, NONE, NONE, 0, 0, 0, 0)
+                else:
+                    slot, nbytes = entry
+                    flags = WAIT if last[slot] != thread else 0
+                    waits += flags
+                    last[slot] = thread
+                    buf += pack(c_free, flags, 0, slot, NONE, gen[slot], 0, 0, 0)
+                    gen[slot] += 1
+                    mine = own[thread]
+                    mine.append(slot)
+                    if len(mine) > OWN_SLOTS:
+                        shared.extend(mine[:OWN_SLOTS // 2])
+                        del mine[:OWN_SLOTS // 2]
+                    live_bytes -= nbytes
             else:
-                live_bytes += _alloc(ev, kind, thread, writer, slots, live, report)
-            if live_bytes > report.peak_live_bytes:
-                report.peak_live_bytes, report.peak_line = live_bytes, ev.line
+                if code == c_realloc:
+                    size = (size or 0) * (nmemb or 1)
+                    entry = live.get(old) if old else None
+                    if old and entry is None:
+                        note("realloc of a pointer never seen allocated (replayed as realloc(NULL, n))", line)
+                    if failed:
+                        # The old block stays alive in the trace; realloc(NULL, n) keeps the
+                        # call without risking a block the trace goes on using.
+                        note("realloc that failed in the trace (replayed as realloc(NULL, n))", line)
+                        buf += pack(c_realloc, 0, 0, NONE, NONE, 0, 0, 0, size & 0xFFFFFFFFFFFFFFFF)
+                        if len(buf) >= spill_at:
+                            writer.spill(thread)
+                        continue
+                    flags, aux, aux_gen, nbytes = 0, NONE, 0, size
+                    if entry is not None:
+                        del live[old]
+                        aux = entry[0]
+                        aux_gen = gen[aux]
+                        if last[aux] != thread:
+                            flags = WAIT_OLD
+                            last[aux] = thread
+                        live_bytes -= entry[1]
+                    if not res:
+                        slot = NONE
+                        gen_new = 0
+                        nbytes = 0
+                else:
+                    size = size or 0
+                    if code == c_calloc:
+                        aux, nbytes = nmemb, size * nmemb
+                    else:
+                        aux, nbytes = (align or (NONE if code == c_malloc else 16)), size
+                    entry = None
+                    flags = aux_gen = 0
+                    if failed or not res:
+                        if not failed:
+                            note(f"{kind} result not shown by the capture (replayed, never freed)", line)
+                        buf += pack(code, 0, 0, NONE, aux & 0xFFFFFFFF, 0, 0, 0, size & 0xFFFFFFFFFFFFFFFF)
+                        if len(buf) >= spill_at:
+                            writer.spill(thread)
+                        continue
+                if res:
+                    if res in live:
+                        # The allocator returned a pointer we believed live: its free was not
+                        # captured. Its slot stays allocated in the replay (it leaks), never reused.
+                        live.pop(res)
+                        note("pointer returned again without a captured free (old object left live)", line)
+                    mine = own[thread]                    # taken before the old one is released: never the same
+                    if mine:
+                        slot = mine.pop()
+                    elif shared:
+                        slot = shared.pop()
+                    else:
+                        slot = len(gen)
+                        gen.append(0)
+                        last.append(-1)
+                    if last[slot] not in (-1, thread):
+                        flags |= WAIT
+                    last[slot] = thread
+                    gen_new = gen[slot]
+                    live[res] = (slot, nbytes)
+                    live_bytes += nbytes
+                waits += flags != 0
+                buf += pack(code, flags, 0, slot, aux & 0xFFFFFFFF, gen_new, aux_gen, 0, size & 0xFFFFFFFFFFFFFFFF)
+                if entry is not None:                     # realloc: release the old block's slot
+                    gen[aux] += 1
+                    mine = own[thread]
+                    mine.append(aux)
+                    if len(mine) > OWN_SLOTS:
+                        shared.extend(mine[:OWN_SLOTS // 2])
+                        del mine[:OWN_SLOTS // 2]
+                if live_bytes > peak:
+                    peak, peak_line = live_bytes, line
+            if len(buf) >= spill_at:
+                writer.spill(thread)
+        writer.slots = len(gen)
         writer.close()
     except BaseException:
         writer.abort()
         raise
     report.threads = len(threads)
+    report.calls = sum(map(sum, by_kind))
+    report.cross_thread_waits = waits
+    report.peak_live_bytes, report.peak_line = peak, peak_line
     report.live_at_end = len(live)
     report.slots = writer.slots
+    report.counts = [Counter() for _ in threads]
+    for thread, calls in enumerate(by_kind):
+        for kind, n in zip(kinds, calls):
+            if n:
+                replayed = REPLAY_KIND[kind]
+                report.counts[thread][COUNTED_AS.get(replayed, replayed)] += n
+                report.trace_kinds[kind] += n
     report.counts = [dict(c) for c in report.counts]
     return report
-
-
-def _alloc(ev, kind, thread, writer, slots, live, report) -> int:
-    size = ev.size or 0
-    aux = ev.nmemb if kind == "calloc" else (ev.align or (16 if kind != "malloc" else NONE))
-    if ev.failed or not ev.result_ptr:
-        if not ev.failed:
-            report.note(f"{ev.kind} result not shown by the capture (replayed, never freed)", ev.line)
-        writer.op(thread, kind, aux=aux, size=size)
-        return 0
-    if ev.result_ptr in live:
-        _forget(ev.result_ptr, slots, live, report, ev.line)
-    slot, gen, flags = slots.take(thread)
-    report.cross_thread_waits += bool(flags)
-    writer.op(thread, kind, flags, slot, aux, gen, 0, size)
-    nbytes = size * (ev.nmemb if kind == "calloc" else 1)
-    live[ev.result_ptr] = (slot, nbytes)
-    return nbytes
-
-
-def _free(ev, thread, writer, slots, live, report) -> int:
-    entry = live.pop(ev.old_ptr, None) if ev.old_ptr else None
-    if entry is None:
-        if ev.old_ptr:
-            report.note("free of a pointer never seen allocated (replayed as free(NULL))", ev.line)
-        writer.op(thread, "free")
-        return 0
-    slot, nbytes = entry
-    flags = slots.touch(slot, thread)
-    report.cross_thread_waits += bool(flags)
-    writer.op(thread, "free", flags, slot, NONE, slots.gen[slot])
-    slots.release(slot)
-    return nbytes
-
-
-def _realloc(ev, thread, writer, slots, live, report) -> int:
-    size = (ev.size or 0) * (ev.nmemb or 1)
-    old = live.get(ev.old_ptr) if ev.old_ptr else None
-    if ev.old_ptr and old is None:
-        report.note("realloc of a pointer never seen allocated (replayed as realloc(NULL, n))", ev.line)
-    if ev.failed:
-        # The old block stays alive in the trace; realloc(NULL, n) keeps the
-        # call without risking a block the trace goes on using.
-        report.note("realloc that failed in the trace (replayed as realloc(NULL, n))", ev.line)
-        writer.op(thread, "realloc", size=size)
-        return 0
-    delta = 0
-    flags, aux, aux_gen = 0, NONE, 0
-    if old is not None:
-        del live[ev.old_ptr]
-        aux, aux_gen = old[0], slots.gen[old[0]]
-        if slots.touch(aux, thread):
-            flags |= WAIT_OLD
-        delta -= old[1]
-    slot, gen = NONE, 0
-    if ev.result_ptr:
-        if ev.result_ptr in live:
-            _forget(ev.result_ptr, slots, live, report, ev.line)
-        slot, gen, wait = slots.take(thread)   # taken before the old one is released: never the same
-        flags |= wait
-        live[ev.result_ptr] = (slot, size)
-        delta += size
-    report.cross_thread_waits += bool(flags)
-    writer.op(thread, "realloc", flags, slot, aux, gen, aux_gen, size)
-    if old is not None:
-        slots.release(aux)
-    return delta
-
-
-def _forget(ptr, slots, live, report, line) -> None:
-    """The allocator returned a pointer we believed live: its free was not captured."""
-    slot, _ = live.pop(ptr)
-    report.note("pointer returned again without a captured free (old object left live)", line)
-    # The slot is left allocated in the replay (its object leaks), never reused.
 
 
 def scenario_text(name: str, ops_file: str, source: str, report: ReplayReport) -> str:
