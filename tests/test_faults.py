@@ -414,3 +414,25 @@ def test_a_signal_during_start_up_stops_scenc_cleanly(tmp_path, signum):
         assert f"interrupted by {signal.Signals(signum).name}" in stderr
         if out.exists():
             assert saved(out).status == "interrupted"
+
+
+def test_the_memory_limit_catches_a_program_already_over_it(tmp_path):
+    """memlimit.apply sets the limit after the start; a program that got past it by then is named."""
+    import sys
+    from scenc import memlimit
+    # A real process holding 256 MiB of private writable memory (VmData) before its limit is set.
+    hog = subprocess.Popen([sys.executable, "-c", "import mmap, sys; "
+                            "m = mmap.mmap(-1, 256 << 20, flags=mmap.MAP_PRIVATE); "
+                            "print('ready', flush=True); sys.stdin.read()"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert hog.stdout.readline().strip() == "ready"
+        assert memlimit.apply(hog.pid, 1 << 30) is None, "within its limit: nothing to report"
+        assert _max_data_size(hog.pid) == str(1 << 30)
+        over = memlimit.apply(hog.pid, 128 << 20)
+        assert over is not None and over > 256 << 20
+        assert _max_data_size(hog.pid) == str(128 << 20)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert memlimit.apply(hog.pid, 1 << 30) is None, "a finished process has nothing to hold"
