@@ -12,7 +12,8 @@ The work is split in three steps, each its own piece below:
   Each round runs every configuration once, in a new random order, so a
   drift of the machine (a noisy neighbour, a hot CPU) falls on all alike.
   Each run is a child process in its own process group (killed whole on a
-  timeout or Ctrl-C), under the allocator's LD_PRELOAD; the program reports
+  timeout or Ctrl-C), under the allocator's LD_PRELOAD and a memory limit
+  (memlimit.py: 80% of the machine's memory unless --memory-limit); the program reports
   which shared object served malloc, and a run served by the wrong one is
   recorded as "wrong-allocator", never under the allocator's name.
 * saving: every finished run is appended to the result file at once
