@@ -39,7 +39,7 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   of the capture's mean (`geometric(mean = m + 1) - 1`) when a
   Kolmogorov-Smirnov test does not reject it (distance below
   max(0.05, 1.36/sqrt(n))), else a `weighted` table of the lifetime buckets,
-  neighbours merged to 24 entries, each at its mean (same mean; its KS
+  neighbours merged to 16 entries, each at its mean (same mean; its KS
   distance is in the comment above the phase).
 * **Cross-thread frees.** An object freed by another thread is sent to it:
   inside a group over a ring of channels (thread i hands one object to i+1 and

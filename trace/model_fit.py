@@ -17,7 +17,7 @@ RATE_THRESHOLD = 3.0         # phase change: log2 of the ratio of call rates: 8x
 MIN_RATE_SPAN = 0.05         # ... between parts that last 50 ms at least (a start-up's hiccups are no phase)
 MIN_PHASE_EVENTS = 32        # a phase holds at least this many calls, one window and MIN_PHASE_SHARE of all
 MIN_PHASE_SHARE = 0.02
-MAX_TABLE = 24               # entries of a `weighted` lifetime table
+MAX_TABLE = 16               # entries of a `weighted` lifetime table
 
 
 # --------------------------------------------------------------------------- phases
