@@ -8,7 +8,6 @@ for real; the `live` probe measures its peak.
 import heapq
 import json
 import random
-import tracemalloc
 from collections import Counter
 from pathlib import Path
 

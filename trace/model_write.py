@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .events import FREE_KINDS, REALLOC_KINDS
 from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_totals, merge_hist
-from .model_fit import LifetimeFit, Phase, ThreadSummary, detect_phases, find_cycle, fit_lifetimes, group_threads
+from .model_fit import Phase, ThreadSummary, detect_phases, find_cycle, fit_lifetimes, group_threads
 
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
@@ -110,6 +110,7 @@ class ModelWriter:
         self.fits: List[str] = []
         self.data_files: List[Path] = []
         self.figures: List[Tuple[str, str, str]] = []
+        self._explained = False         # the spreading formula is explained once, at its first use
         self._group_threads()
         self._flows()
 
@@ -163,7 +164,7 @@ class ModelWriter:
 
     # ---------------------------------------------------------------- files
     def _file_name(self, what: str, group: Group, phase: Optional[int]) -> str:
-        parts = [self.stem, what]
+        parts = [_safe(self.stem), what]
         if len(self.groups) > 1:
             parts.append(group.name)
         if phase is not None and len(self.phases) > 1:
@@ -365,30 +366,7 @@ class ModelWriter:
             blocks += _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}"
                             + (f": {fit.comment()}" if has_lives else ""), "    # ", "    #   ")
             blocks.append(f'    measure "phase {pi}" {{')
-            rounds = max(s.max_count(g.n) for s in stmts)
-            if rounds == 1:                      # each statement at most once: no rounds needed
-                for s in stmts:
-                    if s.share is None:
-                        blocks += _statement_lines(s.text, 8)
-                    else:
-                        blocks += [f"        repeat {s.share[0]} {{"] + _statement_lines(s.text, 12) + ["        }"]
-            elif all(s.share is None and s.per_thread == rounds for s in stmts):
-                blocks.append(f"        repeat {rounds} {{")
-                blocks += [line for s in stmts for line in _statement_lines(s.text, 12)]
-                blocks.append("        }")
-            else:
-                blocks.append(f"        for r in 0 .. {rounds} {{")
-                for s in stmts:
-                    if s.share is None and s.per_thread == rounds:
-                        blocks += _statement_lines(s.text, 12)
-                        continue
-                    count = s.share[0] if s.share else str(s.per_thread)
-                    head = f"            repeat {spread(count, rounds)} {{"
-                    if len(head) + len(s.text) + 3 <= LINE:
-                        blocks.append(f"{head} {s.text} }}")
-                    else:
-                        blocks += [head] + _statement_lines(s.text, 16) + ["            }"]
-                blocks.append("        }")
+            blocks += _phase_body(stmts, g.n)
             blocks.append("    }")
         if not any(b.startswith("    measure") for b in blocks):
             return [], 0, False
@@ -406,7 +384,7 @@ class ModelWriter:
                        + ("" if in_pool else "    # the block this thread grows with realloc"))
             tally.calls[start_mk[0]] += g.n
             tally.known_frees += g.n
-        if any("(r + 1) * " in b for b in blocks) and not getattr(self, "_explained", False):
+        if any("(r + 1) * " in b for b in blocks) and not self._explained:
             out.append("    # `repeat (r + 1) * n / R - r * n / R` over `for r in 0 .. R`: n times, evenly spread")
             self._explained = True
         end = []
@@ -485,6 +463,34 @@ class ModelWriter:
         for note in self.notes:
             h += _wrap(note, "#   note: ", "#         ")
         return h + [""]
+
+
+def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
+    """The statements of a phase: bare when each runs once, in `repeat R` when all run R times, else
+    spread evenly over `for r in 0 .. R` rounds."""
+    rounds = max(s.max_count(threads) for s in stmts)
+    out: List[str] = []
+    if rounds == 1:
+        for s in stmts:
+            if s.share is None:
+                out += _statement_lines(s.text, 8)
+            else:
+                out += [f"        repeat {s.share[0]} {{"] + _statement_lines(s.text, 12) + ["        }"]
+        return out
+    if all(s.share is None and s.per_thread == rounds for s in stmts):
+        return ([f"        repeat {rounds} {{"] + [line for s in stmts for line in _statement_lines(s.text, 12)]
+                + ["        }"])
+    out.append(f"        for r in 0 .. {rounds} {{")
+    for s in stmts:
+        if s.share is None and s.per_thread == rounds:
+            out += _statement_lines(s.text, 12)
+            continue
+        head = f"            repeat {spread(s.share[0] if s.share else str(s.per_thread), rounds)} {{"
+        if len(head) + len(s.text) + 3 <= LINE:
+            out.append(f"{head} {s.text} }}")
+        else:
+            out += [head] + _statement_lines(s.text, 16) + ["            }"]
+    return out + ["        }"]
 
 
 def _split(total: int, weights) -> Counter:
