@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from scenc import allocators as registry
-from scenc import harness
+from scenc import harness, run_command, runner
 from scenc.report import metrics as metric_defs
 from scenc.report.tables import format_value
 
@@ -50,18 +50,18 @@ def test_every_round_has_a_new_order_that_the_seed_fixes():
 
 @pytest.mark.parametrize("text, value", [("2%", 0.02), ("0.5%", 0.005), ("0.1", 0.1)])
 def test_ci_option(text, value):
-    assert harness.parse_fraction(text) == pytest.approx(value)
+    assert run_command.parse_fraction(text) == pytest.approx(value)
 
 
 @pytest.mark.parametrize("text", ["0%", "150%", "two"])
 def test_ci_option_rejects_nonsense(text):
     with pytest.raises(argparse.ArgumentTypeError):
-        harness.parse_fraction(text)
+        run_command.parse_fraction(text)
 
 
 @pytest.mark.parametrize("text, seconds", [("90", 90), ("30s", 30), ("2m", 120), ("1.5h", 5400)])
 def test_durations(text, seconds):
-    assert harness.parse_seconds(text) == pytest.approx(seconds)
+    assert run_command.parse_seconds(text) == pytest.approx(seconds)
 
 
 def _report(wall_ns=2_000_000, provider="/lib/x86_64-linux-gnu/libc.so.6", peak=1500):
@@ -101,7 +101,7 @@ def test_every_metric_has_a_direction_and_unit():
 
 
 def _outcome(returncode=0, stdout="", stderr="", timed_out=False):
-    return harness.Outcome("2024-01-01T00:00:00+00:00", 0.01, returncode, stdout, stderr, timed_out)
+    return runner.Outcome("2024-01-01T00:00:00+00:00", 0.01, returncode, stdout, stderr, timed_out)
 
 
 def test_run_classification():
@@ -109,18 +109,18 @@ def test_run_classification():
     glibc = registry.resolve("glibc")[0]
     jemalloc = registry.resolve("jemalloc")[0]
     config = harness.RunConfig.make("glibc", {"threads": 2})
-    ok = harness.make_record(config, glibc, 1, _outcome(stdout=json.dumps(_report())), 10)
+    ok = runner.make_record(config, glibc, 1, _outcome(stdout=json.dumps(_report())), 10)
     assert ok["status"] == "ok" and ok["metrics"]["wall_s"] == pytest.approx(0.002)
     # glibc did the work although the run is labelled jemalloc: never filed under jemalloc.
-    wrong = harness.make_record(harness.RunConfig.make("jemalloc", {}), jemalloc, 1,
-                                _outcome(stdout=json.dumps(_report())), 10)
+    wrong = runner.make_record(harness.RunConfig.make("jemalloc", {}), jemalloc, 1,
+                               _outcome(stdout=json.dumps(_report())), 10)
     assert wrong["status"] == "wrong-allocator" and "jemalloc" in wrong["problem"]
-    crash = harness.make_record(config, glibc, 1, _outcome(returncode=-11, stderr="x\n" * 5000), 10)
+    crash = runner.make_record(config, glibc, 1, _outcome(returncode=-11, stderr="x\n" * 5000), 10)
     assert crash["status"] == "crashed" and crash["signal"] == "SIGSEGV"
-    assert len(crash["stderr_tail"]) <= harness.STDERR_TAIL_CHARS
-    hang = harness.make_record(config, glibc, 1, _outcome(returncode=-9, timed_out=True), 3)
+    assert len(crash["stderr_tail"]) <= runner.STDERR_TAIL_CHARS
+    hang = runner.make_record(config, glibc, 1, _outcome(returncode=-9, timed_out=True), 3)
     assert hang["status"] == "timeout" and "3 s" in hang["problem"]
-    garbage = harness.make_record(config, glibc, 1, _outcome(stdout="not json"), 10)
+    garbage = runner.make_record(config, glibc, 1, _outcome(stdout="not json"), 10)
     assert garbage["status"] == "crashed" and "JSON" in garbage["problem"]
 
 
