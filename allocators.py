@@ -554,7 +554,8 @@ _CONFIG_KEYS = {"library", "env", "version"}
 
 
 def _load_config(path: str) -> Dict[str, Allocator]:
-    parser = configparser.ConfigParser(interpolation=None)  # '%' is normal in env values
+    # '%' is normal in env values; ';' and '#' after a value start a comment, as users expect.
+    parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=(";", "#"))
     try:
         with open(path, encoding="utf-8") as f:
             parser.read_file(f, source=path)

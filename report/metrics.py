@@ -145,8 +145,13 @@ def from_report(report: Mapping) -> Dict[str, float]:
 
 
 def shown_by_default(name: str) -> bool:
-    """What a table shows without --all-metrics: the headline metrics and region times."""
-    return name in headline_names() or name.startswith("region:")
+    """What a table shows without --all-metrics: the headline metrics, region
+    times, and the few figures each probe marks as key (p50/p99 latency,
+    false sharing, fragmentation ...)."""
+    if name in headline_names() or name.startswith("region:"):
+        return True
+    from ..probes import key_metrics
+    return bool(key_metrics([name]))
 
 
 def order(names) -> List[str]:
