@@ -74,8 +74,10 @@ def cmd_report(args) -> int:
         rows = export_csv(result, args.csv)
         print(f"CSV: {args.csv} ({rows} rows)", file=sys.stderr)
     if args.plots:
+        from ..probes.plots import write_probe_plots
         from .plots import write_plots
         paths = write_plots(analysis, args.plots, all_metrics=args.all_metrics, metrics=args.metric)
+        paths += write_probe_plots(result, args.plots)  # the same pictures `scenc run --plots` draws
         print(f"plots: {len(paths)} files in {args.plots}", file=sys.stderr)
     return EXIT_OK
 
