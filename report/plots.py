@@ -73,12 +73,18 @@ def _allocator_names(analysis) -> List[str]:
     return names
 
 
+def _blocks_with(analysis, metric: str):
+    """The blocks (param set x probe set) that measured this metric: a probe
+    set that does not measure it would only leave an empty group."""
+    return [b for b in analysis.blocks if any(metric in a.summaries for a in b.allocators)]
+
+
 def bar_chart(analysis, metric: str, directory: str, stem: str) -> List[str]:
     plt = _pyplot()
     names = _allocator_names(analysis)
     colors = _colors(names)
     factor, unit = scale_for(metric_defs.metric(metric).unit, _reference(analysis, metric))
-    blocks = analysis.blocks
+    blocks = _blocks_with(analysis, metric)
     width = 0.8 / max(1, len(names))
     fig, ax = plt.subplots(figsize=(max(5.0, 1.2 + 0.5 * len(blocks) * len(names)), 3.8))
     for i, name in enumerate(names):
@@ -112,7 +118,7 @@ def bar_chart(analysis, metric: str, directory: str, stem: str) -> List[str]:
 
 def box_plot(analysis, metric: str, directory: str, stem: str) -> List[str]:
     plt = _pyplot()
-    blocks = analysis.blocks[:MAX_PANELS]
+    blocks = _blocks_with(analysis, metric)[:MAX_PANELS]
     factor, unit = scale_for(metric_defs.metric(metric).unit, _reference(analysis, metric))
     cols = min(3, len(blocks))
     rows = math.ceil(len(blocks) / cols)
