@@ -179,7 +179,11 @@ class _Resolver:
                 pass
 
     def _expr_names(self, expr, allowed, why) -> None:
-        for node in _walk_expr(expr):
+        # walk.py imports this module (loop counts need const_value): imported when called.
+        from .walk import subexprs
+        for node in subexprs(expr, parents_first=True):
+            if isinstance(node, n.Index):
+                node = node.base  # a name to check too, though not an expression of its own
             if isinstance(node, n.Name) and node.id not in allowed:
                 self.rep.error(node.pos, f"unknown name '{node.id}': {why}")
             elif isinstance(node, (n.Call, n.Weighted, n.Str)):
@@ -449,27 +453,6 @@ class _Resolver:
             if b.const_args:
                 self._const(a, what) if want != "str" else None
         return b
-
-
-def _walk_expr(expr):
-    yield expr
-    if isinstance(expr, n.BinOp):
-        yield from _walk_expr(expr.left)
-        yield from _walk_expr(expr.right)
-    elif isinstance(expr, n.Neg):
-        yield from _walk_expr(expr.operand)
-    elif isinstance(expr, n.Index):
-        yield expr.base
-        yield from _walk_expr(expr.index)
-    elif isinstance(expr, n.Call):
-        for a in expr.args:
-            yield from _walk_expr(a)
-        for _, a in expr.kwargs:
-            yield from _walk_expr(a)
-    elif isinstance(expr, n.Weighted):
-        for a, b in expr.pairs:
-            yield from _walk_expr(a)
-            yield from _walk_expr(b)
 
 
 def _article(kind) -> str:

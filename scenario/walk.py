@@ -84,24 +84,8 @@ def calls_in(expr) -> Iterator[n.Call]:
 
 
 def names_in(expr) -> Iterator[str]:
-    if isinstance(expr, n.Name):
-        yield expr.id
-    elif isinstance(expr, n.Index):
-        yield from names_in(expr.index)
-    elif isinstance(expr, n.BinOp):
-        yield from names_in(expr.left)
-        yield from names_in(expr.right)
-    elif isinstance(expr, n.Neg):
-        yield from names_in(expr.operand)
-    elif isinstance(expr, n.Call):
-        for a in expr.args:
-            yield from names_in(a)
-        for _, a in expr.kwargs:
-            yield from names_in(a)
-    elif isinstance(expr, n.Weighted):
-        for a, b in expr.pairs:
-            yield from names_in(a)
-            yield from names_in(b)
+    """The names an expression reads, in source order (an index's base is not one: see `children`)."""
+    return (e.id for e in subexprs(expr) if isinstance(e, n.Name))
 
 
 def show(expr) -> str:
@@ -123,22 +107,30 @@ def show(expr) -> str:
     return "weighted { ... }"
 
 
-def subexprs(expr) -> Iterator[n.Expr]:
-    """Every node of an expression, children before parents."""
+def children(expr) -> Tuple[n.Expr, ...]:
+    """The expressions directly inside one, in source order.
+
+    The base of an index (`objs` in `objs[i]`) names a pool or a channel
+    array: it is not evaluated on its own, so it is not a child.
+    """
+    if isinstance(expr, n.BinOp):
+        return (expr.left, expr.right)
+    if isinstance(expr, n.Neg):
+        return (expr.operand,)
+    if isinstance(expr, n.Index):
+        return (expr.index,)
     if isinstance(expr, n.Call):
-        for a in expr.args:
-            yield from subexprs(a)
-        for _, a in expr.kwargs:
-            yield from subexprs(a)
-    elif isinstance(expr, n.BinOp):
-        yield from subexprs(expr.left)
-        yield from subexprs(expr.right)
-    elif isinstance(expr, n.Neg):
-        yield from subexprs(expr.operand)
-    elif isinstance(expr, n.Index):
-        yield from subexprs(expr.index)
-    elif isinstance(expr, n.Weighted):
-        for a, b in expr.pairs:
-            yield from subexprs(a)
-            yield from subexprs(b)
-    yield expr
+        return tuple(expr.args) + tuple(a for _, a in expr.kwargs)
+    if isinstance(expr, n.Weighted):
+        return tuple(e for pair in expr.pairs for e in pair)
+    return ()
+
+
+def subexprs(expr, parents_first: bool = False) -> Iterator[n.Expr]:
+    """Every node of an expression, children before parents (or parents first)."""
+    if parents_first:
+        yield expr
+    for child in children(expr):
+        yield from subexprs(child, parents_first)
+    if not parents_first:
+        yield expr
