@@ -396,7 +396,9 @@ def test_a_signal_during_start_up_stops_scenc_cleanly(tmp_path, signum):
     scenario = write_scenario(tmp_path)
     for i, delay in enumerate((0.0, 0.05, 0.15, 0.3, 0.6)):
         out = tmp_path / f"r{i}.json"
-        proc = start_scenc("run", scenario, "--allocators", "glibc,jemalloc", "--runs", 50, "-o", out)
+        # Enough runs that the last delay still falls inside them on a fast,
+        # idle machine (50 runs once finished in 0.5 s, before the signal came).
+        proc = start_scenc("run", scenario, "--allocators", "glibc,jemalloc", "--runs", 2000, "-o", out)
         # "built ..." comes once scenc's own code runs, with the scipy preload
         # thread importing meanwhile: the window where a signal once hung scenc.
         first = proc.stderr.readline()
