@@ -49,6 +49,7 @@ import signal
 import struct
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
@@ -193,23 +194,44 @@ class CaptureResult:
         return not self.crashed and self.report is not None and not self.report.incomplete and self.events > 0
 
 
-def _resolve(argv: Sequence[str], cwd) -> tuple:
+def locate_program(argv: Sequence[str], cwd) -> tuple:
+    """(path of argv[0] as given or found on PATH, the file it leads to); CaptureError if there is none."""
     prog = argv[0]
     if os.sep in prog:
         path = os.path.join(cwd or os.getcwd(), prog)
     else:
-        found = shutil.which(prog)
-        if found is None:
+        path = shutil.which(prog)
+        if path is None:
             raise CaptureError(f"{prog}: command not found (PATH={os.environ.get('PATH', '')})")
-        path = found
     if not os.path.exists(path):
         raise CaptureError(f"{prog}: no such file")
     return path, os.path.realpath(path)
 
 
+def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], **popen) -> tuple:
+    """(exit status, or None after a timeout; seconds it ran; the last 8 KB of its stderr).
+
+    The command gets a session of its own, so a timeout kills it with every
+    process it started.
+    """
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stderr=err, start_new_session=True, **popen)
+        try:
+            status = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            status = None
+        seconds = time.perf_counter() - start
+        err.seek(0, os.SEEK_END)
+        err.seek(max(0, err.tell() - 8192))
+        return status, seconds, err.read().decode("utf-8", "replace")
+
+
 def _interpreted(argv: list, cwd, warnings: list, depth: int = 0) -> tuple:
     """(argv, ElfInfo of the real executable) -- follows '#!' lines, which ltrace cannot trace."""
-    path, real = _resolve(argv, cwd)
+    path, real = locate_program(argv, cwd)
     elf = inspect_elf(real)
     if elf.shebang and depth < 4:
         interp = elf.shebang
@@ -298,18 +320,7 @@ def _run_once(argv, out_path: Path, mode: str, functions, follow_threads, timeou
     out_path.parent.mkdir(parents=True, exist_ok=True)
     if out_path.exists():
         out_path.unlink()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=err,
-                                start_new_session=True)
-        try:
-            status = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            status = None
-        err.seek(0, os.SEEK_END)
-        err.seek(max(0, err.tell() - 8192))
-        stderr = err.read().decode("utf-8", "replace")
+    status, _seconds, stderr = run_in_own_session(cmd, timeout, cwd=cwd, env=env, stdin=stdin, stdout=stdout)
     warnings = []
     report = stats = None
     if out_path.exists():

@@ -73,7 +73,6 @@ import stat
 import struct
 import subprocess
 import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +80,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Sequence
 
 from ..compiler.build import (RUNTIME, WARNINGS, BuildError, _compiler_identity, _publish, _run_cc, cache_dir,
                               find_compiler)
-from .capture import CaptureError, inspect_elf
+from .capture import CaptureError, inspect_elf, locate_program, run_in_own_session
 from .events import FREE_KINDS, REALLOC_KINDS, AllocEvent
 from .ltrace import ParseReport, TraceFormatError
 
@@ -518,15 +517,7 @@ class PreloadCapture:
 def _resolve_program(argv: Sequence[str], cwd) -> tuple:
     """(path of argv[0], the ELF file that will run it: the interpreter of a '#!' script)."""
     prog = argv[0]
-    if os.sep in prog:
-        path = os.path.join(cwd or os.getcwd(), prog)
-    else:
-        path = shutil.which(prog)
-        if path is None:
-            raise CaptureError(f"{prog}: command not found (PATH={os.environ.get('PATH', '')})")
-    if not os.path.exists(path):
-        raise CaptureError(f"{prog}: no such file")
-    real = os.path.realpath(path)
+    path, real = locate_program(argv, cwd)
     for _ in range(4):
         elf = inspect_elf(real)
         if not elf.shebang:
@@ -590,20 +581,8 @@ def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, st
     preload = " ".join(p for p in [str(library), run_env.get("LD_PRELOAD", "").strip()] if p)
     added = {"LD_PRELOAD": preload, "SCENC_TRACE_OUT": str(out)}
     run_env.update(added)
-    with tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, executable=path, cwd=cwd, env=run_env, stdin=stdin, stdout=stdout,
-                                stderr=err, start_new_session=True)
-        try:
-            status = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal_module.SIGKILL)
-            proc.wait()
-            status = None
-        wall = time.perf_counter() - start
-        err.seek(0, os.SEEK_END)
-        err.seek(max(0, err.tell() - 8192))
-        stderr = err.read().decode("utf-8", "replace")
+    status, wall, stderr = run_in_own_session(argv, timeout, executable=path, cwd=cwd, env=run_env, stdin=stdin,
+                                              stdout=stdout)
     result = PreloadCapture(out, None, [], status, None, argv, added, library, _child_logs(out), wall, stderr)
     if status is not None and status < 0:
         try:
