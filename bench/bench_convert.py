@@ -33,12 +33,12 @@ TARGET_MEMORY_RATIO = 1.2
 HERE = Path(__file__).resolve().parent
 
 
-def _generator():
-    """bench_trace_parse.generate, loaded from its file (bench/ is not a package)."""
+def _trace_bench():
+    """bench_trace_parse.py (its log generator and options), loaded from its file (bench/ is not a package)."""
     spec = importlib.util.spec_from_file_location("bench_trace_parse", HERE / "bench_trace_parse.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.generate
+    return module
 
 
 def measure(path: str, parse_only: bool) -> dict:
@@ -73,35 +73,19 @@ def _run(path: str, parse_only: bool = False) -> dict:
 
 
 def main(argv=None) -> int:
+    logs = _trace_bench()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--short", type=int, default=1_000_000, help="lines of the short log")
-    ap.add_argument("--long", type=int, default=10_000_000, help="lines of the long log")
-    ap.add_argument("--threads", type=int, default=8)
-    ap.add_argument("--keep", metavar="DIR", help="write (and reuse) the logs in DIR instead of a temp dir")
-    ap.add_argument("--measure", metavar="LOG", help=argparse.SUPPRESS)
+    logs.add_log_options(ap)
     ap.add_argument("--parse-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.measure:
         print(json.dumps(measure(args.measure, args.parse_only)))
         return 0
 
-    tmp = None
-    if args.keep:
-        os.makedirs(args.keep, exist_ok=True)
-        d = args.keep
-    else:
-        tmp = tempfile.TemporaryDirectory(prefix="scenc-bench-convert-")
-        d = tmp.name
     results = {}
-    try:
-        generate = _generator()
+    with logs.log_dir(args.keep, "scenc-bench-convert-") as d:
         for label, n in (("short", args.short), ("long", args.long)):
-            path = os.path.join(d, f"synthetic_{n}_{args.threads}t.log")
-            if not os.path.exists(path):
-                t0 = time.perf_counter()
-                generate(path, n, threads=args.threads)
-                print(f"generated {path} ({os.path.getsize(path) / 1e6:.0f} MB) in "
-                      f"{time.perf_counter() - t0:.1f} s", flush=True)
+            path = logs.synthetic_log(d, n, args.threads)
             if label == "short":
                 p = _run(path, parse_only=True)
                 print(f"parse alone ({label}): {p['lines_per_s']:>9,.0f} lines/s (wall), "
@@ -114,9 +98,6 @@ def main(argv=None) -> int:
                   f"peak RSS {r['maxrss_kb'] / 1024:6.1f} MB (at start {r['rss_before_kb'] / 1024:.1f} MB)  "
                   f"{r['threads']} threads, {r['slots']} slots, {r['waits']} cross-thread waits, "
                   f"ops file {r['ops_bytes'] / 1e6:.0f} MB", flush=True)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
     short, long_, parse = results["short"], results["long"], results["parse"]
     ratio = long_["maxrss_kb"] / short["maxrss_kb"]
     convert_cpu = short["cpu_seconds"] - parse["cpu_seconds"]

@@ -16,6 +16,7 @@ Exit status 1 when a target is missed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 TARGET_LINES_PER_S = 300_000
 TARGET_MEMORY_RATIO = 1.2
@@ -143,34 +145,49 @@ def measure(path: str) -> dict:
             "peak_live_objects": stats.peak_objects, "anomalies": dict(rep.anomaly_counts)}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_log_options(ap: argparse.ArgumentParser) -> None:
+    """The options of both log benchmarks (bench_convert.py too): log lengths, threads, where the logs go."""
     ap.add_argument("--short", type=int, default=1_000_000, help="lines of the short log")
     ap.add_argument("--long", type=int, default=10_000_000, help="lines of the long log")
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--keep", metavar="DIR", help="write (and reuse) the logs in DIR instead of a temp dir")
     ap.add_argument("--measure", metavar="LOG", help=argparse.SUPPRESS)
+
+
+@contextlib.contextmanager
+def log_dir(keep: str | None, prefix: str) -> Iterator[str]:
+    """--keep DIR, or a temporary directory removed afterwards."""
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        yield keep
+    else:
+        with tempfile.TemporaryDirectory(prefix=prefix) as d:
+            yield d
+
+
+def synthetic_log(d: str, nlines: int, threads: int) -> str:
+    """The path of a log of ``nlines`` in ``d``, generated (and the time it took printed) unless already there."""
+    path = os.path.join(d, f"synthetic_{nlines}_{threads}t.log")
+    if not os.path.exists(path):
+        t0 = time.perf_counter()
+        generate(path, nlines, threads=threads)
+        print(f"generated {path} ({os.path.getsize(path) / 1e6:.0f} MB) in "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
+    return path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_log_options(ap)
     args = ap.parse_args(argv)
     if args.measure:
         print(json.dumps(measure(args.measure)))
         return 0
 
-    tmp = None
-    if args.keep:
-        os.makedirs(args.keep, exist_ok=True)
-        d = args.keep
-    else:
-        tmp = tempfile.TemporaryDirectory(prefix="scenc-bench-trace-")
-        d = tmp.name
     results = {}
-    try:
+    with log_dir(args.keep, "scenc-bench-trace-") as d:
         for label, n in (("short", args.short), ("long", args.long)):
-            path = os.path.join(d, f"synthetic_{n}_{args.threads}t.log")
-            if not os.path.exists(path):
-                t0 = time.perf_counter()
-                generate(path, n, threads=args.threads)
-                print(f"generated {path} ({os.path.getsize(path) / 1e6:.0f} MB) in "
-                      f"{time.perf_counter() - t0:.1f} s", flush=True)
+            path = synthetic_log(d, n, args.threads)
             proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure", path],
                                   capture_output=True, text=True, check=True)
             r = results[label] = json.loads(proc.stdout)
@@ -179,9 +196,6 @@ def main(argv=None) -> int:
                   f"peak RSS {r['maxrss_kb'] / 1024:6.1f} MB "
                   f"(at start {r['rss_before_kb'] / 1024:.1f} MB)  peak live objects {r['peak_live_objects']}",
                   flush=True)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
     short, long_ = results["short"], results["long"]
     ratio = long_["maxrss_kb"] / short["maxrss_kb"]
     growth_s = short["maxrss_kb"] - short["rss_before_kb"]
