@@ -1,5 +1,6 @@
-"""Helpers shared by tests/test_harness_*.py: run the real `scenc`, write small scenarios,
-build the fault-injecting test allocators from tests/fixtures/allocators."""
+"""Helpers shared by tests/test_harness_*.py and the allocator and fault tests: run the real
+`scenc`, write small scenarios, build the fault-injecting test allocators from
+tests/fixtures/allocators, find processes left behind."""
 
 import json
 import os
@@ -52,19 +53,24 @@ def read_lines(path: Path):
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def _fixture_builder():
-    """tests/fixtures/build_fixtures.py (the fixtures' own build helper), loaded by path."""
+def fixture_builder():
+    """tests/fixtures/build_fixtures.py (the fixtures' own build helper), loaded by path once.
+
+    By path: tests/ is not a package and "fixtures" is a common module name.
+    """
     import importlib.util
-    path = FIXTURES.parent / "build_fixtures.py"
-    spec = importlib.util.spec_from_file_location("scenc_test_build_fixtures", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    name = "scenc_tests_build_fixtures"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, FIXTURES.parent / "build_fixtures.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def build_fault_allocator(kind: str, directory: Path) -> Path:
     """crashalloc.so, hangalloc.so or nullalloc.so (kind "crash", "hang", "null")."""
-    return _fixture_builder().build_shared(FIXTURES / f"{kind}alloc.c", Path(directory))
+    return fixture_builder().build_shared(FIXTURES / f"{kind}alloc.c", Path(directory))
 
 
 def build_library_without_malloc(directory: Path) -> Path:
@@ -74,3 +80,16 @@ def build_library_without_malloc(directory: Path) -> Path:
     out = Path(directory) / "libnomalloc.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src)], check=True)
     return out
+
+
+def processes_mapping(path) -> list:
+    """pids of live processes that have `path` mapped (a preloaded library)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                if str(path) in f.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found

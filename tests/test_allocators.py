@@ -1,35 +1,20 @@
 """The allocator registry, checked against the real libraries on this machine."""
 
 import dataclasses
-import importlib.util
 import os
 import pickle
 import platform
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from scenc import allocators
 from scenc.allocators import Allocator, AllocatorError
+from harness_support import fixture_builder
 
-
-def _load_build_fixtures():
-    # Loaded by path: tests/ is not a package and "fixtures" is a common module name.
-    name = "scenc_tests_build_fixtures"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).parent / "fixtures" / "build_fixtures.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-build = _load_build_fixtures()
+build = fixture_builder()
 
 PRELOADED = ("tcmalloc", "jemalloc", "mimalloc")
 DEBIAN_PACKAGES = {"tcmalloc": "libtcmalloc-minimal4", "jemalloc": "libjemalloc2",

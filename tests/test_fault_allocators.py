@@ -4,12 +4,10 @@ Programs are started directly, never through a shell or `timeout`: those would
 get the LD_PRELOAD too, and their own allocations would trip the fault first.
 """
 
-import importlib.util
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,21 +15,9 @@ import pytest
 
 from scenc import allocators
 from scenc.allocators import Allocator
+from harness_support import fixture_builder
 
-
-def _load_build_fixtures():
-    # Loaded by path: tests/ is not a package and "fixtures" is a common module name.
-    name = "scenc_tests_build_fixtures"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).parent / "fixtures" / "build_fixtures.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-build = _load_build_fixtures()
+build = fixture_builder()
 
 FUNCTIONS = ("malloc", "calloc", "realloc", "reallocarray", "aligned_alloc", "memalign",
              "posix_memalign", "valloc", "pvalloc")

@@ -18,8 +18,8 @@ import pytest
 
 from scenc import resultfile
 from scenc.scenario.machine import mem_total
-from harness_support import (SCENC, build_fault_allocator, read_lines, scenc, start_scenc,
-                             write_scenario)
+from harness_support import (SCENC, build_fault_allocator, processes_mapping, read_lines, scenc,
+                             start_scenc, write_scenario)
 
 
 def saved(path):
@@ -58,19 +58,6 @@ def test_a_crashing_allocator(tmp_path):
     assert [(r["status"], r["signal"]) for r in measured(result, "crash")] == [("crashed", "SIGSEGV")] * 3
 
 
-def _processes_mapping(path):
-    """pids of live processes that have `path` mapped (a preloaded library)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/maps") as f:
-                if str(path) in f.read():
-                    found.append(pid)
-        except OSError:
-            pass
-    return found
-
-
 def test_a_hanging_allocator_times_out_and_its_process_group_is_killed(tmp_path):
     scenario = write_scenario(tmp_path)
     lib = build_fault_allocator("hang", tmp_path)
@@ -86,7 +73,7 @@ def test_a_hanging_allocator_times_out_and_its_process_group_is_killed(tmp_path)
     [hang] = [r for r in result.runs if r["allocator"] == "hang"]
     assert hang["status"] == "timeout" and hang["warmup"] and 1.0 <= hang["duration_s"] < 5.0
     assert [r["status"] for r in measured(result, "glibc")] == ["ok"] * 3
-    assert _processes_mapping(lib) == [], "a program sleeping in the hung allocator was left behind"
+    assert processes_mapping(lib) == [], "a program sleeping in the hung allocator was left behind"
 
 
 def test_an_allocator_returning_null_is_a_failed_run_not_a_measurement(tmp_path):

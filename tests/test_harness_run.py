@@ -10,8 +10,8 @@ import pytest
 
 from scenc import allocators as registry
 from scenc import harness, stats
-from harness_support import (build_fault_allocator, build_library_without_malloc, read_lines,
-                             scenc, write_scenario)
+from harness_support import (build_fault_allocator, build_library_without_malloc, processes_mapping,
+                             read_lines, scenc, write_scenario)
 
 ALL_FOUR = "glibc,tcmalloc,jemalloc,mimalloc"
 
@@ -113,15 +113,7 @@ def test_a_hanging_allocator_times_out_and_its_process_group_dies(tmp_path):
     assert [r["status"] for r in runs if r["allocator"] == "glibc"] == ["ok"] * 3
     assert took < 30
     # No program of this run is left behind sleeping in the hung allocator.
-    leftovers = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/maps") as f:
-                if str(lib) in f.read():
-                    leftovers.append(pid)
-        except OSError:
-            pass
-    assert leftovers == []
+    assert processes_mapping(lib) == []
 
 
 def test_a_param_sweep_builds_once_per_combination_and_reports_each(tmp_path):
