@@ -156,6 +156,20 @@ def _json_line(obj: Any) -> bytes:
     return (json.dumps(obj, allow_nan=False, separators=(",", ":")) + "\n").encode("ascii")
 
 
+def _checked_line(obj: Any, check, what: str) -> Tuple[bytes, Any]:
+    """(the line to write, the object as load() will read it back), or ValueError naming `what`."""
+    try:
+        line = _json_line(obj)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{what} is not JSON-serialisable: {error}") from None
+    parsed = json.loads(line)
+    try:
+        check(parsed)
+    except _Invalid as error:
+        raise ValueError(f"invalid {what}: {error}") from None
+    return line, parsed
+
+
 def _fsync_directory(directory: str) -> None:
     # Makes the rename itself durable; not every platform can open a directory.
     try:
@@ -313,15 +327,7 @@ class ResultFile:
         if isinstance(full.get("source"), str) and "source_sha256" not in full:
             full["source_sha256"] = hashlib.sha256(full["source"].encode("utf-8")).hexdigest()
         # Normalise through JSON so memory holds exactly what load() returns.
-        try:
-            line = _json_line(full)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"header is not JSON-serialisable: {error}") from None
-        full = json.loads(line)
-        try:
-            _check_header(full)
-        except _Invalid as error:
-            raise ValueError(f"invalid header: {error}") from None
+        line, full = _checked_line(full, _check_header, "header")
         if not overwrite and os.path.exists(path):
             raise FileExistsError(path)
         _atomic_write(path, line)
@@ -383,15 +389,7 @@ class ResultFile:
 
         Raises ValueError (file untouched) if the record is invalid.
         """
-        try:
-            line = _json_line(dict(record))
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"run record is not JSON-serialisable: {error}") from None
-        run = json.loads(line)
-        try:
-            _check_run(run)
-        except _Invalid as error:
-            raise ValueError(f"invalid run record: {error}") from None
+        line, run = _checked_line(dict(record), _check_run, "run record")
 
         fd = self._writable_fd()
         if os.fstat(fd).st_size != self._size:
