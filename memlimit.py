@@ -33,7 +33,7 @@ import re
 import resource
 from typing import Optional
 
-from .scenario.machine import fmt_bytes, mem_total
+from .scenario.machine import fmt_bytes, mem_total, proc_kib_field
 
 DEFAULT_FRACTION = 0.80
 
@@ -93,14 +93,7 @@ def describe(limit: Optional[int]) -> str:
 
 def data_size(pid: int) -> Optional[int]:
     """VmData of a live process in bytes, None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmData:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    return proc_kib_field(f"/proc/{pid}/status", "VmData")
 
 
 def apply(pid: int, limit: int) -> Optional[int]:

@@ -9,17 +9,22 @@ TiB = 1 << 40
 ABSURD_ALLOCATION = TiB
 
 
-@functools.lru_cache(maxsize=None)
-def mem_total() -> Optional[int]:
-    """MemTotal from /proc/meminfo in bytes; None where there is no such file."""
+def proc_kib_field(path: str, key: str) -> Optional[int]:
+    """The `key:  N kB` line of a /proc file, in bytes; None where the file or the line is missing."""
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("MemTotal:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def mem_total() -> Optional[int]:
+    """MemTotal from /proc/meminfo in bytes; None where there is no such file."""
+    return proc_kib_field("/proc/meminfo", "MemTotal")
 
 
 def fmt_bytes(n: float) -> str:
