@@ -210,23 +210,21 @@ class _Lowerer:
     def action(self, call: n.Call, pre) -> str:
         args = call.args
         if call.func == "free":
-            code = f"scn_free(t, {self.expr(args[0], pre)});"
-            target = _slot_or_name(args[0])
-            if target is not None:
-                code += f" {self.expr(target, pre)} = SCN_NULL_OBJ;"
-            return code
+            return self._taking(f"scn_free(t, {self.expr(args[0], pre)});", args[0], pre)
         if call.func == "free_all":
             v = c_ident(args[0].id)
             return f"if ({v}) scn_free_all(t, {v}, {v}_n);"
         if call.func == "send":
-            code = f"scn_send(t, {self.expr(args[0], pre)}, {self.expr(args[1], pre)});"
-            target = _slot_or_name(args[1])
-            if target is not None:
-                code += f" {self.expr(target, pre)} = SCN_NULL_OBJ;"
-            return code
+            return self._taking(f"scn_send(t, {self.expr(args[0], pre)}, {self.expr(args[1], pre)});",
+                                args[1], pre)
         if call.func == "write":
             return f"scn_write(t, {self.expr(args[0], pre)}, (uint64_t)({self.expr(args[1], pre)}));"
         raise AssertionError(call.func)
+
+    def _taking(self, code: str, arg, pre) -> str:
+        """`code` takes the object in `arg` away (free, send): empty the variable or slot it was in."""
+        source = _slot_or_name(arg)
+        return code if source is None else f"{code} {self.expr(source, pre)} = SCN_NULL_OBJ;"
 
     def _holds_pointer(self, e) -> bool:
         if isinstance(e, n.Index):
