@@ -174,9 +174,9 @@ static void report_thread(FILE *out, const scn_program *p, const scn_thread *t) 
           t->index, (long long)t->start_ns, (long long)t->end_ns, (long long)t->cpu_ns);
   for (int k = 0; k < SCN_OP_COUNT; k++)
     fprintf(out, "%s\"%s\": %llu", k ? ", " : "", op_names[k], (unsigned long long)t->count[k]);
-  fprintf(out, "}, \"failed\": %llu, \"sends\": %llu, \"recvs\": %llu, \"writes\": %llu, \"regions\": {",
-          (unsigned long long)t->failed, (unsigned long long)t->sends,
-          (unsigned long long)t->recvs, (unsigned long long)t->writes);
+  fprintf(out, "}, \"failed\": %llu, \"sends\": %llu, \"recvs\": %llu, \"writes\": %llu, \"touches\": %llu, "
+          "\"regions\": {", (unsigned long long)t->failed, (unsigned long long)t->sends,
+          (unsigned long long)t->recvs, (unsigned long long)t->writes, (unsigned long long)t->touches);
   for (int r = 0; r < p->n_regions; r++) {
     fprintf(out, "%s", r ? ", " : "");
     json_string(out, p->regions[r]);

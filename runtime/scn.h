@@ -50,7 +50,7 @@ typedef struct scn_thread {
   uint64_t clock;                 /* allocator calls so far: the time base of `lives` */
   uint64_t count[SCN_OP_COUNT];
   uint64_t failed;                /* allocations that returned NULL */
-  uint64_t sends, recvs, writes;
+  uint64_t sends, recvs, writes, touches;
   scn_lives_state lives;
   int group, index, id;
   int64_t start_ns, end_ns, cpu_ns;

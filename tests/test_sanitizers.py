@@ -134,6 +134,21 @@ SCENARIOS = {
             }
         }
     """,
+    # touch and partial writes: heads shorter and longer than the block, page-spanning blocks.
+    "touch-write": """
+        scenario "touch-write"
+        leaks free
+        thread worker * 2 {
+            repeat 200 {
+                p = malloc(uniform(1, 20000))
+                touch(p)
+                write(p, 2, bytes = uniform(0, 30000))
+                q = realloc(p, uniform(1, 70000))
+                touch(q)
+                free(q)
+            }
+        }
+    """,
     # Writes inside measured regions, nested and repeated, next to the C interface.
     "write-measure": """
         scenario "write-measure"
