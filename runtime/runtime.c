@@ -89,13 +89,34 @@ static void barrier_leave(void) {
 }
 
 /* ---- threads: all are created first and held at a gate, so the clock
- * starts when every thread is ready and thread creation is not timed. */
+ * starts when every thread is ready and thread creation is not timed. A
+ * replay places its threads (scn_threads_place): some are created during the
+ * run, where the captured program created them, and joined where it let them
+ * end; the captured main thread runs on the process's main thread, as it did
+ * in the program (glibc gives the main thread its own arena). */
 
 static struct {
   pthread_mutex_t lock;
   pthread_cond_t changed;
   int ready, open;
 } g_gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+enum { SCN_T_LATER, SCN_T_STARTED, SCN_T_JOINING, SCN_T_JOINED };
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int live;                      /* started and not yet ended */
+  int n;
+  scn_thread **threads;
+  pthread_t *tids;
+  int *state;                    /* SCN_T_* per thread id */
+  int (*where)(const scn_group *g, int index);   /* enum scn_start; NULL: every thread SCN_START_NOW */
+} g_life = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL, NULL, NULL, NULL };
+
+void scn_threads_place(int (*where)(const scn_group *g, int index)) {
+  g_life.where = where;
+}
 
 static int64_t thread_cpu_ns(void) {
   struct timespec ts;
@@ -126,7 +147,67 @@ static void *thread_main(void *arg) {
   t->cpu_ns = thread_cpu_ns() - cpu0;
   if (g_prog->thread_end) g_prog->thread_end(t);
   barrier_leave();
+  pthread_mutex_lock(&g_life.lock);
+  g_life.live--;
+  pthread_cond_broadcast(&g_life.changed);
+  pthread_mutex_unlock(&g_life.lock);
   return NULL;
+}
+
+/* Called with g_life.lock held. */
+static void thread_count_started(int id) {
+  g_life.state[id] = SCN_T_STARTED;
+  g_life.live++;
+  pthread_mutex_lock(&g_barrier.lock);
+  g_barrier.running++;
+  pthread_mutex_unlock(&g_barrier.lock);
+}
+
+/* Called with g_life.lock held. */
+static void thread_start_locked(int id) {
+  thread_count_started(id);
+  int err = pthread_create(&g_life.tids[id], NULL, thread_main, g_life.threads[id]);
+  if (err) scn_die("cannot start thread %d of %d: %s", id + 1, g_life.n, strerror(err));
+}
+
+static int thread_id(int group, int index) {
+  int id = index;
+  for (int g = 0; g < group; g++) id += g_prog->groups[g].count;
+  if (index < 0 || index >= g_prog->groups[group].count) scn_die("no thread %d in group %d", index, group);
+  return id;
+}
+
+void scn_thread_spawn(int group, int index) {
+  int id = thread_id(group, index);
+  pthread_mutex_lock(&g_life.lock);
+  if (g_life.state[id] != SCN_T_LATER) scn_die("thread %d of group %d is started twice", index, group);
+  thread_start_locked(id);
+  pthread_mutex_unlock(&g_life.lock);
+}
+
+/* Waits until the thread has started and ended; one caller joins it, the
+ * others wait for that. */
+static void thread_join_id(int id) {
+  pthread_mutex_lock(&g_life.lock);
+  while (g_life.state[id] == SCN_T_LATER) {
+    if (g_life.live == 0)
+      scn_die("thread %d is never started: nothing running can start it (damaged replay data?)", id + 1);
+    pthread_cond_wait(&g_life.changed, &g_life.lock);
+  }
+  if (g_life.state[id] == SCN_T_STARTED) {
+    g_life.state[id] = SCN_T_JOINING;
+    pthread_mutex_unlock(&g_life.lock);
+    pthread_join(g_life.tids[id], NULL);
+    pthread_mutex_lock(&g_life.lock);
+    g_life.state[id] = SCN_T_JOINED;
+    pthread_cond_broadcast(&g_life.changed);
+  }
+  while (g_life.state[id] != SCN_T_JOINED) pthread_cond_wait(&g_life.changed, &g_life.lock);
+  pthread_mutex_unlock(&g_life.lock);
+}
+
+void scn_thread_join(int group, int index) {
+  thread_join_id(thread_id(group, index));
 }
 
 static scn_thread *thread_new(const scn_program *p, int group, int index, int id) {
@@ -200,7 +281,8 @@ static void proc_memory(long *hwm_kib, long *rss_kib) {
   fclose(f);
 }
 
-static void report(FILE *out, const scn_program *p, scn_thread **threads, int n, int64_t wall_ns) {
+static void report(FILE *out, const scn_program *p, scn_thread **threads, int n, int64_t wall_ns,
+                   long baseline_kib) {
   struct rusage ru;
   long hwm_kib, rss_kib;
   getrusage(RUSAGE_SELF, &ru);
@@ -213,7 +295,8 @@ static void report(FILE *out, const scn_program *p, scn_thread **threads, int n,
   fprintf(out, ", \"rusage\": {\"user_s\": %.6f, \"sys_s\": %.6f, \"minflt\": %ld, \"majflt\": %ld}",
           ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
           ru.ru_minflt, ru.ru_majflt);
-  fprintf(out, ", \"memory\": {\"peak_rss_kib\": %ld, \"final_rss_kib\": %ld}", hwm_kib, rss_kib);
+  fprintf(out, ", \"memory\": {\"peak_rss_kib\": %ld, \"final_rss_kib\": %ld, \"baseline_rss_kib\": %ld}",
+          hwm_kib, rss_kib, baseline_kib);
   fprintf(out, ", \"threads\": [");
   for (int i = 0; i < n; i++) {
     fprintf(out, "%s", i ? ",\n  " : "\n  ");
@@ -227,31 +310,60 @@ static void report(FILE *out, const scn_program *p, scn_thread **threads, int n,
   fprintf(out, "}\n");
 }
 
+/* Resident memory now, before the first allocator call of the scenario: what
+ * the program itself holds (code, runtime tables), so the heap's share of
+ * the peak can be read off the report. */
+static long rss_kib_now(void) {
+  long hwm, rss;
+  proc_memory(&hwm, &rss);
+  return rss;
+}
+
 int scn_main(const scn_program *p, int argc, char **argv) {
   (void)argc;
   (void)argv;
   g_prog = p;
   int n = 0;
   for (int g = 0; g < p->n_groups; g++) n += p->groups[g].count;
-  scn_thread **threads = scn_arena_alloc((size_t)n * sizeof *threads);
-  pthread_t *tids = scn_arena_alloc((size_t)n * sizeof *tids);
-  g_barrier.running = n;
+  g_life.n = n;
+  g_life.threads = scn_arena_alloc((size_t)n * sizeof *g_life.threads);
+  g_life.tids = scn_arena_alloc((size_t)n * sizeof *g_life.tids);
+  g_life.state = scn_arena_alloc((size_t)n * sizeof *g_life.state);
   if (p->program_start) p->program_start(n);
   for (int g = 0, id = 0; g < p->n_groups; g++)
-    for (int i = 0; i < p->groups[g].count; i++, id++) threads[id] = thread_new(p, g, i, id);
-  for (int i = 0; i < n; i++) {
-    int err = pthread_create(&tids[i], NULL, thread_main, threads[i]);
-    if (err) scn_die("cannot start thread %d of %d: %s", i + 1, n, strerror(err));
+    for (int i = 0; i < p->groups[g].count; i++, id++) g_life.threads[id] = thread_new(p, g, i, id);
+  long baseline_kib = rss_kib_now();
+  int now = 0, on_main = -1;
+  pthread_mutex_lock(&g_life.lock);
+  for (int id = 0; id < n; id++) {
+    const scn_thread *t = g_life.threads[id];
+    int where = g_life.where ? g_life.where(&p->groups[t->group], t->index) : SCN_START_NOW;
+    if (where == SCN_START_LATER) continue;
+    if (where == SCN_START_ON_MAIN && on_main < 0) {
+      on_main = id;
+      thread_count_started(id);
+      continue;
+    }
+    thread_start_locked(id);
+    now++;
   }
+  pthread_mutex_unlock(&g_life.lock);
   pthread_mutex_lock(&g_gate.lock);
-  while (g_gate.ready < n) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
+  while (g_gate.ready < now) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
   int64_t start = monotonic_ns();
   g_gate.open = 1;
   pthread_cond_broadcast(&g_gate.changed);
   pthread_mutex_unlock(&g_gate.lock);
-  for (int i = 0; i < n; i++) pthread_join(tids[i], NULL);
+  if (on_main >= 0) {
+    thread_main(g_life.threads[on_main]);
+    pthread_mutex_lock(&g_life.lock);
+    g_life.state[on_main] = SCN_T_JOINED;
+    pthread_cond_broadcast(&g_life.changed);
+    pthread_mutex_unlock(&g_life.lock);
+  }
+  for (int id = 0; id < n; id++) thread_join_id(id);
   int64_t wall = monotonic_ns() - start;
   if (p->program_end) p->program_end();
-  report(stdout, p, threads, n, wall);
+  report(stdout, p, g_life.threads, n, wall, baseline_kib);
   return fflush(stdout) == 0 ? 0 : 1;
 }

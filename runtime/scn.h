@@ -86,6 +86,12 @@ typedef struct {
 int scn_main(const scn_program *prog, int argc, char **argv);
 void *scn_arena_alloc(size_t bytes);  /* zeroed, never freed, never from malloc */
 void scn_barrier_wait(scn_thread *t);
+/* Where a replay's threads start (`where` gives an enum scn_start per thread);
+ * those started later are started and joined by the replay's own threads. */
+enum scn_start { SCN_START_NOW, SCN_START_LATER, SCN_START_ON_MAIN };
+void scn_threads_place(int (*where)(const scn_group *g, int index));
+void scn_thread_spawn(int group, int index);
+void scn_thread_join(int group, int index);
 void scn_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
 /* ---- channel.c: bounded multi-producer multi-consumer queues of objects */

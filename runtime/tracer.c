@@ -10,7 +10,7 @@
  * the log back as AllocEvents.
  *
  * Log format (native byte order: little-endian on x86-64/aarch64), 64-byte units:
- *   header  "SCNTRACE", u32 version (1), u32 record size (64), u32 pid, u32 ppid,
+ *   header  "SCNTRACE", u32 version (2), u32 record size (64), u32 pid, u32 ppid,
  *           u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 bytes 0
  *   records struct scn_trace_record below, written one thread's buffer at a time
  * Every record carries a global sequence number taken from one atomic counter
@@ -45,6 +45,11 @@
  * SCENC_TRACE_OUT.<pid>[.<n>], as does a program exec'ed by a traced process
  * other than the launched one. Those logs are created on their first write.
  *
+ * Threads (version 2): a thread made by pthread_create logs K_THREAD_START
+ * (with its creator's tid) before anything else, and every thread that logged
+ * anything logs K_THREAD_EXIT in its last pthread key destructor round, so a
+ * replay can create and end threads where the program did.
+ *
  * Reentrancy: a per-thread guard (initial-exec TLS, so reading it never calls
  * malloc) is set for the whole wrapper, so calls the allocator makes inside
  * (realloc(NULL, n) -> malloc, operator new -> malloc, posix_memalign ->
@@ -57,6 +62,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -78,7 +84,7 @@
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* ------------------------------------------------------------------ format */
-#define SCN_TRACE_VERSION 1
+#define SCN_TRACE_VERSION 2   /* 2 added the thread records (kinds 40, 41); readers take 1 and 2 */
 
 enum scn_trace_kind {   /* record kinds; trace/preload.py KIND_CODES mirrors them */
   K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_FREE, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC,
@@ -89,6 +95,8 @@ enum scn_trace_kind {   /* record kinds; trace/preload.py KIND_CODES mirrors the
   K_DELETE_ALIGNED_NOTHROW,                                                          /* 19..24 */
   K_DELETE_ARRAY, K_DELETE_ARRAY_SIZED, K_DELETE_ARRAY_ALIGNED, K_DELETE_ARRAY_SIZED_ALIGNED,
   K_DELETE_ARRAY_NOTHROW, K_DELETE_ARRAY_ALIGNED_NOTHROW,                            /* 25..30 */
+  K_THREAD_START = 40,   /* not a call: a thread made by pthread_create begins; arg[0] = its creator's tid */
+  K_THREAD_EXIT = 41,    /* not a call: the thread ends (after its pthread key destructors) */
   K_END = 255   /* not a call: the process is leaving (exit, _exit, exec); seq = numbers taken so far */
 };
 
@@ -135,6 +143,7 @@ struct buffer {
 
 struct tstate {
   int guard;          /* inside a wrapper: forward without logging */
+  int exit_round;     /* pthread key destructor rounds seen at thread exit */
   int resolving;      /* this thread runs dlsym for the real functions */
   int exiting;        /* its key destructor ran: log record by record */
   int keyed;          /* the key destructor is armed */
@@ -446,9 +455,22 @@ static void flush_locked(struct buffer *b) {
   b->n = 0;
 }
 
+static void put(int kind, uint64_t seq, uint64_t ns, uint64_t dur, uint64_t a0, uint64_t a1, uint64_t a2,
+                uint64_t result, int err, int flags, uint64_t span);
+static inline uint64_t take_seq(void);
+
+/* The thread's key destructor. It re-arms itself for the later rounds glibc
+ * runs (PTHREAD_DESTRUCTOR_ITERATIONS), so the exit record comes after what
+ * the program's own key destructors free in the first round. */
 static void thread_gone(void *arg) {
   struct buffer *b = arg;
   T.guard++;
+  if (++T.exit_round < PTHREAD_DESTRUCTOR_ITERATIONS && pthread_setspecific(g_key, b) == 0) {
+    T.guard--;
+    return;
+  }
+  if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED)
+    put(K_THREAD_EXIT, take_seq(), now_ns(CLOCK_MONOTONIC), 0, 0, 0, 0, 0, 0, 0, 0);
   if (lock_buffer(b)) {
     flush_locked(b);
     unlock_buffer(b);
@@ -863,6 +885,62 @@ DELETE_WRAPPER(_ZdaPvmSt11align_val_t, K_DELETE_ARRAY_SIZED_ALIGNED, (void *p, s
 DELETE_WRAPPER(_ZdaPvRKSt9nothrow_t, K_DELETE_ARRAY_NOTHROW, (void *p, const void *tag), (p, tag), 0, 0)
 DELETE_WRAPPER(_ZdaPvSt11align_val_tRKSt9nothrow_t, K_DELETE_ARRAY_ALIGNED_NOTHROW,
                (void *p, size_t align, const void *tag), (p, align, tag), align, 0)
+
+/* --------------------------------------------------------------- threads
+ * pthread_create is wrapped so the new thread logs its start (with its
+ * creator) before anything else it does; its end is logged by the key
+ * destructor. The start routine and its argument travel in a static table
+ * (never the allocator's memory); when every entry is taken, the thread runs
+ * unwrapped and its start is not logged (its replay thread then starts with
+ * the replay). */
+struct start_call {
+  void *(*fn)(void *);
+  void *arg;
+  uint32_t creator;
+  _Atomic int used;
+};
+static struct start_call g_starts[1024];
+
+static void *traced_start(void *p) {
+  struct start_call *s = p;
+  void *(*fn)(void *) = s->fn;
+  void *arg = s->arg;
+  uint32_t creator = s->creator;
+  atomic_store_explicit(&s->used, 0, memory_order_release);
+  if (tracing()) {
+    T.guard = 1;
+    put(K_THREAD_START, take_seq(), now_ns(CLOCK_MONOTONIC), 0, creator, 0, 0, 0, 0, 0, 0);
+    T.guard = 0;
+  }
+  return fn(arg);
+}
+
+static struct start_call *claim_start(void) {
+  for (size_t i = 0; i < sizeof g_starts / sizeof *g_starts; i++) {
+    int free_ = 0;
+    if (!atomic_load_explicit(&g_starts[i].used, memory_order_relaxed) &&
+        atomic_compare_exchange_strong(&g_starts[i].used, &free_, 1))
+      return &g_starts[i];
+  }
+  return NULL;
+}
+
+static void *libc_symbol(_Atomic(void *) *slot, const char *name);
+
+EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  static _Atomic(void *) real;
+  int (*f)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
+      (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))libc_symbol(&real, "pthread_create");
+  if (!f) return ENOSYS;
+  struct start_call *s = tracing() ? claim_start() : NULL;
+  if (!s) return f(th, attr, fn, arg);
+  s->fn = fn;
+  s->arg = arg;
+  s->creator = tid();
+  int rc = f(th, attr, traced_start, s);
+  if (rc) atomic_store_explicit(&s->used, 0, memory_order_release);
+  return rc;
+}
 
 /* ------------------------------------------- leaving without exit handlers
  * _exit (shells exit with it) and exec replace the process without running

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from .events import ANOMALY_KINDS
 from .ltrace import ParseReport, TraceFormatError, parse_file
+from .opsfile import TOUCH_MODES
+from .replay import DEFAULT_TOUCH, threads_line
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_UNUSABLE = 0, 1, 2
 PRELOAD_MAGIC = b"SCNTRACE"
@@ -32,7 +34,7 @@ class TraceInputError(Exception):
 class TraceSource:
     """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
 
-    def __init__(self, path):
+    def __init__(self, path, thread_events: bool = False):
         self.path = Path(path)
         try:
             with open(self.path, "rb") as f:
@@ -44,7 +46,7 @@ class TraceSource:
         self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
         if self.format == "preload":
             from .preload import parse_preload_log
-            log = parse_preload_log(self.path)      # indexes the file: format errors raise here
+            log = parse_preload_log(self.path, thread_events=thread_events)   # indexes: format errors raise here
             self.events = log
             self.report = log.report
             info = log.info
@@ -214,7 +216,7 @@ def _preload_header(text: str, stats, source) -> str:
 
 # --------------------------------------------------------------------------- convert
 def cmd_convert(args) -> int:
-    source = TraceSource(args.file)
+    source = TraceSource(args.file, thread_events=not args.model)
     default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
     out = Path(args.output or default)
     if out.suffix != ".scn":
@@ -236,7 +238,8 @@ def cmd_convert(args) -> int:
         _print_losses(source)
     else:
         from .replay import write_replay
-        report = write_replay(source.events, out, source.path.name)
+        main_tid = source.events.info.pid if source.format == "preload" else None
+        report = write_replay(source.events, out, source.path.name, touch=args.touch, main_tid=main_tid)
         _check_calls(source, report.calls, [out, out.with_suffix(".ops")])
         _note_losses(out, source.losses())
         ops = out.with_suffix(".ops")
@@ -289,7 +292,7 @@ def replay_summary(report) -> list:
     renamed = {k: n for k, n in sorted(report.trace_kinds.items()) if k not in totals}
     out.append(f"calls: {_kinds_line(totals)} ({report.calls} in all, every captured call replayed"
                + (f"; replayed under the runtime's names: {_kinds_line(renamed)}" if renamed else "") + ")")
-    out.append(f"threads: {report.threads}")
+    out.append(f"threads: {report.threads} ({threads_line(report)})")
     for i, (tid, counts) in enumerate(zip(report.tids, report.counts)):
         per = "  ".join(f"{k} {counts.get(k, 0)}" for k in kinds)
         out.append(f"  trace[{i}]  tid {tid:<8} {per}")
@@ -377,6 +380,10 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", metavar="FILE.scn",
                    help="the scenario to write (default: FILE.scn, or FILE-model.scn with --model)")
     p.add_argument("--model", action="store_true", help="write a fitted model instead of the exact replay")
+    p.add_argument("--touch", choices=TOUCH_MODES, default=DEFAULT_TOUCH,
+                   help="what the replay writes into each new block and the grown part of each realloc: nothing, "
+                        "its first byte, one byte per page and its last byte, or every byte (default "
+                        f"{DEFAULT_TOUCH}; docs/capture.md says why)")
     p.add_argument("--max-phases", type=int, default=4, metavar="N",
                    help="--model: at most N phases (default 4; 1 turns phase detection off)")
     p.add_argument("--no-measure", action="store_true",
