@@ -1,0 +1,201 @@
+"""A replay behaves like the captured program where allocators differ.
+
+Real captures (the LD_PRELOAD tracer on programs compiled here), real
+conversions, real replays:
+
+* its resident memory is the heap's: the ops file is read through a bounded
+  window, so a capture 10x longer with the same live heap replays in the same
+  peak RSS;
+* its threads come and go as the program's did: bench/programs/churn.c makes
+  200 threads, two at a time; the replay creates 200 threads and never has
+  more alive at once than the program (a preloaded shim counts them in both);
+* it stores into its blocks as `--touch` says: page faults counted by the
+  kernel differ by one per page between the modes.
+"""
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scenc.compiler.pipeline import build
+from scenc.trace.opsfile import HEADER, OpsFileError, read_header
+from scenc.trace.preload import HEADER as LOG_HEADER, RECORD, THREAD_KINDS, capture_preload, parse_preload_log
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = ROOT / "bench" / "programs"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "trace"
+SCENC = str(Path(sys.executable).with_name("scenc"))
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+
+# A steady heap: 1000 live blocks of 16..1024 bytes, one replaced per iteration.
+STEADY_C = r"""
+#include <stdlib.h>
+int main(int argc, char **argv) {
+  long n = argc > 1 ? atol(argv[1]) : 100000;
+  void *live[1000] = {0};
+  unsigned x = 1;
+  for (long i = 0; i < n; i++) {
+    x = x * 1103515245u + 12345u;
+    int k = (int)(x >> 16) % 1000;
+    free(live[k]);
+    live[k] = malloc(16 + (x >> 8) % 1009);
+  }
+  for (int k = 0; k < 1000; k++) free(live[k]);
+  return 0;
+}
+"""
+
+# 64 blocks of 1 MiB, each from a fresh mapping (above glibc's mmap threshold), then freed (a free would
+# raise glibc's threshold, so every block is allocated first).
+BIG_BLOCKS_C = r"""
+#include <stdlib.h>
+int main(void) {
+  char *p[64];
+  for (int i = 0; i < 64; i++) {
+    p[i] = malloc(1 << 20);
+    if (!p[i]) return 1;
+    p[i][0] = 1;
+  }
+  for (int i = 0; i < 64; i++) free(p[i]);
+  return 0;
+}
+"""
+
+
+def compile_c(source: Path, out: Path, *flags) -> Path:
+    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", *flags, "-o", str(out), str(source)],
+                   check=True, capture_output=True)
+    return out
+
+
+def program(tmp_path: Path, name: str, text: str) -> Path:
+    source = tmp_path / f"{name}.c"
+    source.write_text(text)
+    return compile_c(source, tmp_path / name)
+
+
+def convert(trace: Path, scn: Path, *options) -> str:
+    proc = subprocess.run([SCENC, "convert", str(trace), "-o", str(scn), *options], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def replay(scn: Path, env=None) -> dict:
+    binary = build(scn).binary
+    out = subprocess.run([str(binary)], stdout=subprocess.PIPE, check=True, timeout=120, env=env).stdout
+    return json.loads(out)
+
+
+def test_replay_peak_rss_does_not_grow_with_the_length_of_its_ops_file(tmp_path):
+    steady = program(tmp_path, "steady", STEADY_C)
+    peaks, sizes = [], []
+    for n in (20_000, 200_000):
+        trace = tmp_path / f"s{n}.trace"
+        assert capture_preload([str(steady), str(n)], trace).ok
+        convert(trace, tmp_path / f"s{n}.scn", "--touch", "none")
+        sizes.append((tmp_path / f"s{n}.ops").stat().st_size)
+        report = replay(tmp_path / f"s{n}.scn")
+        assert sum(t["ops"]["malloc"] for t in report["threads"]) == n
+        peaks.append(report["memory"]["peak_rss_kib"])
+        assert 0 < report["memory"]["baseline_rss_kib"] <= peaks[-1]
+    assert sizes[1] > 9 * sizes[0] and sizes[1] - sizes[0] > 10 << 20
+    # The longer ops file is 11 MiB bigger; mapped whole, it was all resident.
+    assert peaks[1] <= peaks[0] + 1024, (peaks, sizes)
+
+
+@pytest.fixture(scope="module")
+def thread_peak(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("shim")
+    lib = folder / "thread_peak.so"
+    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-o", str(lib),
+                    str(FIXTURES / "thread_peak.c"), "-ldl"], check=True, capture_output=True)
+
+    def count(argv, out: Path):
+        env = {**os.environ, "LD_PRELOAD": str(lib), "THREAD_PEAK_OUT": str(out)}
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, timeout=120)
+        peak, created = map(int, out.read_text().split())
+        return peak, created
+    return count
+
+
+def test_replay_keeps_no_more_threads_alive_than_its_capture(tmp_path, thread_peak):
+    churn = compile_c(PROGRAMS / "churn.c", tmp_path / "churn")
+    real_peak, real_created = thread_peak([str(churn), "100", "100"], tmp_path / "real.txt")
+    assert (real_peak, real_created) == (3, 200)
+    trace = tmp_path / "churn.trace"
+    assert capture_preload([str(churn), "100", "100"], trace).ok
+    log = parse_preload_log(trace, thread_events=True)
+    kinds = [e.kind for e in log if e.kind in THREAD_KINDS.values()]
+    assert kinds.count("thread_start") == 200 and kinds.count("thread_exit") == 200
+    out = convert(trace, tmp_path / "churn.scn")
+    assert "200 thread(s) created during the replay" in out and "at most 3 alive at once" in out
+    binary = build(tmp_path / "churn.scn").binary
+    peak, created = thread_peak([str(binary)], tmp_path / "replay.txt")
+    # The captured main thread runs on the replay's main thread; the others are created as the program did.
+    assert created == 200
+    assert peak <= real_peak
+    report = replay(tmp_path / "churn.scn")
+    assert len(report["threads"]) == 201
+    assert sum(t["ops"]["malloc"] for t in report["threads"]) >= 100 * 100
+
+
+def test_touch_modes_store_into_new_blocks_as_they_say(tmp_path):
+    big = program(tmp_path, "big", BIG_BLOCKS_C)
+    trace = tmp_path / "big.trace"
+    assert capture_preload([str(big)], trace).ok
+    faults = {}
+    for mode in ("none", "first", "pages", "all"):
+        scn = tmp_path / f"big-{mode}.scn"
+        out = convert(trace, scn, "--touch", mode)
+        assert read_header((tmp_path / f"big-{mode}.ops").read_bytes(), "x").touch == mode
+        assert "each new block" in scn.read_text()
+        faults[mode] = replay(scn)["rusage"]["minflt"]
+    pages = 64 * 256
+    # glibc's header already backs each block's first page: 'first' adds little, 'pages' and 'all' every page.
+    assert faults["first"] - faults["none"] <= 64 + 16
+    assert pages - 64 - 16 <= faults["pages"] - faults["none"] <= pages + 16
+    assert abs(faults["all"] - faults["pages"]) <= 16, faults
+
+
+def test_old_ops_files_are_refused_with_their_version(tmp_path):
+    data = HEADER.pack(b"SCNOPS1\0", 1, 0, 0, 0) + struct.pack("<QQ", 0, 0)
+    with pytest.raises(OpsFileError, match="version 1 ops file; this scenc reads version 2"):
+        read_header(data, "old.ops")
+    (tmp_path / "old.ops").write_bytes(data)
+    (tmp_path / "old.scn").write_text('replay "old.ops"\n')
+    proc = subprocess.run([str(build(tmp_path / "old.scn").binary)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3
+    assert "version 1 replay file; this program reads version 2: convert the capture again" in proc.stderr
+
+
+def test_a_version_1_tracer_log_still_converts_with_every_thread_from_the_start(tmp_path):
+    churn = compile_c(PROGRAMS / "churn.c", tmp_path / "churn")
+    trace = tmp_path / "churn.trace"
+    assert capture_preload([str(churn), "3", "50"], trace).ok
+    data = trace.read_bytes()
+    head = bytearray(data[:LOG_HEADER.size])
+    struct.pack_into("<I", head, 8, 1)                       # version 1, without the thread records
+    records = [data[i:i + RECORD.size] for i in range(LOG_HEADER.size, len(data), RECORD.size)]
+    kept = [r for r in records if RECORD.unpack(r)[3] not in THREAD_KINDS]
+    old = tmp_path / "old.trace"
+    # Version 1 numbered only calls: renumber so the log has no holes.
+    seqs = sorted(RECORD.unpack(r)[0] for r in kept if RECORD.unpack(r)[3] != 255)
+    renumber = {s: i for i, s in enumerate(seqs)}
+    out = bytearray(head)
+    for r in kept:
+        fields = list(RECORD.unpack(r))
+        fields[0] = renumber.get(fields[0], len(seqs)) if fields[3] != 255 else len(seqs)
+        out += RECORD.pack(*fields)
+    old.write_bytes(bytes(out))
+    text = convert(old, tmp_path / "old.scn")
+    assert "every thread starts with the replay" in text
+    report = replay(tmp_path / "old.scn")
+    assert len(report["threads"]) == 7
