@@ -58,6 +58,11 @@ def _path(*keys):
     return extract
 
 
+def _heap_rss_kib(r):
+    peak, baseline = _path("memory", "peak_rss_kib")(r), _path("memory", "baseline_rss_kib")(r)
+    return None if peak is None or baseline is None else peak - baseline
+
+
 _REGISTRY: Dict[str, Metric] = {}
 # prefix -> (report -> {full name: value}, name -> Metric) for metrics whose
 # names depend on the scenario (regions now, probe outputs later).
@@ -83,6 +88,10 @@ for _m in (
     Metric("peak_rss_kib", "peak RSS", "KiB", True, "memory", _path("memory", "peak_rss_kib"),
            headline=True, best="leanest"),
     Metric("final_rss_kib", "final RSS", "KiB", True, "final RSS", _path("memory", "final_rss_kib")),
+    # RSS before the first allocator call (the program, the runtime's tables), and the peak above it: the heap's.
+    Metric("baseline_rss_kib", "RSS before the first allocator call", "KiB", True, "baseline RSS",
+           _path("memory", "baseline_rss_kib")),
+    Metric("heap_rss_kib", "peak RSS above the baseline", "KiB", True, "memory", _heap_rss_kib),
     Metric("minflt", "minor page faults", "faults", True, "page-fault count", _path("rusage", "minflt")),
     Metric("failed_allocs", "failed allocations", "calls", True, "failed-allocation count",
            lambda r: sum(t.get("failed", 0) for t in r["threads"])),

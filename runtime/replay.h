@@ -25,6 +25,10 @@
  * Blocks: the header's touch mode says what the replay stores into each new
  * block and into the grown part of a realloc, as the program would have.
  *
+ * Mappings: the program's own anonymous mmaps (MAP, UNMAP of a page range,
+ * REMAP) are made with the same sizes at the same points, in slots like the
+ * blocks', and touched like blocks when the program could write them.
+ *
  * Included by generated programs only; its frees and allocations go through
  * ops.h like any scenario statement. */
 #ifndef SCN_REPLAY_H
@@ -34,11 +38,13 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 enum { SCN_R_MALLOC, SCN_R_CALLOC, SCN_R_REALLOC, SCN_R_FREE, SCN_R_ALIGNED_ALLOC, SCN_R_MEMALIGN,
-       SCN_R_POSIX_MEMALIGN, SCN_R_VALLOC, SCN_R_SPAWN, SCN_R_JOIN, SCN_R_EXIT };
-enum { SCN_R_WAIT = 1, SCN_R_WAIT_OLD = 2 };
+       SCN_R_POSIX_MEMALIGN, SCN_R_VALLOC, SCN_R_SPAWN, SCN_R_JOIN, SCN_R_EXIT, SCN_R_MAP, SCN_R_UNMAP,
+       SCN_R_REMAP };
+enum { SCN_R_WAIT = 1, SCN_R_WAIT_OLD = 2, SCN_R_LAST_PIECE = 4, SCN_R_WRITABLE = 8 };
 enum { SCN_R_TOUCH_NONE, SCN_R_TOUCH_FIRST, SCN_R_TOUCH_PAGES, SCN_R_TOUCH_ALL };
 enum { SCN_R_DEFERRED = 1, SCN_R_MAIN = 2 };   /* thread flags: started by a SPAWN op; the process's main thread */
 #define SCN_R_NONE 0xffffffffu
@@ -142,6 +148,9 @@ static int scn_replay_op_sane(const scn_replay_op *op) {
     case SCN_R_SPAWN: return op->slot < scn_replay.threads && (scn_replay.thread_flags[op->slot] & SCN_R_DEFERRED);
     case SCN_R_JOIN: return op->slot < scn_replay.threads;
     case SCN_R_EXIT: return 1;
+    case SCN_R_MAP: return op->slot < slots;
+    case SCN_R_UNMAP: return op->slot < slots && op->size % 4096 == 0;
+    case SCN_R_REMAP: return op->slot < slots && op->aux < slots;
     case SCN_R_REALLOC:
       if (op->aux != SCN_R_NONE && op->aux >= slots) return 0;
       /* fall through */
@@ -190,7 +199,10 @@ static inline void scn_replay_publish(scn_replay_slot *s, scn_obj o, uint64_t st
 static inline void scn_replay_touch(scn_obj o, size_t from) {
   if (!o.ptr || from >= o.size) return;
   switch (scn_replay.touch) {
-    case SCN_R_TOUCH_FIRST: *(volatile char *)((char *)o.ptr + from) = 1; break;
+    case SCN_R_TOUCH_FIRST:   /* the two ends, as a program writing a header and a trailer */
+      ((volatile char *)o.ptr)[from] = 1;
+      ((volatile char *)o.ptr)[o.size - 1] = 1;
+      break;
     case SCN_R_TOUCH_PAGES: scn_touch_range(o.ptr, from, o.size); break;
     case SCN_R_TOUCH_ALL:
       memset((char *)o.ptr + from, 1, o.size - from);
@@ -244,6 +256,38 @@ static void scn_replay_realloc(scn_thread *t, const scn_replay_op *op) {
   }
 }
 
+/* The program's own mappings: not allocator calls, so not counted; touched
+ * like blocks when writable. */
+static void scn_replay_map(const scn_replay_op *op) {
+  scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
+  int writable = op->flags & SCN_R_WRITABLE;
+  void *p = mmap(NULL, op->size, writable ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  scn_obj o = { p == MAP_FAILED ? NULL : p, p == MAP_FAILED ? 0 : op->size };
+  if (writable) scn_replay_touch(o, 0);
+  scn_replay_publish(s, o, 2ull * op->gen + 1);
+}
+
+static void scn_replay_unmap(const scn_replay_op *op) {
+  scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen + 1, op->flags & SCN_R_WAIT);
+  size_t at = (size_t)op->aux * 4096;
+  if (s->obj.ptr && at + op->size <= s->obj.size) munmap((char *)s->obj.ptr + at, op->size);
+  if (op->flags & SCN_R_LAST_PIECE) scn_replay_publish(s, SCN_NULL_OBJ, 2ull * op->gen + 2);
+}
+
+static void scn_replay_remap(const scn_replay_op *op) {
+  scn_replay_slot *o = scn_replay_await(op->aux, 2ull * op->aux_gen + 1, op->flags & SCN_R_WAIT_OLD);
+  scn_obj old = o->obj, r = SCN_NULL_OBJ;
+  if (old.ptr) {
+    /* The system call: mremap's declaration needs _GNU_SOURCE, which generated programs do not define. */
+    void *p = (void *)syscall(SYS_mremap, old.ptr, old.size, (size_t)op->size, 1 /* MREMAP_MAYMOVE */);
+    if (p != MAP_FAILED) r = (scn_obj){ p, op->size };
+  }
+  if (op->flags & SCN_R_WRITABLE) scn_replay_touch(r, old.size);
+  scn_replay_publish(o, SCN_NULL_OBJ, 2ull * op->aux_gen + 2);
+  scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
+  scn_replay_publish(s, r, 2ull * op->gen + 1);
+}
+
 /* Thread creations happen one after another in the captured order. */
 static void scn_replay_await_spawns(uint32_t count) {
   unsigned spins = 0;
@@ -273,6 +317,9 @@ static void scn_replay_body(scn_thread *t) {
       case SCN_R_FREE: scn_replay_free(t, op); break;
       case SCN_R_REALLOC: scn_replay_realloc(t, op); break;
       case SCN_R_SPAWN: case SCN_R_JOIN: case SCN_R_EXIT: scn_replay_thread_op(t, op); break;
+      case SCN_R_MAP: scn_replay_map(op); break;
+      case SCN_R_UNMAP: scn_replay_unmap(op); break;
+      case SCN_R_REMAP: scn_replay_remap(op); break;
       default:
         if (op->slot == SCN_R_NONE) {
           /* Failed in the trace, so nothing ever freed it: the replay keeps the

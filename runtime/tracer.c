@@ -84,7 +84,7 @@
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* ------------------------------------------------------------------ format */
-#define SCN_TRACE_VERSION 2   /* 2 added the thread records (kinds 40, 41); readers take 1 and 2 */
+#define SCN_TRACE_VERSION 2   /* 2 added thread and mapping records (kinds 40-44); readers take 1 and 2 */
 
 enum scn_trace_kind {   /* record kinds; trace/preload.py KIND_CODES mirrors them */
   K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_FREE, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC,
@@ -97,6 +97,9 @@ enum scn_trace_kind {   /* record kinds; trace/preload.py KIND_CODES mirrors the
   K_DELETE_ARRAY_NOTHROW, K_DELETE_ARRAY_ALIGNED_NOTHROW,                            /* 25..30 */
   K_THREAD_START = 40,   /* not a call: a thread made by pthread_create begins; arg[0] = its creator's tid */
   K_THREAD_EXIT = 41,    /* not a call: the thread ends (after its pthread key destructors) */
+  K_MMAP = 42,           /* the program's own anonymous mmap (len, prot, flags) */
+  K_MUNMAP = 43,         /* the program's own munmap (addr, len); result = its return value */
+  K_MREMAP = 44,         /* the program's own mremap (old, old len, new len); flags = mremap's flags */
   K_END = 255   /* not a call: the process is leaving (exit, _exit, exec); seq = numbers taken so far */
 };
 
@@ -489,7 +492,8 @@ static struct buffer *claim_buffer(void) {
         atomic_compare_exchange_strong(&b->owned, &free_, 1))
       return b;
   }
-  void *m = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  /* The system call itself: the tracer's own memory is never the program's mapping. */
+  void *m = (void *)syscall(SYS_mmap, NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return NULL;
   b = m;
   atomic_store(&b->owned, 1);
@@ -940,6 +944,83 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
   int rc = f(th, attr, traced_start, s);
   if (rc) atomic_store_explicit(&s->used, 0, memory_order_release);
   return rc;
+}
+
+/* -------------------------------------------------------------- mappings
+ * The program's own anonymous mappings (an allocator of its own on top of
+ * mmap: Python's arenas, runtimes, caches) are memory a replay must map too.
+ * Only calls through the PLT made outside an allocator call are recorded: the
+ * guard keeps out what a preloaded allocator maps inside malloc, and glibc's
+ * malloc, thread stacks and the loader map without the PLT. File mappings are
+ * not recorded (their pages are the file's). */
+typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
+
+static void *traced_mmap(_Atomic(void *) *real, const char *name, void *addr, size_t len, int prot, int flags,
+                         int fd, off_t off) {
+  mmap_fn f = (mmap_fn)libc_symbol(real, name);
+  if (!f) return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+  if (!(flags & MAP_ANONYMOUS) || !tracing() || atomic_load_explicit(&g_state, memory_order_relaxed) != ST_ENABLED)
+    return f(addr, len, prot, flags, fd, off);
+  struct call c;
+  begin(&c);
+  void *p = f(addr, len, prot, flags, fd, off);
+  (void)end_alloc(&c, K_MMAP, len, (uint64_t)prot, (uint64_t)(unsigned)flags, p == MAP_FAILED ? NULL : p);
+  return p;   /* MAP_FAILED on failure, recorded as a NULL result */
+}
+
+EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  static _Atomic(void *) real;
+  return traced_mmap(&real, "mmap", addr, len, prot, flags, fd, off);
+}
+
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  static _Atomic(void *) real;
+  return traced_mmap(&real, "mmap64", addr, len, prot, flags, fd, off);
+}
+
+EXPORT int munmap(void *addr, size_t len) {
+  static _Atomic(void *) real;
+  int (*f)(void *, size_t) = (int (*)(void *, size_t))libc_symbol(&real, "munmap");
+  if (!f) return (int)syscall(SYS_munmap, addr, len);
+  if (!tracing() || atomic_load_explicit(&g_state, memory_order_relaxed) != ST_ENABLED) return f(addr, len);
+  struct call c;
+  uint64_t seq = begin_release(&c);
+  int rc = f(addr, len);
+  int err = errno;
+  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  put(K_MUNMAP, seq, c.t0, t1 - c.t0, (uintptr_t)addr, len, 0, (uint64_t)(unsigned)rc, 0, 0, 0);
+  T.guard = 0;
+  errno = err;
+  return rc;
+}
+
+EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
+  static _Atomic(void *) real;
+  void *(*f)(void *, size_t, size_t, int, ...) = (void *(*)(void *, size_t, size_t, int, ...))libc_symbol(&real,
+                                                                                                      "mremap");
+  void *want = NULL;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    want = va_arg(ap, void *);
+    va_end(ap);
+  }
+  if (!f) {
+    errno = ENOSYS;
+    return MAP_FAILED;
+  }
+  if (!tracing() || atomic_load_explicit(&g_state, memory_order_relaxed) != ST_ENABLED)
+    return f(old, old_len, new_len, flags, want);
+  struct call c;
+  begin(&c);
+  void *p = f(old, old_len, new_len, flags, want);
+  int err = errno;
+  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  put(K_MREMAP, take_seq(), t1, t1 - c.t0, (uintptr_t)old, old_len, new_len, p == MAP_FAILED ? 0 : (uintptr_t)p,
+      0, flags & 0xff, 0);
+  T.guard = 0;
+  errno = err;
+  return p;
 }
 
 /* ------------------------------------------- leaving without exit handlers

@@ -279,7 +279,7 @@ def churn_replay(tmp_path_factory):
     capture = capture_preload([str(churn), "20", "100"], folder / "churn.trace", stdout=subprocess.DEVNULL)
     assert capture.ok, capture.warnings
     path = folder / "churn.scn"
-    report = write_replay(parse_preload_log(capture.path, thread_events=True), path, "churn.trace", touch="pages",
+    report = write_replay(parse_preload_log(capture.path, extra_events=True), path, "churn.trace", touch="pages",
                           main_tid=capture.info.pid)
     assert report.spawned == 40 and report.joined >= 38 and report.peak_threads == 3
     return path, report

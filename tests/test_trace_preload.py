@@ -22,7 +22,7 @@ from scenc.trace.capture import CaptureError, capture, inspect_elf
 from scenc.trace.events import FREE_KINDS
 from scenc.trace.ltrace import TraceFormatError, parse_file
 from scenc.trace.opsfile import COUNTED_AS
-from scenc.trace.preload import (HEADER, KIND_CODES, RECORD, THREAD_KINDS, TRACER_SOURCE, capture_preload,
+from scenc.trace.preload import (HEADER, KIND_CODES, RECORD, EXTRA_KINDS, TRACER_SOURCE, capture_preload,
                                  parse_preload_log, tracer_library)
 from scenc.trace.replay import REPLAY_KIND, write_replay
 from scenc.trace.stats import TraceStats
@@ -340,11 +340,11 @@ def test_merge_of_a_large_multithreaded_log_equals_a_full_sort(bins, tmp_path):
     assert result.info.chunks > 6                          # the threads' buffers interleave in the file
     data = result.path.read_bytes()[HEADER.size:]
     every = sorted(r for r in RECORD.iter_unpack(data) if r[3] != 255)     # 255: the end mark
-    by_seq = [r for r in every if r[3] not in THREAD_KINDS]                # calls; the others start/end threads
+    by_seq = [r for r in every if r[3] not in EXTRA_KINDS]                # calls; the others start/end threads
     assert len(every) - len(by_seq) == 2 * 6                               # each worker's start and exit
     merged = list(parse_preload_log(result.path, block_records=7))
     assert len(merged) == len(by_seq) == result.events
-    with_threads = list(parse_preload_log(result.path, block_records=7, thread_events=True))
+    with_threads = list(parse_preload_log(result.path, block_records=7, extra_events=True))
     assert [e.line - 1 for e in with_threads] == sorted(e.line - 1 for e in with_threads)
     assert len(with_threads) == len(every)
     if result.info.reordered_reallocs == 0:

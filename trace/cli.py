@@ -23,6 +23,7 @@ from .opsfile import TOUCH_MODES
 from .replay import DEFAULT_TOUCH, threads_line
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_UNUSABLE = 0, 1, 2
+SHOWN_THREADS = 32         # threads listed one by one in convert's summary
 PRELOAD_MAGIC = b"SCNTRACE"
 
 
@@ -34,7 +35,7 @@ class TraceInputError(Exception):
 class TraceSource:
     """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
 
-    def __init__(self, path, thread_events: bool = False):
+    def __init__(self, path, extra_events: bool = False):
         self.path = Path(path)
         try:
             with open(self.path, "rb") as f:
@@ -46,7 +47,7 @@ class TraceSource:
         self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
         if self.format == "preload":
             from .preload import parse_preload_log
-            log = parse_preload_log(self.path, thread_events=thread_events)   # indexes: format errors raise here
+            log = parse_preload_log(self.path, extra_events=extra_events)   # indexes: format errors raise here
             self.events = log
             self.report = log.report
             info = log.info
@@ -216,7 +217,7 @@ def _preload_header(text: str, stats, source) -> str:
 
 # --------------------------------------------------------------------------- convert
 def cmd_convert(args) -> int:
-    source = TraceSource(args.file, thread_events=not args.model)
+    source = TraceSource(args.file, extra_events=not args.model)
     default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
     out = Path(args.output or default)
     if out.suffix != ".scn":
@@ -293,9 +294,12 @@ def replay_summary(report) -> list:
     out.append(f"calls: {_kinds_line(totals)} ({report.calls} in all, every captured call replayed"
                + (f"; replayed under the runtime's names: {_kinds_line(renamed)}" if renamed else "") + ")")
     out.append(f"threads: {report.threads} ({threads_line(report)})")
-    for i, (tid, counts) in enumerate(zip(report.tids, report.counts)):
+    for i, (tid, counts) in enumerate(zip(report.tids[:SHOWN_THREADS], report.counts)):
         per = "  ".join(f"{k} {counts.get(k, 0)}" for k in kinds)
         out.append(f"  trace[{i}]  tid {tid:<8} {per}")
+    if report.threads > SHOWN_THREADS:
+        out.append(f"  ... and {report.threads - SHOWN_THREADS} more thread(s) (scenc exec on the scenario lists "
+                   f"them all)")
     out.append(f"cross-thread waits: {report.cross_thread_waits} ops wait for another thread "
                f"(cross-thread frees and reuse of a block another thread freed)")
     out.append(f"peak live: {report.peak_live_bytes} bytes (line {report.peak_line}); "
@@ -382,7 +386,7 @@ def register(subparsers) -> None:
     p.add_argument("--model", action="store_true", help="write a fitted model instead of the exact replay")
     p.add_argument("--touch", choices=TOUCH_MODES, default=DEFAULT_TOUCH,
                    help="what the replay writes into each new block and the grown part of each realloc: nothing, "
-                        "its first byte, one byte per page and its last byte, or every byte (default "
+                        "its first and last byte, one byte per page and its last byte, or every byte (default "
                         f"{DEFAULT_TOUCH}; docs/capture.md says why)")
     p.add_argument("--max-phases", type=int, default=4, metavar="N",
                    help="--model: at most N phases (default 4; 1 turns phase detection off)")

@@ -10,12 +10,15 @@ Layout, little-endian (version 2):
              u8 kind, u8 flags, u16 0, u32 slot, u32 aux, u32 gen, u32 aux_gen, u32 0, u64 size
 
 touch: what the replay stores into each new block and into the grown part of a
-realloc (TOUCH_MODES: none, the first byte, one byte per page and the last,
-every byte). Op kinds beyond the allocator calls: SPAWN (slot = the thread it
+realloc (TOUCH_MODES: none, its first and last byte, one byte per page and the
+last, every byte). Op kinds beyond the allocator calls: SPAWN (slot = the thread it
 starts, aux = how many SPAWN ops precede it in the capture), JOIN (slot = a
 thread that ended before this point; waits until it has), EXIT (the thread's
 end; aux = SPAWN ops that happened before it in the capture, which it waits
-for). Version 1 (SCNOPS1: no touch, no thread lifetimes) is refused with a
+for). MAP (slot, gen, size: an anonymous mapping of the program's own), UNMAP
+(slot, gen, aux = offset in 4 KiB pages, size: a piece of it; flag LAST_PIECE
+when that ends the mapping), REMAP (like realloc: slot, aux = old slot, size).
+Version 1 (SCNOPS1: no touch, no thread lifetimes) is refused with a
 message asking to convert again; the runtime (runtime/replay.h) does the same.
 
 Ops arrive interleaved across threads; the writer spools each thread's ops to
@@ -39,11 +42,12 @@ NONE = 0xFFFFFFFF
 
 # Op kinds (runtime/replay.h enum) and the runtime's counter each one lands in.
 KINDS = ("malloc", "calloc", "realloc", "free", "aligned_alloc", "memalign", "posix_memalign", "valloc",
-         "spawn", "join", "exit")
+         "spawn", "join", "exit", "map", "unmap", "remap")
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
-THREAD_OPS = frozenset({"spawn", "join", "exit"})     # not allocator calls: not counted
+NOT_CALLS = frozenset({"spawn", "join", "exit", "map", "unmap", "remap"})     # not allocator calls: not counted
 COUNTED_AS = {"valloc": "memalign"}
 WAIT, WAIT_OLD = 1, 2
+LAST_PIECE, WRITABLE = 4, 8     # unmap: the slot's last mapped piece goes; map, remap: PROT_WRITE (touched)
 DEFERRED, MAIN = 1, 2     # thread flags
 TOUCH_MODES = ("none", "first", "pages", "all")
 
@@ -181,7 +185,7 @@ def iter_counts(path) -> Iterator[Dict[str, int]]:
     for ops in threads:
         counts: Dict[str, int] = {}
         for op in ops:
-            if op[0] in THREAD_OPS:
+            if op[0] in NOT_CALLS:
                 continue
             kind = COUNTED_AS.get(op[0], op[0])
             counts[kind] = counts.get(kind, 0) + 1

@@ -52,9 +52,12 @@ the nothrow tag), u64 result (pointer returned or stored; 0 for frees). Kind
 255 is the end mark a process writes when it leaves through exit, _exit or
 exec: its seq is the count of numbers taken, so calls lost at the very end are
 counted too; a log without one comes from a process that was killed. Version 2
-adds two kinds that are not calls: 40, a thread made by pthread_create starts
-(arg[0] = its creator's tid), and 41, a thread ends (logged in its last pthread
-key destructor round); they are skipped unless ``thread_events=True``. The
+adds kinds that are not allocator calls: 40, a thread made by pthread_create
+starts (arg[0] = its creator's tid); 41, a thread ends (logged in its last
+pthread key destructor round); 42, 43, 44: the program's own anonymous mmap
+(len, prot, flags; result), munmap (addr, len; result = return value) and
+mremap (old, old len, new len; flags = mremap's flags; result). They are
+skipped unless ``extra_events=True`` (see EXTRA_KINDS). The
 records of one thread appear in sequence order, in chunks of up to 1023 (one
 flushed buffer); chunks of different threads interleave in the file.
 
@@ -99,9 +102,12 @@ _INDEX = struct.Struct("<QQIB7xI32x")          # seq, ns, tid, kind, span: what 
 assert HEADER.size == RECORD.size == _INDEX.size == 64
 F_THREW = 1
 KIND_END = 255       # not a call: the process was leaving (exit, _exit, exec); seq = numbers taken so far
-#: Thread records (version 2), not calls: yielded as events of these kinds with ``thread_events=True``.
-#: A thread_start event's ``size`` is the creating thread's tid.
-THREAD_KINDS = {40: "thread_start", 41: "thread_exit"}
+#: Records that are not allocator calls (version 2): yielded as events of these kinds with ``extra_events=True``.
+#: thread_start: ``size`` is the creating thread's tid. mmap (the program's own anonymous mapping): ``size``
+#: its length, ``nmemb`` its protection, ``align`` mmap's flags, ``result_ptr`` its address (None: failed). munmap: ``old_ptr``,
+#: ``size``. mremap: ``old_ptr``, ``align`` the old length, ``size`` the new one, ``nmemb`` mremap's flags,
+#: ``result_ptr`` the new address (None: failed).
+EXTRA_KINDS = {40: "thread_start", 41: "thread_exit", 42: "mmap", 43: "munmap", 44: "mremap"}
 
 # Argument layouts of arg[0..2].
 L_SIZE, L_NMEMB_SIZE, L_OLD_SIZE, L_OLD_NMEMB_SIZE, L_OLD, L_ALIGN_SIZE, L_SIZE_ALIGN, L_OLD_ALIGN, \
@@ -203,10 +209,10 @@ class _Cursor:
 class PreloadLog:
     """The events of a tracer log in causal global order; ``.info`` is the indexing pass's summary."""
 
-    def __init__(self, path, block_records: int = 256, thread_events: bool = False):
+    def __init__(self, path, block_records: int = 256, extra_events: bool = False):
         self.path = str(path)
         self.block = max(1, block_records)
-        self.thread_events = thread_events
+        self.extra_events = extra_events
         self.info = PreloadLogInfo(self.path)
         self._runs: Dict[int, list] = {}
         self._index()
@@ -296,7 +302,7 @@ class PreloadLog:
                         self._error(index + 2, f"record {index + 2} (byte {HEADER.size + index * 64}): sequence "
                                                f"number {seq} after {last} in thread {tid}: the log is damaged")
                     last_by_tid[tid] = seq
-                    if kind in THREAD_KINDS and version > 1:
+                    if kind in EXTRA_KINDS and version > 1:
                         info.thread_records += 1
                     elif kind not in kinds:
                         self._error(index + 2, f"record {index + 2} (byte {HEADER.size + index * 64}) has unknown "
@@ -378,10 +384,10 @@ class PreloadLog:
                         self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
                                        f"is damaged")
                     last = seq
-                    if r[3] not in THREAD_KINDS:
+                    if r[3] not in EXTRA_KINDS:
                         yield _event(r, base)
-                    elif self.thread_events:
-                        yield _thread_event(r, base)
+                    elif self.extra_events:
+                        yield _extra_event(r, base)
                     if r[7] and inflight.get(r[8]) == i:
                         del inflight[r[8]]
                     c.advance()
@@ -442,10 +448,18 @@ def _event(r, base: int) -> AllocEvent:
                       dur / 1e9)
 
 
-def _thread_event(r, base: int) -> AllocEvent:
-    seq, ns, tid, code = r[:4]
-    return AllocEvent(seq + 1, tid, (ns - base) / 1e9, THREAD_KINDS[code], r[8] or None, 1, None, None, None, False,
-                      seq + 1, 0.0)
+def _extra_event(r, base: int) -> AllocEvent:
+    seq, ns, tid, code, flags, _err, dur, _span, a0, a1, a2, result = r
+    kind = EXTRA_KINDS[code]
+    size, nmemb, align, old, res = a0 or None, 1, None, None, None
+    if kind == "mmap":
+        nmemb, align, res = a1, a2, result or None
+    elif kind == "munmap":
+        size, old = a1, a0
+    elif kind == "mremap":
+        size, nmemb, align, old, res = a2, flags, a1, a0, result or None
+    failed = kind in ("mmap", "mremap") and res is None
+    return AllocEvent(seq + 1, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, res, failed, seq + 1, dur / 1e9)
 
 
 def is_preload_log(path) -> bool:
@@ -457,14 +471,14 @@ def is_preload_log(path) -> bool:
         return False
 
 
-def parse_preload_log(path, block_records: int = 256, thread_events: bool = False) -> PreloadLog:
+def parse_preload_log(path, block_records: int = 256, extra_events: bool = False) -> PreloadLog:
     """The AllocEvents of a tracer log, in global sequence order (see the module doc).
 
     Indexes the whole file first (``.info`` is then complete), then merges the
     threads' records lazily. Raises TraceFormatError (file:record:1: message)
     for a file that is not a tracer log, is truncated mid-record or is damaged.
     """
-    return PreloadLog(path, block_records, thread_events)
+    return PreloadLog(path, block_records, extra_events)
 
 
 # --------------------------------------------------------------------------- building
