@@ -462,13 +462,15 @@ static void put(int kind, uint64_t seq, uint64_t ns, uint64_t dur, uint64_t a0, 
                 uint64_t result, int err, int flags, uint64_t span);
 static inline uint64_t take_seq(void);
 
-/* The thread's key destructor. It re-arms itself for the later rounds glibc
- * runs (PTHREAD_DESTRUCTOR_ITERATIONS), so the exit record comes after what
- * the program's own key destructors free in the first round. */
+/* The thread's key destructor. It re-arms itself for later rounds of the
+ * PTHREAD_DESTRUCTOR_ITERATIONS glibc runs, so the exit record comes after
+ * what the program's own key destructors free in the first round; it leaves
+ * the last round to runtimes that tear the thread down there (ThreadSanitizer
+ * does, and our write would then crash inside it). */
 static void thread_gone(void *arg) {
   struct buffer *b = arg;
   T.guard++;
-  if (++T.exit_round < PTHREAD_DESTRUCTOR_ITERATIONS && pthread_setspecific(g_key, b) == 0) {
+  if (++T.exit_round < PTHREAD_DESTRUCTOR_ITERATIONS - 1 && pthread_setspecific(g_key, b) == 0) {
     T.guard--;
     return;
   }
