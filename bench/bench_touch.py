@@ -5,7 +5,8 @@
 
 Compiles bench/programs/PROGRAM.c, captures it once with the preload tracer
 (under glibc), converts the capture with every touch mode (none, first, pages,
-all), then runs the real program and the four replays under each allocator,
+all) and once more with the default mode but without the thread lifetimes
+(every thread alive from the start, as replays were before), then runs the real program and the four replays under each allocator,
 interleaved and reshuffled every round. Prints, per program and metric (wall
 and CPU time of the whole process), each allocator's mean with its 95% CI,
 its ratio to glibc (Fieller CI, * = significant), the fastest and slowest
@@ -30,7 +31,7 @@ from scenc.compiler.pipeline import build
 from scenc.stats import compare, summarize
 from scenc.trace.opsfile import TOUCH_MODES
 from scenc.trace.preload import capture_preload, parse_preload_log
-from scenc.trace.replay import write_replay
+from scenc.trace.replay import DEFAULT_TOUCH, write_replay
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,6 +76,10 @@ def main(argv=None) -> int:
         write_replay(parse_preload_log(cap.path, extra_events=True), scn, "app.trace", touch=mode,
                      main_tid=cap.info.pid)
         subjects[f"touch={mode}"] = [str(build(scn).binary)]
+    # The default touch, but every thread alive from the start (as replays were before thread lifetimes).
+    scn = work / "replay-no-lifetimes.scn"
+    write_replay(parse_preload_log(cap.path), scn, "app.trace", touch=DEFAULT_TOUCH)
+    subjects["threads at once"] = [str(build(scn).binary)]
     results = {s: {a.name: ([], []) for a in allocs} for s in subjects}
     pairs = [(s, a) for s in subjects for a in allocs]
     for s, a in pairs:                       # warm-up: page cache, lazy binding
@@ -90,7 +95,7 @@ def main(argv=None) -> int:
           f"load: {os.getloadavg()[0]:.1f}")
     real_rank = {}
     for metric, k in (("wall ms", 0), ("cpu ms", 1)):
-        print(f"\n{metric:<14}" + "".join(f"{a.name:>26}" for a in allocs) + "   fastest / slowest   agrees")
+        print(f"\n{metric:<16}" + "".join(f"{a.name:>26}" for a in allocs) + "   fastest / slowest   agrees")
         for s in subjects:
             samples = {a: v[k] for a, v in results[s].items()}
             cells = []
@@ -108,7 +113,7 @@ def main(argv=None) -> int:
                 agree = ""
             else:
                 agree = "yes" if rank == real_rank[k] else "NO"
-            print(f"{s:<14}" + "".join(f"{c:>26}" for c in cells) + f"   {rank[0]} / {rank[1]}   {agree}")
+            print(f"{s:<16}" + "".join(f"{c:>26}" for c in cells) + f"   {rank[0]} / {rank[1]}   {agree}")
     print(json.dumps({"work": str(work)}))
     return 0
 

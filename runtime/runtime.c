@@ -108,11 +108,12 @@ static struct {
   pthread_cond_t changed;
   int live;                      /* started and not yet ended */
   int n;
+  int on_main;                   /* the thread run by the process's main thread, or -1 */
   scn_thread **threads;
   pthread_t *tids;
   int *state;                    /* SCN_T_* per thread id */
   int (*where)(const scn_group *g, int index);   /* enum scn_start; NULL: every thread SCN_START_NOW */
-} g_life = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL, NULL, NULL, NULL };
+} g_life = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, -1, NULL, NULL, NULL, NULL };
 
 void scn_threads_place(int (*where)(const scn_group *g, int index)) {
   g_life.where = where;
@@ -186,7 +187,8 @@ void scn_thread_spawn(int group, int index) {
 }
 
 /* Waits until the thread has started and ended; one caller joins it, the
- * others wait for that. */
+ * others wait for that. The thread on the main thread is never joined: the
+ * main thread marks it joined when its body returns. */
 static void thread_join_id(int id) {
   pthread_mutex_lock(&g_life.lock);
   while (g_life.state[id] == SCN_T_LATER) {
@@ -194,7 +196,7 @@ static void thread_join_id(int id) {
       scn_die("thread %d is never started: nothing running can start it (damaged replay data?)", id + 1);
     pthread_cond_wait(&g_life.changed, &g_life.lock);
   }
-  if (g_life.state[id] == SCN_T_STARTED) {
+  if (g_life.state[id] == SCN_T_STARTED && id != g_life.on_main) {
     g_life.state[id] = SCN_T_JOINING;
     pthread_mutex_unlock(&g_life.lock);
     pthread_join(g_life.tids[id], NULL);
@@ -333,14 +335,14 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   for (int g = 0, id = 0; g < p->n_groups; g++)
     for (int i = 0; i < p->groups[g].count; i++, id++) g_life.threads[id] = thread_new(p, g, i, id);
   long baseline_kib = rss_kib_now();
-  int now = 0, on_main = -1;
+  int now = 0;
   pthread_mutex_lock(&g_life.lock);
   for (int id = 0; id < n; id++) {
     const scn_thread *t = g_life.threads[id];
     int where = g_life.where ? g_life.where(&p->groups[t->group], t->index) : SCN_START_NOW;
     if (where == SCN_START_LATER) continue;
-    if (where == SCN_START_ON_MAIN && on_main < 0) {
-      on_main = id;
+    if (where == SCN_START_ON_MAIN && g_life.on_main < 0) {
+      g_life.on_main = id;
       thread_count_started(id);
       continue;
     }
@@ -354,10 +356,10 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   g_gate.open = 1;
   pthread_cond_broadcast(&g_gate.changed);
   pthread_mutex_unlock(&g_gate.lock);
-  if (on_main >= 0) {
-    thread_main(g_life.threads[on_main]);
+  if (g_life.on_main >= 0) {
+    thread_main(g_life.threads[g_life.on_main]);
     pthread_mutex_lock(&g_life.lock);
-    g_life.state[on_main] = SCN_T_JOINED;
+    g_life.state[g_life.on_main] = SCN_T_JOINED;
     pthread_cond_broadcast(&g_life.changed);
     pthread_mutex_unlock(&g_life.lock);
   }

@@ -894,14 +894,18 @@ DELETE_WRAPPER(_ZdaPvSt11align_val_tRKSt9nothrow_t, K_DELETE_ARRAY_ALIGNED_NOTHR
 
 /* --------------------------------------------------------------- threads
  * pthread_create is wrapped so the new thread logs its start (with its
- * creator) before anything else it does; its end is logged by the key
- * destructor. The start routine and its argument travel in a static table
+ * creator) before anything else it does, numbered where its creator called
+ * pthread_create: that is where it begins in the creator's sequence (the
+ * creator may go on, even end, before the new thread runs). Its end is logged
+ * by the key destructor. A creation that fails leaves its number unused (one
+ * call reported missing). The start routine and its argument travel in a static table
  * (never the allocator's memory); when every entry is taken, the thread runs
  * unwrapped and its start is not logged (its replay thread then starts with
  * the replay). */
 struct start_call {
   void *(*fn)(void *);
   void *arg;
+  uint64_t seq;
   uint32_t creator;
   _Atomic int used;
 };
@@ -912,10 +916,11 @@ static void *traced_start(void *p) {
   void *(*fn)(void *) = s->fn;
   void *arg = s->arg;
   uint32_t creator = s->creator;
+  uint64_t seq = s->seq;
   atomic_store_explicit(&s->used, 0, memory_order_release);
   if (tracing()) {
     T.guard = 1;
-    put(K_THREAD_START, take_seq(), now_ns(CLOCK_MONOTONIC), 0, creator, 0, 0, 0, 0, 0, 0);
+    put(K_THREAD_START, seq, now_ns(CLOCK_MONOTONIC), 0, creator, 0, 0, 0, 0, 0, 0);
     T.guard = 0;
   }
   return fn(arg);
@@ -943,6 +948,7 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
   s->fn = fn;
   s->arg = arg;
   s->creator = tid();
+  s->seq = take_seq();
   int rc = f(th, attr, traced_start, s);
   if (rc) atomic_store_explicit(&s->used, 0, memory_order_release);
   return rc;

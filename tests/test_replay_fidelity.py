@@ -100,6 +100,39 @@ int main(void) {
 """
 
 
+# main leaves with pthread_exit before the thread it created has even started; that thread creates another.
+MAIN_EXITS_C = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void *inner(void *x) {
+  (void)x;
+  for (int i = 0; i < 100; i++) {
+    void *volatile p = malloc(100);
+    free(p);
+  }
+  return NULL;
+}
+static void *outer(void *x) {
+  (void)x;
+  usleep(20000);
+  pthread_t t;
+  if (pthread_create(&t, NULL, inner, NULL)) abort();
+  pthread_join(t, NULL);
+  void *volatile p = malloc(64);
+  free(p);
+  return NULL;
+}
+int main(void) {
+  void *volatile p = malloc(10);
+  free(p);
+  pthread_t t;
+  if (pthread_create(&t, NULL, outer, NULL)) abort();
+  pthread_exit(NULL);
+}
+"""
+
+
 def compile_c(source: Path, out: Path, *flags) -> Path:
     subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", *flags, "-o", str(out), str(source)],
                    check=True, capture_output=True)
@@ -176,6 +209,18 @@ def test_replay_keeps_no_more_threads_alive_than_its_capture(tmp_path, thread_pe
     report = replay(tmp_path / "churn.scn")
     assert len(report["threads"]) == 201
     assert sum(t["ops"]["malloc"] for t in report["threads"]) >= 100 * 100
+
+
+def test_a_main_thread_that_leaves_first_is_replayed_without_waiting_for_itself(tmp_path):
+    """A thread starts where its creator called pthread_create, even when the creator had ended by the time
+    the new thread ran: the replay must not join the creator before creating it."""
+    prog = program(tmp_path, "main_exits", MAIN_EXITS_C)
+    trace = tmp_path / "me.trace"
+    assert capture_preload([str(prog)], trace).ok
+    out = convert(trace, tmp_path / "me.scn")
+    assert "2 thread(s) created during the replay" in out
+    report = replay(tmp_path / "me.scn")
+    assert sum(t["ops"]["malloc"] for t in report["threads"]) >= 102
 
 
 def test_touch_modes_store_into_new_blocks_as_they_say(tmp_path):
