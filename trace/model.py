@@ -45,9 +45,15 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   inside a group over a ring of channels (thread i hands one object to i+1 and
   frees one from i-1 in one step, so the ring cannot deadlock), between groups
   over one channel per direction, with totals split over the threads by
-  `self` so that sends and receives match exactly, phase by phase. A cycle of
-  channels between groups loses its smallest flow (those objects are freed
-  locally, and the header says so): waits in a cycle could deadlock.
+  `self` so that sends and receives match exactly, phase by phase. A channel
+  between groups holds at most as many objects as were in flight at once
+  between them in the capture (allocated by one, not yet freed by the other):
+  that back-pressure keeps a producer from running ahead of its consumer, so
+  the model's peak of live bytes is not the whole flow's. Bounded channels
+  whose statements are spread evenly could wait on each other around any loop
+  of channels, whatever their directions, so the channels between groups form
+  a forest: the heaviest flows that close no loop keep their channel, the
+  others are freed by their owner itself (`lives`), and the header says so.
 * **Reallocs.** Each thread grows one block at a time (`grow`): the capture's
   reallocs with its realloc sizes; a chain ends as in the capture (freed, or
   handed to the thread that freed it) and a new block starts, of each kind as

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .events import FREE_KINDS, REALLOC_KINDS
 from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_totals, merge_hist
-from .model_fit import Phase, ThreadSummary, detect_phases, find_cycle, fit_lifetimes, group_threads
+from .model_fit import Phase, ThreadSummary, detect_phases, fit_lifetimes, group_threads
 
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
@@ -142,7 +142,14 @@ class ModelWriter:
         self.group_of = {tid: g for g in self.groups for tid in g.tids}
 
     def _flows(self) -> None:
-        """Objects handed between groups; a cycle of channels loses its smallest flow."""
+        """Objects handed between groups, over a forest of channels; each channel holds as many objects as
+        were in flight at once between those groups in the capture.
+
+        Bounded channels keep the model's producers from running ahead of their consumers (its peak of live
+        bytes stays the capture's), but the statements spread each thread's sends and receives evenly, not
+        as captured, so any loop of channels, whatever their directions, could deadlock: the heaviest flows
+        that form no loop keep their channel (a maximum spanning forest), the others are freed by their
+        owner itself, and a note says so."""
         edges: Counter = Counter()
         for g in self.groups:
             for s in g.summaries:
@@ -150,17 +157,33 @@ class ModelWriter:
                     dest = _dest(k)
                     if dest is not None and self.group_of[dest] is not g:
                         edges[g.name, self.group_of[dest].name] += n
-        cut = set()
-        while True:
-            cycle = find_cycle(e for e, n in edges.items() if n and e not in cut)
-            if not cycle:
-                break
-            weakest = min(cycle, key=lambda e: edges[e])
-            cut.add(weakest)
-            self.notes.append(f"{edges[weakest]} objects allocated by {weakest[0]} and freed by {weakest[1]} are "
-                              f"freed by {weakest[0]} itself in the model: a channel for them would close a cycle "
-                              f"of channels, which could deadlock")
-        self.edges = {e: n for e, n in edges.items() if n and e not in cut}
+        tree = {g.name: g.name for g in self.groups}
+
+        def root(name):
+            while tree[name] != name:
+                name = tree[name]
+            return name
+
+        kept = {}
+        for (src, dst), n in sorted(edges.items(), key=lambda en: (-en[1], en[0])):
+            if not n:
+                continue
+            a, b = root(src), root(dst)
+            if a != b:
+                tree[a] = b
+                kept[src, dst] = n
+                continue
+            self.notes.append(f"{n} objects allocated by {src} and freed by {dst} are freed by {src} itself in the "
+                              f"model: a channel for them would close a loop of channels, which could deadlock")
+        self.edges = kept
+        self.capacity = {}
+        tids = {g.name: g.tids for g in self.groups}
+        for (src, dst), n in kept.items():
+            most = self.col.in_flight([(a, b) for a in tids[src] for b in tids[dst]])
+            if most is None:
+                self.notes.append(f"channel {src}_to_{dst} may hold all {n} objects at once: too many handoffs "
+                                  f"to measure how many were in flight in the capture")
+            self.capacity[src, dst] = max(1, min(n, MAX_CAPACITY, most if most is not None else n))
 
     # ---------------------------------------------------------------- files
     def _file_name(self, what: str, group: Group, phase: Optional[int]) -> str:
@@ -289,8 +312,9 @@ class ModelWriter:
                     rings[g.name] = ring_per_thread
         decls = []
         for (src, dst), total in sorted(self.edges.items()):
-            decls.append(f"channel {src}_to_{dst} capacity {max(1, min(total, MAX_CAPACITY))}"
-                         f"    # {total} objects allocated by {src}, freed by {dst}")
+            decls.append(f"channel {src}_to_{dst} capacity {self.capacity[src, dst]}"
+                         f"    # {total} objects allocated by {src}, freed by {dst}, at most "
+                         f"{self.capacity[src, dst]} in flight at once")
         for name, per_thread in sorted(rings.items()):
             n = next(g.n for g in self.groups if g.name == name)
             decls.append(f"channel {name}_ring[{n}] capacity {max(1, min(per_thread, MAX_CAPACITY))}"
@@ -361,10 +385,14 @@ class ModelWriter:
                 if "_ring[" in s.text:
                     ring_per_thread += s.per_thread
             has_lives = any(s.lives for s in stmts)
+            # a group that frees none of its objects itself in the capture may still keep those whose
+            # handoff was cut: they have no lifetimes to fit and are freed at once
+            comment = (fit.comment() if fit else "objects whose handoff was cut are freed at once (`lives 0`)") \
+                if has_lives else ""
             if has_lives:
-                self.fits.append(f"{g.name}, phase {pi}: {fit.comment()}")
+                self.fits.append(f"{g.name}, phase {pi}: {comment}")
             blocks += _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}"
-                            + (f": {fit.comment()}" if has_lives else ""), "    # ", "    #   ")
+                            + (f": {comment}" if has_lives else ""), "    # ", "    #   ")
             blocks.append(f'    measure "phase {pi}" {{')
             blocks += _phase_body(stmts, g.n)
             blocks.append("    }")
