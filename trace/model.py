@@ -43,7 +43,10 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   distance is in the comment above the phase).
 * **Cross-thread frees.** An object freed by another thread is sent to it:
   inside a group over a ring of channels (thread i hands one object to i+1 and
-  frees one from i-1 in one step, so the ring cannot deadlock), between groups
+  frees one from i-1 in one step, so the ring cannot deadlock; each thread
+  first sends as many objects as the group's threads had handed to one another
+  and not yet freed at most at once in the capture, divided by the threads,
+  and frees as many after its rounds, so they stay in flight), between groups
   over one channel per direction, with totals split over the threads by
   `self` so that sends and receives match exactly, phase by phase. A channel
   between groups holds at most as many objects as were in flight at once

@@ -31,6 +31,7 @@ class Stmt:
     sent: int = 0                              # objects it hands to another thread
     local_frees: int = 0                       # objects of its own thread it frees (a realloc chain's end)
     draws: int = 0                             # sizes drawn from the phase's size histogram
+    place: str = "loop"                        # 'pre' and 'post' run before and after the phase's rounds
 
     def max_count(self, threads: int) -> int:
         return self.per_thread if self.share is None else -(-self.share[1] // threads)
@@ -178,6 +179,9 @@ class ModelWriter:
         self.edges = kept
         self.capacity = {}
         tids = {g.name: g.tids for g in self.groups}
+        # objects the threads of a group handed to one another, in flight at once at most, per thread
+        self.ring_depth = {g.name: (self.col.in_flight([(a, b) for a in g.tids for b in g.tids if b != a]) or 0)
+                           // g.n for g in self.groups if g.n > 1}
         for (src, dst), n in kept.items():
             most = self.col.in_flight([(a, b) for a in tids[src] for b in tids[dst]])
             if most is None:
@@ -265,9 +269,18 @@ class ModelWriter:
                               **exact(v, f"to_{dest}_{mk[0]}_p{pi}"), calls={mk[0]: 1}, sent=1, draws=1))
         ring_send = f"send({g.name}_ring[(self + 1) % {n}], {{}})"
         ring_recv = f"free(recv({g.name}_ring[self]))"
-        for mk, v in sorted(ring.items(), key=lambda kv: _mk_key(kv[0])):
-            stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}  {ring_recv}", **per(v),
-                              calls={mk[0]: 1, "free": 1}, sent=1, draws=1))
+        # Objects handed around the ring stay in flight as long as in the capture: each thread first sends
+        # `depth` objects, then sends one and frees one per step, and frees the last `depth` at the end.
+        depth = self.ring_depth.get(g.name, 0)
+        for mk, v in sorted(ring.items(), key=lambda kv: (-kv[1], _mk_key(kv[0]))):
+            steps = per(v)["per_thread"]
+            d, depth = min(depth, steps), 0              # the most frequent kind carries the depth
+            if d:
+                stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}", per_thread=d,
+                                  calls={mk[0]: 1}, sent=1, draws=1, place="pre"))
+                stmts.append(Stmt(ring_recv, per_thread=d, calls={"free": 1}, place="post"))
+            stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}  {ring_recv}",
+                              per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1))
         if c["realloc"]:
             stmts.append(Stmt(f"{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
         # A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
@@ -382,7 +395,7 @@ class ModelWriter:
             variables += new_vars
             for s in stmts:
                 tally.add(s, g.n, mean_size)
-                if "_ring[" in s.text:
+                if "_ring[" in s.text and s.sent:
                     ring_per_thread += s.per_thread
             has_lives = any(s.lives for s in stmts)
             # a group that frees none of its objects itself in the capture may still keep those whose
@@ -494,20 +507,32 @@ class ModelWriter:
 
 
 def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
-    """The statements of a phase: bare when each runs once, in `repeat R` when all run R times, else
-    spread evenly over `for r in 0 .. R` rounds."""
-    rounds = max(s.max_count(threads) for s in stmts)
-    out: List[str] = []
-    if rounds == 1:
-        for s in stmts:
-            if s.share is None:
+    """The statements of a phase: those placed before the rounds, then the rounds (bare when each runs
+    once, in `repeat R` when all run R times, else spread evenly over `for r in 0 .. R` rounds), then
+    those placed after them."""
+    def once_each(group: List[Stmt]) -> List[str]:
+        out: List[str] = []
+        for s in group:
+            if s.share is None and s.per_thread == 1:
                 out += _statement_lines(s.text, 8)
+            elif s.share is None:
+                out += [f"        repeat {s.per_thread} {{"] + _statement_lines(s.text, 12) + ["        }"]
             else:
                 out += [f"        repeat {s.share[0]} {{"] + _statement_lines(s.text, 12) + ["        }"]
         return out
+
+    pre = [s for s in stmts if s.place == "pre"]
+    post = [s for s in stmts if s.place == "post"]
+    stmts = [s for s in stmts if s.place == "loop" and s.max_count(threads) > 0]
+    if not stmts:
+        return once_each(pre) + once_each(post)
+    rounds = max(s.max_count(threads) for s in stmts)
+    if rounds == 1:
+        return once_each(pre) + once_each(stmts) + once_each(post)
     if all(s.share is None and s.per_thread == rounds for s in stmts):
-        return ([f"        repeat {rounds} {{"] + [line for s in stmts for line in _statement_lines(s.text, 12)]
-                + ["        }"])
+        return (once_each(pre) + [f"        repeat {rounds} {{"]
+                + [line for s in stmts for line in _statement_lines(s.text, 12)] + ["        }"] + once_each(post))
+    out: List[str] = once_each(pre)
     out.append(f"        for r in 0 .. {rounds} {{")
     for s in stmts:
         if s.share is None and s.per_thread == rounds:
@@ -518,7 +543,7 @@ def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
             out.append(f"{head} {s.text} }}")
         else:
             out += [head] + _statement_lines(s.text, 16) + ["            }"]
-    return out + ["        }"]
+    return out + ["        }"] + once_each(post)
 
 
 def _split(total: int, weights) -> Counter:
