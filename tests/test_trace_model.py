@@ -165,6 +165,31 @@ def test_phases_follow_clear_changes(tmp_path):
     assert totals(result) == model.model_calls
 
 
+def test_a_thread_grows_as_many_blocks_at_once_as_captured(tmp_path):
+    """40 buffers grown by doubling, one at random each step, restarted at 8 KiB: the model grows 40
+    blocks too (a pool, a random one per realloc), and peaks within 10% of the capture (one block grown
+    again and again, as before, gave 0.06x)."""
+    rng = random.Random(4)
+    log = LogWriter()
+    bufs = [[log.malloc(100, 64), 64] for _ in range(40)]
+    for _ in range(3000):
+        b = bufs[rng.randrange(40)]
+        if b[1] >= 8192:
+            log.free(100, b[0])
+            b[0], b[1] = log.malloc(100, 64), 64
+        else:
+            b[1] *= 2
+            b[0] = log.realloc(100, b[0], b[1])
+    for b in bufs:
+        log.free(100, b[0])
+    model = model_of(log.text(), tmp_path, "chains")
+    assert "    pool grow[40]  " in model.text and "k = uniform(0, 39)  grow[k] = realloc(grow[k], " in model.text
+    assert load(model.scn_path).warnings == []
+    captured = int(dict((a, b) for a, b, _ in model.figures)["live bytes, peak"])
+    assert 0.9 * captured <= measure_peak(model) <= 1.1 * captured
+    assert totals(run(model.scn_path)) == model.model_calls
+
+
 # --------------------------------------------------------------------------- threads and channels
 def test_a_cycle_of_handoffs_between_groups_is_cut_and_the_model_finishes(tmp_path):
     """Two unlike threads freeing each other's objects: one direction stays a channel, the other is cut."""

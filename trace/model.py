@@ -57,11 +57,14 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   of channels, whatever their directions, so the channels between groups form
   a forest: the heaviest flows that close no loop keep their channel, the
   others are freed by their owner itself (`lives`), and the header says so.
-* **Reallocs.** Each thread grows one block at a time (`grow`): the capture's
-  reallocs with its realloc sizes; a chain ends as in the capture (freed, or
-  handed to the thread that freed it) and a new block starts, of each kind as
-  often as the capture's chains started with it (an empty pool slot when they
-  started with realloc(NULL, n)). realloc(p, 0) that freed its block is a free.
+* **Reallocs.** Each thread grows as many blocks at once (`pool grow[K]`) as
+  it held realloc chains at once in the capture (at most 4096), a random one
+  at each realloc, with the capture's realloc sizes; a chain ends as in the
+  capture (freed, or handed to the thread that freed it) and a new block
+  starts, of each kind as often as the capture's chains started with it (an
+  empty pool slot when they started with realloc(NULL, n)). After the phases
+  every slot is freed (free(NULL) for an empty one). realloc(p, 0) that freed
+  its block is a free.
 * **Counts.** Exact per thread: in `for r in 0 .. R`, a statement made n times
   runs `(r + 1) * n / R - r * n / R` times in round r: n in all, evenly spread.
 

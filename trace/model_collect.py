@@ -144,6 +144,8 @@ class Collector:
         # other: how many were in flight at once bounds the model's channel between them (back-pressure)
         self.handoffs: Dict[Tuple[int, int], array] = {}
         self.handoff_count = 0
+        self.chains: Counter = Counter()      # tid -> realloc chains it holds now (blocks it reallocated last)
+        self.max_chains: Counter = Counter()  # tid -> the most it held at once
 
     # ---------------------------------------------------------------- the pass
     def _cell(self, tid: int, w: int) -> Cell:
@@ -251,6 +253,7 @@ class Collector:
         if owner != freer:
             self._handoff(owner, freer, o_alloc)
         if chain:
+            self.chains[owner] -= 1
             if owner == freer:
                 cell.c["end", "local", None] += 1
             else:
@@ -317,11 +320,15 @@ class Collector:
             self.live_bytes -= old_bytes
             if not chain:               # a plain object becomes a realloc chain: its allocation starts it
                 self._cell(owner, o_alloc // self.window).c["start", mk] += 1
+            else:
+                self.chains[owner] -= 1
         else:
             mk, chain = REALLOC_START, 0
             c["start", REALLOC_START] += 1
         if not res:
             return
+        self.chains[tid] += 1
+        self.max_chains[tid] = max(self.max_chains[tid], self.chains[tid])
         prev = live.get(res)
         if prev is not None:
             c["free_missed"] += 1

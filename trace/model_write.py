@@ -17,6 +17,7 @@ from .model_fit import Phase, ThreadSummary, detect_phases, fit_lifetimes, group
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
 MAX_CAPACITY = 1 << 20
+MAX_GROW_SLOTS = 4096       # realloc chains a thread of the model grows at once, at most
 BARRIER = "    barrier             # phases follow one another in every thread, as captured"
 LINE = 110                  # longer statements are split over several lines      # channel slots live in the runtime's arena: 16 MiB at most per channel
 
@@ -217,7 +218,7 @@ class ModelWriter:
 
     # ---------------------------------------------------------------- statements
     def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_kinds,
-              local_end_credit: int, grow: str) -> Tuple[List[Stmt], List[str]]:
+              local_end_credit: int, grow: str, pick: str = "") -> Tuple[List[Stmt], List[str]]:
         """The statements of group g in phase pi, with per-thread counts; and variables they need."""
         n, c = g.n, agg.c
         stmts: List[Stmt] = []
@@ -282,7 +283,7 @@ class ModelWriter:
             stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}  {ring_recv}",
                               per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1))
         if c["realloc"]:
-            stmts.append(Stmt(f"{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
+            stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
         # A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
         # each kind as often as the capture's chains started with it.
         def restart(mk):
@@ -300,13 +301,13 @@ class ModelWriter:
                     continue
                 text, calls, draws = restart(mk)
                 if where == "local":
-                    stmts.append(Stmt(f"free({grow}){text}", **per(part), calls={"free": 1, **calls},
+                    stmts.append(Stmt(f"{pick}free({grow}){text}", **per(part), calls={"free": 1, **calls},
                                       local_frees=1, draws=draws))
                 elif where == "ring":
-                    stmts.append(Stmt(f"{ring_send.format(grow)}{text}  {ring_recv}", **per(part),
+                    stmts.append(Stmt(f"{pick}{ring_send.format(grow)}{text}  {ring_recv}", **per(part),
                                       calls={"free": 1, **calls}, sent=1, draws=draws))
                 else:
-                    stmts.append(Stmt(f"send({g.name}_to_{where}, {grow}){text}",
+                    stmts.append(Stmt(f"{pick}send({g.name}_to_{where}, {grow}){text}",
                                       **exact(part, f"to_{where}_grown_{mk[0]}_p{pi}"), calls=dict(calls), sent=1,
                                       draws=draws))
         kept = [s for s in stmts if s.max_count(n) > 0]
@@ -368,8 +369,12 @@ class ModelWriter:
         group_fit = fit_lifetimes(group_lives)
         # A chain that the capture began with realloc(NULL, n) starts from an empty block: a pool slot, which
         # may be empty (the checker rightly refuses a variable that may hold a freed block).
-        in_pool = has_chain and (not initial or REALLOC_START in starts)
-        grow = "grow[0]" if in_pool else "grow"
+        # As many chains at once as a thread of the group held at once in the capture, a random one grown
+        # or ended each time (one block, grown again and again, held far fewer bytes than many).
+        slots = min(max([self.col.max_chains[t] for t in g.tids] + [1]), MAX_GROW_SLOTS) if has_chain else 1
+        in_pool = has_chain and (slots > 1 or not initial or REALLOC_START in starts)
+        grow = "grow[k]" if slots > 1 else "grow[0]" if in_pool else "grow"
+        pick = f"k = uniform(0, {slots - 1})  " if slots > 1 else ""
         blocks: List[str] = []
         variables: List[str] = []
         first_size = None
@@ -387,7 +392,7 @@ class ModelWriter:
             mean_size = sum_sizes / n_sizes if n_sizes else 64.0
             fit = fit_lifetimes(agg.lives) or group_fit
             stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
-                                         g.n if credit_phase == pi - 1 else 0, grow)
+                                         g.n if credit_phase == pi - 1 else 0, grow, pick)
             if not stmts:
                 blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
                               + (" (its objects' `lives` end them)" if agg.c["events"] else ""))
@@ -417,11 +422,14 @@ class ModelWriter:
         if any("none[0]" in b for b in blocks):
             out.append("    pool none[1]        # stays empty: free(none[0]) is the capture's free(NULL)")
         out += [f"    {v}" for v in variables]
-        if in_pool:
+        if in_pool and slots > 1:
+            out.append(f"    pool grow[{slots}]        # the blocks this thread grows with realloc, as many as it held "
+                       f"at once in the capture")
+        elif in_pool:
             out.append("    pool grow[1]        # the block this thread grows with realloc" + ("" if initial else
                                                                                          "; empty at first"))
         if initial:
-            out.append(f"    {grow} = {alloc_text(start_mk, first_size or '64')}"
+            out.append(f"    {'grow[0]' if in_pool else 'grow'} = {alloc_text(start_mk, first_size or '64')}"
                        + ("" if in_pool else "    # the block this thread grows with realloc"))
             tally.calls[start_mk[0]] += g.n
             tally.known_frees += g.n
@@ -429,7 +437,10 @@ class ModelWriter:
             out.append("    # `repeat (r + 1) * n / R - r * n / R` over `for r in 0 .. R`: n times, evenly spread")
             self._explained = True
         end = []
-        if has_chain:
+        if has_chain and slots > 1:
+            end = [f"    for i in 0 .. {slots} {{ free(grow[i]) }}    # the blocks grown (free(NULL) for an empty slot)"]
+            tally.calls["free"] += g.n * slots
+        elif has_chain:
             end = [f"    free({grow})          # the last block grown (free(NULL) if a chain had just ended)"]
             tally.calls["free"] += g.n
         return out + blocks + end + ["}"], ring_per_thread, has_chain
@@ -476,7 +487,7 @@ class ModelWriter:
              "#   lifetimes  an object freed by its own thread `lives` as many of that thread's calls as in",
              "#              the capture (the `lives` clock; the fit of each phase is above its block)",
              "#   handoffs   an object freed by another thread is sent to that thread through a channel",
-             "#   reallocs   each thread grows one block at a time (`grow`) with the capture's realloc sizes;",
+             "#   reallocs   each thread grows as many blocks (`grow`) at once as in the capture, with its sizes;",
              "#              a chain ends as in the capture (freed, or handed over) and a new block starts",
              f"#   phases     {len(self.phases)}, from windows of {col.window} calls compared for mean size, "
              f"live-byte growth" + (" and call rate" if col.has_time else "")]
