@@ -1,6 +1,6 @@
 """Which `scenc convert --touch` mode ranks allocators as the real program does?
 
-    .venv/bin/python bench/bench_touch.py [--runs 10] [--program pc_touch] [--args 200000]
+    .venv/bin/python bench/bench_touch.py [--runs 10] [--program prodcons] [--args "1 200000"]
                                           [--allocators glibc,tcmalloc,jemalloc,mimalloc]
 
 Compiles bench/programs/PROGRAM.c, captures it once with the preload tracer
@@ -57,8 +57,8 @@ def ranking(samples: dict, base: str) -> tuple:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--program", default="pc_touch", help="a program of bench/programs, or the path of a C file")
-    ap.add_argument("--args", default="200000", help="the program's arguments, space-separated")
+    ap.add_argument("--program", default="prodcons", help="a program of bench/programs, or the path of a C file")
+    ap.add_argument("--args", default="1 200000", help="the program's arguments, space-separated")
     ap.add_argument("--allocators", default="glibc,tcmalloc,jemalloc,mimalloc")
     args = ap.parse_args(argv)
     allocs = [a for name in args.allocators.split(",") for a in alloc_registry.resolve(name)]

@@ -6,8 +6,8 @@ conversions, real replays:
 * its resident memory is the heap's: the ops file is read through a bounded
   window, so a capture 10x longer with the same live heap replays in the same
   peak RSS;
-* its threads come and go as the program's did: bench/programs/churn.c makes
-  200 threads, two at a time; the replay creates 200 threads and never has
+* its threads come and go as the program's did: bench/programs/thread_churn.c
+  makes 200 threads, two at a time; the replay creates 200 threads and never has
   more alive at once than the program (a preloaded shim counts them in both);
 * it stores into its blocks as `--touch` says: page faults counted by the
   kernel differ by one per page between the modes;
@@ -191,11 +191,11 @@ def thread_peak(tmp_path_factory):
 
 
 def test_replay_keeps_no_more_threads_alive_than_its_capture(tmp_path, thread_peak):
-    churn = compile_c(PROGRAMS / "churn.c", tmp_path / "churn")
-    real_peak, real_created = thread_peak([str(churn), "100", "100"], tmp_path / "real.txt")
+    churn = compile_c(PROGRAMS / "thread_churn.c", tmp_path / "churn")
+    real_peak, real_created = thread_peak([str(churn), "200", "100"], tmp_path / "real.txt")
     assert (real_peak, real_created) == (3, 200)
     trace = tmp_path / "churn.trace"
-    assert capture_preload([str(churn), "100", "100"], trace).ok
+    assert capture_preload([str(churn), "200", "100"], trace).ok
     log = parse_preload_log(trace, extra_events=True)
     kinds = [e.kind for e in log if e.kind in EXTRA_KINDS.values()]
     assert kinds.count("thread_start") == 200 and kinds.count("thread_exit") == 200
@@ -208,7 +208,7 @@ def test_replay_keeps_no_more_threads_alive_than_its_capture(tmp_path, thread_pe
     assert peak <= real_peak
     report = replay(tmp_path / "churn.scn")
     assert len(report["threads"]) == 201
-    assert sum(t["ops"]["malloc"] for t in report["threads"]) >= 100 * 100
+    assert sum(t["ops"]["malloc"] for t in report["threads"]) >= 200 * 100
 
 
 def test_a_main_thread_that_leaves_first_is_replayed_without_waiting_for_itself(tmp_path):
@@ -254,9 +254,9 @@ def test_old_ops_files_are_refused_with_their_version(tmp_path):
 
 
 def test_a_version_1_tracer_log_still_converts_with_every_thread_from_the_start(tmp_path):
-    churn = compile_c(PROGRAMS / "churn.c", tmp_path / "churn")
+    churn = compile_c(PROGRAMS / "thread_churn.c", tmp_path / "churn")
     trace = tmp_path / "churn.trace"
-    assert capture_preload([str(churn), "3", "50"], trace).ok
+    assert capture_preload([str(churn), "6", "50"], trace).ok
     data = trace.read_bytes()
     head = bytearray(data[:LOG_HEADER.size])
     struct.pack_into("<I", head, 8, 1)                       # version 1, without the thread records

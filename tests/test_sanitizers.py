@@ -268,15 +268,15 @@ def test_replay_of_a_captured_trace_runs_clean(replay_scenario, cc, sanitizer):
 
 @pytest.fixture(scope="module")
 def churn_replay(tmp_path_factory):
-    """bench/programs/churn.c captured with the preload tracer: threads created, joined and ended during the
+    """bench/programs/thread_churn.c captured with the preload tracer: threads created, joined and ended during the
     replay, the captured main thread on the main thread, every block touched page by page."""
     from scenc.trace.preload import capture_preload, parse_preload_log
     from scenc.trace.replay import write_replay
     folder = tmp_path_factory.mktemp("churn")
     churn = folder / "churn"
     subprocess.run(["gcc", "-O2", "-pthread", "-o", str(churn), str(Path(__file__).resolve().parents[1] / "bench" /
-                                                                     "programs" / "churn.c")], check=True)
-    capture = capture_preload([str(churn), "20", "100"], folder / "churn.trace", stdout=subprocess.DEVNULL)
+                                                                     "programs" / "thread_churn.c")], check=True)
+    capture = capture_preload([str(churn), "40", "100"], folder / "churn.trace", stdout=subprocess.DEVNULL)
     assert capture.ok, capture.warnings
     path = folder / "churn.scn"
     report = write_replay(parse_preload_log(capture.path, extra_events=True), path, "churn.trace", touch="pages",
