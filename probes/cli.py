@@ -5,7 +5,7 @@ import json
 import textwrap
 from pathlib import Path
 
-EXIT_OK = 0
+from ..cli_common import EXIT_OK, UsageError, parse_params
 
 
 def format_probes() -> str:
@@ -31,7 +31,6 @@ def format_probes() -> str:
 
 
 def cmd_probes(args) -> int:
-    from ..cli import UsageError
     from . import ProbeError
     from .planner import plan_spec
     if args.plan is None:
@@ -47,7 +46,6 @@ def cmd_probes(args) -> int:
 
 def _maps_from(target: Path, params_filter):
     """Heap maps by allocator from a result file, a run directory or a layout.bin."""
-    from ..cli import UsageError
     from . import heapmap, layoutfile
     from .layout import FILE
     if not target.exists():
@@ -84,7 +82,6 @@ def _maps_from(target: Path, params_filter):
 
 
 def cmd_play(args) -> int:
-    from ..cli import parse_params
     from . import heapmap
     target = Path(args.result)
     maps, title = _maps_from(target, parse_params(args.param))
