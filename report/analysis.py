@@ -16,6 +16,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
+from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
 from . import metrics as metric_defs
 
 MIN_RUNS_TO_COMPARE = 2

@@ -9,6 +9,7 @@ each headline metric against the runner-up.
 import math
 from typing import List, Optional, Sequence
 
+from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
 from . import metrics as metric_defs
 
 
