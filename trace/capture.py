@@ -268,8 +268,8 @@ def capture(argv: Sequence[str], out_path, method: str = "ltrace", *, mode: str 
     ``warnings`` say what went wrong and what to try.
     """
     if method != "ltrace":
-        raise CaptureError(f"capture method {method!r} is not available; only 'ltrace' is implemented "
-                           f"(an LD_PRELOAD tracer is planned as method 'preload')")
+        raise CaptureError(f"capture method {method!r} is not ltrace's; the LD_PRELOAD tracer is "
+                           f"trace/preload.py's capture_preload")
     if mode not in ("auto", "x", "e"):
         raise ValueError(f"mode must be 'auto', 'x' or 'e', not {mode!r}")
     if not argv:
@@ -402,7 +402,7 @@ def _suspicions(r: CaptureResult, elf: ElfInfo) -> list:
             why.append(f"its only lines ({rep.count('libc-internal-plt')}) are libc.so.6-> entries, which ltrace "
                        f"mislabels and are not allocator calls")
         advice = ("capture with mode='x' (-L -x breakpoints on the functions themselves), or with an LD_PRELOAD "
-                  "tracer (method 'preload', planned)")
+                  "tracer (method='preload')")
         if stats.ops == 0:
             out.append("the capture saw no allocator call. " + ("Why: " + "; ".join(why) + ". " if why else
                        "The program may not allocate at all, or only from inside libc, which -e cannot see. ")
