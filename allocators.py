@@ -50,10 +50,11 @@ import re
 import shlex
 import struct
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
+
+from . import elf
 
 __all__ = [
     "Allocator",
@@ -409,99 +410,23 @@ def _package_versions(wanted: List[Tuple[str, str]]) -> Dict[str, Optional[str]]
 # ---------------------------------------------------------------------------
 # ELF checks: LD_PRELOAD ignores unusable files with just a stderr line, so catch them first.
 
-_ELF_MACHINES = {3: "i386", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390x", 40: "arm",
-                 62: "x86-64", 183: "aarch64", 243: "riscv", 258: "loongarch"}
-_ET_DYN, _PT_DYNAMIC, _DT_FLAGS_1, _DF_1_PIE = 3, 2, 0x6FFFFFFB, 0x08000000
-
-
-@dataclass(frozen=True)
-class _ElfHeader:
-    bits: int
-    endian: str
-    elf_type: int
-    machine: int
-    phoff: int
-    phentsize: int
-    phnum: int
-
-    @property
-    def abi(self) -> str:
-        return f"{_ELF_MACHINES.get(self.machine, f'machine {self.machine}')} ({self.bits}-bit)"
-
-
-def _read_elf_header(path: str) -> Optional[_ElfHeader]:
-    with open(path, "rb") as f:
-        head = f.read(64)
-    if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
-        return None
-    bits = 32 if head[4] == 1 else 64
-    endian = "<" if head[5] == 1 else ">"
-    elf_type, machine = struct.unpack_from(endian + "HH", head, 16)
-    if bits == 64:
-        if len(head) < 64:
-            return None
-        (phoff,) = struct.unpack_from(endian + "Q", head, 32)
-        phentsize, phnum = struct.unpack_from(endian + "HH", head, 54)
-    else:
-        (phoff,) = struct.unpack_from(endian + "I", head, 28)
-        phentsize, phnum = struct.unpack_from(endian + "HH", head, 42)
-    return _ElfHeader(bits, endian, elf_type, machine, phoff, phentsize, phnum)
-
-
-def _is_pie_executable(path: str, h: _ElfHeader) -> bool:
-    """A PIE program is ET_DYN like a library, but ld.so refuses to preload it."""
-    with open(path, "rb") as f:
-        for i in range(h.phnum):
-            f.seek(h.phoff + i * h.phentsize)
-            ph = f.read(h.phentsize)
-            if h.bits == 64:
-                p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(h.endian + "IIQQQQ", ph)
-                entry_fmt = h.endian + "qQ"
-            else:
-                p_type, p_offset, _, _, p_filesz = struct.unpack_from(h.endian + "IIIII", ph)
-                entry_fmt = h.endian + "iI"
-            if p_type != _PT_DYNAMIC:
-                continue
-            f.seek(p_offset)
-            dynamic = f.read(p_filesz)
-            for tag, value in struct.iter_unpack(entry_fmt, dynamic[: len(dynamic) - len(dynamic) % struct.calcsize(entry_fmt)]):
-                if tag == 0:
-                    break
-                if tag == _DT_FLAGS_1:
-                    return bool(value & _DF_1_PIE)
-    return False
-
-
-@functools.lru_cache(maxsize=None)
-def _host_elf() -> Optional[_ElfHeader]:
-    # The benchmark programs are built for the same ABI as this interpreter.
-    for exe in ("/proc/self/exe", sys.executable):
-        try:
-            header = _read_elf_header(os.path.realpath(exe))
-        except OSError:
-            continue
-        if header is not None:
-            return header
-    return None
-
-
 def _shared_object_problem(path: str) -> Optional[str]:
     """Why `path` cannot be LD_PRELOADed here, or None if it can."""
     try:
-        header = _read_elf_header(path)
+        header = elf.read_header(path)
     except OSError as e:
         return f"{path} cannot be read ({e.strerror})"
     if header is None:
         return f"{path} is not an ELF file, so it cannot be a shared library"
-    if header.elf_type != _ET_DYN:
+    if header.elf_type != elf.ET_DYN:
         kind = {1: "an object file (.o)", 2: "an executable"}.get(header.elf_type, f"ELF type {header.elf_type}")
         return f"{path} is {kind}, not a shared library"
     try:
-        if _is_pie_executable(path, header):
+        if elf.is_pie_executable(path, header):
             return f"{path} is an executable (PIE), not a shared library"
-    except (OSError, struct.error):
+    except (OSError, ValueError, struct.error):
         return f"{path} has a damaged ELF program header table"
-    host = _host_elf()
+    host = elf.host_header()
     if host is not None and (header.machine, header.bits, header.endian) != (host.machine, host.bits, host.endian):
         return (f"{path} is built for {header.abi} but programs here are {host.abi}; "
                 f"LD_PRELOAD would ignore it")

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from scenc.allocators import known
-from scenc.trace.capture import CaptureError, capture, inspect_elf
+from scenc.elf import inspect as inspect_elf
+from scenc.trace.capture import CaptureError, capture
 from scenc.trace.events import FREE_KINDS
 from scenc.trace.ltrace import TraceFormatError, parse_file
 from scenc.trace.opsfile import COUNTED_AS

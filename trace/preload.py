@@ -68,7 +68,6 @@ import heapq
 import os
 import re
 import shutil
-import signal as signal_module
 import stat
 import struct
 import subprocess
@@ -80,7 +79,9 @@ from typing import Dict, Iterator, List, Mapping, Optional, Sequence
 
 from ..compiler.build import (RUNTIME, WARNINGS, BuildError, _compiler_identity, _publish, _run_cc, cache_dir,
                               find_compiler)
-from .capture import CaptureError, inspect_elf, locate_program, run_in_own_session
+from ..elf import inspect as inspect_elf
+from ..process import signal_name
+from .capture import CaptureError, locate_program, run_in_own_session
 from .events import FREE_KINDS, REALLOC_KINDS, AllocEvent
 from .ltrace import ParseReport, TraceFormatError
 
@@ -533,8 +534,7 @@ def _resolve_program(argv: Sequence[str], cwd) -> tuple:
     if not elf.dynamic:
         raise CaptureError(f"{prog} ({real}) is statically linked (no dynamic section): an LD_PRELOAD tracer cannot "
                            f"interpose its malloc (nor can ltrace). Rebuild it without -static")
-    with open(real, "rb") as f:
-        bits = {1: 32, 2: 64}.get(f.read(5)[4:5][0], 0)
+    bits = elf.bits
     if bits != 8 * struct.calcsize("P"):
         raise CaptureError(f"{prog} ({real}) is a {bits}-bit program; the tracer is built for this machine's "
                            f"{8 * struct.calcsize('P')}-bit ABI and the loader would refuse it")
@@ -585,10 +585,7 @@ def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, st
                                               stdout=stdout)
     result = PreloadCapture(out, None, [], status, None, argv, added, library, _child_logs(out), wall, stderr)
     if status is not None and status < 0:
-        try:
-            result.signal = signal_module.Signals(-status).name
-        except ValueError:
-            result.signal = f"signal {-status}"
+        result.signal = signal_name(-status)
     _check(result, timeout)
     return result
 
