@@ -11,6 +11,23 @@ from .ltrace import parse_file
 
 PRELOAD_MAGIC = b"SCNTRACE"
 
+# What an ltrace log lost, by anomaly kind, in the order `losses` tells it
+# ("truncated" is the report's flag for a cut-off last line, not a count).
+_LOSSES = (
+    ("unexpected-breakpoint", "ltrace lost {n} breakpoint(s){first}: calls made at those moments were not recorded"),
+    ("unfinished-never-resumed", "{n} call(s) started but never returned{first}: an allocation among them has no "
+                                 "result and is lost (a free is kept: it takes effect where it starts)"),
+    ("resumed-without-start", "{n} '<... resumed>' line(s) had no start{first}: those calls are lost"),
+    ("thread-only-in-exit-line", "{n} thread(s) appear only in their exit line{first}: any call they made was lost"),
+    ("truncated", "the last line is cut off: it is ignored"),
+    ("unparsable-line", "{n} line(s) could not be read{first}: ignored"),
+)
+
+
+def _first(rep, kind) -> str:
+    lines = rep.first_lines(kind)
+    return f" (first at line {lines[0]})" if lines else ""
+
 
 class TraceInputError(Exception):
     """A file or program the trace commands cannot use; the message says why."""
@@ -57,31 +74,15 @@ class TraceSource:
                            "the tracer; the calls its threads still had buffered are lost")
             return out
         out = []
-
-        def first(kind):
-            lines = rep.first_lines(kind)
-            return f" (first at line {lines[0]})" if lines else ""
         if rep.killed_by:
-            out.append(f"the program was killed by {rep.killed_by}{first('tracee-crashed')}: whatever it would have "
-                       f"done after that is not in the log")
-        if rep.count("unexpected-breakpoint"):
-            out.append(f"ltrace lost {rep.count('unexpected-breakpoint')} breakpoint(s){first('unexpected-breakpoint')}"
-                       f": calls made at those moments were not recorded")
-        if rep.count("unfinished-never-resumed"):
-            out.append(f"{rep.count('unfinished-never-resumed')} call(s) started but never returned"
-                       f"{first('unfinished-never-resumed')}: an allocation among them has no result and is lost "
-                       f"(a free is kept: it takes effect where it starts)")
-        if rep.count("resumed-without-start"):
-            out.append(f"{rep.count('resumed-without-start')} '<... resumed>' line(s) had no start"
-                       f"{first('resumed-without-start')}: those calls are lost")
-        if rep.count("thread-only-in-exit-line"):
-            out.append(f"{rep.count('thread-only-in-exit-line')} thread(s) appear only in their exit line"
-                       f"{first('thread-only-in-exit-line')}: any call they made was lost")
-        if rep.truncated:
-            out.append("the last line is cut off: it is ignored")
-        if rep.count("unparsable-line"):
-            out.append(f"{rep.count('unparsable-line')} line(s) could not be read{first('unparsable-line')}: "
-                       f"ignored")
+            out.append(f"the program was killed by {rep.killed_by}{_first(rep, 'tracee-crashed')}: whatever it "
+                       f"would have done after that is not in the log")
+        for kind, sentence in _LOSSES:
+            if kind == "truncated":
+                if rep.truncated:
+                    out.append(sentence)
+            elif rep.count(kind):
+                out.append(sentence.format(n=rep.count(kind), first=_first(rep, kind)))
         if not rep.exits and not rep.killed_by:
             out.append("the log has no '+++ exited' line: the capture may have stopped before the program ended")
         return out
