@@ -8,9 +8,8 @@ Format ("scenc-result/1") is JSON Lines, UTF-8 (ASCII in practice):
 * every following line is one run record, in the order the runs finished.
 
 Why not one JSON document rewritten after every run?  Rewriting is O(file
-size): about 13 ms per run at 2000 runs on a fast disk, growing without bound
-(and far worse with large stderr tails).  Appending one line is O(1) (~0.3 ms
-including fsync) and is just as crash-safe:
+size), growing without bound with the runs (and far worse with large stderr
+tails).  Appending one line is O(1), fsync included, and is just as crash-safe:
 
 * a run is appended with a single ``write`` of one complete line followed by
   ``fsync``.  A record exists only once its terminating newline is on disk, so

@@ -16,8 +16,8 @@ real programs, see tests/test_trace_capture.py and tests/fixtures/trace/make_log
     ``->calloc`` lines are libc's own IRELATIVE PLT slots mislabelled (results like
     ``= 0x6``): the parser skips them.  A binary linked with ``-z now`` (BIND_NOW) is
     traced normally by this ltrace build.  Multithreaded programs survive -e more
-    often than -x, not always: mt_handoff with 3 threads x 20 rounds crashed in 3 of
-    10 runs, with 8 threads x 200 rounds in 5 of 5 (once ltrace itself segfaulted).
+    often than -x, not always: mt_handoff crashes under -e too, the more so with more
+    threads and rounds (ltrace itself may segfault).
 ``-L -x FUNCS`` (breakpoints on the functions themselves, ``malloc@libc.so.6(16)``)
     sees every call, including those from inside libc and from programs that take
     malloc's address; calls an allocator makes internally show up *nested* inside
@@ -28,8 +28,8 @@ real programs, see tests/test_trace_capture.py and tests/fixtures/trace/make_log
     ``_ZdaPv``/``_ZdlPvm`` and the aligned/nothrow variants are found in
     libstdc++.so.6 (``-x`` without ``-L`` also traces every PLT call: duplicates).
     On multithreaded programs ltrace 0.7.3 -x nearly always crashes the tracee
-    (``unexpected breakpoint``, ``+++ killed by SIGSEGV +++``: mt_handoff with 3
-    threads x 20 rounds crashed in 10 of 10 runs): mode='auto' falls back to -e.
+    (``unexpected breakpoint``, ``+++ killed by SIGSEGV +++``, mt_handoff every
+    time): mode='auto' falls back to -e.
 Both:
     ltrace exits 0 even when the tracee dies of a signal or exits non-zero: the
     outcome is only in the log (``+++ exited (status N) +++`` / ``+++ killed by``).
@@ -37,8 +37,9 @@ Both:
     running a pipeline: exit 134) or crash (139).  Statically linked programs
     cannot be traced (ltrace: "Couldn't find .dynsym"; nothing is recorded).
     Scripts (``#!``) are not ELF files: ltrace refuses them; the interpreter is
-    traced instead.  Each breakpoint costs 50-300 us, so traced programs run
-    100-1000x slower and timing-dependent behaviour changes.
+    traced instead.  Every breakpoint stops the program for ltrace, so traced
+    programs run orders of magnitude slower (docs/capture.md, bench/bench_capture.py)
+    and timing-dependent behaviour changes.
 """
 from __future__ import annotations
 

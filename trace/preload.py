@@ -16,8 +16,8 @@ sized, nothrow, aligned), forwards each call to the next definition (glibc, or
 an allocator preloaded after it) and writes one 64-byte record per call. Unlike
 ltrace it sees calls made from inside libc and through pointers to malloc/free
 (``sort``, ``ls``: ltrace ``-e`` sees nothing there), shows the pointer
-posix_memalign stores, never crashes threaded programs, and costs well under a
-microsecond per call instead of 50-300 us per ltrace breakpoint (see
+posix_memalign stores, never crashes threaded programs, and costs a small
+fraction of an ltrace breakpoint per call (docs/capture.md has the figures of
 bench/bench_capture.py).
 
 What it cannot do: trace a statically linked program (nothing to interpose:
@@ -458,6 +458,7 @@ def tracer_library(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
     h = hashlib.sha256(_compiler_identity(cc).encode())
     h.update(" ".join(flags).encode())
     h.update(TRACER_SOURCE.read_bytes())
+    h.update((RUNTIME / "clock.h").read_bytes())  # the one header tracer.c includes
     final = cache_dir() / "tracer" / h.hexdigest()[:24]
     lib = final / "libscntrace.so"
     if lib.exists():
