@@ -8,8 +8,7 @@ report and what the capture lost, in sentences.
 from pathlib import Path
 
 from .ltrace import parse_file
-
-PRELOAD_MAGIC = b"SCNTRACE"
+from .preload_log import MAGIC as PRELOAD_MAGIC, parse_preload_log
 
 # What an ltrace log lost, by anomaly kind, in the order `losses` tells it
 # ("truncated" is the report's flag for a cut-off last line, not a count).
@@ -48,7 +47,6 @@ class TraceSource:
             raise TraceInputError(f"{path}: is a directory, not a capture")
         self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
         if self.format == "preload":
-            from .preload import parse_preload_log  # loaded for tracer logs only: every command imports this module
             log = parse_preload_log(self.path)      # indexes the file: format errors raise here
             self.events = log
             self.report = log.report
