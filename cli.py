@@ -10,11 +10,13 @@ import json
 import os
 import sys
 
-from . import allocators_cli, run_command
+from . import __version__, allocators_cli, run_command
 from .cli_common import (EXIT_BUILD, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_SCENARIO, EXIT_USAGE,
                          UsageError, add_memory_limit_option, default_cc, parse_params)
 from .probes import cli as probes_cli
+from .process import describe_status
 from .report import cli as report_cli
+from .runner import ProgramRunner
 from .trace import cli as trace_cli
 
 # Commands owned by other modules, in `scenc --help` order: each adds itself with `register`.
@@ -72,9 +74,7 @@ def cmd_build(args):
 def cmd_exec(args):
     from . import memlimit
     from .compiler.pipeline import build
-    from .process import describe_status
     from .report.execsummary import format_exec
-    from .runner import ProgramRunner
     b = build(args.scenario, parse_params(args.param), cc=args.cc, extra_flags=sanitizer_flags(args),
               warn=lambda m: print(m, file=sys.stderr), allow_huge=args.allow_huge)
     # ASan and TSan reserve terabytes of shadow memory, which RLIMIT_DATA counts.
@@ -103,7 +103,6 @@ def cmd_exec(args):
 def build_parser():
     parser = argparse.ArgumentParser(prog="scenc", description="Compile allocator scenarios to C and "
                                      "compare allocators on them.")
-    from . import __version__
     parser.add_argument("--version", action="version", version=f"scenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
-from . import runrecord
+from . import probes, runrecord
 from .plan import FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan, RunConfig, params_key
 from .report import metrics as metric_defs
 from .report.progress import Progress, format_duration
@@ -152,9 +152,8 @@ class Session:
 
     def run_one(self, config: RunConfig, round_: int, warmup: bool = False) -> Optional[dict]:
         """Run and save once; None when interrupted (the unfinished run is not saved)."""
-        # probes (and stats below) load only when runs are made: every command's
+        # rundata and stats (numpy) load when runs are made: every command's
         # parser imports this module, and `scenc check` must start fast.
-        from . import probes
         from .probes import rundata
         allocator = self.allocators[config.allocator]
         timeout = self._timeout(config)
@@ -247,7 +246,6 @@ class Session:
 
     def _converged(self) -> bool:
         from .stats import relative_ci_halfwidth
-        from . import probes
         for config in self.active():
             samples = self.samples(config)
             measured = probes.set_members(config.probe_set)

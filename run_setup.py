@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Dict, Mapping, Optional
 
+from . import probes
 from .cli_common import UsageError, default_cc, parse_params
 from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_PROBE_SET, DEFAULT_RUNS, DEFAULT_WARMUP,
                    Plan, params_key, params_label, plan_runs, sweep)
@@ -78,7 +79,8 @@ _HUGE_HINT = ("to run it anyway, add --allow-huge: each run is then held to --me
 def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progress: Progress,
                     allow_huge: bool = False, check=lambda: None) -> Dict:
     """Every program a plan needs, before any run: a build error stops everything early."""
-    from . import probes
+    # The compiler (jinja2, lark) and the allocator registry load when a run is prepared,
+    # not when the parser of every command is built.
     from .compiler.pipeline import build
     from .scenario.errors import ScenarioError
     programs = {}

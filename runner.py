@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from . import runrecord
+from . import probes, runrecord
 from .plan import RunConfig
 from .process import kill_group, signal_name
 
@@ -157,7 +157,6 @@ def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
     called to explain a failure under `memory_limit`.
     """
     from . import allocators as allocator_registry
-    from . import probes
     from .scenario.machine import fmt_bytes
     record = runrecord.new(config, round_, warmup, stderr_tail=outcome.stderr[-STDERR_TAIL_CHARS:],
                            exit_code=outcome.returncode, started=outcome.started,

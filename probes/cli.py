@@ -6,10 +6,11 @@ import textwrap
 from pathlib import Path
 
 from ..cli_common import EXIT_OK, UsageError, parse_params
+from . import PROBES, ProbeError
+from .layout import FILE
 
 
 def format_probes() -> str:
-    from . import PROBES
     from .planner import conflict
     lines = []
     for name, p in PROBES.items():
@@ -31,7 +32,6 @@ def format_probes() -> str:
 
 
 def cmd_probes(args) -> int:
-    from . import ProbeError
     from .planner import plan_spec
     if args.plan is None:
         print(format_probes())
@@ -46,8 +46,7 @@ def cmd_probes(args) -> int:
 
 def _maps_from(target: Path, params_filter):
     """Heap maps by allocator from a result file, a run directory or a layout.bin."""
-    from . import heapmap, layoutfile
-    from .layout import FILE
+    from . import heapmap, layoutfile  # numpy and matplotlib: for `scenc play` only
     if not target.exists():
         raise UsageError(f"{target}: no such file or directory")
     if target.is_dir():
