@@ -56,7 +56,7 @@ import re
 from itertools import chain
 from typing import Iterable, Iterator, Optional
 
-from .events import ALLOC_KINDS, FREE_KINDS, REALLOC_KINDS, AllocEvent, Anomaly
+from .events import ALLOC_KINDS, FREE_KINDS, REALLOC_KINDS, AllocEvent, Anomaly, EventSource
 
 __all__ = ["parse", "parse_file", "ParseReport", "TraceFormatError", "FUNCTIONS", "EventStream"]
 
@@ -324,7 +324,7 @@ class ParseReport:
 
 
 # --------------------------------------------------------------------------- parser
-class EventStream:
+class EventStream(EventSource):
     """Iterable of AllocEvents with the ParseReport alongside (``stream.report``).
 
     The parser hands out events in small chunks internally; iterating the stream
@@ -335,12 +335,6 @@ class EventStream:
         self._chunks = chunks
         self._events = chain.from_iterable(chunks)
         self.report = report
-
-    def __iter__(self):
-        return self._events
-
-    def __next__(self):
-        return next(self._events)
 
     def close(self):
         """Stop parsing early (closes the file of parse_file)."""

@@ -45,7 +45,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional
 
-from .events import FREE_KINDS, REALLOC_KINDS, AllocEvent
+from .events import FREE_KINDS, REALLOC_KINDS, AllocEvent, EventSource
 from .ltrace import ParseReport, TraceFormatError
 
 __all__ = ["parse_preload_log", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
@@ -156,7 +156,7 @@ class _Cursor:
         self.pos += 1
 
 
-class PreloadLog:
+class PreloadLog(EventSource):
     """The events of a tracer log in causal global order; ``.info`` is the indexing pass's summary."""
 
     def __init__(self, path, block_records: int = 256):
@@ -166,15 +166,6 @@ class PreloadLog:
         self._runs: Dict[int, list] = {}
         self._index()
         self._events = self._merge()
-
-    def __iter__(self):
-        return self._events
-
-    def __next__(self):
-        return next(self._events)
-
-    def close(self):
-        self._events.close()
 
     @property
     def report(self) -> ParseReport:
