@@ -139,6 +139,10 @@ ANOMALY_KINDS = {
 }
 
 
+# The first bytes of a preload tracer log (runtime/tracer.c): how a capture's reader is chosen.
+PRELOAD_MAGIC = b"SCNTRACE"
+
+
 class EventSource:
     """What both capture readers hand out: an iterator of AllocEvents (over ``self._events``)
     with the parse report alongside."""

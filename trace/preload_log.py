@@ -45,13 +45,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional
 
-from .events import FREE_KINDS, REALLOC_KINDS, AllocEvent, EventSource
+from .events import FREE_KINDS, PRELOAD_MAGIC, REALLOC_KINDS, AllocEvent, EventSource
 from .ltrace import ParseReport, TraceFormatError
 
 __all__ = ["parse_preload_log", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
            "MAGIC"]
 
-MAGIC = b"SCNTRACE"
+MAGIC = PRELOAD_MAGIC
 VERSION = 1
 HEADER = struct.Struct("<8sIIIIQQ24x")
 RECORD = struct.Struct("<QQIBBHIIQQQQ")

@@ -7,8 +7,8 @@ report and what the capture lost, in sentences.
 
 from pathlib import Path
 
+from .events import PRELOAD_MAGIC
 from .ltrace import parse_file
-from .preload_log import MAGIC as PRELOAD_MAGIC, parse_preload_log
 
 # What an ltrace log lost, by anomaly kind, in the order `losses` tells it
 # ("truncated" is the report's flag for a cut-off last line, not a count).
@@ -47,6 +47,8 @@ class TraceSource:
             raise TraceInputError(f"{path}: is a directory, not a capture")
         self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
         if self.format == "preload":
+            # The tracer log's reader loads for tracer logs only: every command's parser imports this module.
+            from .preload_log import parse_preload_log
             log = parse_preload_log(self.path)      # indexes the file: format errors raise here
             self.events = log
             self.report = log.report
