@@ -584,7 +584,6 @@ class _Parser:
         classify = self.classify
         note = rep.add
         outer_call = self.outer_call
-        ret_dur = _ret_dur
         alloc_kinds, free_kinds = ALLOC_KINDS, FREE_KINDS
         lineno = events = other = 0
         out: list = []                     # events are handed out in chunks of _CHUNK (cheaper than one by one)
@@ -617,7 +616,22 @@ class _Parser:
                         rs = body.split()
                         if rs[0] != "<..." or rs[2] != "resumed>" or rs[3] != ")" or rs[4] != "=":
                             raise ValueError
-                        ret, dur = ret_dur(rs, 4)
+                        n = len(rs)
+                        if n == 7:                # ... = RET <DUR>
+                            ret = rs[5]
+                            dur = float(rs[6][1:-1])
+                            if rs[6][0] != "<":
+                                raise ValueError
+                        else:
+                            last = rs[-1]
+                            if n == 6 and last[0] == "<" and last[1].isdigit():
+                                ret, dur = "", float(last[1:-1])
+                            elif n == 6:
+                                ret, dur = last, None
+                            elif n == 5:
+                                ret, dur = "", None
+                            else:
+                                raise ValueError
                         info = None
                         rname = rs[1]
                     else:                         # CALL(ARGS) = RET <DUR>  |  CALL(ARGS <unfinished ...>
@@ -641,7 +655,22 @@ class _Parser:
                             tt = tail.split()
                             if not sep or tt[0] != "=":
                                 raise ValueError
-                            ret, dur = ret_dur(tt, 0)
+                            n = len(tt)
+                            if n == 3:            # = RET <DUR>
+                                ret = tt[1]
+                                dur = float(tt[2][1:-1])
+                                if tt[2][0] != "<":
+                                    raise ValueError
+                            else:
+                                last = tt[-1]
+                                if n == 2 and last[0] == "<" and last[1].isdigit():
+                                    ret, dur = "", float(last[1:-1])
+                                elif n == 2:
+                                    ret, dur = last, None
+                                elif n == 1:
+                                    ret, dur = "", None
+                                else:
+                                    raise ValueError
                             unf = None
                 except (ValueError, IndexError, KeyError, AttributeError, TypeError):
                     # ---------------------------------------------- general regex, then the slow path
@@ -873,24 +902,6 @@ class _Parser:
         if len(st) > _MAX_PENDING_PER_THREAD:
             self.abandon(st[:1], "too many pending calls on this thread")
             del st[0]
-
-
-def _ret_dur(tokens: list, i: int) -> tuple:
-    """(RET, DUR or None) of a call's tail "= RET <DUR>", "= RET", "= <DUR>" or "=" (tokens[i] is "=")."""
-    n = len(tokens) - i
-    if n == 3:
-        dur = tokens[i + 2]
-        if dur[0] != "<":
-            raise ValueError
-        return tokens[i + 1], float(dur[1:-1])
-    last = tokens[-1]
-    if n == 2:
-        if last[0] == "<" and last[1].isdigit():
-            return "", float(last[1:-1])
-        return last, None
-    if n == 1:
-        return "", None
-    raise ValueError
 
 
 def _decoded(lines):
