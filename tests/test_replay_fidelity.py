@@ -27,7 +27,8 @@ import pytest
 
 from scenc.compiler.pipeline import build
 from scenc.trace.opsfile import HEADER, OpsFileError, read_header
-from scenc.trace.preload import HEADER as LOG_HEADER, RECORD, EXTRA_KINDS, capture_preload, parse_preload_log
+from scenc.trace.preload import capture_preload
+from scenc.trace.preload_log import EXTRA_KINDS, HEADER as LOG_HEADER, RECORD, parse_preload_log
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "bench" / "programs"

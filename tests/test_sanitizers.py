@@ -270,7 +270,8 @@ def test_replay_of_a_captured_trace_runs_clean(replay_scenario, cc, sanitizer):
 def churn_replay(tmp_path_factory):
     """bench/programs/thread_churn.c captured with the preload tracer: threads created, joined and ended during the
     replay, the captured main thread on the main thread, every block touched page by page."""
-    from scenc.trace.preload import capture_preload, parse_preload_log
+    from scenc.trace.preload import capture_preload
+    from scenc.trace.preload_log import parse_preload_log
     from scenc.trace.replay import write_replay
     folder = tmp_path_factory.mktemp("churn")
     churn = folder / "churn"
