@@ -470,7 +470,7 @@ static void thread_gone(void *arg) {
     return;
   }
   if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED)
-    put(K_THREAD_EXIT, take_seq(), now_ns(CLOCK_MONOTONIC), 0, 0, 0, 0, 0, 0, 0, 0);
+    put(K_THREAD_EXIT, take_seq(), (uint64_t)scn_clock_ns(CLOCK_MONOTONIC), 0, 0, 0, 0, 0, 0, 0, 0);
   if (lock_buffer(b)) {
     flush_locked(b);
     unlock_buffer(b);
@@ -915,7 +915,7 @@ static void *traced_start(void *p) {
   atomic_store_explicit(&s->used, 0, memory_order_release);
   if (tracing()) {
     T.guard = 1;
-    put(K_THREAD_START, seq, now_ns(CLOCK_MONOTONIC), 0, creator, 0, 0, 0, 0, 0, 0);
+    put(K_THREAD_START, seq, (uint64_t)scn_clock_ns(CLOCK_MONOTONIC), 0, creator, 0, 0, 0, 0, 0, 0);
     T.guard = 0;
   }
   return fn(arg);
@@ -990,7 +990,7 @@ EXPORT int munmap(void *addr, size_t len) {
   uint64_t seq = begin_release(&c);
   int rc = f(addr, len);
   int err = errno;
-  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  uint64_t t1 = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
   put(K_MUNMAP, seq, c.t0, t1 - c.t0, (uintptr_t)addr, len, 0, (uint64_t)(unsigned)rc, 0, 0, 0);
   T.guard = 0;
   errno = err;
@@ -1018,7 +1018,7 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
   begin(&c);
   void *p = f(old, old_len, new_len, flags, want);
   int err = errno;
-  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  uint64_t t1 = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
   put(K_MREMAP, take_seq(), t1, t1 - c.t0, (uintptr_t)old, old_len, new_len, p == MAP_FAILED ? 0 : (uintptr_t)p,
       0, flags & 0xff, 0);
   T.guard = 0;
