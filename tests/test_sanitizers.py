@@ -36,10 +36,10 @@ import pytest
 
 from scenc.compiler.pipeline import build
 
+from ltrace_samples import sample
+
 pytestmark = pytest.mark.sanitizers
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-LTRACE_SAMPLE = SHARED / "ltrace-samples" / "mt_pthread_e.log"
 
 COMPILERS = ("gcc", "clang")
 SANITIZERS = {
@@ -230,13 +230,11 @@ def test_measured_regions_are_entered_as_written(tmp_path):
 
 @pytest.fixture(scope="module")
 def replay_scenario(tmp_path_factory):
-    if not LTRACE_SAMPLE.is_file():
-        pytest.skip(f"{LTRACE_SAMPLE} is not here (the shared folder beside the checkout)")
     from scenc.trace.ltrace import parse_file
     from scenc.trace.replay import write_replay
     folder = tmp_path_factory.mktemp("replay")
     path = folder / "mt_pthread.scn"
-    report = write_replay(parse_file(LTRACE_SAMPLE), path, LTRACE_SAMPLE.name)
+    report = write_replay(parse_file(sample("mt_pthread_e.log")), path, "mt_pthread_e.log")
     # Leak detection stays on only because the capture frees everything it allocates.
     assert report.live_at_end == 0 and report.cross_thread_waits > 0
     return path, report
