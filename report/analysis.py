@@ -16,6 +16,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
+from .. import stats
 from . import metrics as metric_defs
 
 MIN_RUNS_TO_COMPARE = 2
@@ -54,12 +55,19 @@ class Verdict:
             return f"{self.word}: {self.best} (the only allocator with enough runs)"
         c = self.comparison
         if c.significant:
-            return f"{self.word}: " + c.sentence(self.best, self.runner_up, m.word) \
-                .replace(f" than {self.runner_up} ", f" than the runner-up, {self.runner_up} ")
-        interval = (f"ratio {'–'.join(f'{v:.2f}' for v in c.ratio_ci)}" if c.ratio_ci
-                    else "ratio interval unbounded")
+            return f"{self.word}: " + c.sentence(self.best, f"the runner-up, {self.runner_up}", m.word)
+        if c.both_constant:
+            [value] = stats.format_values(c.other_mean)
+            return (f"{self.word}: {self.best} and {self.runner_up} tie, {value} in every run "
+                    f"(n={c.other_n} vs n={c.baseline_n})")
+        if c.by_ratio:
+            interval = (f"{self.best}/{self.runner_up} ratio {'–'.join(f'{v:.2f}' for v in c.ratio_ci)}"
+                        if c.ratio_ci else f"{self.best}/{self.runner_up} ratio interval unbounded")
+        else:
+            interval = f"{self.best} − {self.runner_up} difference " + "–".join(
+                stats.format_values(*c.difference_ci))
         return (f"{self.word}: {self.best} by its mean, but not significantly ahead of "
-                f"{self.runner_up} ({self.best}/{self.runner_up} {interval})")
+                f"{self.runner_up} ({interval})")
 
     def to_json(self) -> dict:
         return {"metric": self.metric, "word": self.word, "best": self.best,
@@ -84,8 +92,6 @@ class Block:
         c = self.comparisons.get(metric, {}).get(name)
         if c is None:
             return ""
-        if c.ratio is None and c.baseline_mean == c.other_mean and c.baseline_n >= 2 and c.other_n >= 2:
-            return f"{name}: no difference from {self.baseline} (the same value in every run)"
         return c.sentence(name, self.baseline, metric_defs.metric(metric).word)
 
     def to_json(self) -> dict:
@@ -168,7 +174,6 @@ def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95,
 
 
 def _analyze(result, baseline, confidence, wanted) -> Analysis:
-    from .. import stats
     header, runs = result.header, list(result.runs)
     names = _allocator_order(header, runs)
     baseline = baseline or header.get("baseline") or (names[0] if names else None)
