@@ -61,3 +61,17 @@ def test_an_allocator_with_one_run_is_not_compared():
     block = _block({"glibc": [{m: 1.0}, {m: 1.1}], "tcmalloc": [{m: 0.5}]}, m)
     assert block.comparison_sentence(m, "tcmalloc") == ""        # the table leaves it out
     assert block.verdicts[m].sentence() == "fastest: glibc (the only allocator with enough runs)"
+
+
+def test_with_three_allocators_or_more_the_last_is_named_too():
+    m = "wall_s"
+    runs = {"glibc": [1.00, 1.02, 0.98, 1.01], "tcmalloc": [0.50, 0.52, 0.49, 0.51],
+            "jemalloc": [1.00, 1.01, 0.99, 1.02], "mimalloc": [2.0, 2.1, 1.9, 2.0]}
+    block = _block({name: [{m: v} for v in values] for name, values in runs.items()}, m)
+    assert block.verdicts[m].sentence().startswith("fastest: tcmalloc is 1.99x faster than the runner-up, ")
+    assert block.last[m].sentence().startswith("slowest: mimalloc is 1.99x slower than the next slowest, ")
+    close = _block({name: [{m: v} for v in values] for name, values in
+                    {"glibc": [1.0, 1.2, 0.8], "tcmalloc": [0.5, 0.5, 0.52], "jemalloc": [1.1, 0.9, 1.3]}.items()}, m)
+    assert close.last[m].sentence().startswith("slowest: jemalloc by its mean, but not significantly behind glibc (")
+    two = _block({"glibc": [{m: 1.0}, {m: 1.1}], "tcmalloc": [{m: 0.5}, {m: 0.6}]}, m)
+    assert m not in two.last                                   # the runner-up says it already
