@@ -29,6 +29,7 @@ is a result. Statistics and tables live in report/.
 
 import itertools
 import json
+import math
 import os
 import random
 import time
@@ -419,9 +420,14 @@ class Session:
             self.progress.note(f"scenc: no more runs of {config.label()}: {dropped}")
 
     def _tick(self, config: RunConfig, label: str) -> None:
-        done = self.runs_this_session
-        total = done + self.remaining_runs()
-        self.progress.update(done, total, label, self.eta())
+        done, remaining, eta = self.runs_this_session, self.remaining_runs(), self.eta()
+        if self.plan.time_budget_s is not None and eta > 0:
+            # No new round after the budget: count only the runs that fit (the round in
+            # progress at the end is finished, so this is the least that will be done).
+            fit = max(0.0, self.plan.time_budget_s - self.elapsed()) / eta
+            if fit < 1:
+                remaining, eta = math.ceil(remaining * fit), eta * fit
+        self.progress.update(done, done + remaining, label, eta)
 
     def warm_up(self) -> bool:
         """Warm every configuration not warm yet; False when interrupted."""
