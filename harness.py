@@ -183,6 +183,8 @@ class Plan:
             text += f" = {n * (self.runs + self.warmup)} runs"
         if len(self.configs) != len(self.allocators) * len(self.param_sets) * len(self.probe_sets):
             text += f" ({n} configurations)"
+        if self.time_budget_s is not None:
+            text += f", no new round after {format_duration(self.time_budget_s)}"
         return text
 
     def to_json(self) -> dict:

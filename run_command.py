@@ -263,9 +263,7 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
                            if st.dropped is None)
             progress.info(f"warm-up done in {format_duration(session.elapsed())}; "
                           f"{measured} measured runs{' at most' if plan.auto else ''}, "
-                          f"about {format_duration(session.eta())}"
-                          + (f", stopping after {format_duration(plan.time_budget_s)} in all"
-                             if plan.time_budget_s is not None else ""))
+                          f"about {format_duration(session.eta())}")
         finished = finished and session.measure()
     except OSError as exc:
         progress.close()
