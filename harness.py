@@ -335,9 +335,16 @@ class Session:
         return sum(max(0, self.plan.max_rounds - st.done) + (0 if st.warm else self.plan.warmup)
                    for st in self.state.values() if st.dropped is None)
 
-    def eta(self) -> float:
+    def _eta_of_plan(self) -> float:
         return sum((max(0, self.plan.max_rounds - st.done) + (0 if st.warm else self.plan.warmup))
                    * self._estimate(c) for c, st in self.state.items() if st.dropped is None)
+
+    def eta(self) -> float:
+        """Seconds until the last planned run, or until the time budget ends the session."""
+        eta = self._eta_of_plan()
+        if self.plan.time_budget_s is not None:
+            eta = min(eta, max(0.0, self.plan.time_budget_s - self.elapsed()))
+        return eta
 
     # -- running
 
@@ -422,13 +429,11 @@ class Session:
             self.progress.note(f"scenc: no more runs of {config.label()}: {dropped}")
 
     def _tick(self, config: RunConfig, label: str) -> None:
-        done, remaining, eta = self.runs_this_session, self.remaining_runs(), self.eta()
-        if self.plan.time_budget_s is not None and eta > 0:
-            # No new round after the budget: count only the runs that fit (the round in
-            # progress at the end is finished, so this is the least that will be done).
-            fit = max(0.0, self.plan.time_budget_s - self.elapsed()) / eta
-            if fit < 1:
-                remaining, eta = math.ceil(remaining * fit), eta * fit
+        done, remaining = self.runs_this_session, self.remaining_runs()
+        eta, planned = self.eta(), self._eta_of_plan()
+        if eta < planned:
+            # The time budget ends the session first: count only the runs that fit.
+            remaining = math.ceil(remaining * eta / planned)
         self.progress.update(done, done + remaining, label, eta)
 
     def warm_up(self) -> bool:
