@@ -314,7 +314,7 @@ def _difference_interval(baseline: np.ndarray, other: np.ndarray, confidence: fl
     difference = float(other.mean()) - float(baseline.mean())
     if vo == 0.0 and vb == 0.0:
         return (difference, difference)
-    df = (vo + vb) ** 2 / ((vo**2 / (len(other) - 1) if vo else 0.0) + (vb**2 / (len(baseline) - 1) if vb else 0.0))
+    df = (vo + vb) ** 2 / (vo**2 / (len(other) - 1) + vb**2 / (len(baseline) - 1))
     halfwidth = _t_quantile(confidence, df) * math.sqrt(vo + vb)
     return (difference - halfwidth, difference + halfwidth)
 
