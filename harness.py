@@ -483,7 +483,9 @@ class Session:
             if plan.auto and round_ > plan.min_runs and self._converged():
                 self.stop_reason = None
                 return True
-            if plan.time_budget_s is not None and self.runs_this_session:
+            # With `auto`, --min-runs rounds come first: fewer would compare nothing.
+            if plan.time_budget_s is not None and self.runs_this_session and \
+                    not (plan.auto and round_ <= plan.min_runs):
                 round_cost = sum(self._estimate(c) for c in todo)
                 if self.elapsed() + round_cost > plan.time_budget_s:
                     self.stop_reason = (f"time budget of {format_duration(plan.time_budget_s)} "
