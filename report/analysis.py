@@ -16,7 +16,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
-from .. import stats
+from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
+from .. import runrecord
+from ..plan import DEFAULT_PROBE_SET
 from . import metrics as metric_defs
 
 MIN_RUNS_TO_COMPARE = 2
@@ -52,6 +54,7 @@ class Verdict:
     ahead: bool = True
 
     def sentence(self) -> str:
+        from ..stats import format_values
         m = metric_defs.metric(self.metric)
         if self.runner_up is None or self.comparison is None:
             return f"{self.word}: {self.best} (the only allocator with enough runs)"
@@ -60,7 +63,7 @@ class Verdict:
             label = "the runner-up" if self.ahead else f"the next {self.word}"
             return f"{self.word}: " + c.sentence(self.best, f"{label}, {self.runner_up}", m.word)
         if c.both_constant:
-            [value] = stats.format_values(c.other_mean)
+            [value] = format_values(c.other_mean)
             return (f"{self.word}: {self.best} and {self.runner_up} tie, {value} in every run "
                     f"(n={c.other_n} vs n={c.baseline_n})")
         if c.by_ratio:
@@ -68,7 +71,7 @@ class Verdict:
                         if c.ratio_ci else f"{self.best}/{self.runner_up} ratio interval unbounded")
         else:
             interval = f"{self.best} − {self.runner_up} difference " + "–".join(
-                stats.format_values(*c.difference_ci))
+                format_values(*c.difference_ci))
         return (f"{self.word}: {self.best} by its mean, but not significantly "
                 f"{'ahead of' if self.ahead else 'behind'} {self.runner_up} ({interval})")
 
@@ -144,8 +147,8 @@ def _ordered_points(header: Mapping, runs) -> List[tuple]:
     """(params, probe_set) in plan order, then any only found in the runs."""
     points, seen = [], set()
     plan_configs = (header.get("plan") or {}).get("configs", []) if isinstance(header.get("plan"), Mapping) else []
-    candidates = [(c.get("params", {}), c.get("probe_set", "time+memory")) for c in plan_configs]
-    candidates += [(r["params"], r.get("probe_set", "time+memory")) for r in runs]
+    candidates = [(c.get("params", {}), c.get("probe_set", DEFAULT_PROBE_SET)) for c in plan_configs]
+    candidates += [(r["params"], runrecord.probe_set(r)) for r in runs]
     for params, probe_set in candidates:
         k = _key(params, probe_set)
         if k not in seen:
@@ -179,6 +182,7 @@ def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95,
 
 
 def _analyze(result, baseline, confidence, wanted) -> Analysis:
+    from .. import stats
     header, runs = result.header, list(result.runs)
     names = _allocator_order(header, runs)
     baseline = baseline or header.get("baseline") or (names[0] if names else None)
@@ -187,14 +191,14 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
     present_metrics = set()
     blocks = []
     for params, probe_set in _ordered_points(header, runs):
-        here = [r for r in runs if r["params"] == params and r.get("probe_set", "time+memory") == probe_set]
+        here = list(runrecord.select(runs, params=params, probe_set_=probe_set))
         per_allocator = []
         for name in names:
-            mine = [r for r in here if r["allocator"] == name]
+            mine = list(runrecord.select(here, allocator=name))
             if not mine and not any(c.get("allocator") == name for c in
                                     (header.get("plan") or {}).get("configs", [])):
                 continue
-            ok = [r for r in mine if r["status"] == "ok" and not r.get("warmup")]
+            ok = [r for r in mine if runrecord.is_measurement(r)]
             samples: Dict[str, List[float]] = {}
             for r in ok:
                 for m, v in r["metrics"].items():
