@@ -2,7 +2,6 @@
 runs, on records as `scenc run` saves them (built here, nothing run)."""
 from types import SimpleNamespace
 
-import scenc.probes  # noqa: F401  (registers the probes' metrics with the reports)
 from scenc.report.analysis import analyze
 
 
