@@ -15,6 +15,9 @@
 #include <time.h>
 
 static const scn_program *g_prog;
+static const int *g_at_most;  /* thread churn per group, NULL when no group churns */
+static pthread_t *g_tids;     /* by thread id; a churning thread fills in its successor's */
+static scn_thread **g_threads;  /* by thread id */
 
 void scn_die(const char *fmt, ...) {
   va_list ap;
@@ -51,6 +54,15 @@ void *scn_arena_alloc(size_t bytes) {
   g_arena_next += bytes;
   pthread_mutex_unlock(&g_arena_lock);
   return p;
+}
+
+/* A linked chunk of boxes for swaps, from the arena: boxes travel between
+ * threads with the objects in them and are never given back. */
+scn_box *scn_boxes_new(void) {
+  enum { CHUNK = 64 };
+  scn_box *b = scn_arena_alloc(CHUNK * sizeof *b);
+  for (int i = 0; i < CHUNK - 1; i++) b[i].next = &b[i + 1];
+  return b;
 }
 
 /* ---- barrier: every thread still running meets here. A finished thread
@@ -109,6 +121,28 @@ static int64_t monotonic_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+void scn_set_churn(const int *at_most) { g_at_most = at_most; }
+
+/* How many threads of a group run at once: all, or its churn limit. */
+static int group_alive(const scn_program *p, int g) {
+  int k = g_at_most ? g_at_most[g] : 0;
+  return k > 0 && k < p->groups[g].count ? k : p->groups[g].count;
+}
+
+static void *thread_main(void *arg);
+
+/* Thread churn: thread i of a group hands over to thread i + K as it ends.
+ * The successor is a real new thread, created (and timed) here, and takes
+ * the predecessor's place among the threads a barrier waits for. */
+static int start_successor(const scn_thread *t) {
+  const scn_group *g = &g_prog->groups[t->group];
+  int k = group_alive(g_prog, t->group);
+  if (k == g->count || t->index + k >= g->count) return 0;
+  int err = pthread_create(&g_tids[t->id + k], NULL, thread_main, g_threads[t->id + k]);
+  if (err) scn_die("cannot start thread %d of group %s: %s", t->index + k + 1, g->name, strerror(err));
+  return 1;
+}
+
 static void *thread_main(void *arg) {
   scn_thread *t = arg;
   const scn_group *g = &g_prog->groups[t->group];
@@ -125,7 +159,7 @@ static void *thread_main(void *arg) {
   t->end_ns = monotonic_ns();
   t->cpu_ns = thread_cpu_ns() - cpu0;
   if (g_prog->thread_end) g_prog->thread_end(t);
-  barrier_leave();
+  if (!start_successor(t)) barrier_leave();
   return NULL;
 }
 
@@ -233,22 +267,27 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   g_prog = p;
   int n = 0;
   for (int g = 0; g < p->n_groups; g++) n += p->groups[g].count;
-  scn_thread **threads = scn_arena_alloc((size_t)n * sizeof *threads);
-  pthread_t *tids = scn_arena_alloc((size_t)n * sizeof *tids);
-  g_barrier.running = n;
+  scn_thread **threads = g_threads = scn_arena_alloc((size_t)n * sizeof *threads);
+  pthread_t *tids = g_tids = scn_arena_alloc((size_t)n * sizeof *tids);
+  int first = 0;  /* threads started at the gate; with churn, the rest follow */
+  for (int g = 0; g < p->n_groups; g++) first += group_alive(p, g);
+  g_barrier.running = first;
   if (p->program_start) p->program_start(n);
   for (int g = 0, id = 0; g < p->n_groups; g++)
     for (int i = 0; i < p->groups[g].count; i++, id++) threads[id] = thread_new(p, g, i, id);
   for (int i = 0; i < n; i++) {
+    if (threads[i]->index >= group_alive(p, threads[i]->group)) continue;  /* a successor */
     int err = pthread_create(&tids[i], NULL, thread_main, threads[i]);
     if (err) scn_die("cannot start thread %d of %d: %s", i + 1, n, strerror(err));
   }
   pthread_mutex_lock(&g_gate.lock);
-  while (g_gate.ready < n) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
+  while (g_gate.ready < first) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
   int64_t start = monotonic_ns();
   g_gate.open = 1;
   pthread_cond_broadcast(&g_gate.changed);
   pthread_mutex_unlock(&g_gate.lock);
+  /* In id order: a successor's id is above its predecessor's, whose end
+   * (joined first) wrote the successor's tid. */
   for (int i = 0; i < n; i++) pthread_join(tids[i], NULL);
   int64_t wall = monotonic_ns() - start;
   if (p->program_end) p->program_end();
