@@ -245,7 +245,8 @@ class _ThreadFlow:
                         s = s.with_ptr(src.id, {Fact(MOVED, e.pos, f"swapped into {slot}")})
                 else:
                     s = self.consume(src, s, None)
-                return s, frozenset({Fact(LIVE, e.pos, f"swapped out of {slot}")}), None
+                gave = src.id if isinstance(src, n.Name) else None  # p = swap(s[i], p) keeps p's place
+                return s, frozenset({Fact(LIVE, e.pos, f"swapped out of {slot}")}), gave
             if e.func == "realloc":
                 src = e.args[0]
                 if isinstance(src, n.Name):
