@@ -220,9 +220,10 @@ class _Lowerer:
             return CStmt("region", region=self.regions.index(st.name), body=self.block(st.body),
                          code=c_string(st.name), line=line)
         if isinstance(st, n.If):
-            left, right = self.expr(st.cond.left, pre), self.expr(st.cond.right, pre)
-            return CStmt("if", f"{left} {st.cond.op} {right}", pre, body=self.block(st.then),
-                         orelse=self.block(st.orelse), line=line)
+            left = self.expr(st.cond.left, pre)
+            cond = f"{left}.ptr != NULL" if st.cond.op == "held" else \
+                f"{left} {st.cond.op} {self.expr(st.cond.right, pre)}"
+            return CStmt("if", cond, pre, body=self.block(st.then), orelse=self.block(st.orelse), line=line)
         raise AssertionError(f"unknown statement {st!r}")
 
     def action(self, call: n.Call, pre) -> str:

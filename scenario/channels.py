@@ -95,6 +95,8 @@ def _enumerate(chan: Optional[n.Index], count: int, total: Optional[int], open_i
     if total is None:
         return None, None
     unknown = (None if open_ifs else total), None  # an array counted as a whole, if no branch is open
+    if any(lp.node.cond.right is None for lp in open_ifs):
+        return unknown  # held(p): known only at run time
     exprs = [e for lp in open_ifs for e in (lp.node.cond.left, lp.node.cond.right)]
     if chan is not None:
         exprs.append(chan.index)

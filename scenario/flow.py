@@ -188,7 +188,15 @@ class _ThreadFlow:
         holds = condition_holds(st.cond, self.params)
         if holds is not None:  # known before the run: only one branch ever runs
             return self.block(st.then if holds else st.orelse, s)
-        return self.block(st.then, s).join(self.block(st.orelse, s))
+        then, orelse = s, s
+        if st.cond.op == "held" and isinstance(st.cond.left, n.Name):
+            # `if held(p)`: p holds an object in the first branch, nothing in the other.
+            p = st.cond.left.id
+            live = {f for f in s.ptr(p) if f.atom == LIVE}
+            empty = s.ptr(p) - live
+            then = s.with_ptr(p, live) if live else s
+            orelse = s.with_ptr(p, empty) if empty else s  # (a branch that cannot run is checked as is)
+        return self.block(st.then, then).join(self.block(st.orelse, orelse))
 
     def assign(self, st: n.Assign, s: State) -> State:
         target = st.target

@@ -141,10 +141,12 @@ class Measure:
 
 @dataclass(frozen=True)
 class Compare:
-    """`a < b`: the condition of an `if`; op is one of == != < <= > >=."""
+    """`a < b`: the condition of an `if`; op is one of == != < <= > >=, or
+    "held" for `if held(p)` (p, a pointer variable or pool slot, holds an
+    object; `right` is None)."""
     op: str
     left: Expr
-    right: Expr
+    right: Optional[Expr]
     pos: Pos = NOWHERE
 
 

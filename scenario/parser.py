@@ -143,7 +143,11 @@ class _ToAst(Transformer):
     def if_stmt(self, meta, c):
         left, op, right, then, orelse = c
         orelse = (orelse,) if isinstance(orelse, n.If) else (orelse or ())
-        cond = n.Compare(str(op), left, right, left.pos)
+        if op is None:  # `if held(p)`: the resolver insists on that form
+            held = isinstance(left, n.Call) and left.func == "held" and len(left.args) == 1 and not left.kwargs
+            cond = n.Compare("held" if held else "?", left.args[0] if held else left, None, left.pos)
+        else:
+            cond = n.Compare(str(op), left, right, left.pos)
         return n.If(cond, then, orelse, n.Pos(meta.line, meta.column))
 
     def measure_stmt(self, meta, c):

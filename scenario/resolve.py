@@ -24,7 +24,7 @@ PARAM, LOOP, INT, PTR, POOL, CHAN, CHAN_ARRAY, SELF, SHARED = (
 # (the compiler prefixes every user name), but it would read badly in `emit`.
 RESERVED = {"self", "malloc", "calloc", "realloc", "free", "free_all", "send", "recv",
             "write", "aligned_alloc", "memalign", "posix_memalign", "random", "uniform",
-            "pow2", "choice", "lognormal", "geometric", "histogram", "swap"}
+            "pow2", "choice", "lognormal", "geometric", "histogram", "swap", "held"}
 
 MAX_NAME = 64
 INT64_MAX = (1 << 63) - 1  # every integer the program computes is an int64_t
@@ -295,8 +295,18 @@ class _Resolver:
             self.loop_depth -= 1
             self.loop_depth_vars.pop()
         elif isinstance(st, n.If):
-            self._expect(st.cond.left, "int", "a compared value")
-            self._expect(st.cond.right, "int", "a compared value")
+            if st.cond.op == "held":
+                x = st.cond.left
+                kind = self.symbols.get(x.base.id if isinstance(x, n.Index) else getattr(x, "id", None))
+                if not (isinstance(x, n.Name) and kind == PTR or isinstance(x, n.Index) and kind == POOL):
+                    self.rep.error(x.pos, "held() takes a pointer variable or a pool slot")
+                elif isinstance(x, n.Index):
+                    self._expect(x.index, "int", "a pool index")
+            elif st.cond.op == "?":
+                self.rep.error(st.cond.pos, "a condition compares two integers (a < b) or asks held(p)")
+            else:
+                self._expect(st.cond.left, "int", "a compared value")
+                self._expect(st.cond.right, "int", "a compared value")
             self.in_if += 1
             self._block(st.then)
             self._block(st.orelse)

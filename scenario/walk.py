@@ -44,6 +44,8 @@ def const_or_none(expr: n.Expr, params: Mapping[str, Number]) -> Optional[Number
 
 def condition_holds(cond: n.Compare, env: Mapping[str, Number]) -> Optional[bool]:
     """The value of a comparison when its sides are known from `env`, else None."""
+    if cond.right is None:
+        return None  # held(p): known only at run time
     left, right = const_or_none(cond.left, env), const_or_none(cond.right, env)
     if left is None or right is None:
         return None
@@ -114,7 +116,7 @@ def stmt_exprs(st) -> Tuple[n.Expr, ...]:
     if isinstance(st, n.For):
         return (st.start, st.stop)
     if isinstance(st, n.If):
-        return (st.cond.left, st.cond.right)
+        return tuple(e for e in (st.cond.left, st.cond.right) if e is not None)
     return ()
 
 
