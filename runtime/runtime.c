@@ -16,7 +16,7 @@
 
 static const scn_program *g_prog;
 static const int *g_at_most;  /* thread churn per group, NULL when no group churns */
-static pthread_t *g_tids;     /* by thread id; a churning thread fills in its successor's */
+static pthread_t *g_tids;     /* by thread id */
 static scn_thread **g_threads;  /* by thread id */
 
 void scn_die(const char *fmt, ...) {
@@ -129,18 +129,52 @@ static int group_alive(const scn_program *p, int g) {
   return k > 0 && k < p->groups[g].count ? k : p->groups[g].count;
 }
 
+/* The id of thread t's successor under churn (thread i + K of its group), or -1. */
+static int successor(const scn_thread *t) {
+  int k = group_alive(g_prog, t->group);
+  return t->index + k < g_prog->groups[t->group].count ? t->id + k : -1;
+}
+
+/* Thread churn: a churning thread that ends puts its id here; the main
+ * thread joins it and only then starts its successor, a real new thread, so
+ * the two never overlap (not even in glibc's per-thread clean-up, which frees
+ * the ending thread's tcache). The successor takes the predecessor's place
+ * among the threads a barrier waits for. */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int *ids, head, tail;
+} g_ended = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0 };
+
+static void churn_ended(const scn_thread *t) {
+  pthread_mutex_lock(&g_ended.lock);
+  g_ended.ids[g_ended.tail++] = t->id;
+  pthread_cond_signal(&g_ended.changed);
+  pthread_mutex_unlock(&g_ended.lock);
+}
+
 static void *thread_main(void *arg);
 
-/* Thread churn: thread i of a group hands over to thread i + K as it ends.
- * The successor is a real new thread, created (and timed) here, and takes
- * the predecessor's place among the threads a barrier waits for. */
-static int start_successor(const scn_thread *t) {
-  const scn_group *g = &g_prog->groups[t->group];
-  int k = group_alive(g_prog, t->group);
-  if (k == g->count || t->index + k >= g->count) return 0;
-  int err = pthread_create(&g_tids[t->id + k], NULL, thread_main, g_threads[t->id + k]);
-  if (err) scn_die("cannot start thread %d of group %s: %s", t->index + k + 1, g->name, strerror(err));
-  return 1;
+static void start_thread(int id, int of) {
+  int err = pthread_create(&g_tids[id], NULL, thread_main, g_threads[id]);
+  if (err) scn_die("cannot start thread %d of %d: %s", id + 1, of, strerror(err));
+}
+
+/* Main's part in churn: as each churning thread ends, join it and start the next. */
+static void churn(int n, int successors, char *joined) {
+  while (successors > 0) {
+    pthread_mutex_lock(&g_ended.lock);
+    while (g_ended.head == g_ended.tail) pthread_cond_wait(&g_ended.changed, &g_ended.lock);
+    int id = g_ended.ids[g_ended.head++];
+    pthread_mutex_unlock(&g_ended.lock);
+    pthread_join(g_tids[id], NULL);
+    joined[id] = 1;
+    int next = successor(g_threads[id]);
+    if (next >= 0) {
+      start_thread(next, n);
+      successors--;
+    }
+  }
 }
 
 static void *thread_main(void *arg) {
@@ -159,7 +193,8 @@ static void *thread_main(void *arg) {
   t->end_ns = monotonic_ns();
   t->cpu_ns = thread_cpu_ns() - cpu0;
   if (g_prog->thread_end) g_prog->thread_end(t);
-  if (!start_successor(t)) barrier_leave();
+  if (successor(t) < 0) barrier_leave();
+  if (group_alive(g_prog, t->group) < g_prog->groups[t->group].count) churn_ended(t);
   return NULL;
 }
 
@@ -272,23 +307,22 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   int first = 0;  /* threads started at the gate; with churn, the rest follow */
   for (int g = 0; g < p->n_groups; g++) first += group_alive(p, g);
   g_barrier.running = first;
+  if (first < n) g_ended.ids = scn_arena_alloc((size_t)n * sizeof *g_ended.ids);  /* before any thread */
   if (p->program_start) p->program_start(n);
   for (int g = 0, id = 0; g < p->n_groups; g++)
     for (int i = 0; i < p->groups[g].count; i++, id++) threads[id] = thread_new(p, g, i, id);
-  for (int i = 0; i < n; i++) {
-    if (threads[i]->index >= group_alive(p, threads[i]->group)) continue;  /* a successor */
-    int err = pthread_create(&tids[i], NULL, thread_main, threads[i]);
-    if (err) scn_die("cannot start thread %d of %d: %s", i + 1, n, strerror(err));
-  }
+  for (int i = 0; i < n; i++)
+    if (threads[i]->index < group_alive(p, threads[i]->group)) start_thread(i, n);  /* not a successor */
   pthread_mutex_lock(&g_gate.lock);
   while (g_gate.ready < first) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
   int64_t start = monotonic_ns();
   g_gate.open = 1;
   pthread_cond_broadcast(&g_gate.changed);
   pthread_mutex_unlock(&g_gate.lock);
-  /* In id order: a successor's id is above its predecessor's, whose end
-   * (joined first) wrote the successor's tid. */
-  for (int i = 0; i < n; i++) pthread_join(tids[i], NULL);
+  char *joined = scn_arena_alloc((size_t)n);
+  if (first < n) churn(n, n - first, joined);
+  for (int i = 0; i < n; i++)
+    if (!joined[i]) pthread_join(tids[i], NULL);
   int64_t wall = monotonic_ns() - start;
   if (p->program_end) p->program_end();
   report(stdout, p, threads, n, wall);
