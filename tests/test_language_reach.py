@@ -247,3 +247,47 @@ def test_the_generated_c_of_each_construct(tmp_path):
     assert "static scn_shared_slot sh_tr[4];" in c
     assert "v_p = scn_swap(t, &sh_tr[scn_checked_index(INT64_C(1), 4, " in c
     assert "scn_free_all_shared(t, sh_tr, 4);" in c
+
+
+# ------------------------------------------------------------------ if held(p)
+
+def test_held_refines_a_variable_in_each_branch():
+    assert messages("""\
+        shared pool tr[2]
+        thread t {
+            p = malloc(8)
+            p = swap(tr[0], p)
+            if held(p) { free(p) }
+        }
+        thread last { barrier  free_all(tr) }
+    """, "error") == []
+    found = messages("""\
+        thread t {
+            p = malloc(8)
+            repeat 3 { if random(2) == 0 { free(p) } }
+            if held(p) { write(p, 1) } else { write(p, 2) }
+            free(p)
+        }
+    """, "error")
+    on_if = [m for line, m in found if line == 4]
+    # the first branch's write is fine; in the other, p is certainly empty
+    assert len(on_if) == 1 and "p is already freed" in on_if[0], found
+
+
+def test_held_takes_a_pointer_or_a_slot():
+    found = resolve_errors("thread t { n = 1  if held(n) { } }")
+    assert found and "held() takes" in found[0][1]
+    found = resolve_errors("thread t { n = 1  if n { } }")
+    assert found and "compares two integers" in found[0][1]
+
+
+def test_held_tests_slots_at_run_time(tmp_path):
+    report = run(tmp_path, """\
+        thread t {
+            pool slot[16]
+            repeat 5000 { k = random(16)  if held(slot[k]) { free(slot[k]) } else { slot[k] = malloc(32) } }
+            free_all(slot)
+        }
+    """)
+    ops = report["threads"][0]["ops"]
+    assert ops["malloc"] == ops["free"] > 2000
