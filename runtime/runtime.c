@@ -160,9 +160,14 @@ static void start_thread(int id, int of) {
   if (err) scn_die("cannot start thread %d of %d: %s", id + 1, of, strerror(err));
 }
 
-/* Main's part in churn: as each churning thread ends, join it and start the next. */
-static void churn(int n, int successors, char *joined) {
-  while (successors > 0) {
+static int churns(const scn_program *p, int g) { return group_alive(p, g) < p->groups[g].count; }
+
+/* Main's part in churn: as each churning thread ends, join it and start the
+ * next. The last thread of a lane leaves the barrier only once joined, so a
+ * thread waiting at a barrier for the others (a last clean-up thread) starts
+ * after they have really gone. */
+static void churn(int n, int ends, char *joined) {
+  while (ends-- > 0) {
     pthread_mutex_lock(&g_ended.lock);
     while (g_ended.head == g_ended.tail) pthread_cond_wait(&g_ended.changed, &g_ended.lock);
     int id = g_ended.ids[g_ended.head++];
@@ -170,10 +175,8 @@ static void churn(int n, int successors, char *joined) {
     pthread_join(g_tids[id], NULL);
     joined[id] = 1;
     int next = successor(g_threads[id]);
-    if (next >= 0) {
-      start_thread(next, n);
-      successors--;
-    }
+    if (next >= 0) start_thread(next, n);
+    else barrier_leave();
   }
 }
 
@@ -193,8 +196,8 @@ static void *thread_main(void *arg) {
   t->end_ns = monotonic_ns();
   t->cpu_ns = thread_cpu_ns() - cpu0;
   if (g_prog->thread_end) g_prog->thread_end(t);
-  if (successor(t) < 0) barrier_leave();
-  if (group_alive(g_prog, t->group) < g_prog->groups[t->group].count) churn_ended(t);
+  if (churns(g_prog, t->group)) churn_ended(t);  /* main joins it and takes it off the barrier */
+  else barrier_leave();
   return NULL;
 }
 
@@ -320,7 +323,9 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   pthread_cond_broadcast(&g_gate.changed);
   pthread_mutex_unlock(&g_gate.lock);
   char *joined = scn_arena_alloc((size_t)n);
-  if (first < n) churn(n, n - first, joined);
+  int ends = 0;  /* threads of churning groups, all joined by churn() */
+  for (int g = 0; g < p->n_groups; g++) ends += churns(p, g) ? p->groups[g].count : 0;
+  if (ends) churn(n, ends, joined);
   for (int i = 0; i < n; i++)
     if (!joined[i]) pthread_join(tids[i], NULL);
   int64_t wall = monotonic_ns() - start;

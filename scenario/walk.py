@@ -83,21 +83,20 @@ def walk(stmts: Sequence, params: Mapping[str, Number],
 
 def executions(loops: Sequence[Loop]) -> Optional[int]:
     """How many times a statement runs per thread; None when a count is only known at run time."""
-    total = 1
-    for loop in loops:
-        if loop.count is None:
-            return None
-        total *= loop.count
-    return total
+    return _product(loop.count for loop in loops)
 
 
 def executions_at_most(loops: Sequence[Loop]) -> Optional[int]:
     """An upper bound of `executions`: a branch of an unknown `if` counts as run."""
+    return _product(loop.at_most for loop in loops)
+
+
+def _product(counts) -> Optional[int]:
     total = 1
-    for loop in loops:
-        if loop.at_most is None:
+    for count in counts:
+        if count is None:
             return None
-        total *= loop.at_most
+        total *= count
     return total
 
 
