@@ -29,8 +29,9 @@ from .errors import Reporter
 from .resolve import POOL, PTR, Resolved, ThreadGroup
 from .walk import calls_in, condition_holds, const_or_none, loop_of, names_in, show, stmt_exprs, walk
 
-# Pointer variables.
-UNSET, LIVE, FREED, MOVED = "unassigned", "live", "freed", "moved"
+# Pointer variables. NOTHING: known to hold nothing (the other side of `if held(p)`),
+# where using it is harmless (free(NULL), a write of nothing) and nothing leaks.
+UNSET, LIVE, FREED, MOVED, NOTHING = "unassigned", "live", "freed", "moved", "empty"
 # Pools, as a whole.
 EMPTY, FILLED, SOME, CLEARED = "empty", "filled", "partly emptied", "cleared"
 
@@ -195,7 +196,7 @@ class _ThreadFlow:
             live = {f for f in s.ptr(p) if f.atom == LIVE}
             empty = s.ptr(p) - live
             then = s.with_ptr(p, live) if live else s
-            orelse = s.with_ptr(p, empty) if empty else s  # (a branch that cannot run is checked as is)
+            orelse = s.with_ptr(p, empty or {Fact(NOTHING, st.pos, "found empty")})
         return self.block(st.then, then).join(self.block(st.orelse, orelse))
 
     def assign(self, st: n.Assign, s: State) -> State:
