@@ -16,6 +16,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
+from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
+from .. import runrecord
+from ..plan import DEFAULT_PROBE_SET
 from . import metrics as metric_defs
 
 MIN_RUNS_TO_COMPARE = 2
@@ -133,8 +136,8 @@ def _ordered_points(header: Mapping, runs) -> List[tuple]:
     """(params, probe_set) in plan order, then any only found in the runs."""
     points, seen = [], set()
     plan_configs = (header.get("plan") or {}).get("configs", []) if isinstance(header.get("plan"), Mapping) else []
-    candidates = [(c.get("params", {}), c.get("probe_set", "time+memory")) for c in plan_configs]
-    candidates += [(r["params"], r.get("probe_set", "time+memory")) for r in runs]
+    candidates = [(c.get("params", {}), c.get("probe_set", DEFAULT_PROBE_SET)) for c in plan_configs]
+    candidates += [(r["params"], runrecord.probe_set(r)) for r in runs]
     for params, probe_set in candidates:
         k = _key(params, probe_set)
         if k not in seen:
@@ -177,14 +180,14 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
     present_metrics = set()
     blocks = []
     for params, probe_set in _ordered_points(header, runs):
-        here = [r for r in runs if r["params"] == params and r.get("probe_set", "time+memory") == probe_set]
+        here = list(runrecord.select(runs, params=params, probe_set_=probe_set))
         per_allocator = []
         for name in names:
-            mine = [r for r in here if r["allocator"] == name]
+            mine = list(runrecord.select(here, allocator=name))
             if not mine and not any(c.get("allocator") == name for c in
                                     (header.get("plan") or {}).get("configs", [])):
                 continue
-            ok = [r for r in mine if r["status"] == "ok" and not r.get("warmup")]
+            ok = [r for r in mine if runrecord.is_measurement(r)]
             samples: Dict[str, List[float]] = {}
             for r in ok:
                 for m, v in r["metrics"].items():

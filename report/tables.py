@@ -9,6 +9,8 @@ each headline metric against the runner-up.
 import math
 from typing import List, Optional, Sequence
 
+from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
+from ..plan import DEFAULT_PROBE_SET
 from . import metrics as metric_defs
 
 
@@ -120,7 +122,7 @@ def _metric_table(block, metric: str) -> List[str]:
 
 def _block_title(analysis, block) -> str:
     params = " ".join(f"{k}={v}" for k, v in block.params.items())
-    probe = f" [{block.probe_set}]" if block.probe_set != "time+memory" else ""
+    probe = f" [{block.probe_set}]" if block.probe_set != DEFAULT_PROBE_SET else ""
     return f"== {analysis.scenario}{' ' + params if params else ''}{probe} =="
 
 

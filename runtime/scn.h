@@ -13,6 +13,7 @@
 #include <malloc.h>
 #include <string.h>
 #include <stdatomic.h>
+#include "clock.h"
 #include "rng.h"
 
 enum scn_op {  /* same order as scenario/builtins.py ALLOCATOR_OPS */
