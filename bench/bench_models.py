@@ -214,7 +214,7 @@ def threads_alive_at_once(log: Path, scenario: bool) -> int:
     joins and, with thread churn, re-starts the threads, and writes the
     report) and is never counted.
     """
-    from scenc.trace.cli import TraceSource
+    from scenc.trace.source import TraceSource
     spans: Dict[int, List[int]] = {}
     for e in TraceSource(str(log)).events:
         span = spans.setdefault(e.tid, [e.line, e.line, 0])
