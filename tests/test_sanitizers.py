@@ -156,6 +156,60 @@ SCENARIOS = {
             }
         }
     """,
+    # Thread churn: successors started by ending threads, inheriting objects
+    # through a channel, next to a group that meets them at barriers.
+    "churn": """
+        scenario "churn"
+        leaks free
+        param n = 12
+        param k = 3
+        channel heir[k] capacity 16
+        thread worker * n at most k {
+            pool objs[16]
+            if self < k { for i in 0 .. 16 { objs[i] = malloc(uniform(8, 256)) } }
+            else { for i in 0 .. 16 { objs[i] = recv(heir[self % k]) } }
+            barrier
+            repeat 200 { i = random(16)  free(objs[i])  objs[i] = malloc(uniform(8, 256)) }
+            if self + k < n { for i in 0 .. 16 { send(heir[self % k], objs[i]) } }
+        }
+        thread steady * 2 { repeat 6 { p = malloc(64)  barrier  free(p) } }
+    """,
+    # Shared slots swapped by several threads at once, emptied by a last thread.
+    "shared-swap": """
+        scenario "shared-swap"
+        leaks free
+        shared pool transfer[64]
+        thread worker * 4 {
+            pool objs[32]
+            for i in 0 .. 32 { objs[i] = malloc(uniform(16, 512)) }
+            repeat 3000 {
+                i = random(32)
+                if random(100) < 25 { objs[i] = swap(transfer[random(64)], objs[i]) }
+                else { write(objs[i], 1) }
+            }
+            free_all(objs)
+        }
+        thread cleanup { barrier  free_all(transfer) }
+    """,
+    # Branches on draws; lifetimes after recv and after realloc.
+    "if-lives": """
+        scenario "if-lives"
+        leaks free
+        channel q capacity 8
+        thread producer * 2 {
+            repeat 500 {
+                if random(4) == 0 { send(q, malloc(uniform(1, 64))) } else { send(q, calloc(2, 32)) }
+            }
+        }
+        thread consumer * 2 {
+            repeat 500 {
+                recv(q) lives uniform(0, 30)
+                p = malloc(16)
+                if random(100) >= 50 { realloc(p, 200) lives geometric(mean = 10) }
+                else { p = realloc(p, 8)  realloc(p, 300) lives forever }
+            }
+        }
+    """,
 }
 
 
