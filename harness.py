@@ -36,12 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .command_target import COMMAND, SCENARIO
 from .report import metrics as metric_defs
 from .report.progress import Progress, format_duration
 from .runner import ProgramRunner, make_record, static_peak
 
 STATUS_WORDS = {"crashed": "crashed", "timeout": "timed out", "failed-allocs": "had failed allocations",
-                "out-of-memory": "ran out of memory", "wrong-allocator": "ran under the wrong allocator"}
+                "out-of-memory": "ran out of memory", "wrong-allocator": "ran under the wrong allocator",
+                "no-metric": "printed no --metric figure"}
 # Failures that repeat exactly in every run: no second try.
 DROP_AT_ONCE = ("timeout", "wrong-allocator", "out-of-memory")
 
@@ -83,14 +85,20 @@ def params_label(params: Mapping) -> str:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One thing to measure repeatedly: an allocator, param values, a probe set."""
+    """One thing to measure repeatedly: an allocator, param values, a probe set.
+
+    `target` is what runs: the scenario, or the real command given after
+    `--` (command_target.py; its configurations have no params).
+    """
     allocator: str
     params: Tuple[Tuple[str, object], ...]
     probe_set: str = DEFAULT_PROBE_SET
+    target: str = SCENARIO
 
     @classmethod
-    def make(cls, allocator: str, params: Mapping, probe_set: str = DEFAULT_PROBE_SET):
-        return cls(allocator, tuple(params.items()), probe_set)
+    def make(cls, allocator: str, params: Mapping, probe_set: str = DEFAULT_PROBE_SET,
+             target: str = SCENARIO):
+        return cls(allocator, tuple(params.items()), probe_set, target)
 
     @property
     def params_dict(self) -> Dict[str, object]:
@@ -99,23 +107,32 @@ class RunConfig:
     @property
     def program_key(self) -> Tuple[str, str]:
         """Configurations with the same key run the same program."""
+        if self.target != SCENARIO:
+            return self.target, self.probe_set
         return params_key(self.params_dict), self.probe_set
 
     def label(self) -> str:
+        if self.target != SCENARIO:
+            return f"{self.allocator} [{self.target}]"
         extra = f" [{self.probe_set}]" if self.probe_set != DEFAULT_PROBE_SET else ""
         params = params_label(self.params_dict) if self.params else ""
         return f"{self.allocator} {params}".strip() + extra
 
     def to_json(self) -> dict:
-        return {"allocator": self.allocator, "params": self.params_dict, "probe_set": self.probe_set}
+        data = {"allocator": self.allocator, "params": self.params_dict, "probe_set": self.probe_set}
+        if self.target != SCENARIO:
+            data["target"] = self.target
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping) -> "RunConfig":
-        return cls.make(data["allocator"], data["params"], data.get("probe_set", DEFAULT_PROBE_SET))
+        return cls.make(data["allocator"], data["params"], data.get("probe_set", DEFAULT_PROBE_SET),
+                        data.get("target", SCENARIO))
 
     def matches(self, record: Mapping) -> bool:
         return (record["allocator"] == self.allocator and record["params"] == self.params_dict
-                and record.get("probe_set", DEFAULT_PROBE_SET) == self.probe_set)
+                and record.get("probe_set", DEFAULT_PROBE_SET) == self.probe_set
+                and record.get("target", SCENARIO) == self.target)
 
 
 @dataclass
@@ -153,17 +170,22 @@ class Plan:
 
     @property
     def param_sets(self) -> List[Dict[str, object]]:
-        return [dict(p) for p in self._distinct("params")]
+        """The scenario's param sets (a command has none)."""
+        return [dict(p) for p in dict.fromkeys(c.params for c in self.configs if c.target == SCENARIO)]
 
     @property
     def probe_sets(self) -> List[str]:
-        return self._distinct("probe_set")
+        return list(dict.fromkeys(c.probe_set for c in self.configs if c.target == SCENARIO))
 
     def describe(self) -> str:
         """"4 allocators x 3 param sets x 10 runs + 1 warm-up each = 132 runs"."""
         def count(n, word):
             return f"{n} {word}{'s' * (n != 1)}"
         parts = [count(len(self.allocators), "allocator"), count(len(self.param_sets), "param set")]
+        targets = self._distinct("target")
+        if targets != [SCENARIO]:
+            parts[1:] = [" and ".join(([count(len(self.param_sets), "scenario param set")]
+                                       if SCENARIO in targets else []) + ["the command"])]
         if len(self.probe_sets) > 1:
             parts.append(count(len(self.probe_sets), "probe set"))
         if self.auto:
@@ -178,7 +200,8 @@ class Plan:
             text += f" = {n * (self.min_runs + self.warmup)} to {n * (self.max_runs + self.warmup)} runs"
         else:
             text += f" = {n * (self.runs + self.warmup)} runs"
-        if len(self.configs) != len(self.allocators) * len(self.param_sets) * len(self.probe_sets):
+        if len(self.configs) != len(self.allocators) * len(self.param_sets) * len(self.probe_sets) \
+                and targets == [SCENARIO]:
             text += f" ({n} configurations)"
         return text
 
@@ -248,8 +271,10 @@ class Session:
     """Carries out a plan, appending every finished run to a result file."""
 
     def __init__(self, plan: Plan, allocators: Mapping, programs: Mapping, result,
-                 progress: Progress, runner: Optional[ProgramRunner] = None, base_env=None):
+                 progress: Progress, runner: Optional[ProgramRunner] = None, base_env=None,
+                 command=None):
         self.plan = plan
+        self.command = command                # command_target.CommandTarget, or None
         self.allocators = allocators          # name -> allocators.Allocator
         self.programs = programs              # RunConfig.program_key -> binary path
         self.result = result                  # resultfile.ResultFile
@@ -345,6 +370,15 @@ class Session:
         from .probes import rundata
         allocator = self.allocators[config.allocator]
         timeout = self._timeout(config)
+        if config.target == COMMAND:
+            from .command_runner import make_command_record
+            outcome = self.runner.run_command(self.command, allocator, self.base_env, timeout,
+                                              self.plan.memory_limit)
+            if self.runner.interrupted:
+                return None
+            return self._save(config, make_command_record(
+                config, allocator, round_, outcome, self.command, timeout, warmup,
+                self.plan.memory_limit), warmup, outcome.duration_s)
         run_dir = None
         env = dict(self.base_env)
         first_good = not warmup and self.state[config].ok == 0
@@ -373,6 +407,10 @@ class Session:
                 record["run_dir"] = os.path.relpath(run_dir, Path(self.result.path).resolve().parent)
             else:
                 rundata.discard(run_dir)
+        return self._save(config, record, warmup, outcome.duration_s)
+
+    def _save(self, config: RunConfig, record: dict, warmup: bool, duration_s: float) -> dict:
+        """Account for a finished run, and append it unless it is a good warm-up."""
         for note in record.get("notes", ()):
             if note not in self._notes_shown:
                 self._notes_shown.add(note)
@@ -381,7 +419,7 @@ class Session:
         if warmup:
             st.warm = True
             if record["status"] == "ok":
-                st.warmup_duration = outcome.duration_s
+                st.warmup_duration = duration_s
                 self.runs_this_session += 1
                 return record  # warm-ups are not measurements: nothing to save
         self.result.append_run(record)

@@ -1,6 +1,6 @@
 """Self-describing result files: one header, then one record per run.
 
-Format ("scenc-result/1") is JSON Lines, UTF-8 (ASCII in practice):
+Format ("scenc-result/2"; "/1" files are read too, see SCHEMA) is JSON Lines, UTF-8 (ASCII in practice):
 
 * line 1 is the header object: schema, status, scenario name and source (with
   its sha256), parameters, seed, machine, allocators, probes, plan, command
@@ -49,12 +49,18 @@ __all__ = [
     "export_csv",
 ]
 
-SCHEMA = "scenc-result/1"
+SCHEMA = "scenc-result/2"
+# /2 added real commands (`scenc run -- ./prog`): a header may have "targets"
+# ({"command": its argv, cwd, stdin, env and --metric}; its "source" is then
+# empty when there is no scenario), a record may have "target": "command",
+# "proof" and "stdout_tail", and a run may end "no-metric". A /1 file reads
+# as a /2 file with no command.
+READABLE_SCHEMAS = ("scenc-result/1", SCHEMA)
 FORMAT_DESCRIPTION = (
     "JSON Lines: this header, then one run record per line "
     "(a trailing line without a newline is an unfinished write and is ignored)"
 )
-RUN_STATUSES = ("ok", "crashed", "timeout", "wrong-allocator", "failed-allocs", "out-of-memory")
+RUN_STATUSES = ("ok", "crashed", "timeout", "wrong-allocator", "failed-allocs", "out-of-memory", "no-metric")
 FILE_STATUSES = ("running", "interrupted", "complete")
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -97,8 +103,9 @@ def _check_header(header: Mapping[str, Any]) -> None:
     if not isinstance(header, dict):
         raise _Invalid("header is not a JSON object")
     schema = header.get("schema")
-    if schema != SCHEMA:
-        raise _Invalid(f"unsupported schema {schema!r} (this scenc reads {SCHEMA!r})")
+    if schema not in READABLE_SCHEMAS:
+        raise _Invalid(f"unsupported schema {schema!r} (this scenc reads "
+                       f"{' and '.join(map(repr, READABLE_SCHEMAS))})")
     status = _require(header, "status", (str,), "header")
     if status not in FILE_STATUSES:
         raise _Invalid(f"header status {status!r} is not one of {', '.join(FILE_STATUSES)}")
@@ -137,6 +144,9 @@ def _check_run(run: Any) -> None:
     status = _require(run, "status", (str,), "run")
     if status not in RUN_STATUSES:
         raise _Invalid(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
+    target = run.get("target", "scenario")
+    if target not in ("scenario", "command"):
+        raise _Invalid(f"run target {target!r} is not 'scenario' or 'command'")
     metrics = _require(run, "metrics", (dict,), "run")
     for name, value in metrics.items():
         if value is not None and not _is_number(value):

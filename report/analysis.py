@@ -76,6 +76,7 @@ class Block:
     baseline: Optional[str]
     comparisons: Dict[str, Dict[str, object]]   # metric -> allocator -> stats.Comparison
     verdicts: Dict[str, Verdict]                # metric -> the winner
+    target: str = "scenario"                    # or "command": the real program (command_target.py)
 
     def stats(self, name: str) -> Optional[AllocatorStats]:
         return next((a for a in self.allocators if a.name == name), None)
@@ -90,7 +91,8 @@ class Block:
 
     def to_json(self) -> dict:
         return {
-            "params": self.params, "probe_set": self.probe_set, "baseline": self.baseline,
+            "params": self.params, "probe_set": self.probe_set, "target": self.target,
+            "baseline": self.baseline,
             "allocators": {a.name: a.to_json() for a in self.allocators},
             "comparisons": {m: {name: dict(c.to_dict(), sentence=self.comparison_sentence(m, name))
                                 for name, c in by_name.items()}
@@ -125,21 +127,21 @@ def _metric_json(name: str) -> dict:
     return {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
 
 
-def _key(params: Mapping, probe_set: str) -> str:
-    return json.dumps([dict(params), probe_set], sort_keys=True)
+def _point(record: Mapping) -> tuple:
+    """(params, probe set, target) of a run record or a planned configuration."""
+    return (record.get("params", {}), record.get("probe_set", "time+memory"),
+            record.get("target", "scenario"))
 
 
 def _ordered_points(header: Mapping, runs) -> List[tuple]:
-    """(params, probe_set) in plan order, then any only found in the runs."""
+    """(params, probe_set, target) in plan order, then any only found in the runs."""
     points, seen = [], set()
     plan_configs = (header.get("plan") or {}).get("configs", []) if isinstance(header.get("plan"), Mapping) else []
-    candidates = [(c.get("params", {}), c.get("probe_set", "time+memory")) for c in plan_configs]
-    candidates += [(r["params"], r.get("probe_set", "time+memory")) for r in runs]
-    for params, probe_set in candidates:
-        k = _key(params, probe_set)
+    for params, probe_set, target in [_point(c) for c in plan_configs] + [_point(r) for r in runs]:
+        k = json.dumps([dict(params), probe_set, target], sort_keys=True)
         if k not in seen:
             seen.add(k)
-            points.append((dict(params), probe_set))
+            points.append((dict(params), probe_set, target))
     return points
 
 
@@ -169,19 +171,22 @@ def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95,
 
 def _analyze(result, baseline, confidence, wanted) -> Analysis:
     from .. import stats
+    from ..command_target import register_reported_metrics
     header, runs = result.header, list(result.runs)
+    register_reported_metrics(header)
     names = _allocator_order(header, runs)
     baseline = baseline or header.get("baseline") or (names[0] if names else None)
     if baseline is not None and baseline not in names:
         raise ValueError(f"baseline {baseline!r} is not in this result (allocators: {', '.join(names)})")
     present_metrics = set()
     blocks = []
-    for params, probe_set in _ordered_points(header, runs):
-        here = [r for r in runs if r["params"] == params and r.get("probe_set", "time+memory") == probe_set]
+    for point in _ordered_points(header, runs):
+        params, probe_set, target = point
+        here = [r for r in runs if _point(r) == point]
         per_allocator = []
         for name in names:
             mine = [r for r in here if r["allocator"] == name]
-            if not mine and not any(c.get("allocator") == name for c in
+            if not mine and not any(c.get("allocator") == name and _point(c) == point for c in
                                     (header.get("plan") or {}).get("configs", [])):
                 continue
             ok = [r for r in mine if r["status"] == "ok" and not r.get("warmup")]
@@ -232,7 +237,7 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
             c = stats.compare(runner.samples[d.name], best.samples[d.name],
                               lower_is_better=d.lower_is_better, confidence=confidence) if runner else None
             verdicts[d.name] = Verdict(d.name, d.best, best.name, runner.name if runner else None, c)
-        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts))
+        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts, target))
     varying = []
     for k in {k for b in blocks for k in b.params}:
         if len({json.dumps(b.params.get(k)) for b in blocks}) > 1:

@@ -112,6 +112,10 @@ def compare_files(a, b, metrics=None, name_a="A", name_b="B"):
     analysis_a, analysis_b = analyze(a, metrics=metrics or []), analyze(b, metrics=metrics or [])
     chosen = metrics or [m for m in shown_metrics(analysis_a) if m in analysis_b.metrics]
     lines = [f"A = {a.path}", f"B = {b.path}"]
+    lines.append("warning: A and B are separate sessions: the machine may have drifted between them "
+                 "(load, frequency, temperature), and a drift can look like a significant difference. "
+                 "To compare a replay with its program, run both in one session: "
+                 "`scenc run app.scn ... -- ./app args`.")
     notes = _differences(a, b)
     if notes:
         lines.append("note: " + "; ".join(notes))

@@ -119,6 +119,10 @@ def _metric_table(block, metric: str) -> List[str]:
 
 
 def _block_title(analysis, block) -> str:
+    if block.target == "command":
+        from ..command_setup import target_of
+        command = target_of(analysis.header)
+        return f"== command: {command.describe() if command else '?'} =="
     params = " ".join(f"{k}={v}" for k, v in block.params.items())
     probe = f" [{block.probe_set}]" if block.probe_set != "time+memory" else ""
     return f"== {analysis.scenario}{' ' + params if params else ''}{probe} =="
@@ -131,6 +135,7 @@ _FAILED_RUNS = {
     "wrong-allocator": "ran under the wrong allocator",
     "failed-allocs": "finished with failed allocations",
     "out-of-memory": "ran out of memory",
+    "no-metric": "printed no --metric figure",
 }
 # Failures that make the allocator's name in the table a lie or hide a limit: shouted.
 _LOUD = {"wrong-allocator": "WRONG ALLOCATOR", "out-of-memory": "OUT OF MEMORY"}
@@ -195,6 +200,10 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
     parts = [format_block(analysis, b, chosen) for b in analysis.blocks]
     if not parts:
         return f"{analysis.scenario}: no runs in {analysis.path}"
+    from .sidebyside import format_side_by_side
+    beside = format_side_by_side(analysis)
+    if beside:
+        parts.append(beside)
     status = analysis.header.get("status")
     if status and status != "complete":
         parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")

@@ -83,6 +83,7 @@ class ElfInfo:
     plt_symbols: set = field(default_factory=set)   # imported through a PLT slot (JUMP_SLOT)
     got_symbols: set = field(default_factory=set)   # imported through the GOT only (GLOB_DAT): address taken
     shebang: Optional[list] = None         # ['/usr/bin/env', 'python3'] for a '#!' script
+    defined: set = field(default_factory=set)       # functions it defines itself (.dynsym/.symtab, global or weak)
 
 
 _JUMP_SLOT = {62: 7, 3: 7, 183: 1026}      # EM_X86_64, EM_386, EM_AARCH64
@@ -145,6 +146,8 @@ def _read_elf(data, info: ElfInfo) -> None:
                 tag, val = struct.unpack_from(end + ("qQ" if is64 else "iI"), data, off + j)
                 if tag == 24 or (tag == 30 and val & 8) or (tag == 0x6FFFFFFB and val & 1):
                     info.bind_now = True
+        elif sh_type in (2, 11) and entsize and 0 <= link < len(sections):   # SHT_SYMTAB / SHT_DYNSYM
+            _defined_functions(data, end, is64, off, size, entsize, sections[link][1], info.defined)
         elif sh_type in (4, 9) and 0 <= link < len(sections):       # SHT_RELA / SHT_REL
             sym_type, sym_off, _sym_size, str_link, sym_entsize = sections[link]
             if sym_type != 11 or not (0 <= str_link < len(sections)) or not sym_entsize:   # SHT_DYNSYM
@@ -167,6 +170,21 @@ def _read_elf(data, info: ElfInfo) -> None:
                 elif r_type == _GLOB_DAT.get(e_machine):
                     info.got_symbols.add(name)
     info.got_symbols -= info.plt_symbols
+
+
+def _defined_functions(data, end: str, is64: bool, off: int, size: int, entsize: int, str_off: int,
+                       into: set) -> None:
+    """Names of the functions (or ifuncs) a symbol table defines, global or weak."""
+    for j in range(off, off + size - entsize + 1, entsize):
+        if is64:
+            st_name, st_info, _other, st_shndx = struct.unpack_from(end + "IBBH", data, j)
+        else:
+            (st_name,) = struct.unpack_from(end + "I", data, j)
+            st_info, _other, st_shndx = struct.unpack_from(end + "BBH", data, j + 12)
+        if st_shndx == 0 or st_info >> 4 not in (1, 2) or st_info & 0xF not in (2, 10):
+            continue                                    # undefined, local, or not a function
+        start = str_off + st_name
+        into.add(data[start:data.find(b"\0", start)].decode("ascii", "replace"))
 
 
 # --------------------------------------------------------------------------- result

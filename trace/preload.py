@@ -63,7 +63,6 @@ never O(log size).
 """
 from __future__ import annotations
 
-import hashlib
 import heapq
 import os
 import re
@@ -72,14 +71,12 @@ import signal as signal_module
 import stat
 import struct
 import subprocess
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence
 
-from ..compiler.build import (RUNTIME, WARNINGS, BuildError, _compiler_identity, _publish, _run_cc, cache_dir,
-                              find_compiler)
+from ..compiler.build import RUNTIME, WARNINGS, helper_build
 from .capture import CaptureError, inspect_elf, locate_program, run_in_own_session
 from .events import FREE_KINDS, REALLOC_KINDS, AllocEvent
 from .ltrace import ParseReport, TraceFormatError
@@ -453,24 +450,7 @@ TRACER_FLAGS = ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fexcep
 
 def tracer_library(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
     """runtime/tracer.c compiled with the project's compiler into the scenc cache (once per source and flags)."""
-    flags = (*TRACER_FLAGS, *WARNINGS, *extra_flags)
-    h = hashlib.sha256(_compiler_identity(cc).encode())
-    h.update(" ".join(flags).encode())
-    h.update(TRACER_SOURCE.read_bytes())
-    final = cache_dir() / "tracer" / h.hexdigest()[:24]
-    lib = final / "libscntrace.so"
-    if lib.exists():
-        return lib
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="tracer-", dir=cache_dir()))
-    try:
-        _run_cc([find_compiler(cc), *flags, "-o", str(tmp / lib.name), str(TRACER_SOURCE), "-ldl"],
-                "compiling the allocation tracer (runtime/tracer.c)")
-    except BuildError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _publish(tmp, final)
-    return lib
+    return helper_build(cc, TRACER_SOURCE, "libscntrace.so", (*TRACER_FLAGS, *WARNINGS, *extra_flags), ("-ldl",))
 
 
 # --------------------------------------------------------------------------- capture
