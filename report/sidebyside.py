@@ -111,8 +111,9 @@ def _format_pair(analysis, scenario_block, program_block) -> str:
             lines.append(f"  {i + 1:<4} {cells[0]:<28} {cells[1]:<28}")
         for end in found["ends"]:
             if end["agrees"] is None:
-                verdicts.append(f"{end['word']}: the program's {end['program']} is not significantly "
-                                f"ahead, so there is nothing to agree on (the scenario says {end['scenario']})")
+                verdicts.append(f"{end['word']}: in the program, {end['program']} is not significantly "
+                                f"apart from the next allocator, so there is nothing to agree on "
+                                f"(the scenario says {end['scenario']})")
             elif end["agrees"]:
                 verdicts.append(f"{end['word']}: AGREE, {end['program']} for both (significant in the program)")
             else:
