@@ -115,6 +115,10 @@ class CommandRunner(ProgramRunner):
         self.cc = cc
         self._helpers: Optional[Tuple[Path, Path]] = None
         self._scratch = tempfile.TemporaryDirectory(prefix="scenc-command-")
+        # The command's stdout and stderr: two files emptied before each run
+        # (making new ones costs more than a short program's 1%).
+        self._out = tempfile.TemporaryFile(dir=self._scratch.name)
+        self._err = tempfile.TemporaryFile(dir=self._scratch.name)
 
     @property
     def helpers(self) -> Tuple[Path, Path]:
@@ -139,40 +143,49 @@ class CommandRunner(ProgramRunner):
 
     def run_command(self, target: CommandTarget, allocator, base_env: Mapping[str, str],
                     timeout_s: float, memory_limit: Optional[int] = None) -> CommandOutcome:
-        spawn, _ = self.helpers
         proof_file = Path(self._scratch.name) / "proof"
         proof_file.unlink(missing_ok=True)
         env = self.environment(target, allocator, base_env, proof_file, memory_limit)
-        started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        for f in (self._out, self._err):
+            f.seek(0)
+            f.truncate()
         stdin = open(target.stdin, "rb") if target.stdin else subprocess.DEVNULL
+        try:
+            outcome = self._launch(target, env, stdin, timeout_s)
+        finally:
+            if stdin is not subprocess.DEVNULL:
+                stdin.close()
+        outcome.stdout = _tail(self._out, STDERR_TAIL_CHARS)
+        outcome.stderr = _tail(self._err, STDERR_TAIL_CHARS)
+        if target.metric is not None and outcome.launched is not None:
+            self._out.seek(0)
+            self._err.seek(0)
+            outcome.output = (self._out.read() + b"\n" + self._err.read()).decode("utf-8", "replace")
+        outcome.proof = Proof.read(proof_file)
+        return outcome
+
+    def _launch(self, target: CommandTarget, env: Mapping[str, str], stdin, timeout_s: float) -> CommandOutcome:
+        """Start the launcher with the command, wait, and read the launcher's report."""
+        spawn, _ = self.helpers
+        started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         report_r, report_w = os.pipe()
         try:
-            with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-                t0 = time.perf_counter()
-                proc = subprocess.Popen([str(spawn), str(report_w), *target.argv], env=env,
-                                        cwd=target.cwd, stdin=stdin, stdout=out, stderr=err,
-                                        pass_fds=(report_w,), start_new_session=True)
-                os.close(report_w)
-                report_w = -1
-                timed_out = self._wait(proc, timeout_s)
-                duration = time.perf_counter() - t0
-                launched = _parse_launcher_report(os.read(report_r, 4096).decode("ascii", "replace"))
-                outcome = CommandOutcome(started, duration, timed_out, launched if not timed_out else None,
-                                         _tail(out, STDERR_TAIL_CHARS), _tail(err, STDERR_TAIL_CHARS))
-                if target.metric is not None and launched is not None:
-                    out.seek(0)
-                    err.seek(0)
-                    outcome.output = (out.read() + b"\n" + err.read()).decode("utf-8", "replace")
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([str(spawn), str(report_w), *target.argv], env=env, cwd=target.cwd,
+                                    stdin=stdin, stdout=self._out, stderr=self._err,
+                                    pass_fds=(report_w,), start_new_session=True)
+            os.close(report_w)
+            report_w = -1
+            timed_out = self._wait(proc, timeout_s)
+            duration = time.perf_counter() - t0
+            launched = _parse_launcher_report(os.read(report_r, 4096).decode("ascii", "replace"))
         finally:
             os.close(report_r)
             if report_w >= 0:
                 os.close(report_w)
-            if stdin is not subprocess.DEVNULL:
-                stdin.close()
+        outcome = CommandOutcome(started, duration, timed_out, None if timed_out else launched)
         if not timed_out and launched is None and not self.interrupted:
-            outcome.problem = (f"the scenc launcher {spawn} ended with status {proc.returncode} "
-                               f"without a report")
-        outcome.proof = Proof.read(proof_file)
+            outcome.problem = f"the scenc launcher {spawn} ended with status {proc.returncode} without a report"
         return outcome
 
     def _wait(self, proc: subprocess.Popen, timeout_s: float) -> bool:

@@ -122,12 +122,13 @@ def compare_files(a, b, metrics=None, name_a="A", name_b="B"):
     common = 0
     for block_a in analysis_a.blocks:
         block_b = next((x for x in analysis_b.blocks if x.params == block_a.params
-                        and x.probe_set == block_a.probe_set), None)
+                        and x.probe_set == block_a.probe_set and x.target == block_a.target), None)
         if block_b is None:
             continue
         params = " ".join(f"{k}={v}" for k, v in block_a.params.items())
+        what = f"command {analysis_a.scenario}" if block_a.target == "command" else analysis_a.scenario
         lines.append("")
-        lines.append(f"== {analysis_a.scenario}{' ' + params if params else ''} ==")
+        lines.append(f"== {what}{' ' + params if params else ''} ==")
         for metric in chosen:
             d = metric_defs.metric(metric)
             pairs = []
