@@ -487,7 +487,7 @@ def load(path: PathLike) -> ResultFile:
     return ResultFile.load(path)
 
 
-CSV_COLUMNS = ("allocator", "params", "run", "round", "metric", "value", "status")
+CSV_COLUMNS = ("allocator", "params", "run", "round", "metric", "value", "status", "target")
 
 
 def _format_params(params: Mapping[str, Any]) -> str:
@@ -509,7 +509,8 @@ def export_csv(result: Union[ResultFile, PathLike], out_path: PathLike) -> int:
     """Write one row per run per metric; returns the number of rows.
 
     Columns: allocator, params ("k=v;k2=v2"), run (0-based position in the
-    file), round, metric, value, status.  A run without any metric (typically
+    file), round, metric, value, status, target ("scenario", or "command" for
+    a real program's runs).  A run without any metric (typically
     a crash) still gets one row with empty metric and value, so failures stay
     visible in spreadsheets.
     """
@@ -523,7 +524,8 @@ def export_csv(result: Union[ResultFile, PathLike], out_path: PathLike) -> int:
         prefix = [run["allocator"], _format_params(run["params"]), index, run["round"]]
         metrics = run["metrics"] or {"": None}
         for metric, value in metrics.items():
-            writer.writerow(prefix + [metric, _format_value(value), run["status"]])
+            writer.writerow(prefix + [metric, _format_value(value), run["status"],
+                             run.get("target", "scenario")])
             rows += 1
     _atomic_write(os.fspath(out_path), buffer.getvalue().encode("utf-8"))
     return rows

@@ -239,8 +239,9 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
             verdicts[d.name] = Verdict(d.name, d.best, best.name, runner.name if runner else None, c)
         blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts, target))
     varying = []
-    for k in {k for b in blocks for k in b.params}:
-        if len({json.dumps(b.params.get(k)) for b in blocks}) > 1:
+    scenario_blocks = [b for b in blocks if b.target == "scenario"]   # a command has no params
+    for k in {k for b in scenario_blocks for k in b.params}:
+        if len({json.dumps(b.params.get(k)) for b in scenario_blocks}) > 1:
             varying.append(k)
     order = [k for b in blocks for k in b.params]
     varying.sort(key=order.index)

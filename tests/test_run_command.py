@@ -6,13 +6,15 @@ and Debian's `sort`. No test asserts that one allocator is faster than another."
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from scenc import allocators as registry
-from harness_support import build_library_without_malloc, read_lines, scenc, write_scenario
+from harness_support import build_library_without_malloc, read_lines, scenc, start_scenc, write_scenario
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TWO = "glibc,jemalloc"
@@ -239,3 +241,35 @@ def test_options_for_a_command_need_one(tmp_path):
 def test_help_shows_the_command_form():
     done = scenc("run", "--help")
     assert "-- COMMAND" in done.stdout and "--metric" in done.stdout
+
+
+def test_a_command_over_its_timeout_is_killed_with_its_process_group(tmp_path):
+    script = tmp_path / "slow.sh"
+    marker = tmp_path / "child-alive"
+    # The child of the script outlives a kill of the script alone; the group kill takes both.
+    script.write_text(f"#!/bin/sh\n(sleep 30; touch {marker}) &\nsleep 30\n")
+    script.chmod(0o755)
+    out = tmp_path / "r.json"
+    started = time.monotonic()
+    done = scenc("run", "--allocators", "glibc", "--runs", 1, "--warmup", 0, "--timeout", "1s", "-o", out,
+                 "--", script)
+    assert done.returncode == 3 and time.monotonic() - started < 20
+    header, run = read_lines(out)
+    assert run["status"] == "timeout" and "killed (process group)" in run["problem"]
+    leftover = subprocess.run(["pgrep", "-f", str(script)], capture_output=True, text=True).stdout.split()
+    assert leftover == []
+
+
+def test_ctrl_c_mid_command_keeps_the_finished_runs(tmp_path):
+    out = tmp_path / "r.json"
+    proc = start_scenc("run", "--allocators", "glibc", "--runs", 50, "--warmup", 0, "-o", out,
+                       "--", "sleep", "0.3")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "--resume" in err
+    header, *runs = read_lines(out)
+    assert header["status"] == "interrupted" and len(runs) >= 2
+    assert all(r["status"] == "ok" and r["target"] == "command" for r in runs)
