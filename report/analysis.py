@@ -119,7 +119,14 @@ class Analysis:
                 "status": self.header.get("status"), "baseline": self.baseline,
                 "metrics": {m: _metric_json(m) for m in self.metrics},
                 "varying_params": self.varying,
-                "blocks": [b.to_json() for b in self.blocks]}
+                "blocks": [b.to_json() for b in self.blocks],
+                "side_by_side": _side_by_side_json(self)}
+
+
+def _side_by_side_json(analysis) -> list:
+    """A scenario beside its program (report/sidebyside.py); [] without a command."""
+    from .sidebyside import pairs_json
+    return pairs_json(analysis)
 
 
 def _metric_json(name: str) -> dict:

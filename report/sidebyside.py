@@ -85,6 +85,11 @@ def side_by_side(scenario_block, program_block) -> dict:
     return out
 
 
+def pairs_json(analysis) -> list:
+    return [dict(side_by_side(scenario_block, program_block), params=scenario_block.params)
+            for scenario_block, program_block in _pairs(analysis)]
+
+
 def format_side_by_side(analysis) -> str:
     parts = []
     for scenario_block, program_block in _pairs(analysis):

@@ -185,8 +185,11 @@ def test_a_scenario_beside_its_program_in_one_session(tmp_path, threaded):
     # `scenc report` shows the same, and --json keeps both blocks apart.
     again = scenc("report", out)
     assert "beside the program" in again.stdout
-    blocks = json.loads(scenc("report", out, "--json").stdout)["blocks"]
-    assert [b["target"] for b in blocks] == ["scenario", "command"]
+    data = json.loads(scenc("report", out, "--json").stdout)
+    assert [b["target"] for b in data["blocks"]] == ["scenario", "command"]
+    beside, = data["side_by_side"]
+    assert set(beside["time_share"]) == {"glibc", "jemalloc"}
+    assert [e["word"] for e in beside["metrics"]["wall_s"]["ends"]] == ["fastest", "slowest"]
 
 
 def test_an_interrupted_command_session_resumes(tmp_path):
