@@ -259,8 +259,21 @@ def test_a_command_over_its_timeout_is_killed_with_its_process_group(tmp_path):
     assert done.returncode == 3 and time.monotonic() - started < 20
     header, run = read_lines(out)
     assert run["status"] == "timeout" and "killed (process group)" in run["problem"]
-    leftover = subprocess.run(["pgrep", "-f", str(script)], capture_output=True, text=True).stdout.split()
-    assert leftover == []
+    time.sleep(0.2)
+    assert _processes_running(str(script)) == [] and not marker.exists()
+
+
+def _processes_running(word: str) -> list:
+    """pids whose command line mentions `word` (read from /proc)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if word.encode() in f.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
 
 
 def test_ctrl_c_mid_command_keeps_the_finished_runs(tmp_path):
