@@ -289,3 +289,29 @@ def test_ctrl_c_mid_command_keeps_the_finished_runs(tmp_path):
     header, *runs = read_lines(out)
     assert header["status"] == "interrupted" and len(runs) >= 2
     assert all(r["status"] == "ok" and r["target"] == "command" for r in runs)
+
+
+def test_a_reported_figure_is_the_last_match_and_named_by_its_words():
+    from scenc.command_target import CommandError, ReportedMetric
+    m = ReportedMetric.parse(r"rtime: ([0-9.]+)")
+    assert m.metric_name == "reported:rtime" and m.lower_is_better
+    assert m.find("rtime: 1.5\nwarm\nrtime: 2.25\n") == 2.25 and m.find("nothing here") is None
+    named = ReportedMetric.parse(r"(?P<ops>[0-9]+) ops/s", lower_is_better=False)
+    assert named.name == "ops" and named.find("run 1: 120 ops/s") == 120.0
+    for bad in ("rtime: [0-9.]+", "rtime: ([0-9.]+"):
+        with pytest.raises(CommandError):
+            ReportedMetric.parse(bad)
+
+
+def test_a_script_is_judged_by_its_interpreter(tmp_path):
+    from scenc.command_target import CommandTarget, refusal
+    script = tmp_path / "job.sh"
+    script.write_text("#!/usr/bin/env sh\nexit 0\n")
+    script.chmod(0o755)
+    assert refusal(CommandTarget.from_options([str(script)])) is None
+    static = _static_program(tmp_path)
+    wrapper = tmp_path / "wrapper"
+    wrapper.write_text(f"#!{static}\n")
+    wrapper.chmod(0o755)
+    reason = refusal(CommandTarget.from_options([str(wrapper)]))
+    assert "statically linked" in reason and "the interpreter of" in reason
