@@ -43,16 +43,28 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   distance is in the comment above the phase).
 * **Cross-thread frees.** An object freed by another thread is sent to it:
   inside a group over a ring of channels (thread i hands one object to i+1 and
-  frees one from i-1 in one step, so the ring cannot deadlock), between groups
+  frees one from i-1 in one step, so the ring cannot deadlock; each thread
+  first sends as many objects as the group's threads had handed to one another
+  and not yet freed at most at once in the capture, divided by the threads,
+  and frees as many after its rounds, so they stay in flight), between groups
   over one channel per direction, with totals split over the threads by
-  `self` so that sends and receives match exactly, phase by phase. A cycle of
-  channels between groups loses its smallest flow (those objects are freed
-  locally, and the header says so): waits in a cycle could deadlock.
-* **Reallocs.** Each thread grows one block at a time (`grow`): the capture's
-  reallocs with its realloc sizes; a chain ends as in the capture (freed, or
-  handed to the thread that freed it) and a new block starts, of each kind as
-  often as the capture's chains started with it (an empty pool slot when they
-  started with realloc(NULL, n)). realloc(p, 0) that freed its block is a free.
+  `self` so that sends and receives match exactly, phase by phase. A channel
+  between groups holds at most as many objects as were in flight at once
+  between them in the capture (allocated by one, not yet freed by the other):
+  that back-pressure keeps a producer from running ahead of its consumer, so
+  the model's peak of live bytes is not the whole flow's. Bounded channels
+  whose statements are spread evenly could wait on each other around any loop
+  of channels, whatever their directions, so the channels between groups form
+  a forest: the heaviest flows that close no loop keep their channel, the
+  others are freed by their owner itself (`lives`), and the header says so.
+* **Reallocs.** Each thread grows as many blocks at once (`pool grow[K]`) as
+  it held realloc chains at once in the capture (at most 4096), a random one
+  at each realloc, with the capture's realloc sizes; a chain ends as in the
+  capture (freed, or handed to the thread that freed it) and a new block
+  starts, of each kind as often as the capture's chains started with it (an
+  empty pool slot when they started with realloc(NULL, n)). After the phases
+  every slot is freed (free(NULL) for an empty one). realloc(p, 0) that freed
+  its block is a free.
 * **Counts.** Exact per thread: in `for r in 0 .. R`, a statement made n times
   runs `(r + 1) * n / R - r * n / R` times in round r: n in all, evenly spread.
 

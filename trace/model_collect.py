@@ -7,6 +7,7 @@ number stays bounded however long the trace is. What the categories mean and
 which clock the lifetimes use: see trace/model.py.
 """
 
+from array import array
 from collections import Counter
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -23,6 +24,7 @@ MODEL_KIND = {
 }
 PAGE_ALIGNED = {"valloc", "pvalloc"}
 REALLOC_START = ("realloc", None)     # a chain that began with realloc(NULL, n): no start statement
+MAX_HANDOFFS = 4_000_000     # handoff lifetimes kept for the channels' capacities (16 bytes each)
 
 
 # --------------------------------------------------------------------------- buckets
@@ -138,6 +140,12 @@ class Collector:
         self.trace_kinds = Counter()
         self.cross_frees = 0
         self.known_frees = 0
+        # (owner tid, freer tid) -> flat [allocated, freed, ...] ordinals of the objects one handed to the
+        # other: how many were in flight at once bounds the model's channel between them (back-pressure)
+        self.handoffs: Dict[Tuple[int, int], array] = {}
+        self.handoff_count = 0
+        self.chains: Counter = Counter()      # tid -> realloc chains it holds now (blocks it reallocated last)
+        self.max_chains: Counter = Counter()  # tid -> the most it held at once
 
     # ---------------------------------------------------------------- the pass
     def _cell(self, tid: int, w: int) -> Cell:
@@ -242,7 +250,10 @@ class Collector:
             self.known_frees += 1
             if owner != freer:
                 self.cross_frees += 1
+        if owner != freer:
+            self._handoff(owner, freer, o_alloc)
         if chain:
+            self.chains[owner] -= 1
             if owner == freer:
                 cell.c["end", "local", None] += 1
             else:
@@ -259,6 +270,33 @@ class Collector:
             acell.c["send", mk, freer] += 1
             cell.c["recv", owner] += 1
             self.tick[freer] += 1
+
+    def _handoff(self, owner: int, freer: int, o_alloc: int) -> None:
+        self.handoff_count += 1
+        if self.handoff_count > MAX_HANDOFFS:
+            return
+        spans = self.handoffs.get((owner, freer))
+        if spans is None:
+            spans = self.handoffs[owner, freer] = array("q")
+        spans.append(o_alloc)
+        spans.append(self.ordinal - 1)
+
+    def in_flight(self, pairs) -> Optional[int]:
+        """Most objects allocated by one thread and not yet freed by another at once, over the given
+        (owner, freer) pairs together; None when too many handoffs were seen to keep them all."""
+        if self.handoff_count > MAX_HANDOFFS:
+            return None
+        steps = []
+        for pair in pairs:
+            spans = self.handoffs.get(pair, ())
+            steps += [(spans[i], 1) for i in range(0, len(spans), 2)]
+            steps += [(spans[i], -1) for i in range(1, len(spans), 2)]
+        steps.sort()                    # at one ordinal a free (-1) comes before an allocation (+1)
+        most = level = 0
+        for _, step in steps:
+            level += step
+            most = max(most, level)
+        return most
 
     def _realloc(self, tid, w, cell, win, size, nmemb, old, res, failed, line) -> None:
         c = cell.c
@@ -282,11 +320,15 @@ class Collector:
             self.live_bytes -= old_bytes
             if not chain:               # a plain object becomes a realloc chain: its allocation starts it
                 self._cell(owner, o_alloc // self.window).c["start", mk] += 1
+            else:
+                self.chains[owner] -= 1
         else:
             mk, chain = REALLOC_START, 0
             c["start", REALLOC_START] += 1
         if not res:
             return
+        self.chains[tid] += 1
+        self.max_chains[tid] = max(self.max_chains[tid], self.chains[tid])
         prev = live.get(res)
         if prev is not None:
             c["free_missed"] += 1

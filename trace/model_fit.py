@@ -208,33 +208,3 @@ def group_threads(summaries: List[ThreadSummary]) -> List[List[ThreadSummary]]:
         else:
             groups.append((f, [s]))
     return [members for _, members in groups]
-
-
-def find_cycle(edges) -> Optional[List[Tuple[str, str]]]:
-    """The edges of one cycle of a directed graph given as (a, b) pairs, or None."""
-    graph: Dict[str, List[str]] = {}
-    for a, b in sorted(edges):
-        graph.setdefault(a, []).append(b)
-    state: Dict[str, int] = {}
-    stack: List[str] = []
-
-    def visit(v):
-        state[v] = 1
-        stack.append(v)
-        for w in graph.get(v, ()):
-            if state.get(w) == 1:
-                cycle = stack[stack.index(w):] + [w]
-                return list(zip(cycle, cycle[1:]))
-            if w not in state:
-                found = visit(w)
-                if found:
-                    return found
-        stack.pop()
-        state[v] = 2
-        return None
-    for v in sorted(graph):
-        if v not in state:
-            found = visit(v)
-            if found:
-                return found
-    return None

@@ -12,11 +12,12 @@ from typing import Dict, List, Optional, Tuple
 
 from .events import FREE_KINDS, REALLOC_KINDS
 from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_totals, merge_hist
-from .model_fit import Phase, ThreadSummary, detect_phases, find_cycle, fit_lifetimes, group_threads
+from .model_fit import Phase, ThreadSummary, detect_phases, fit_lifetimes, group_threads
 
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
 MAX_CAPACITY = 1 << 20
+MAX_GROW_SLOTS = 4096       # realloc chains a thread of the model grows at once, at most
 BARRIER = "    barrier             # phases follow one another in every thread, as captured"
 LINE = 110                  # longer statements are split over several lines      # channel slots live in the runtime's arena: 16 MiB at most per channel
 
@@ -31,6 +32,7 @@ class Stmt:
     sent: int = 0                              # objects it hands to another thread
     local_frees: int = 0                       # objects of its own thread it frees (a realloc chain's end)
     draws: int = 0                             # sizes drawn from the phase's size histogram
+    place: str = "loop"                        # 'pre' and 'post' run before and after the phase's rounds
 
     def max_count(self, threads: int) -> int:
         return self.per_thread if self.share is None else -(-self.share[1] // threads)
@@ -142,7 +144,14 @@ class ModelWriter:
         self.group_of = {tid: g for g in self.groups for tid in g.tids}
 
     def _flows(self) -> None:
-        """Objects handed between groups; a cycle of channels loses its smallest flow."""
+        """Objects handed between groups, over a forest of channels; each channel holds as many objects as
+        were in flight at once between those groups in the capture.
+
+        Bounded channels keep the model's producers from running ahead of their consumers (its peak of live
+        bytes stays the capture's), but the statements spread each thread's sends and receives evenly, not
+        as captured, so any loop of channels, whatever their directions, could deadlock: the heaviest flows
+        that form no loop keep their channel (a maximum spanning forest), the others are freed by their
+        owner itself, and a note says so."""
         edges: Counter = Counter()
         for g in self.groups:
             for s in g.summaries:
@@ -150,17 +159,36 @@ class ModelWriter:
                     dest = _dest(k)
                     if dest is not None and self.group_of[dest] is not g:
                         edges[g.name, self.group_of[dest].name] += n
-        cut = set()
-        while True:
-            cycle = find_cycle(e for e, n in edges.items() if n and e not in cut)
-            if not cycle:
-                break
-            weakest = min(cycle, key=lambda e: edges[e])
-            cut.add(weakest)
-            self.notes.append(f"{edges[weakest]} objects allocated by {weakest[0]} and freed by {weakest[1]} are "
-                              f"freed by {weakest[0]} itself in the model: a channel for them would close a cycle "
-                              f"of channels, which could deadlock")
-        self.edges = {e: n for e, n in edges.items() if n and e not in cut}
+        tree = {g.name: g.name for g in self.groups}
+
+        def root(name):
+            while tree[name] != name:
+                name = tree[name]
+            return name
+
+        kept = {}
+        for (src, dst), n in sorted(edges.items(), key=lambda en: (-en[1], en[0])):
+            if not n:
+                continue
+            a, b = root(src), root(dst)
+            if a != b:
+                tree[a] = b
+                kept[src, dst] = n
+                continue
+            self.notes.append(f"{n} objects allocated by {src} and freed by {dst} are freed by {src} itself in the "
+                              f"model: a channel for them would close a loop of channels, which could deadlock")
+        self.edges = kept
+        self.capacity = {}
+        tids = {g.name: g.tids for g in self.groups}
+        # objects the threads of a group handed to one another, in flight at once at most, per thread
+        self.ring_depth = {g.name: (self.col.in_flight([(a, b) for a in g.tids for b in g.tids if b != a]) or 0)
+                           // g.n for g in self.groups if g.n > 1}
+        for (src, dst), n in kept.items():
+            most = self.col.in_flight([(a, b) for a in tids[src] for b in tids[dst]])
+            if most is None:
+                self.notes.append(f"channel {src}_to_{dst} may hold all {n} objects at once: too many handoffs "
+                                  f"to measure how many were in flight in the capture")
+            self.capacity[src, dst] = max(1, min(n, MAX_CAPACITY, most if most is not None else n))
 
     # ---------------------------------------------------------------- files
     def _file_name(self, what: str, group: Group, phase: Optional[int]) -> str:
@@ -190,7 +218,7 @@ class ModelWriter:
 
     # ---------------------------------------------------------------- statements
     def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_kinds,
-              local_end_credit: int, grow: str) -> Tuple[List[Stmt], List[str]]:
+              local_end_credit: int, grow: str, pick: str = "") -> Tuple[List[Stmt], List[str]]:
         """The statements of group g in phase pi, with per-thread counts; and variables they need."""
         n, c = g.n, agg.c
         stmts: List[Stmt] = []
@@ -242,11 +270,20 @@ class ModelWriter:
                               **exact(v, f"to_{dest}_{mk[0]}_p{pi}"), calls={mk[0]: 1}, sent=1, draws=1))
         ring_send = f"send({g.name}_ring[(self + 1) % {n}], {{}})"
         ring_recv = f"free(recv({g.name}_ring[self]))"
-        for mk, v in sorted(ring.items(), key=lambda kv: _mk_key(kv[0])):
-            stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}  {ring_recv}", **per(v),
-                              calls={mk[0]: 1, "free": 1}, sent=1, draws=1))
+        # Objects handed around the ring stay in flight as long as in the capture: each thread first sends
+        # `depth` objects, then sends one and frees one per step, and frees the last `depth` at the end.
+        depth = self.ring_depth.get(g.name, 0)
+        for mk, v in sorted(ring.items(), key=lambda kv: (-kv[1], _mk_key(kv[0]))):
+            steps = per(v)["per_thread"]
+            d, depth = min(depth, steps), 0              # the most frequent kind carries the depth
+            if d:
+                stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}", per_thread=d,
+                                  calls={mk[0]: 1}, sent=1, draws=1, place="pre"))
+                stmts.append(Stmt(ring_recv, per_thread=d, calls={"free": 1}, place="post"))
+            stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}  {ring_recv}",
+                              per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1))
         if c["realloc"]:
-            stmts.append(Stmt(f"{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
+            stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
         # A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
         # each kind as often as the capture's chains started with it.
         def restart(mk):
@@ -264,13 +301,13 @@ class ModelWriter:
                     continue
                 text, calls, draws = restart(mk)
                 if where == "local":
-                    stmts.append(Stmt(f"free({grow}){text}", **per(part), calls={"free": 1, **calls},
+                    stmts.append(Stmt(f"{pick}free({grow}){text}", **per(part), calls={"free": 1, **calls},
                                       local_frees=1, draws=draws))
                 elif where == "ring":
-                    stmts.append(Stmt(f"{ring_send.format(grow)}{text}  {ring_recv}", **per(part),
+                    stmts.append(Stmt(f"{pick}{ring_send.format(grow)}{text}  {ring_recv}", **per(part),
                                       calls={"free": 1, **calls}, sent=1, draws=draws))
                 else:
-                    stmts.append(Stmt(f"send({g.name}_to_{where}, {grow}){text}",
+                    stmts.append(Stmt(f"{pick}send({g.name}_to_{where}, {grow}){text}",
                                       **exact(part, f"to_{where}_grown_{mk[0]}_p{pi}"), calls=dict(calls), sent=1,
                                       draws=draws))
         kept = [s for s in stmts if s.max_count(n) > 0]
@@ -289,8 +326,9 @@ class ModelWriter:
                     rings[g.name] = ring_per_thread
         decls = []
         for (src, dst), total in sorted(self.edges.items()):
-            decls.append(f"channel {src}_to_{dst} capacity {max(1, min(total, MAX_CAPACITY))}"
-                         f"    # {total} objects allocated by {src}, freed by {dst}")
+            decls.append(f"channel {src}_to_{dst} capacity {self.capacity[src, dst]}"
+                         f"    # {total} objects allocated by {src}, freed by {dst}, at most "
+                         f"{self.capacity[src, dst]} in flight at once")
         for name, per_thread in sorted(rings.items()):
             n = next(g.n for g in self.groups if g.name == name)
             decls.append(f"channel {name}_ring[{n}] capacity {max(1, min(per_thread, MAX_CAPACITY))}"
@@ -331,8 +369,12 @@ class ModelWriter:
         group_fit = fit_lifetimes(group_lives)
         # A chain that the capture began with realloc(NULL, n) starts from an empty block: a pool slot, which
         # may be empty (the checker rightly refuses a variable that may hold a freed block).
-        in_pool = has_chain and (not initial or REALLOC_START in starts)
-        grow = "grow[0]" if in_pool else "grow"
+        # As many chains at once as a thread of the group held at once in the capture, a random one grown
+        # or ended each time (one block, grown again and again, held far fewer bytes than many).
+        slots = min(max([self.col.max_chains[t] for t in g.tids] + [1]), MAX_GROW_SLOTS) if has_chain else 1
+        in_pool = has_chain and (slots > 1 or not initial or REALLOC_START in starts)
+        grow = "grow[k]" if slots > 1 else "grow[0]" if in_pool else "grow"
+        pick = f"k = uniform(0, {slots - 1})  " if slots > 1 else ""
         blocks: List[str] = []
         variables: List[str] = []
         first_size = None
@@ -350,7 +392,7 @@ class ModelWriter:
             mean_size = sum_sizes / n_sizes if n_sizes else 64.0
             fit = fit_lifetimes(agg.lives) or group_fit
             stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
-                                         g.n if credit_phase == pi - 1 else 0, grow)
+                                         g.n if credit_phase == pi - 1 else 0, grow, pick)
             if not stmts:
                 blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
                               + (" (its objects' `lives` end them)" if agg.c["events"] else ""))
@@ -358,13 +400,17 @@ class ModelWriter:
             variables += new_vars
             for s in stmts:
                 tally.add(s, g.n, mean_size)
-                if "_ring[" in s.text:
+                if "_ring[" in s.text and s.sent:
                     ring_per_thread += s.per_thread
             has_lives = any(s.lives for s in stmts)
+            # a group that frees none of its objects itself in the capture may still keep those whose
+            # handoff was cut: they have no lifetimes to fit and are freed at once
+            comment = (fit.comment() if fit else "objects whose handoff was cut are freed at once (`lives 0`)") \
+                if has_lives else ""
             if has_lives:
-                self.fits.append(f"{g.name}, phase {pi}: {fit.comment()}")
+                self.fits.append(f"{g.name}, phase {pi}: {comment}")
             blocks += _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}"
-                            + (f": {fit.comment()}" if has_lives else ""), "    # ", "    #   ")
+                            + (f": {comment}" if has_lives else ""), "    # ", "    #   ")
             blocks.append(f'    measure "phase {pi}" {{')
             blocks += _phase_body(stmts, g.n)
             blocks.append("    }")
@@ -376,11 +422,14 @@ class ModelWriter:
         if any("none[0]" in b for b in blocks):
             out.append("    pool none[1]        # stays empty: free(none[0]) is the capture's free(NULL)")
         out += [f"    {v}" for v in variables]
-        if in_pool:
+        if in_pool and slots > 1:
+            out.append(f"    pool grow[{slots}]        # the blocks this thread grows with realloc, as many as it held "
+                       f"at once in the capture")
+        elif in_pool:
             out.append("    pool grow[1]        # the block this thread grows with realloc" + ("" if initial else
                                                                                          "; empty at first"))
         if initial:
-            out.append(f"    {grow} = {alloc_text(start_mk, first_size or '64')}"
+            out.append(f"    {'grow[0]' if in_pool else 'grow'} = {alloc_text(start_mk, first_size or '64')}"
                        + ("" if in_pool else "    # the block this thread grows with realloc"))
             tally.calls[start_mk[0]] += g.n
             tally.known_frees += g.n
@@ -388,7 +437,10 @@ class ModelWriter:
             out.append("    # `repeat (r + 1) * n / R - r * n / R` over `for r in 0 .. R`: n times, evenly spread")
             self._explained = True
         end = []
-        if has_chain:
+        if has_chain and slots > 1:
+            end = [f"    for i in 0 .. {slots} {{ free(grow[i]) }}    # the blocks grown (free(NULL) for an empty slot)"]
+            tally.calls["free"] += g.n * slots
+        elif has_chain:
             end = [f"    free({grow})          # the last block grown (free(NULL) if a chain had just ended)"]
             tally.calls["free"] += g.n
         return out + blocks + end + ["}"], ring_per_thread, has_chain
@@ -435,7 +487,7 @@ class ModelWriter:
              "#   lifetimes  an object freed by its own thread `lives` as many of that thread's calls as in",
              "#              the capture (the `lives` clock; the fit of each phase is above its block)",
              "#   handoffs   an object freed by another thread is sent to that thread through a channel",
-             "#   reallocs   each thread grows one block at a time (`grow`) with the capture's realloc sizes;",
+             "#   reallocs   each thread grows as many blocks (`grow`) at once as in the capture, with its sizes;",
              "#              a chain ends as in the capture (freed, or handed over) and a new block starts",
              f"#   phases     {len(self.phases)}, from windows of {col.window} calls compared for mean size, "
              f"live-byte growth" + (" and call rate" if col.has_time else "")]
@@ -466,20 +518,32 @@ class ModelWriter:
 
 
 def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
-    """The statements of a phase: bare when each runs once, in `repeat R` when all run R times, else
-    spread evenly over `for r in 0 .. R` rounds."""
-    rounds = max(s.max_count(threads) for s in stmts)
-    out: List[str] = []
-    if rounds == 1:
-        for s in stmts:
-            if s.share is None:
+    """The statements of a phase: those placed before the rounds, then the rounds (bare when each runs
+    once, in `repeat R` when all run R times, else spread evenly over `for r in 0 .. R` rounds), then
+    those placed after them."""
+    def once_each(group: List[Stmt]) -> List[str]:
+        out: List[str] = []
+        for s in group:
+            if s.share is None and s.per_thread == 1:
                 out += _statement_lines(s.text, 8)
+            elif s.share is None:
+                out += [f"        repeat {s.per_thread} {{"] + _statement_lines(s.text, 12) + ["        }"]
             else:
                 out += [f"        repeat {s.share[0]} {{"] + _statement_lines(s.text, 12) + ["        }"]
         return out
+
+    pre = [s for s in stmts if s.place == "pre"]
+    post = [s for s in stmts if s.place == "post"]
+    stmts = [s for s in stmts if s.place == "loop" and s.max_count(threads) > 0]
+    if not stmts:
+        return once_each(pre) + once_each(post)
+    rounds = max(s.max_count(threads) for s in stmts)
+    if rounds == 1:
+        return once_each(pre) + once_each(stmts) + once_each(post)
     if all(s.share is None and s.per_thread == rounds for s in stmts):
-        return ([f"        repeat {rounds} {{"] + [line for s in stmts for line in _statement_lines(s.text, 12)]
-                + ["        }"])
+        return (once_each(pre) + [f"        repeat {rounds} {{"]
+                + [line for s in stmts for line in _statement_lines(s.text, 12)] + ["        }"] + once_each(post))
+    out: List[str] = once_each(pre)
     out.append(f"        for r in 0 .. {rounds} {{")
     for s in stmts:
         if s.share is None and s.per_thread == rounds:
@@ -490,7 +554,7 @@ def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
             out.append(f"{head} {s.text} }}")
         else:
             out += [head] + _statement_lines(s.text, 16) + ["            }"]
-    return out + ["        }"]
+    return out + ["        }"] + once_each(post)
 
 
 def _split(total: int, weights) -> Counter:
