@@ -8,42 +8,26 @@ and a cached `scenc build` start fast.
 import argparse
 import json
 import os
-import subprocess
 import sys
-from pathlib import Path
 
-EXIT_OK, EXIT_SCENARIO, EXIT_BUILD, EXIT_RUN, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3, 64, 130
+from . import __version__, allocators_cli, run_command
+from .cli_common import (EXIT_BUILD, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_SCENARIO, EXIT_USAGE,
+                         UsageError, add_memory_limit_option, default_cc, parse_params)
+from .probes import cli as probes_cli
+from .process import describe_status
+from .report import cli as report_cli
+from .runner import ProgramRunner
+from .trace import cli as trace_cli
 
-
-class UsageError(Exception):
-    """A command line that cannot be carried out; the message says why."""
-
-
-def parse_params(items, sweep=False):
-    """`--param k=v` (several times, or k=v1,v2 with sweep) into {k: value or [values]}."""
-    from .scenario.resolve import parse_param_value
-    params = {}
-    for item in items or []:
-        for part in item.split(";"):
-            if "=" not in part:
-                raise UsageError(f"--param {part!r}: expected NAME=VALUE")
-            key, _, text = part.partition("=")
-            key = key.strip()
-            try:
-                values = [parse_param_value(v) for v in text.split(",")]
-            except ValueError as exc:
-                raise UsageError(f"--param {key}: {exc}") from None
-            if len(values) > 1 and not sweep:
-                raise UsageError(f"--param {key}: several values are for `scenc run` sweeps; give one here")
-            params[key] = values if sweep else values[0]
-    return params
+# Commands owned by other modules, in `scenc --help` order: each adds itself with `register`.
+COMMAND_MODULES = (run_command, allocators_cli, probes_cli, trace_cli, report_cli)
 
 
 def _add_build_options(p, sweep=False):
     p.add_argument("scenario", help="a .scn file")
     p.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="override a param" + (" (NAME=1,2,4 sweeps)" if sweep else ""))
-    p.add_argument("--cc", default=os.environ.get("SCENC_CC", "gcc"), help="C compiler (gcc or clang)")
+    p.add_argument("--cc", default=default_cc(), help="C compiler (gcc or clang)")
     p.add_argument("--sanitize", choices=("thread", "address", "undefined"),
                    help="build with a sanitizer (for checking scenc's runtime, not for timing)")
 
@@ -95,19 +79,15 @@ def cmd_exec(args):
               warn=lambda m: print(m, file=sys.stderr), allow_huge=args.allow_huge)
     # ASan and TSan reserve terabytes of shadow memory, which RLIMIT_DATA counts.
     limit = None if args.sanitize in ("address", "thread") else args.memory_limit
-    proc = subprocess.Popen([str(b.binary)], stdout=subprocess.PIPE, text=True)
-    over = memlimit.apply(proc.pid, limit) if limit is not None else None
-    if over is not None:
-        proc.kill()
-    out, _ = proc.communicate()
-    if over is not None:
-        print(f"scenc: out of memory: the scenario program already used {memlimit.fmt_bytes(over)} "
+    outcome = ProgramRunner().run([str(b.binary)], os.environ, None, limit, capture_stderr=False)
+    if outcome.over_limit is not None:
+        print(f"scenc: out of memory: the scenario program already used {memlimit.fmt_bytes(outcome.over_limit)} "
               f"when its memory limit of {memlimit.describe(limit)} was set; killed", file=sys.stderr)
         return EXIT_RUN
-    if proc.returncode != 0:
-        print(f"scenc: the scenario program failed with {_describe_status(proc.returncode)}", file=sys.stderr)
+    if outcome.returncode != 0:
+        print(f"scenc: the scenario program failed with {describe_status(outcome.returncode)}", file=sys.stderr)
         return EXIT_RUN
-    result = json.loads(out)
+    result = json.loads(outcome.stdout)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -120,25 +100,9 @@ def cmd_exec(args):
     return EXIT_OK
 
 
-def _memory_limit(text):
-    from .memlimit import parse_option
-    return parse_option(text)
-
-
-def _describe_status(code):
-    import signal
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit status {code}"
-
-
 def build_parser():
     parser = argparse.ArgumentParser(prog="scenc", description="Compile allocator scenarios to C and "
                                      "compare allocators on them.")
-    from . import __version__
     parser.add_argument("--version", action="version", version=f"scenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -159,38 +123,20 @@ def build_parser():
     p = sub.add_parser("exec", help="build and run once under the default allocator")
     _add_build_options(p)
     p.add_argument("--json", action="store_true", help="print the program's raw JSON report")
-    p.add_argument("--memory-limit", type=_memory_limit, default="80%", metavar="SIZE",
-                   help="most memory the program may take (RLIMIT_DATA: 4G, 512M, 50%%, or none; "
-                        "default 80%% of this machine's); allocations beyond it return NULL")
+    add_memory_limit_option(p, "the program", "allocations beyond it return NULL", default="80%")
     p.add_argument("--allow-huge", action="store_true",
                    help="run a scenario whose peak cannot fit in this machine's memory (an error "
                         "otherwise), held to --memory-limit")
     p.set_defaults(func=cmd_exec)
 
-    for register in _command_modules():
-        register(sub)
+    for module in COMMAND_MODULES:
+        module.register(sub)
     return parser
-
-
-def _command_modules():
-    """Commands owned by other modules register themselves here."""
-    registrars = []
-    for name in ("harness", "allocators_cli", "probes.cli", "trace.cli", "report.cli"):
-        try:
-            module = __import__(f"{__package__}.{name}", fromlist=["register"])
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith(__package__ or "scenc"):
-                continue
-            raise
-        if hasattr(module, "register"):
-            registrars.append(module.register)
-    return registrars
 
 
 def main(argv=None):
     try:
-        # Building the parser imports every command's module: Ctrl-C there is
-        # as much an interruption as during the command.
+        # Ctrl-C while the parser is built is as much an interruption as during the command.
         from .compiler.build import BuildError
         from .scenario.errors import ScenarioError
         from .command_setup import split_command_tail
@@ -211,7 +157,7 @@ def main(argv=None):
         print(f"scenc: {exc}", file=sys.stderr)
         return EXIT_BUILD
     except UsageError as exc:
-        print(f"scenc: {exc}", file=sys.stderr)
+        print(exc.render(), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("scenc: interrupted", file=sys.stderr)

@@ -29,8 +29,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
-from .command_target import COMMAND, CommandTarget
-from .runner import STDERR_TAIL_CHARS, ProgramRunner, signal_name
+from . import runrecord
+from .command_target import CommandTarget
+from .process import signal_name
+from .runner import STDERR_TAIL_CHARS, ProgramRunner
 
 SPAWN_SOURCE = "spawn.c"
 PROOF_SOURCE = "proof.c"
@@ -235,14 +237,10 @@ def make_command_record(config, allocator, round_: int, outcome: CommandOutcome,
                         memory_limit: Optional[int] = None) -> dict:
     """The saved record of one run of a command, its status decided from what happened."""
     from .scenario.machine import fmt_bytes
-    record = {
-        "allocator": config.allocator, "params": {}, "probe_set": config.probe_set, "target": COMMAND,
-        "round": round_, "warmup": warmup, "status": "ok", "metrics": {},
-        "provider": outcome.proof.lines[0][1] if outcome.proof.lines else None,
-        "proof": outcome.proof.to_json(),
-        "stderr_tail": outcome.stderr, "signal": None, "exit_code": None,
-        "started": outcome.started, "duration_s": round(outcome.duration_s, 6), "problem": None,
-    }
+    record = runrecord.new(config, round_, warmup, stderr_tail=outcome.stderr, exit_code=None,
+                           started=outcome.started, duration_s=outcome.duration_s)
+    record.update(provider=outcome.proof.lines[0][1] if outcome.proof.lines else None,
+                  proof=outcome.proof.to_json())
     if outcome.timed_out:
         record.update(status="timeout", problem=f"no result after {timeout_s:g} s; killed (process group)")
         return _with_stdout(record, outcome)

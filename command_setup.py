@@ -10,9 +10,11 @@ scenario's runs if there is one, and the header keeps the command so
 
 import sys
 from pathlib import Path
-from typing import List, Mapping, Optional
+from typing import List, Optional
 
-from .command_target import COMMAND, CommandError, CommandTarget, refusal
+from .cli_common import UsageError
+from .command_target import CommandError, CommandTarget, refusal, target_of
+from .plan import COMMAND, RunConfig
 
 SCHEMA_NOTE = "command runs: wall time, CPU and peak RSS from wait4; malloc provider proven per process"
 
@@ -32,7 +34,6 @@ def split_command_tail(argv: List[str]):
 
 def target_from_args(args) -> Optional[CommandTarget]:
     """The command after `--`, checked; None when there is none."""
-    from .cli import UsageError
     extra = [o for o, v in (("--cwd", args.cwd), ("--stdin", args.stdin), ("--env", args.env),
                             ("--metric", args.metric)) if v]
     if args.command_argv is None:
@@ -51,7 +52,6 @@ def target_from_args(args) -> Optional[CommandTarget]:
 
 
 def check_options(args, scenario_given: bool) -> None:
-    from .cli import UsageError
     if scenario_given:
         return
     for option, value in (("--param", args.param), ("--probes", args.probes), ("--allow-huge", args.allow_huge)):
@@ -61,7 +61,6 @@ def check_options(args, scenario_given: bool) -> None:
 
 
 def configs(allocators) -> list:
-    from .harness import RunConfig
     return [RunConfig.make(name, {}, target=COMMAND) for name in allocators]
 
 
@@ -88,14 +87,8 @@ def command_only_header(args, plan, allocators, target: CommandTarget, cc: str, 
     )
 
 
-def target_of(header: Mapping) -> Optional[CommandTarget]:
-    data = (header.get("targets") or {}).get(COMMAND)
-    return CommandTarget.from_json(data) if data else None
-
-
 def check_resumable(target: CommandTarget) -> None:
     """A resumed command must still be there (its stdin file and working directory too)."""
-    from .cli import UsageError
     if target.cwd and not Path(target.cwd).is_dir():
         raise UsageError(f"cannot resume: the command's working directory {target.cwd} is gone")
     if target.stdin and not Path(target.stdin).is_file():

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-SCENARIO, COMMAND = "scenario", "command"
+from .plan import COMMAND
 REPORTED_PREFIX = "reported"          # metric family of figures taken from the command's output
 _MALLOC_SYMBOLS = ("malloc", "free", "calloc", "realloc")
 
@@ -133,7 +133,8 @@ def refusal(target: CommandTarget) -> Optional[str]:
 
     A `#!` script is judged by its interpreter (through `/usr/bin/env NAME`).
     """
-    from .trace.capture import CaptureError, inspect_elf, locate_program
+    from .elf import inspect as inspect_elf
+    from .trace.capture import CaptureError, locate_program
     argv, seen = list(target.argv), []
     while True:
         try:
@@ -158,6 +159,12 @@ def refusal(target: CommandTarget) -> Optional[str]:
                 f"so a preloaded allocator would not serve its calls; rebuild it without its own "
                 f"malloc to compare allocators")
     return None
+
+
+def target_of(header: Mapping) -> Optional[CommandTarget]:
+    """The command of a result file's header, or None (a scenario alone, or a file from before commands)."""
+    data = (header.get("targets") or {}).get(COMMAND)
+    return CommandTarget.from_json(data) if data else None
 
 
 def register_reported_metrics(header: Mapping) -> None:

@@ -1,15 +1,7 @@
 """The memory limit a scenario program runs under, so a huge scenario fails instead of swapping.
 
-The limit is RLIMIT_DATA, not RLIMIT_AS. Both were measured here (kernel
-6.18) with the smallest limit each allocator needs to run a small loop
-scenario without a failed allocation, for 2 / 8 / 64 threads:
-
-    glibc      AS 23 / 71 / 519 MiB    DATA 21 / 69 / 517 MiB
-    tcmalloc   AS 37 / 85 / 533 MiB    DATA 31 / 79 / 527 MiB
-    jemalloc   AS 40 / 98 / 543 MiB    DATA 34 / 85 / 543 MiB
-    mimalloc   AS 87 / 167 / 669 MiB   DATA 55 / 105 / 554 MiB
-
-RLIMIT_AS also counts address space that is only reserved (PROT_NONE:
+The limit is RLIMIT_DATA, not RLIMIT_AS (docs/running.md has the smallest
+limit of each kind that each allocator needs, as measured). RLIMIT_AS also counts address space that is only reserved (PROT_NONE:
 mimalloc's arenas, glibc's per-thread heaps, a sanitizer's shadow), so it
 charges allocators differently for memory none of them uses; mimalloc under
 a tight RLIMIT_AS even fails every allocation where RLIMIT_DATA lets it run.
@@ -21,8 +13,8 @@ the safe side for "do not let the machine swap".
 
 The limit is set from outside, right after the program starts
 (`resource.prlimit`), not in a `preexec_fn`: a preexec_fn makes subprocess
-fork the whole Python process instead of using vfork, which was measured at
-+3.7 ms per run, three times the harness's own per-run cost. The child may
+fork the whole Python process instead of using vfork, which costs more per
+run than the harness's own per-run work (bench/bench_harness.py). The child may
 run for a moment before its limit is in place, so `apply` then reads what
 it already uses (VmData, the very counter RLIMIT_DATA checks): a program
 already over the limit is reported to the caller, to be killed. From then

@@ -8,9 +8,8 @@ Format ("scenc-result/2"; "/1" files are read too, see SCHEMA) is JSON Lines, UT
 * every following line is one run record, in the order the runs finished.
 
 Why not one JSON document rewritten after every run?  Rewriting is O(file
-size): about 13 ms per run at 2000 runs on a fast disk, growing without bound
-(and far worse with large stderr tails).  Appending one line is O(1) (~0.3 ms
-including fsync) and is just as crash-safe:
+size), growing without bound with the runs (and far worse with large stderr
+tails).  Appending one line is O(1), fsync included, and is just as crash-safe:
 
 * a run is appended with a single ``write`` of one complete line followed by
   ``fsync``.  A record exists only once its terminating newline is on disk, so
@@ -37,6 +36,9 @@ import os
 import tempfile
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+from . import runrecord
+from .runrecord import RUN_STATUSES
+
 __all__ = [
     "SCHEMA",
     "RUN_STATUSES",
@@ -60,7 +62,6 @@ FORMAT_DESCRIPTION = (
     "JSON Lines: this header, then one run record per line "
     "(a trailing line without a newline is an unfinished write and is ignored)"
 )
-RUN_STATUSES = ("ok", "crashed", "timeout", "wrong-allocator", "failed-allocs", "out-of-memory", "no-metric")
 FILE_STATUSES = ("running", "interrupted", "complete")
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -367,24 +368,19 @@ class ResultFile:
         allocator: Optional[str] = None,
         params: Optional[Mapping[str, Any]] = None,
         status: Optional[str] = None,
+        probe_set: Optional[str] = None,
     ) -> Iterator[Dict[str, Any]]:
-        """Runs matching every criterion given (``params`` must match exactly)."""
-        for run in self.runs:
-            if allocator is not None and run["allocator"] != allocator:
-                continue
-            if params is not None and run["params"] != dict(params):
-                continue
-            if status is not None and run["status"] != status:
-                continue
-            yield run
+        """Runs matching every criterion given (``params`` must match exactly; see runrecord.select)."""
+        return runrecord.select(self.runs, allocator, params, probe_set, status)
 
     def metric_values(
-        self, metric: str, allocator: str, params: Optional[Mapping[str, Any]] = None
+        self, metric: str, allocator: str, params: Optional[Mapping[str, Any]] = None,
+        probe_set: Optional[str] = None,
     ) -> List[float]:
         """Values of ``metric`` over the successful ("ok") runs, ready for scenc.stats."""
         return [
             run["metrics"][metric]
-            for run in self.select(allocator, params, status="ok")
+            for run in self.select(allocator, params, status="ok", probe_set=probe_set)
             if run["metrics"].get(metric) is not None
         ]
 

@@ -1,7 +1,8 @@
 """`scenc run` on the command line: its options, its signals, the report at the end.
 
 Getting the runs ready (a new plan or a resumed one, the programs built) is
-run_setup.py's job; making them is harness.py's `Session`.
+run_setup.py's job; making them is harness.py's `Session`, which drives
+runner.py's `ProgramRunner`. cli.py adds this command with `register`.
 
 Until the runs start, Ctrl-C and SIGTERM are noted and acted on between
 steps of the preparation (`_StopRequest`); afterwards they only stop the
@@ -15,13 +16,14 @@ import sys
 import threading
 from typing import Optional
 
-from .harness import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_RUNS, DEFAULT_WARMUP,
-                      MIN_TIMEOUT_S, TIMEOUT_FACTOR, Session)
+from .cli_common import EXIT_OK, EXIT_RUN, add_memory_limit_option
+from .harness import Session
+from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_RUNS, DEFAULT_WARMUP, MIN_TIMEOUT_S,
+                   TIMEOUT_FACTOR)
+from .process import signal_name
 from .report.progress import Progress, format_duration
 from .run_setup import NO_LIMIT_GIVEN, prepare_new, prepare_resume
-from .runner import ProgramRunner, signal_name
-
-EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 3, 64, 130
+from .runner import ProgramRunner
 
 
 # ------------------------------------------------------------ option values
@@ -130,9 +132,8 @@ def register(subparsers) -> None:
     p.add_argument("--plots", metavar="DIR", help="also draw plots (PNG and SVG) into DIR")
     p.add_argument("--all-metrics", action="store_true", help="tables for every metric, not only "
                    "wall time and peak RSS")
-    p.add_argument("--memory-limit", type=_memory_limit_option, metavar="SIZE", default=NO_LIMIT_GIVEN,
-                   help="most memory a run may take (RLIMIT_DATA: 4G, 512M, 50%%, or none; default "
-                        "80%% of this machine's); a run that reaches it is recorded as out of memory")
+    add_memory_limit_option(p, "a run", "a run that reaches it is recorded as out of memory",
+                            default=NO_LIMIT_GIVEN)
     p.add_argument("--allow-huge", action="store_true",
                    help="run a scenario whose peak cannot fit in this machine's memory (an error "
                         "otherwise); each run is held to --memory-limit")
@@ -147,11 +148,6 @@ def register(subparsers) -> None:
     g.add_argument("--higher-is-better", action="store_true",
                    help="the --metric figure is a throughput: higher is better (default: lower)")
     p.set_defaults(func=cmd_run, command_argv=None)
-
-
-def _memory_limit_option(text: str):
-    from . import memlimit
-    return memlimit.parse_option(text)
 
 
 def _preload_scipy() -> threading.Thread:
@@ -218,7 +214,7 @@ def _cannot_go_on(exc: OSError, result, progress: Progress) -> int:
                   f"scenc: the {saved} runs finished before are saved in {result.path}{stale}.\n"
                   f"scenc: {'make room, then ' if full else ''}continue with: "
                   f"scenc run --resume {result.path}")
-    return EXIT_RUN_FAILED
+    return EXIT_RUN
 
 
 def cmd_run(args) -> int:
@@ -237,7 +233,7 @@ def cmd_run(args) -> int:
             stop.check()
             progress.note(f"scenc: cannot start: {exc.strerror or exc}"
                           f"{f' ({exc.filename})' if exc.filename else ''}")
-            return EXIT_RUN_FAILED
+            return EXIT_RUN
         except Exception:
             stop.check()  # a compiler killed by the same Ctrl-C: the signal is the news
             raise
@@ -257,7 +253,7 @@ def cmd_run(args) -> int:
 def _run_session(args, progress, preload, result, plan, allocators, programs,
                  early_signal: Optional[int]) -> Optional[int]:
     """Every run of the plan; an exit status if it ended early, None when complete."""
-    from .command_setup import target_of
+    from .command_target import target_of
     command = target_of(result.header)
     if command is not None:
         from .command_runner import CommandRunner
@@ -330,5 +326,5 @@ def finish(result, args, progress) -> int:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
         progress.note("scenc: some runs failed: " + ", ".join(f"{n} {s}" for s, n in counts.items())
                       + " (details in the table above and in the result file)")
-        return EXIT_RUN_FAILED
+        return EXIT_RUN
     return EXIT_OK

@@ -9,7 +9,6 @@ contradict it.
 """
 
 import dataclasses
-import os
 import random
 import sys
 import time
@@ -17,8 +16,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Dict, Mapping, Optional
 
-from .harness import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_PROBE_SET, DEFAULT_RUNS,
-                      DEFAULT_WARMUP, Plan, params_key, params_label, plan_runs, sweep)
+from . import probes
+from .cli_common import UsageError, default_cc, parse_params
+from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_PROBE_SET, DEFAULT_RUNS, DEFAULT_WARMUP,
+                   Plan, params_key, params_label, plan_runs, sweep)
 from .report import metrics as metric_defs
 from .report.progress import Progress
 
@@ -78,7 +79,8 @@ _HUGE_HINT = ("to run it anyway, add --allow-huge: each run is then held to --me
 def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progress: Progress,
                     allow_huge: bool = False, check=lambda: None) -> Dict:
     """Every program a plan needs, before any run: a build error stops everything early."""
-    from . import probes
+    # The compiler (jinja2, lark) and the allocator registry load when a run is prepared,
+    # not when the parser of every command is built.
     from .compiler.pipeline import build
     from .scenario.errors import ScenarioError
     programs = {}
@@ -140,7 +142,6 @@ def _new_session_header(args, scenario_path: Path, plan: Plan, allocators, sweep
 
 def _resolve_allocators(args) -> Dict[str, object]:
     from . import allocators as registry
-    from .cli import UsageError
     try:
         spec = args.allocators or _default_allocators(args.allocator_config)
         chosen = registry.resolve(spec, config_path=args.allocator_config)
@@ -155,7 +156,6 @@ def _resolve_allocators(args) -> Dict[str, object]:
 def prepare_new(args, progress, check=lambda: None):
     """(result file, plan, allocators, programs) for a fresh run; nothing is run yet."""
     from concurrent.futures import ThreadPoolExecutor
-    from .cli import UsageError, parse_params
     from .probes import ProbeError, planner
     from .resultfile import create
     from . import command_setup
@@ -166,7 +166,7 @@ def prepare_new(args, progress, check=lambda: None):
     scenario_path = Path(args.scenario) if args.scenario else None
     if scenario_path is not None and not scenario_path.is_file():
         raise UsageError(f"{args.scenario}: no such file")
-    cc = args.cc or os.environ.get("SCENC_CC", "gcc")
+    cc = args.cc or default_cc()
     auto = args.runs == "auto"
     if not auto and any(v is not None for v in (args.ci, args.min_runs, args.max_runs)):
         raise UsageError("--ci, --min-runs and --max-runs go with --runs auto")
@@ -232,7 +232,6 @@ def prepare_new(args, progress, check=lambda: None):
 
 def prepare_resume(args, progress, check=lambda: None):
     """The same for --resume: plan and allocators from the file's header, the programs rebuilt."""
-    from .cli import UsageError
     from .resultfile import ResultFileError, load
     given = [name for name in _PLAN_OPTIONS if getattr(args, name, None) is not None]
     if given:

@@ -8,7 +8,7 @@ happened into the record saved in the result file. The program reports
 which shared object served malloc, and a run served by the wrong one is
 recorded as "wrong-allocator", never under the allocator's name.
 
-A run ends in one of these statuses (resultfile.RUN_STATUSES):
+A run ends in one of these statuses (runrecord.RUN_STATUSES):
 * ok: the program did all the scenario says; its figures enter the statistics;
 * crashed, timeout, wrong-allocator: see make_record;
 * failed-allocs: the program finished, but some allocations returned NULL.
@@ -20,21 +20,21 @@ A run ends in one of these statuses (resultfile.RUN_STATUSES):
   memlimit.py), known because the scenario's own lower bound of live bytes
   (scenario/peak.py) is above the limit, or because the program was already
   over it when the limit was set.
-An interrupted run has no status: it is not saved (see harness.py).
+An interrupted run has no status: it is not saved (see harness.py). The
+record's keys are runrecord.py's.
 """
 
 import json
-import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
-if TYPE_CHECKING:
-    from .harness import RunConfig
+from . import probes, runrecord
+from .plan import RunConfig
+from .process import kill_group, signal_name
 
 STDERR_TAIL_CHARS = 2000
 
@@ -63,13 +63,18 @@ class ProgramRunner:
         self.signal: Optional[int] = None     # the first signal that interrupted the session
         self._current: Optional[subprocess.Popen] = None
 
-    def run(self, argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
-            memory_limit: Optional[int] = None) -> Outcome:
+    def run(self, argv: Sequence[str], env: Mapping[str, str], timeout_s: Optional[float],
+            memory_limit: Optional[int] = None, capture_stderr: bool = True) -> Outcome:
+        """Run once; `timeout_s` None waits for ever. Without `capture_stderr` the
+        program writes to scenc's own stderr (`scenc exec`) and `Outcome.stderr` is empty."""
+        # The imports inside this module's functions wait until a run is made:
+        # every command's parser imports it, and `scenc check` must start fast.
         from . import memlimit
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         t0 = time.perf_counter()
         proc = subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE if capture_stderr else None,
                                 start_new_session=True)
         self._current = proc
         timed_out = False
@@ -84,19 +89,22 @@ class ProgramRunner:
             timed_out = True
             self._kill(proc)
             out, err = proc.communicate()
+        except BaseException:
+            # KeyboardInterrupt where no handler is installed (`scenc exec`): the
+            # program has a session of its own and would outlive scenc.
+            self._kill(proc)
+            proc.wait()
+            raise
         finally:
             self._current = None
         duration = time.perf_counter() - t0
         return Outcome(started, duration, proc.returncode,
-                       out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out,
+                       out.decode("utf-8", "replace"), (err or b"").decode("utf-8", "replace"), timed_out,
                        over_limit)
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(proc.pid)
 
     def interrupt(self, signum=None, _frame=None):
         """Signal handler for SIGINT/SIGTERM: stop the running program, finish cleanly."""
@@ -106,13 +114,6 @@ class ProgramRunner:
         proc = self._current
         if proc is not None and proc.returncode is None:
             self._kill(proc)
-
-
-def signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def static_peak(source: str, filename: str, params: Mapping) -> Optional[int]:
@@ -147,7 +148,7 @@ def _blame_memory(record: dict, memory_limit: Optional[int], peak_needed, what: 
                           f"memory limit of {fmt_bytes(memory_limit)} per run (--memory-limit): {what}")
 
 
-def make_record(config: "RunConfig", allocator, round_: int, outcome: Outcome,
+def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
                 timeout_s: float, warmup: bool = False, run_dir: Optional[Path] = None,
                 memory_limit: Optional[int] = None, peak_needed=None) -> dict:
     """The saved record of one run, with its status decided from what the program did.
@@ -156,24 +157,10 @@ def make_record(config: "RunConfig", allocator, round_: int, outcome: Outcome,
     called to explain a failure under `memory_limit`.
     """
     from . import allocators as allocator_registry
-    from . import probes
     from .scenario.machine import fmt_bytes
-    record = {
-        "allocator": config.allocator,
-        "params": config.params_dict,
-        "probe_set": config.probe_set,
-        "round": round_,
-        "warmup": warmup,
-        "status": "ok",
-        "metrics": {},
-        "provider": None,
-        "stderr_tail": outcome.stderr[-STDERR_TAIL_CHARS:],
-        "signal": None,
-        "exit_code": outcome.returncode,
-        "started": outcome.started,
-        "duration_s": round(outcome.duration_s, 6),
-        "problem": None,
-    }
+    record = runrecord.new(config, round_, warmup, stderr_tail=outcome.stderr[-STDERR_TAIL_CHARS:],
+                           exit_code=outcome.returncode, started=outcome.started,
+                           duration_s=outcome.duration_s)
     if outcome.over_limit is not None:
         record.update(status="out-of-memory", exit_code=None,
                       problem=f"it already used {fmt_bytes(outcome.over_limit)} when its memory limit "

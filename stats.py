@@ -6,8 +6,8 @@ into a JSON result file: undefined quantities are ``None``, never NaN.
 
 scipy is imported lazily and sparingly: the t distribution comes from
 :mod:`scipy.special` (``stdtr``/``stdtrit``, the functions ``scipy.stats.t``
-itself calls), which loads in a fraction of the time of :mod:`scipy.stats`
-(1-2 s on a busy machine). Only the Mann-Whitney p-value needs
+itself calls), which loads in a fraction of the time of :mod:`scipy.stats`.
+Only the Mann-Whitney p-value needs
 :mod:`scipy.stats`, so it is computed when first read, and a report that does
 not show it never pays for the import.
 """

@@ -48,7 +48,9 @@ from pathlib import Path
 
 from scenc.trace.capture import DEFAULT_FUNCTIONS
 from scenc.trace.ltrace import TraceFormatError, parse_file
-from scenc.trace.preload import capture_preload, parse_preload_log, tracer_library
+from scenc.trace.preload import capture_preload
+from scenc.trace.preload_log import parse_preload_log
+from scenc.trace.tracer_build import tracer_library
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -152,10 +152,7 @@ def trace_figures(trace: Path) -> Dict[str, float]:
     """What a capture did to the heap: calls, threads, threads active at once at most (between a thread's
     first and last allocator call: captures do not record thread start and exit), cross-thread share of
     frees, peak live bytes."""
-    try:
-        from scenc.trace.source import TraceSource
-    except ImportError:                 # before the trace commands' restructuring (issue 14)
-        from scenc.trace.cli import TraceSource
+    from scenc.trace.source import TraceSource
     from scenc.trace.stats import TraceStats
     source = TraceSource(trace)
     spans: Dict[int, List[int]] = {}

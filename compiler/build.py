@@ -166,12 +166,14 @@ def runtime_library(cc: str, extra_flags: Sequence[str] = ()) -> Path:
     return _archive_runtime(tmp, final)
 
 
-def helper_build(cc: str, source: Path, output: str, flags: Sequence[str], libs: Sequence[str] = ()) -> Path:
+def helper_build(cc: str, source: Path, output: str, flags: Sequence[str], libs: Sequence[str] = (),
+                 headers: Sequence[Path] = (), what: str = "") -> Path:
     """A stand-alone helper (a preload library or a launcher) compiled from one runtime
-    source into the cache, once per compiler, flags and source."""
+    source into the cache, once per compiler, flags, source and the headers it includes."""
     h = hashlib.sha256(_compiler_identity(cc).encode())
     h.update(" ".join(flags).encode())
-    h.update(source.read_bytes())
+    for path in (source, *headers):
+        h.update(path.read_bytes())
     final = cache_dir() / source.stem / h.hexdigest()[:24]
     if (final / output).exists():
         return final / output
@@ -179,7 +181,7 @@ def helper_build(cc: str, source: Path, output: str, flags: Sequence[str], libs:
     tmp = Path(tempfile.mkdtemp(prefix=f"{source.stem}-", dir=cache_dir()))
     try:
         _run_cc([find_compiler(cc), *flags, "-o", str(tmp / output), str(source), *libs],
-                f"compiling runtime/{source.name}")
+                f"compiling {what or 'runtime/' + source.name}")
     except BuildError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -10,6 +10,7 @@ program per set (`c_parts`), runs it with `environment`, and stores
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
 
+from ..report import metrics as metric_defs
 from .base import ASPECTS, CSide, Metric, Metrics, Probe
 from . import counters, latency, layout, live, memory, timing
 
@@ -112,7 +113,6 @@ def describe_metric(metric_name: str):
     show its label, unit and direction. A figure with no direction (a
     property of the scenario) is marked lower-is-better: the report has no
     third choice."""
-    from ..report import metrics as metric_defs
     kind = metric_kind(metric_name)
     if kind is None:
         return metric_defs.Metric(metric_name, metric_name, "", True, metric_name)
@@ -125,9 +125,9 @@ def describe_metric(metric_name: str):
 def _register_with_reports() -> None:
     """Tell report/metrics.py how to describe `<probe>:...` names. The values
     themselves come from run_metrics, for the probes of each run only."""
-    from ..report import metrics as metric_defs
     for name in PROBES:
-        metric_defs.register_family(name, lambda report: {}, describe_metric)
+        metric_defs.register_family(name, lambda report: {}, describe_metric,
+                                    lambda metric_name: bool(key_metrics([metric_name])))
 
 
 _register_with_reports()

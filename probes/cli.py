@@ -5,11 +5,12 @@ import json
 import textwrap
 from pathlib import Path
 
-EXIT_OK = 0
+from ..cli_common import EXIT_OK, UsageError, parse_params
+from . import PROBES, ProbeError
+from .layout import FILE
 
 
 def format_probes() -> str:
-    from . import PROBES
     from .planner import conflict
     lines = []
     for name, p in PROBES.items():
@@ -31,8 +32,6 @@ def format_probes() -> str:
 
 
 def cmd_probes(args) -> int:
-    from ..cli import UsageError
-    from . import ProbeError
     from .planner import plan_spec
     if args.plan is None:
         print(format_probes())
@@ -47,9 +46,7 @@ def cmd_probes(args) -> int:
 
 def _maps_from(target: Path, params_filter):
     """Heap maps by allocator from a result file, a run directory or a layout.bin."""
-    from ..cli import UsageError
-    from . import heapmap, layoutfile
-    from .layout import FILE
+    from . import heapmap, layoutfile  # numpy and matplotlib: for `scenc play` only
     if not target.exists():
         raise UsageError(f"{target}: no such file or directory")
     if target.is_dir():
@@ -84,7 +81,6 @@ def _maps_from(target: Path, params_filter):
 
 
 def cmd_play(args) -> int:
-    from ..cli import parse_params
     from . import heapmap
     target = Path(args.result)
     maps, title = _maps_from(target, parse_params(args.param))

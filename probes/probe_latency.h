@@ -48,12 +48,6 @@ static inline uintptr_t scn_latency_gap(scn_latency_thread *s) {
   return (uintptr_t)(scn_latency_every / 2 + (s->jitter & (scn_latency_every - 1)));
 }
 
-static int64_t scn_latency_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static void scn_probe_latency_program_start(int threads) {
   scn_latency_n = threads;
   scn_latency_threads = scn_probe_state_array(threads, sizeof *scn_latency_threads);
@@ -76,14 +70,14 @@ static void scn_probe_latency_thread_start(scn_thread *t) {
   s->jitter = 0x9E3779B97F4A7C15ULL * (uint64_t)(t->id + 1);
   t->probe[SCN_SLOT_LATENCY_COUNTDOWN] = (void *)scn_latency_gap(s);
   t->probe[SCN_SLOT_LATENCY_T0] = NULL;
-  s->ns_start = (uint64_t)scn_latency_now_ns();
+  s->ns_start = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
   s->tsc_start = __rdtsc();
 }
 
 static void scn_probe_latency_thread_end(scn_thread *t) {
   scn_latency_thread *s = t->probe[SCN_SLOT_LATENCY];
   s->tsc_end = __rdtsc();
-  s->ns_end = (uint64_t)scn_latency_now_ns();
+  s->ns_end = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
 }
 
 static inline void scn_probe_latency_op_before(scn_thread *t, enum scn_op op, size_t size) {

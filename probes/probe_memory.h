@@ -33,12 +33,6 @@ static struct {
   scn_memory_sample *samples;
 } scn_memory = { .lock = PTHREAD_MUTEX_INITIALIZER, .statm_fd = -1 };
 
-static int64_t scn_memory_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static int64_t scn_memory_rss_kib(void) {
   char buf[128];
   ssize_t got = pread(scn_memory.statm_fd, buf, sizeof buf - 1, 0);
@@ -56,7 +50,7 @@ static void scn_memory_take(void) {
     scn_memory.interval_ns *= 2;
   }
   scn_memory_sample *s = &scn_memory.samples[scn_memory.n++];
-  s->t_ns = scn_memory_now_ns() - scn_memory.t0_ns;
+  s->t_ns = scn_clock_ns(CLOCK_MONOTONIC) - scn_memory.t0_ns;
   s->rss_kib = scn_memory_rss_kib();
   s->live_bytes = scn_live_enabled ? atomic_load_explicit(&scn_live.bytes, memory_order_relaxed) : -1;
 }
@@ -70,7 +64,7 @@ static void *scn_memory_sampler(void *arg) {
     /* The next deadline, but never one already past: a sampler that was kept
      * off the CPU resumes its pace instead of firing a burst to catch up. */
     int64_t due = (int64_t)next.tv_sec * 1000000000LL + next.tv_nsec + scn_memory.interval_ns;
-    int64_t now = scn_memory_now_ns();
+    int64_t now = scn_clock_ns(CLOCK_MONOTONIC);
     if (due < now) due = now;
     next.tv_sec = due / 1000000000LL;
     next.tv_nsec = due % 1000000000LL;
@@ -90,7 +84,7 @@ static void scn_probe_memory_program_start(int threads) {
    * fills, at most 24 KiB. */
   scn_memory.samples = scn_arena_alloc(SCN_MEMORY_MAX_SAMPLES * sizeof *scn_memory.samples);
   scn_memory.interval_ns = (int64_t)scn_probe_env_u64("SCENC_MEMORY_SAMPLE_US", 10000) * 1000;
-  scn_memory.t0_ns = scn_memory_now_ns();
+  scn_memory.t0_ns = scn_clock_ns(CLOCK_MONOTONIC);
   scn_memory_take();  /* the baseline: the program before the scenario allocated */
   if (scn_memory.interval_ns > 0) {
     /* The sampler's deadlines are on the monotonic clock, like the runtime's. */

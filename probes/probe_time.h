@@ -24,12 +24,6 @@ typedef struct {
 static scn_time_thread *scn_time_threads;
 static int scn_time_n;
 
-static inline int64_t scn_time_thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static void scn_probe_time_program_start(int threads) {
   scn_time_n = threads;
   scn_time_threads = scn_probe_state_array(threads, sizeof *scn_time_threads);
@@ -48,12 +42,12 @@ static void scn_probe_time_thread_end(scn_thread *t) {
 
 static inline void scn_probe_time_region_begin(scn_thread *t, int region) {
   scn_time_thread *s = t->probe[SCN_SLOT_TIME];
-  s->region_cpu_started[region] = scn_time_thread_cpu_ns();
+  s->region_cpu_started[region] = scn_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 static inline void scn_probe_time_region_end(scn_thread *t, int region) {
   scn_time_thread *s = t->probe[SCN_SLOT_TIME];
-  s->region_cpu_ns[region] += scn_time_thread_cpu_ns() - s->region_cpu_started[region];
+  s->region_cpu_ns[region] += scn_clock_ns(CLOCK_THREAD_CPUTIME_ID) - s->region_cpu_started[region];
 }
 
 static double scn_time_seconds(struct timeval a, struct timeval b) {

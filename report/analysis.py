@@ -16,6 +16,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
+from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
+from .. import runrecord
+from ..plan import DEFAULT_PROBE_SET
 from . import metrics as metric_defs
 
 MIN_RUNS_TO_COMPARE = 2
@@ -135,9 +138,8 @@ def _metric_json(name: str) -> dict:
 
 
 def _point(record: Mapping) -> tuple:
-    """(params, probe set, target) of a run record or a planned configuration."""
-    return (record.get("params", {}), record.get("probe_set", "time+memory"),
-            record.get("target", "scenario"))
+    """(params, probe set, target) of a run record or a planned configuration (same keys)."""
+    return record.get("params", {}), runrecord.probe_set(record), runrecord.target(record)
 
 
 def _ordered_points(header: Mapping, runs) -> List[tuple]:
@@ -196,7 +198,7 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
             if not mine and not any(c.get("allocator") == name and _point(c) == point for c in
                                     (header.get("plan") or {}).get("configs", [])):
                 continue
-            ok = [r for r in mine if r["status"] == "ok" and not r.get("warmup")]
+            ok = [r for r in mine if runrecord.is_measurement(r)]
             samples: Dict[str, List[float]] = {}
             for r in ok:
                 for m, v in r["metrics"].items():

@@ -59,8 +59,8 @@ def _path(*keys):
 
 
 _REGISTRY: Dict[str, Metric] = {}
-# prefix -> (report -> {full name: value}, name -> Metric) for metrics whose
-# names depend on the scenario (regions now, probe outputs later).
+# prefix -> (report -> {full name: value}, name -> Metric, name -> shown by default?)
+# for metrics whose names depend on the scenario (regions, probe outputs).
 _FAMILIES: Dict[str, tuple] = {}
 
 
@@ -70,9 +70,11 @@ def register(metric: Metric) -> Metric:
 
 
 def register_family(prefix: str, extract_all: Callable[[Mapping], Dict[str, float]],
-                    describe: Callable[[str], Metric]) -> None:
-    """Metrics named `prefix:<something>`, found in a report at run time."""
-    _FAMILIES[prefix] = (extract_all, describe)
+                    describe: Callable[[str], Metric],
+                    is_key: Callable[[str], bool] = lambda name: False) -> None:
+    """Metrics named `prefix:<something>`, found in a report at run time; `is_key`
+    says which of them a report shows even without --all-metrics."""
+    _FAMILIES[prefix] = (extract_all, describe, is_key)
 
 
 for _m in (
@@ -137,7 +139,7 @@ def from_report(report: Mapping) -> Dict[str, float]:
             continue
         if value is not None:
             values[m.name] = float(value)
-    for extract_all, _ in _FAMILIES.values():
+    for extract_all, _, _ in _FAMILIES.values():
         try:
             values.update({k: float(v) for k, v in extract_all(report).items()})
         except (KeyError, TypeError, AttributeError):
@@ -151,8 +153,8 @@ def shown_by_default(name: str) -> bool:
     false sharing, fragmentation ...)."""
     if name in headline_names() or name.startswith(("region:", "reported:")):
         return True
-    from ..probes import key_metrics
-    return bool(key_metrics([name]))
+    prefix = name.split(":", 1)[0]
+    return ":" in name and prefix in _FAMILIES and _FAMILIES[prefix][2](name)
 
 
 def order(names) -> List[str]:

@@ -11,6 +11,8 @@ the program), and the share of the program's wall time the scenario takes.
 from dataclasses import dataclass
 from typing import List, Optional
 
+# The text is report/tables.py's (format_side_by_side); here are the numbers.
+
 from . import metrics as metric_defs
 
 _METRICS = ("wall_s", "peak_rss_kib")
@@ -53,19 +55,12 @@ def _ends(program_block, scenario_block, metric: str) -> List[_End]:
     return ends
 
 
-def _pairs(analysis):
+def pairs(analysis):
     """(scenario block, program block) for every scenario block the command stands beside."""
     program = next((b for b in analysis.blocks if b.target == "command"), None)
     if program is None:
         return []
     return [(b, program) for b in analysis.blocks if b.target == "scenario" and b.probe_set == "time+memory"]
-
-
-def _fmt(metric: str, value: float) -> str:
-    from .tables import scale_for
-    m = metric_defs.metric(metric)
-    factor, unit = scale_for(m.unit, value)
-    return f"{value * factor:.4g} {unit}"
 
 
 def side_by_side(scenario_block, program_block) -> dict:
@@ -87,53 +82,4 @@ def side_by_side(scenario_block, program_block) -> dict:
 
 def pairs_json(analysis) -> list:
     return [dict(side_by_side(scenario_block, program_block), params=scenario_block.params)
-            for scenario_block, program_block in _pairs(analysis)]
-
-
-def format_side_by_side(analysis) -> str:
-    parts = []
-    for scenario_block, program_block in _pairs(analysis):
-        parts.append(_format_pair(analysis, scenario_block, program_block))
-    return "\n\n".join(p for p in parts if p)
-
-
-def _format_pair(analysis, scenario_block, program_block) -> str:
-    data = side_by_side(scenario_block, program_block)
-    params = " ".join(f"{k}={v}" for k, v in scenario_block.params.items())
-    lines = [f"== {analysis.scenario}{' ' + params if params else ''} beside the program "
-             f"(same session, interleaved rounds) =="]
-    verdicts = []
-    for metric, found in data["metrics"].items():
-        m = metric_defs.metric(metric)
-        prog, scen = found["program"], found["scenario"]
-        if not prog or not scen:
-            continue
-        lines.append("")
-        lines.append(f"{m.label} ({m.direction}), best first")
-        lines.append(f"  {'':4} {'scenario':<28} {'program':<28}")
-        for i in range(max(len(prog), len(scen))):
-            cells = [f"{r[i][0]} {_fmt(metric, r[i][1])}" if i < len(r) else "" for r in (scen, prog)]
-            lines.append(f"  {i + 1:<4} {cells[0]:<28} {cells[1]:<28}")
-        for end in found["ends"]:
-            if end["agrees"] is None:
-                verdicts.append(f"{end['word']}: in the program, {end['program']} is not significantly "
-                                f"apart from the next allocator, so there is nothing to agree on "
-                                f"(the scenario says {end['scenario']})")
-            elif end["agrees"]:
-                verdicts.append(f"{end['word']}: AGREE, {end['program']} for both (significant in the program)")
-            else:
-                verdicts.append(f"{end['word']}: DISAGREE, the program's is {end['program']} (significant), "
-                                f"the scenario's is {end['scenario']}")
-    if data["time_share"]:
-        lines.append("")
-        lines.append("share of the program's wall time the scenario takes: " + ", ".join(
-            f"{name} {share:.0%}" for name, share in data["time_share"].items()))
-    if verdicts:
-        lines.append("")
-        lines += verdicts
-        judged = [v for v in verdicts if "AGREE" in v]
-        if judged:
-            bad = sum("DISAGREE" in v for v in judged)
-            lines.append(f"=> the scenario {'agrees with' if not bad else 'DISAGREES with'} the program "
-                         f"on {len(judged) - bad} of {len(judged)} significant ends")
-    return "\n".join(lines)
+            for scenario_block, program_block in pairs(analysis)]

@@ -7,12 +7,6 @@
 
 #define SCN_NULL_OBJ ((scn_obj){ NULL, 0 })
 
-static inline int64_t scn_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* Division by a value known only at run time: a scenario mistake, not a crash. */
 static inline int64_t scn_div(int64_t a, int64_t b, int line) {
   if (b == 0) scn_die("division by zero (scenario line %d)", line);
@@ -250,11 +244,11 @@ static inline scn_obj scn_recv(scn_thread *t, scn_channel *q) {
 
 static inline void scn_region_begin(scn_thread *t, int r) {
   scn_hook_region_begin(t, r);
-  t->region[r].started = scn_now_ns();
+  t->region[r].started = scn_clock_ns(CLOCK_MONOTONIC);
 }
 
 static inline void scn_region_end(scn_thread *t, int r) {
-  t->region[r].ns += (uint64_t)(scn_now_ns() - t->region[r].started);
+  t->region[r].ns += (uint64_t)(scn_clock_ns(CLOCK_MONOTONIC) - t->region[r].started);
   t->region[r].entries++;
   scn_hook_region_end(t, r);
 }

@@ -97,18 +97,6 @@ static struct {
   int ready, open;
 } g_gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
 
-static int64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int64_t monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static void *thread_main(void *arg) {
   scn_thread *t = arg;
   const scn_group *g = &g_prog->groups[t->group];
@@ -119,11 +107,11 @@ static void *thread_main(void *arg) {
   pthread_mutex_unlock(&g_gate.lock);
 
   if (g_prog->thread_start) g_prog->thread_start(t);
-  int64_t cpu0 = thread_cpu_ns();
-  t->start_ns = monotonic_ns();
+  int64_t cpu0 = scn_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  t->start_ns = scn_clock_ns(CLOCK_MONOTONIC);
   g->body(t);
-  t->end_ns = monotonic_ns();
-  t->cpu_ns = thread_cpu_ns() - cpu0;
+  t->end_ns = scn_clock_ns(CLOCK_MONOTONIC);
+  t->cpu_ns = scn_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
   if (g_prog->thread_end) g_prog->thread_end(t);
   barrier_leave();
   return NULL;
@@ -245,12 +233,12 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   }
   pthread_mutex_lock(&g_gate.lock);
   while (g_gate.ready < n) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
-  int64_t start = monotonic_ns();
+  int64_t start = scn_clock_ns(CLOCK_MONOTONIC);
   g_gate.open = 1;
   pthread_cond_broadcast(&g_gate.changed);
   pthread_mutex_unlock(&g_gate.lock);
   for (int i = 0; i < n; i++) pthread_join(tids[i], NULL);
-  int64_t wall = monotonic_ns() - start;
+  int64_t wall = scn_clock_ns(CLOCK_MONOTONIC) - start;
   if (p->program_end) p->program_end();
   report(stdout, p, threads, n, wall);
   return fflush(stdout) == 0 ? 0 : 1;

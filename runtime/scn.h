@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <malloc.h>
 #include <string.h>
+#include "clock.h"
 #include "rng.h"
 
 enum scn_op {  /* same order as scenario/builtins.py ALLOCATOR_OPS */

@@ -72,6 +72,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "clock.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -245,12 +246,6 @@ static int resolve(void) {
 }
 
 /* ------------------------------------------------------------- the log */
-static uint64_t now_ns(int clock) {
-  struct timespec ts;
-  clock_gettime(clock, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static inline uint32_t tid(void) {
   if (UNLIKELY(!T.tid)) T.tid = (uint32_t)syscall(SYS_gettid);
   return T.tid;
@@ -313,8 +308,8 @@ static void write_header(int fd) {
   h.record_size = sizeof(struct scn_trace_record);
   h.pid = (uint32_t)getpid();
   h.ppid = (uint32_t)getppid();
-  h.start_ns = now_ns(CLOCK_MONOTONIC);
-  h.start_realtime_ns = now_ns(CLOCK_REALTIME);
+  h.start_ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
+  h.start_realtime_ns = (uint64_t)scn_clock_ns(CLOCK_REALTIME);
   (void)!write(fd, &h, sizeof h);
 }
 
@@ -521,7 +516,7 @@ static void write_end(void) {
     struct scn_trace_record r;
     memset(&r, 0, sizeof r);
     r.seq = atomic_load(&g_seq);
-    r.ns = now_ns(CLOCK_MONOTONIC);
+    r.ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
     r.tid = tid();
     r.kind = K_END;
     write_locked(&r, 1);
@@ -607,7 +602,7 @@ struct call {
 
 static inline void begin(struct call *c) {
   T.guard = 1;
-  c->t0 = now_ns(CLOCK_MONOTONIC);
+  c->t0 = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
 }
 
 static inline uint32_t sat32(uint64_t v) {
@@ -626,7 +621,7 @@ static void put(int kind, uint64_t seq, uint64_t ns, uint64_t dur, uint64_t a0, 
 /* An allocation has taken effect when the real function returns. */
 static inline void *end_alloc(struct call *c, int kind, uint64_t a0, uint64_t a1, uint64_t a2, void *p) {
   int err = errno;
-  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  uint64_t t1 = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
   put(kind, take_seq(), t1, t1 - c->t0, a0, a1, a2, (uintptr_t)p, 0, 0, 0);
   T.guard = 0;
   errno = err;
@@ -641,7 +636,7 @@ static inline uint64_t begin_release(struct call *c) {
 
 static inline void end_release(struct call *c, uint64_t seq, int kind, uint64_t a0, uint64_t a1, uint64_t a2) {
   int err = errno;
-  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  uint64_t t1 = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
   put(kind, seq, c->t0, t1 - c->t0, a0, a1, a2, 0, 0, 0, 0);
   T.guard = 0;
   errno = err;
@@ -696,7 +691,7 @@ static void *traced_realloc(int kind, void *old, size_t nmemb, size_t size, int 
   uint64_t before = old ? take_seq() : 0;
   void *p = array ? real_reallocarray(old, nmemb, size) : real_realloc(old, size);
   int err = errno;
-  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  uint64_t t1 = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
   uint64_t seq = before, span = 0, at = c.t0;
   if (!old || (p && p != old)) {
     seq = take_seq();
@@ -739,7 +734,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size) {
   begin(&c);
   int rc = real_posix_memalign(out, align, size);
   int err = errno;
-  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  uint64_t t1 = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
   put(K_POSIX_MEMALIGN, take_seq(), t1, t1 - c.t0, align, size, 0, rc == 0 ? (uintptr_t)*out : 0, rc, 0, 0);
   T.guard = 0;
   errno = err;
@@ -805,7 +800,7 @@ struct new_call {
 
 static void new_unwound(struct new_call *n) {
   if (n->done) return;
-  uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+  uint64_t t1 = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
   put(n->kind, take_seq(), t1, t1 - n->c.t0, n->size, n->align, 0, 0, 0, F_THREW, 0);
   T.guard = 0;
 }

@@ -16,7 +16,8 @@ from typing import Dict, List, Optional, Sequence
 
 from . import nodes as n
 from .errors import Reporter
-from .resolve import NotConstant, Resolved, ThreadGroup, const_value
+from .consts import NotConstant, const_value
+from .resolve import Resolved, ThreadGroup
 from .walk import Loop, calls_in, executions, names_in, show, stmt_exprs, walk
 
 MAX_ENUMERATION = 100_000

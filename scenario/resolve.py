@@ -7,13 +7,13 @@ here is reported with its position; nothing is guessed.
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Union
+from typing import Dict, List, Mapping, Optional
 
 from . import nodes as n
 from .builtins import BUILTINS
+from .consts import NotConstant, Number, const_value
 from .errors import Reporter, ScenarioError
-
-Number = Union[int, float]
+from .walk import subexprs
 
 # Kinds of names inside a thread.
 PARAM, LOOP, INT, PTR, POOL, CHAN, CHAN_ARRAY, SELF = (
@@ -33,10 +33,6 @@ INT64_MAX = (1 << 63) - 1  # every integer the program computes is an int64_t
 MAX_THREADS = 1 << 16
 MAX_CHANNELS = 1 << 20
 MAX_CAPACITY = 1 << 32
-
-
-class NotConstant(Exception):
-    """Raised by `const_value` for an expression only known at run time."""
 
 
 @dataclass
@@ -77,33 +73,6 @@ def parse_param_value(text: str) -> Number:
     text = text.strip()
     sign = -1 if text.startswith("-") else 1
     return sign * _number(text.lstrip("-"))
-
-
-def const_value(expr: n.Expr, env: Mapping[str, Number], rep: Optional[Reporter] = None) -> Number:
-    """Evaluate an expression made of numbers and params, as C would (integer division truncates)."""
-    if isinstance(expr, n.Num):
-        return expr.value
-    if isinstance(expr, n.Name) and expr.id in env:
-        return env[expr.id]
-    if isinstance(expr, n.Neg):
-        return -const_value(expr.operand, env, rep)
-    if isinstance(expr, n.BinOp):
-        a, b = const_value(expr.left, env, rep), const_value(expr.right, env, rep)
-        if expr.op in "/%" and b == 0:
-            if rep is not None:
-                raise rep.fail(expr.pos, "division by zero")
-            raise NotConstant()
-        if expr.op == "+":
-            return a + b
-        if expr.op == "-":
-            return a - b
-        if expr.op == "*":
-            return a * b
-        if isinstance(a, int) and isinstance(b, int):
-            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
-            return q if expr.op == "/" else a - q * b
-        return a / b if expr.op == "/" else a % b
-    raise NotConstant()
 
 
 class _Resolver:
@@ -179,8 +148,6 @@ class _Resolver:
                 pass
 
     def _expr_names(self, expr, allowed, why) -> None:
-        # walk.py imports this module (loop counts need const_value): imported when called.
-        from .walk import subexprs
         for node in subexprs(expr, parents_first=True):
             if isinstance(node, n.Index):
                 node = node.base  # a name to check too, though not an expression of its own

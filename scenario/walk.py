@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional, Sequence, Tuple
 
 from . import nodes as n
-from .resolve import NotConstant, Number, const_value
+from .consts import NotConstant, Number, const_value
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from scenc import allocators
+from scenc import allocator_config, allocators
+from scenc.allocators_cli import format_table
 from scenc.allocators import Allocator, AllocatorError
 from harness_support import fixture_builder
 
@@ -104,14 +105,14 @@ def test_a_missing_builtin_says_how_to_install_it():
                         "apt-get install libtcmalloc-minimal4", True)
     assert not missing.installed
     assert allocators.problem(missing) == "tcmalloc is not installed: apt-get install libtcmalloc-minimal4"
-    table = allocators.format_table([missing])
+    table = format_table([missing], allocators.problem)
     row = table.splitlines()[1].split()
     assert row[:2] == ["tcmalloc", "no"]
     assert "apt-get install libtcmalloc-minimal4" in table
 
 
 def test_format_table_lists_all_builtins():
-    table = allocators.format_table(allocators.known())
+    table = format_table(allocators.known(), allocators.problem)
     rows = {line.split()[0]: line for line in table.splitlines()[1:]}
     assert list(rows) == ["glibc", "glibc-notc", "tcmalloc", "jemalloc", "mimalloc"]
     for allocator in allocators.known():
@@ -196,7 +197,7 @@ def test_config_from_environment_and_xdg_home(built, tmp_path, monkeypatch):
 
     env_config = write_config(tmp_path / "elsewhere.ini", f"[fromenv]\nlibrary = {built['shared']}\n")
     monkeypatch.setenv("SCENC_ALLOCATORS", str(env_config))
-    assert allocators.default_config_paths() == [str(env_config)]
+    assert allocator_config.default_config_paths() == [str(env_config)]
     assert allocators.resolve("fromenv")[0].name == "fromenv"
     with pytest.raises(AllocatorError, match="unknown allocator 'fromxdg'"):
         allocators.resolve("fromxdg")  # $SCENC_ALLOCATORS replaces the default file

@@ -7,44 +7,44 @@ import argparse
 import pytest
 
 from scenc import allocators as registry
-from scenc import harness, run_command, runner
+from scenc import plan as harness_plan, run_command, runner
 from scenc.report import metrics as metric_defs
 from scenc.report.tables import format_value
 
 
 def test_sweep_is_the_cartesian_product_in_command_line_order():
-    combos = harness.sweep({"threads": [1, 2], "size": [8, 64, 512]})
+    combos = harness_plan.sweep({"threads": [1, 2], "size": [8, 64, 512]})
     assert len(combos) == 6
     assert combos[0] == {"threads": 1, "size": 8}
     assert combos[-1] == {"threads": 2, "size": 512}
-    assert harness.sweep({}) == [{}]
+    assert harness_plan.sweep({}) == [{}]
 
 
 def test_plan_describes_itself_like_the_issue_says():
-    plan = harness.plan_runs(["glibc", "tcmalloc", "jemalloc", "mimalloc"],
-                             harness.sweep({"threads": [1, 2, 4]}), runs=10, warmup=1)
+    plan = harness_plan.plan_runs(["glibc", "tcmalloc", "jemalloc", "mimalloc"],
+                             harness_plan.sweep({"threads": [1, 2, 4]}), runs=10, warmup=1)
     assert len(plan.configs) == 12
     assert plan.describe() == "4 allocators x 3 param sets x 10 runs + 1 warm-up each = 132 runs"
-    auto = harness.plan_runs(["glibc"], [{}], runs=None, min_runs=5, max_runs=20, ci=0.02)
+    auto = harness_plan.plan_runs(["glibc"], [{}], runs=None, min_runs=5, max_runs=20, ci=0.02)
     assert "5 to 20 runs" in auto.describe() and "±2.0%" in auto.describe()
 
 
 def test_plan_survives_json_and_keeps_the_order_of_configs():
-    plan = harness.plan_runs(["glibc", "jemalloc"], harness.sweep({"threads": [1, 2]}),
+    plan = harness_plan.plan_runs(["glibc", "jemalloc"], harness_plan.sweep({"threads": [1, 2]}),
                              runs=None, ci=0.05, min_runs=3, max_runs=9, seed=11, timeout_s=4.0)
-    again = harness.Plan.from_json(plan.to_json())
+    again = harness_plan.Plan.from_json(plan.to_json())
     assert again == plan
     assert [c.label() for c in again.configs] == ["glibc threads=1", "jemalloc threads=1",
                                                   "glibc threads=2", "jemalloc threads=2"]
 
 
 def test_every_round_has_a_new_order_that_the_seed_fixes():
-    plan = harness.plan_runs(["a", "b", "c", "d", "e"], [{}], seed=3)
+    plan = harness_plan.plan_runs(["a", "b", "c", "d", "e"], [{}], seed=3)
     orders = [tuple(c.allocator for c in plan.round_order(r, plan.configs)) for r in range(1, 9)]
     assert all(sorted(o) == ["a", "b", "c", "d", "e"] for o in orders)
     assert len(set(orders)) > 1
     assert orders == [tuple(c.allocator for c in plan.round_order(r, plan.configs)) for r in range(1, 9)]
-    other = harness.plan_runs(["a", "b", "c", "d", "e"], [{}], seed=4)
+    other = harness_plan.plan_runs(["a", "b", "c", "d", "e"], [{}], seed=4)
     assert orders != [tuple(c.allocator for c in other.round_order(r, other.configs)) for r in range(1, 9)]
 
 
@@ -108,11 +108,11 @@ def test_run_classification():
     import json
     glibc = registry.resolve("glibc")[0]
     jemalloc = registry.resolve("jemalloc")[0]
-    config = harness.RunConfig.make("glibc", {"threads": 2})
+    config = harness_plan.RunConfig.make("glibc", {"threads": 2})
     ok = runner.make_record(config, glibc, 1, _outcome(stdout=json.dumps(_report())), 10)
     assert ok["status"] == "ok" and ok["metrics"]["wall_s"] == pytest.approx(0.002)
     # glibc did the work although the run is labelled jemalloc: never filed under jemalloc.
-    wrong = runner.make_record(harness.RunConfig.make("jemalloc", {}), jemalloc, 1,
+    wrong = runner.make_record(harness_plan.RunConfig.make("jemalloc", {}), jemalloc, 1,
                                _outcome(stdout=json.dumps(_report())), 10)
     assert wrong["status"] == "wrong-allocator" and "jemalloc" in wrong["problem"]
     crash = runner.make_record(config, glibc, 1, _outcome(returncode=-11, stderr="x\n" * 5000), 10)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from scenc import allocators as registry
-from scenc import harness, stats
+from scenc import plan as plan_module, stats
 from harness_support import (build_fault_allocator, build_library_without_malloc, processes_mapping,
                              read_lines, scenc, write_scenario)
 
@@ -73,7 +73,7 @@ def test_rounds_are_shuffled_and_complete(tmp_path):
     started = [r["started"] for r in runs]
     assert started == sorted(started)
     # The order is the saved seed's, so it can be reproduced (and a resume follows it).
-    plan = harness.Plan.from_json(header["plan"])
+    plan = plan_module.Plan.from_json(header["plan"])
     assert plan.seed == 5
     for round_, order in by_round.items():
         assert order == [c.allocator for c in plan.round_order(round_, plan.configs)]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from scenc.trace.capture import CaptureError, capture, inspect_elf
+from scenc.elf import inspect as inspect_elf
+from scenc.trace.capture import CaptureError, capture
 from scenc.trace.ltrace import parse_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "trace"

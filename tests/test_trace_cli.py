@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scenc.cli import main
+from scenc.cli_common import EXIT_INCOMPLETE, EXIT_USAGE
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "trace"
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "ltrace-samples"
@@ -53,7 +54,7 @@ def test_a_file_that_is_not_an_ltrace_log_is_a_positioned_error(tmp_path):
     for argv in (("convert", bad, "-o", tmp_path / "x.scn"), ("convert", bad, "--model", "-o", tmp_path / "m.scn"),
                  ("trace-stats", bad)):
         proc = scenc_process(*argv)
-        assert proc.returncode == 2, argv
+        assert proc.returncode == EXIT_USAGE, argv
         assert proc.stderr.startswith(f"{bad}:1:1: not an ltrace log"), proc.stderr
         assert "'shopping list'" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "x.scn").exists() and not list(tmp_path.glob("*.ops")) and not list(tmp_path.glob(".ops-*"))
@@ -72,7 +73,7 @@ def test_missing_inputs_and_programs_are_plain_errors(tmp_path):
     ]
     for argv, prefix, words in cases:
         proc = scenc_process(*argv)
-        assert proc.returncode == 2, (argv, proc.stderr)
+        assert proc.returncode == EXIT_USAGE, (argv, proc.stderr)
         assert proc.stderr.startswith(prefix) and words in proc.stderr.lower(), proc.stderr
         assert "Traceback" not in proc.stderr
 
@@ -81,7 +82,7 @@ def test_a_log_without_any_call_cannot_be_converted(capsys, tmp_path):
     empty = tmp_path / "empty.ltrace"
     empty.write_text("")
     code, out, err = scenc(capsys, "convert", empty, "-o", tmp_path / "e.scn")
-    assert code == 2 and "holds no allocator call: nothing to convert" in err
+    assert code == EXIT_USAGE and "holds no allocator call: nothing to convert" in err
     assert not (tmp_path / "e.scn").exists()
 
 
@@ -97,7 +98,7 @@ def test_help_lists_the_three_commands():
 def test_capture_that_sees_nothing_says_why_and_what_to_do(capsys, tmp_path, bins):
     """A -fno-plt program reaches malloc through the GOT: ltrace -e never fires."""
     code, out, err = scenc(capsys, "capture", "-o", tmp_path / "noplt.ltrace", "--mode", "e", "--", bins["noplt"])
-    assert code == 1
+    assert code == EXIT_INCOMPLETE
     assert "captured" in out and "0 allocator calls" in out
     assert "saw no allocator call" in err and "only through the GOT" in err
     assert "--mode x" in err and "--method preload" in err and "mode='x'" not in err
@@ -147,9 +148,9 @@ def test_preload_capture_stats_and_exact_replay_of_threads(capsys, tmp_path, bin
 
 # --------------------------------------------------------------------------- trace-stats
 @needs_samples
-def test_trace_stats_of_a_crashed_log_exits_1_and_says_so(capsys):
+def test_trace_stats_of_a_crashed_log_exits_incomplete_and_says_so(capsys):
     code, out, _ = scenc(capsys, "trace-stats", SAMPLES / "mt_pthread_crashed_e.log")
-    assert code == 1
+    assert code == EXIT_INCOMPLETE
     assert "INCOMPLETE capture" in out and "killed by SIGSEGV" in out
     code, out, _ = scenc(capsys, "trace-stats", SAMPLES / "mt_pthread_e.log", "--json")
     stats = json.loads(out)

@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 
 from scenc.allocators import known
-from scenc.trace.capture import CaptureError, capture, inspect_elf
+from scenc.elf import inspect as inspect_elf
+from scenc.trace.capture import CaptureError, capture
 from scenc.trace.events import FREE_KINDS
 from scenc.trace.ltrace import TraceFormatError, parse_file
 from scenc.trace.opsfile import COUNTED_AS
-from scenc.trace.preload import (HEADER, KIND_CODES, RECORD, TRACER_SOURCE, capture_preload, parse_preload_log,
-                                 tracer_library)
+from scenc.trace.preload import capture_preload
+from scenc.trace.preload_log import HEADER, KIND_CODES, RECORD, parse_preload_log
+from scenc.trace.tracer_build import TRACER_SOURCE, tracer_library
 from scenc.trace.replay import REPLAY_KIND, write_replay
 from scenc.trace.stats import TraceStats
 

@@ -16,8 +16,8 @@ real programs, see tests/test_trace_capture.py and tests/fixtures/trace/make_log
     ``->calloc`` lines are libc's own IRELATIVE PLT slots mislabelled (results like
     ``= 0x6``): the parser skips them.  A binary linked with ``-z now`` (BIND_NOW) is
     traced normally by this ltrace build.  Multithreaded programs survive -e more
-    often than -x, not always: mt_handoff with 3 threads x 20 rounds crashed in 3 of
-    10 runs, with 8 threads x 200 rounds in 5 of 5 (once ltrace itself segfaulted).
+    often than -x, not always: mt_handoff crashes under -e too, the more so with more
+    threads and rounds (ltrace itself may segfault).
 ``-L -x FUNCS`` (breakpoints on the functions themselves, ``malloc@libc.so.6(16)``)
     sees every call, including those from inside libc and from programs that take
     malloc's address; calls an allocator makes internally show up *nested* inside
@@ -28,8 +28,8 @@ real programs, see tests/test_trace_capture.py and tests/fixtures/trace/make_log
     ``_ZdaPv``/``_ZdlPvm`` and the aligned/nothrow variants are found in
     libstdc++.so.6 (``-x`` without ``-L`` also traces every PLT call: duplicates).
     On multithreaded programs ltrace 0.7.3 -x nearly always crashes the tracee
-    (``unexpected breakpoint``, ``+++ killed by SIGSEGV +++``: mt_handoff with 3
-    threads x 20 rounds crashed in 10 of 10 runs): mode='auto' falls back to -e.
+    (``unexpected breakpoint``, ``+++ killed by SIGSEGV +++``, mt_handoff every
+    time): mode='auto' falls back to -e.
 Both:
     ltrace exits 0 even when the tracee dies of a signal or exits non-zero: the
     outcome is only in the log (``+++ exited (status N) +++`` / ``+++ killed by``).
@@ -37,27 +37,28 @@ Both:
     running a pipeline: exit 134) or crash (139).  Statically linked programs
     cannot be traced (ltrace: "Couldn't find .dynsym"; nothing is recorded).
     Scripts (``#!``) are not ELF files: ltrace refuses them; the interpreter is
-    traced instead.  Each breakpoint costs 50-300 us, so traced programs run
-    100-1000x slower and timing-dependent behaviour changes.
+    traced instead.  Every breakpoint stops the program for ltrace, so traced
+    programs run orders of magnitude slower (docs/capture.md, bench/bench_capture.py)
+    and timing-dependent behaviour changes.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..elf import ElfInfo, inspect as inspect_elf
+from ..process import kill_group, signal_name
 from .ltrace import ParseReport, TraceFormatError, parse_file
 from .stats import TraceStats
 
-__all__ = ["capture", "CaptureResult", "CaptureError", "ElfInfo", "inspect_elf", "DEFAULT_FUNCTIONS"]
+__all__ = ["capture", "CaptureResult", "CaptureError", "DEFAULT_FUNCTIONS"]
 
 C_FUNCTIONS = ("malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
                "memalign", "valloc", "pvalloc")
@@ -70,121 +71,6 @@ DEFAULT_FUNCTIONS = C_FUNCTIONS + CXX_FUNCTIONS
 
 class CaptureError(RuntimeError):
     """The program cannot be traced at all (not found, statically linked, ltrace missing ...)."""
-
-
-# --------------------------------------------------------------------------- ELF
-@dataclass
-class ElfInfo:
-    path: str
-    is_elf: bool = False
-    dynamic: bool = False                  # has a PT_DYNAMIC segment (else: statically linked)
-    interpreter: Optional[str] = None      # PT_INTERP (ld.so)
-    bind_now: bool = False                 # DT_BIND_NOW / DF_BIND_NOW / DF_1_NOW
-    plt_symbols: set = field(default_factory=set)   # imported through a PLT slot (JUMP_SLOT)
-    got_symbols: set = field(default_factory=set)   # imported through the GOT only (GLOB_DAT): address taken
-    shebang: Optional[list] = None         # ['/usr/bin/env', 'python3'] for a '#!' script
-    defined: set = field(default_factory=set)       # functions it defines itself (.dynsym/.symtab, global or weak)
-
-
-_JUMP_SLOT = {62: 7, 3: 7, 183: 1026}      # EM_X86_64, EM_386, EM_AARCH64
-_GLOB_DAT = {62: 6, 3: 6, 183: 1025}
-
-
-def inspect_elf(path: str) -> ElfInfo:
-    """What matters to ltrace about an executable: dynamic or static, BIND_NOW, which allocator
-    functions it reaches through PLT slots and which only through the GOT.  Never raises on bad files."""
-    info = ElfInfo(path)
-    try:
-        with open(path, "rb") as f:
-            head = f.read(512)
-            if head[:2] == b"#!":
-                info.shebang = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split() or None
-                return info
-            if head[:4] != b"\x7fELF" or len(head) < 52:
-                return info
-            info.is_elf = True
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                _read_elf(data, info)
-    except (OSError, ValueError, struct.error, IndexError, UnicodeDecodeError):
-        pass
-    return info
-
-
-def _read_elf(data, info: ElfInfo) -> None:
-    is64 = data[4] == 2
-    end = "<" if data[5] == 1 else ">"
-    if is64:
-        (e_type, e_machine, _v, _entry, e_phoff, e_shoff, _fl, _ehs, e_phentsize, e_phnum, e_shentsize, e_shnum,
-         _shstrndx) = struct.unpack_from(end + "HHIQQQIHHHHHH", data, 16)
-    else:
-        (e_type, e_machine, _v, _entry, e_phoff, e_shoff, _fl, _ehs, e_phentsize, e_phnum, e_shentsize, e_shnum,
-         _shstrndx) = struct.unpack_from(end + "HHIIIIIHHHHHH", data, 16)
-    for i in range(e_phnum):
-        off = e_phoff + i * e_phentsize
-        if is64:
-            p_type, _pf, p_offset, _va, _pa, p_filesz = struct.unpack_from(end + "IIQQQQ", data, off)
-        else:
-            p_type, p_offset, _va, _pa, p_filesz = struct.unpack_from(end + "IIIII", data, off)
-        if p_type == 2:
-            info.dynamic = True
-        elif p_type == 3:
-            info.interpreter = data[p_offset:p_offset + p_filesz].split(b"\0")[0].decode()
-    sections = []
-    for i in range(e_shnum):
-        off = e_shoff + i * e_shentsize
-        if is64:
-            _name, sh_type, _flags, _addr, sh_offset, sh_size, sh_link, _info, _align, sh_entsize = \
-                struct.unpack_from(end + "IIQQQQIIQQ", data, off)
-        else:
-            _name, sh_type, _flags, _addr, sh_offset, sh_size, sh_link, _info, _align, sh_entsize = \
-                struct.unpack_from(end + "IIIIIIIIII", data, off)
-        sections.append((sh_type, sh_offset, sh_size, sh_link, sh_entsize))
-    word = 8 if is64 else 4
-    for sh_type, off, size, link, entsize in sections:
-        if sh_type == 6:                                            # SHT_DYNAMIC
-            for j in range(0, size - 2 * word + 1, 2 * word):
-                tag, val = struct.unpack_from(end + ("qQ" if is64 else "iI"), data, off + j)
-                if tag == 24 or (tag == 30 and val & 8) or (tag == 0x6FFFFFFB and val & 1):
-                    info.bind_now = True
-        elif sh_type in (2, 11) and entsize and 0 <= link < len(sections):   # SHT_SYMTAB / SHT_DYNSYM
-            _defined_functions(data, end, is64, off, size, entsize, sections[link][1], info.defined)
-        elif sh_type in (4, 9) and 0 <= link < len(sections):       # SHT_RELA / SHT_REL
-            sym_type, sym_off, _sym_size, str_link, sym_entsize = sections[link]
-            if sym_type != 11 or not (0 <= str_link < len(sections)) or not sym_entsize:   # SHT_DYNSYM
-                continue
-            str_off = sections[str_link][1]
-            entsize = entsize or ((24 if sh_type == 4 else 16) if is64 else (12 if sh_type == 4 else 8))
-            for j in range(0, size - entsize + 1, entsize):
-                if is64:
-                    _roff, r_info = struct.unpack_from(end + "QQ", data, off + j)
-                    r_type, r_sym = r_info & 0xFFFFFFFF, r_info >> 32
-                else:
-                    _roff, r_info = struct.unpack_from(end + "II", data, off + j)
-                    r_type, r_sym = r_info & 0xFF, r_info >> 8
-                if not r_sym:
-                    continue
-                st_name = struct.unpack_from(end + "I", data, sym_off + r_sym * sym_entsize)[0]
-                name = data[str_off + st_name:data.find(b"\0", str_off + st_name)].decode()
-                if r_type == _JUMP_SLOT.get(e_machine):
-                    info.plt_symbols.add(name)
-                elif r_type == _GLOB_DAT.get(e_machine):
-                    info.got_symbols.add(name)
-    info.got_symbols -= info.plt_symbols
-
-
-def _defined_functions(data, end: str, is64: bool, off: int, size: int, entsize: int, str_off: int,
-                       into: set) -> None:
-    """Names of the functions (or ifuncs) a symbol table defines, global or weak."""
-    for j in range(off, off + size - entsize + 1, entsize):
-        if is64:
-            st_name, st_info, _other, st_shndx = struct.unpack_from(end + "IBBH", data, j)
-        else:
-            (st_name,) = struct.unpack_from(end + "I", data, j)
-            st_info, _other, st_shndx = struct.unpack_from(end + "BBH", data, j + 12)
-        if st_shndx == 0 or st_info >> 4 not in (1, 2) or st_info & 0xF not in (2, 10):
-            continue                                    # undefined, local, or not a function
-        start = str_off + st_name
-        into.add(data[start:data.find(b"\0", start)].decode("ascii", "replace"))
 
 
 # --------------------------------------------------------------------------- result
@@ -238,7 +124,7 @@ def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], **popen) ->
         try:
             status = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid)
             proc.wait()
             status = None
         seconds = time.perf_counter() - start
@@ -286,8 +172,8 @@ def capture(argv: Sequence[str], out_path, method: str = "ltrace", *, mode: str 
     ``warnings`` say what went wrong and what to try.
     """
     if method != "ltrace":
-        raise CaptureError(f"capture method {method!r} is not available; only 'ltrace' is implemented "
-                           f"(an LD_PRELOAD tracer is planned as method 'preload')")
+        raise CaptureError(f"capture method {method!r}: this function runs only 'ltrace'; the LD_PRELOAD "
+                           f"tracer is trace/preload.py's capture_preload")
     if mode not in ("auto", "x", "e"):
         raise ValueError(f"mode must be 'auto', 'x' or 'e', not {mode!r}")
     if not argv:
@@ -365,11 +251,7 @@ def _crash_sentence(r: CaptureResult) -> str:
         parts.append("timed out")
     elif r.ltrace_status < 0 or r.ltrace_status in (128 + signal.SIGSEGV, 128 + signal.SIGABRT):
         sig = -r.ltrace_status if r.ltrace_status < 0 else r.ltrace_status - 128
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        parts.append(f"ltrace itself died of {name}")
+        parts.append(f"ltrace itself died of {signal_name(sig)}")
         assertion = [line for line in r.ltrace_stderr.splitlines() if "Assertion" in line]
         if assertion:
             parts.append(f"its assertion failed: {assertion[-1].strip()}")
@@ -420,7 +302,7 @@ def _suspicions(r: CaptureResult, elf: ElfInfo) -> list:
             why.append(f"its only lines ({rep.count('libc-internal-plt')}) are libc.so.6-> entries, which ltrace "
                        f"mislabels and are not allocator calls")
         advice = ("capture with mode='x' (-L -x breakpoints on the functions themselves), or with an LD_PRELOAD "
-                  "tracer (method 'preload', planned)")
+                  "tracer (method='preload')")
         if stats.ops == 0:
             out.append("the capture saw no allocator call. " + ("Why: " + "; ".join(why) + ". " if why else
                        "The program may not allocate at all, or only from inside libc, which -e cannot see. ")

@@ -5,99 +5,21 @@
     scenc convert app.ltrace -o app.scn                    # exact replay (app.ops beside it)
     scenc convert app.ltrace --model -o app-model.scn      # fitted model (trace/model.py)
 
-Exit status: 0 done; 1 done, but the capture is incomplete (capture,
-trace-stats) or saw nothing; 2 the input cannot be used (not a log, no such
-program, nothing to convert). A capture cut short by a crash still converts:
-the command says what was lost and exits 0.
+Exit status (cli_common.py): 0 done; 4 done, but the capture is incomplete
+(capture, trace-stats) or saw nothing; 64 the input cannot be used (not a
+log, no such program, nothing to convert). A capture cut short by a crash
+still converts: the command says what was lost and exits 0.
 """
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
+from ..cli_common import EXIT_INCOMPLETE, EXIT_OK, UnusableInput, default_cc
 from .events import ANOMALY_KINDS
-from .ltrace import ParseReport, TraceFormatError, parse_file
-
-EXIT_OK, EXIT_INCOMPLETE, EXIT_UNUSABLE = 0, 1, 2
-PRELOAD_MAGIC = b"SCNTRACE"
-
-
-class TraceInputError(Exception):
-    """A file or program the trace commands cannot use; the message says why."""
-
-
-# --------------------------------------------------------------------------- reading either log format
-class TraceSource:
-    """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
-
-    def __init__(self, path):
-        self.path = Path(path)
-        try:
-            with open(self.path, "rb") as f:
-                head = f.read(len(PRELOAD_MAGIC))
-        except OSError as e:
-            raise TraceInputError(f"{path}: {e.strerror.lower() if e.strerror else e}") from None
-        if self.path.is_dir():
-            raise TraceInputError(f"{path}: is a directory, not a capture")
-        self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
-        if self.format == "preload":
-            from .preload import parse_preload_log
-            log = parse_preload_log(self.path)      # indexes the file: format errors raise here
-            self.events = log
-            self.report = log.report
-            info = log.info
-            if info.missing:                        # records lost: the figures cover what was written
-                self.report.pending_at_end = info.missing
-                self.report.anomaly_counts["records-missing"] = info.missing
-        else:
-            self.events = parse_file(self.path)
-            self.report = self.events.report
-
-    def losses(self) -> list:
-        """Plain sentences: what the capture lost or could not show (empty for a complete capture)."""
-        rep = self.report
-        if self.format == "preload":
-            info = self.events.info
-            out = []
-            if info.missing:
-                out.append(f"{info.missing} call(s) are missing from the tracer log (sequence numbers never written, "
-                           f"last number {info.last_seq}): records still buffered when the process was killed")
-            if not info.ended:
-                out.append("the tracer log has no end mark: the process was killed, or exec'ed a program without "
-                           "the tracer; the calls its threads still had buffered are lost")
-            return out
-        out = []
-
-        def first(kind):
-            lines = rep.first_lines(kind)
-            return f" (first at line {lines[0]})" if lines else ""
-        if rep.killed_by:
-            out.append(f"the program was killed by {rep.killed_by}{first('tracee-crashed')}: whatever it would have "
-                       f"done after that is not in the log")
-        if rep.count("unexpected-breakpoint"):
-            out.append(f"ltrace lost {rep.count('unexpected-breakpoint')} breakpoint(s){first('unexpected-breakpoint')}"
-                       f": calls made at those moments were not recorded")
-        if rep.count("unfinished-never-resumed"):
-            out.append(f"{rep.count('unfinished-never-resumed')} call(s) started but never returned"
-                       f"{first('unfinished-never-resumed')}: an allocation among them has no result and is lost "
-                       f"(a free is kept: it takes effect where it starts)")
-        if rep.count("resumed-without-start"):
-            out.append(f"{rep.count('resumed-without-start')} '<... resumed>' line(s) had no start"
-                       f"{first('resumed-without-start')}: those calls are lost")
-        if rep.count("thread-only-in-exit-line"):
-            out.append(f"{rep.count('thread-only-in-exit-line')} thread(s) appear only in their exit line"
-                       f"{first('thread-only-in-exit-line')}: any call they made was lost")
-        if rep.truncated:
-            out.append("the last line is cut off: it is ignored")
-        if rep.count("unparsable-line"):
-            out.append(f"{rep.count('unparsable-line')} line(s) could not be read{first('unparsable-line')}: "
-                       f"ignored")
-        if not rep.exits and not rep.killed_by:
-            out.append("the log has no '+++ exited' line: the capture may have stopped before the program ended")
-        return out
-
+from .ltrace import ParseReport, TraceFormatError
+from .source import TraceInputError, TraceSource
 
 def anomaly_lines(report: ParseReport, max_lines: int = 5) -> list:
     """One line per anomaly kind: severity, kind, count, first lines (errors first)."""
@@ -145,7 +67,7 @@ def _as_options(warning: str) -> str:
     """The capture module's advice names its Python arguments; say them as this command's options."""
     for python, option in (("mode='x'", "--mode x"), ("mode='e'", "--mode e"), ("(mode=x)", "(--mode x)"),
                            ("(mode=e)", "(--mode e)"), ("retries=N", "--retries N"),
-                           ("(method 'preload', planned)", "(--method preload)")):
+                           ("(method='preload')", "(--method preload)")):
         warning = warning.replace(python, option)
     return warning
 
@@ -322,20 +244,19 @@ def _self_check(path: Path) -> None:
 
 # --------------------------------------------------------------------------- registration
 def _guarded(name, func):
-    """User errors as one clear sentence and exit status 2, never a traceback."""
+    """User errors as one clear sentence (cli.main gives them exit status 64), never a traceback."""
     def run(args):
         try:
             return func(args)
         except TraceFormatError as e:
-            print(f"{e}", file=sys.stderr)
+            raise UnusableInput(str(e)) from None
         except TraceInputError as e:
-            print(f"scenc {name}: {e}", file=sys.stderr)
+            raise UnusableInput(f"scenc {name}: {e}") from None
         except BrokenPipeError:
             raise
         except OSError as e:
             where = f"{e.filename}: " if e.filename else ""
-            print(f"scenc {name}: {where}{e.strerror or e}", file=sys.stderr)
-        return EXIT_UNUSABLE
+            raise UnusableInput(f"scenc {name}: {where}{e.strerror or e}") from None
     return run
 
 
@@ -362,7 +283,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "trace-stats", help="statistics of a capture: calls, sizes, lifetimes, threads, anomalies",
         description="Statistics of an ltrace log or an LD_PRELOAD tracer log (recognised by its content). "
-                    "Exit status 1 when the capture is incomplete.")
+                    "Exit status 4 when the capture is incomplete.")
     p.add_argument("file", help="the capture (from scenc capture)")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
     p.set_defaults(func=_guarded("trace-stats", cmd_trace_stats))
@@ -381,5 +302,5 @@ def register(subparsers) -> None:
                    help="--model: at most N phases (default 4; 1 turns phase detection off)")
     p.add_argument("--no-measure", action="store_true",
                    help="--model: do not build and run the model once to measure its peak of live bytes")
-    p.add_argument("--cc", default=os.environ.get("SCENC_CC", "gcc"), help="--model: C compiler for that run")
+    p.add_argument("--cc", default=default_cc(), help="--model: C compiler for that run")
     p.set_defaults(func=_guarded("convert", cmd_convert))

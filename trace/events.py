@@ -26,7 +26,7 @@ sized ``operator delete``, ``None`` for ``free``.  ``nbytes`` is
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional
 
 #: Kinds that return a new block.
 ALLOC_KINDS = frozenset({
@@ -137,3 +137,24 @@ ANOMALY_KINDS = {
     "tracee-crashed": (ERROR, "the tracee was killed by a signal ('+++ killed by SIGxxx +++'); under ltrace "
                               "this is usually ltrace's fault, not the program's"),
 }
+
+
+# The first bytes of a preload tracer log (runtime/tracer.c): how a capture's reader is chosen.
+PRELOAD_MAGIC = b"SCNTRACE"
+
+
+class EventSource:
+    """What both capture readers hand out: an iterator of AllocEvents (over ``self._events``)
+    with the parse report alongside."""
+
+    _events: Iterator[AllocEvent]
+
+    def __iter__(self):
+        return self._events
+
+    def __next__(self):
+        return next(self._events)
+
+    def close(self):
+        """Stop reading early."""
+        self._events.close()

@@ -56,7 +56,7 @@ import re
 from itertools import chain
 from typing import Iterable, Iterator, Optional
 
-from .events import ALLOC_KINDS, FREE_KINDS, REALLOC_KINDS, AllocEvent, Anomaly
+from .events import ALLOC_KINDS, FREE_KINDS, REALLOC_KINDS, AllocEvent, Anomaly, EventSource
 
 __all__ = ["parse", "parse_file", "ParseReport", "TraceFormatError", "FUNCTIONS", "EventStream"]
 
@@ -324,7 +324,7 @@ class ParseReport:
 
 
 # --------------------------------------------------------------------------- parser
-class EventStream:
+class EventStream(EventSource):
     """Iterable of AllocEvents with the ParseReport alongside (``stream.report``).
 
     The parser hands out events in small chunks internally; iterating the stream
@@ -335,12 +335,6 @@ class EventStream:
         self._chunks = chunks
         self._events = chain.from_iterable(chunks)
         self.report = report
-
-    def __iter__(self):
-        return self._events
-
-    def __next__(self):
-        return next(self._events)
 
     def close(self):
         """Stop parsing early (closes the file of parse_file)."""
@@ -586,9 +580,10 @@ class _Parser:
         tid_cache: dict = {}
         fallback = self.fallback
         push = self.push
+        resumed = self.resumed
         classify = self.classify
         note = rep.add
-        matches_outer = _matches_outer
+        outer_call = self.outer_call
         alloc_kinds, free_kinds = ALLOC_KINDS, FREE_KINDS
         lineno = events = other = 0
         out: list = []                     # events are handed out in chunks of _CHUNK (cheaper than one by one)
@@ -600,19 +595,7 @@ class _Parser:
         # the prefix has ``nsplit`` whitespace-separated tokens; the tid is token ``tid_i``
         # ('[pid N]' is two tokens, 'N]' the second) and the timestamp token ``ts_i``; -1: none.
         nsplit = tid_i = ts_i = -1
-        newline_mode = False
-        it = iter(lines)
-        for first in it:
-            if isinstance(first, str):
-                it = chain((first,), it)
-                newline_mode = first.endswith("\n") if newlines is None else newlines
-            else:
-                it = _decoded(chain((first,), it))
-                newline_mode = bytes(first).endswith(b"\n") if newlines is None else newlines
-            break
-        self.newline_mode = newline_mode
-        self.general = (_GENERAL_NL if newline_mode else _GENERAL_ANY).match
-        self.layout = None
+        it, newline_mode = self.text_lines(lines, newlines)
         try:
             for raw in it:
                 lineno += 1
@@ -698,14 +681,8 @@ class _Parser:
                     if tid not in seen:
                         seen.add(tid)
                         rep.threads.add(tid)
-                    if tid_i >= 0 and len(tid_cache) < 65536:
-                        # from now on the fast path knows this thread's prefix token
-                        try:
-                            token = raw.split(None, nsplit)[tid_i]
-                            if token.rstrip("]") == str(tid):
-                                tid_cache[token] = tid
-                        except (IndexError, AttributeError, TypeError):
-                            pass
+                    if tid_i >= 0:
+                        self.learn_tid_token(raw, tid, nsplit, tid_i, tid_cache)
                     if nsplit < 0 and self.layout is not None:
                         nsplit, tid_i, ts_i = self.layout
                 if ts is not None:
@@ -755,12 +732,7 @@ class _Parser:
                             continue
                     st = stacks.get(tid)
                     if st:
-                        parent = None
-                        for e in reversed(st):
-                            if not e[P_FLAGS] & (F_IGNORED | F_NORETURN) and matches_outer(
-                                    e, kind, size, nmemb, align, old):
-                                parent = e
-                                break
+                        parent = outer_call(st, kind, size, nmemb, align, old)
                         if parent is not None:
                             note("nested-inner-call", lineno,
                                  f"{str(raw).strip()}  (inside {parent[P_NAME]} of line {parent[P_START]})")
@@ -772,39 +744,22 @@ class _Parser:
                     if dur is not None:
                         has_dur = True
                     if kind in free_kinds:
-                        events += 1
-                        append(new(Event, (lineno, tid, t, kind, size, nmemb, align, old, None, False, lineno, dur)))
-                        if events >= flush_at:
-                            yield out
-                            out = []
-                            append = out.append
-                            flush_at = events + _CHUNK
+                        # A free takes effect where it starts: its event now, even if it is unfinished.
                         if not old:
                             note("free-null", lineno, raw)
                         if unf:
                             push(tid, [name, kind, lineno, t, size, nmemb, align, old,
                                        F_EMITTED | (F_NORETURN if unf == "no return" else 0), None, None])
-                        continue
-                    if unf:
+                        res, failed, start = None, False, lineno
+                    elif unf:
                         push(tid, [name, kind, lineno, t, size, nmemb, align, old,
                                    F_NORETURN if unf == "no return" else 0, None, None])
                         continue
-                    start = lineno
-                    inner = None
+                    else:
+                        start, inner, res = lineno, None, 0
                 else:
                     # ------------------------------------------------ a call resumes
-                    st = stacks.get(tid)
-                    e = None
-                    if st:
-                        if st[-1][0] == rname:
-                            e = st.pop()
-                        else:
-                            for i in range(len(st) - 2, -1, -1):
-                                if st[i][P_NAME] == rname:
-                                    e = st[i]
-                                    self.abandon(st[i + 1:], f"{rname} of line {e[P_START]} resumed first")
-                                    del st[i:]
-                                    break
+                    e = resumed(tid, rname)
                     if e is None:
                         note("resumed-without-start", lineno, raw)
                         continue
@@ -820,8 +775,11 @@ class _Parser:
                     if dur is not None:
                         has_dur = True
                     _, _, start, _, size, nmemb, align, old, _, _, inner = e
+                    res = 0
                 # ---------------------------------------------------- an allocation/realloc completes
-                if kind == "posix_memalign":
+                if res is None:
+                    pass                          # a free: nothing returned
+                elif kind == "posix_memalign":
                     res = inner
                     failed = _ptr(ret) != 0
                     if not failed and res is None:
@@ -846,15 +804,7 @@ class _Parser:
             if out:
                 yield out
                 out = []
-            if not self.recognised and self.first_bad is not None:
-                line, _, text = self.first_bad
-                if lineno == 1 and not self.newline_mode and re.match(r"\d|\[pid", text):
-                    rep.truncated = True     # a single, unterminated line: a log cut right at its start
-                    rep.add("truncated-line", 1, f"only line has no newline, ignored: {text!r}")
-                else:
-                    self.format_error()
-            for tid, st in stacks.items():
-                self.abandon(st, "the log ended", at_end=True)
+            self.finish(lineno)
         finally:
             if close is not None:
                 close()
@@ -863,6 +813,67 @@ class _Parser:
             rep.other_calls += other
             rep.has_timestamps = rep.has_timestamps or has_ts
             rep.has_durations = rep.has_durations or has_dur
+
+    def text_lines(self, lines: Iterable, newlines: Optional[bool]):
+        """(the lines as str, do they end in newlines?), from the first line unless `newlines` says."""
+        newline_mode = False
+        it = iter(lines)
+        for first in it:
+            if isinstance(first, str):
+                it = chain((first,), it)
+                newline_mode = first.endswith("\n") if newlines is None else newlines
+            else:
+                it = _decoded(chain((first,), it))
+                newline_mode = bytes(first).endswith(b"\n") if newlines is None else newlines
+            break
+        self.newline_mode = newline_mode
+        self.general = (_GENERAL_NL if newline_mode else _GENERAL_ANY).match
+        self.layout = None
+        return it, newline_mode
+
+    def learn_tid_token(self, raw: str, tid: int, nsplit: int, tid_i: int, tid_cache: dict) -> None:
+        """From now on the fast path knows this thread's prefix token."""
+        if len(tid_cache) < 65536:
+            try:
+                token = raw.split(None, nsplit)[tid_i]
+                if token.rstrip("]") == str(tid):
+                    tid_cache[token] = tid
+            except (IndexError, AttributeError, TypeError):
+                pass
+
+    def outer_call(self, st: list, kind: str, size, nmemb, align, old):
+        """The pending call of this thread that an allocator call is made from inside, or None."""
+        for e in reversed(st):
+            if not e[P_FLAGS] & (F_IGNORED | F_NORETURN) and _matches_outer(e, kind, size, nmemb, align, old):
+                return e
+        return None
+
+    def resumed(self, tid: int, rname: str):
+        """The pending call of thread `tid` a '<... NAME resumed>' line completes (popped), or None."""
+        st = self.stacks.get(tid)
+        if not st:
+            return None
+        if st[-1][0] == rname:
+            return st.pop()
+        for i in range(len(st) - 2, -1, -1):
+            if st[i][P_NAME] == rname:
+                e = st[i]
+                self.abandon(st[i + 1:], f"{rname} of line {e[P_START]} resumed first")
+                del st[i:]
+                return e
+        return None
+
+    def finish(self, lineno: int) -> None:
+        """End of input: a log nothing was recognised in, and the calls never resumed."""
+        if not self.recognised and self.first_bad is not None:
+            line, _, text = self.first_bad
+            if lineno == 1 and not self.newline_mode and re.match(r"\d|\[pid", text):
+                self.report.truncated = True     # a single, unterminated line: a log cut right at its start
+                self.report.add("truncated-line", 1, f"only line has no newline, ignored: {text!r}")
+            else:
+                self.format_error()
+        for tid, st in self.stacks.items():
+            self.abandon(st, "the log ended", at_end=True)
 
     @staticmethod
     def learn_layout(raw: str, tid_s, pid_s, ts):

@@ -2,12 +2,9 @@
 
     result = capture_preload(["./server", "--once"], "server.trace")
     result.ok, result.warnings, result.counts, result.threads
-    log = parse_preload_log("server.trace")
-    for ev in log:                 # AllocEvents, in causal global order
-        ...
-    log.info                       # PreloadLogInfo: counts, threads, missing calls, end mark
-    TraceStats(log.report).consume(parse_preload_log(path))     # scenc.trace.stats
-    write_replay(parse_preload_log(path), "app.scn", path)      # scenc.trace.replay
+
+The log is read by trace/preload_log.py; the tracer is built by
+trace/tracer_build.py.
 
 The second capture method of ``scenc capture`` (``--method preload``). The
 tracer interposes malloc, free, calloc, realloc, reallocarray, posix_memalign,
@@ -16,8 +13,8 @@ sized, nothrow, aligned), forwards each call to the next definition (glibc, or
 an allocator preloaded after it) and writes one 64-byte record per call. Unlike
 ltrace it sees calls made from inside libc and through pointers to malloc/free
 (``sort``, ``ls``: ltrace ``-e`` sees nothing there), shows the pointer
-posix_memalign stores, never crashes threaded programs, and costs well under a
-microsecond per call instead of 50-300 us per ltrace breakpoint (see
+posix_memalign stores, never crashes threaded programs, and costs a small
+fraction of an ltrace breakpoint per call (docs/capture.md has the figures of
 bench/bench_capture.py).
 
 What it cannot do: trace a statically linked program (nothing to interpose:
@@ -32,425 +29,28 @@ processes log to ``OUT.<pid>`` files too, which are listed, not merged (their
 addresses are another address space). A failed operator new allocates its
 std::bad_alloc inside the call (not logged), so that exception's later free
 shows as a free of an unknown pointer.
-
-Events from :func:`parse_preload_log` follow scenc.trace.events: ``line`` is the
-record's global sequence number + 1 (the position of the call in the causal
-order of the whole process), ``start_line`` differs only for a realloc that
-moved its block (the number it took when it released the old block),
-``time_s`` counts from the earliest record, ``duration_s`` is the time spent in
-the real allocator function.
-
-Log format (little-endian; written by runtime/tracer.c, version 1)
------------------------------------------------------------------
-header, 64 bytes: ``"SCNTRACE"``, u32 version, u32 record size (64), u32 pid,
-u32 ppid, u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 zero
-bytes. Then records, 64 bytes each: u64 seq, u64 ns, u32 tid, u8 kind, u8 flags
-(1: operator new threw), u16 posix_memalign's return value, u32 duration ns,
-u32 span (moved realloc: seq minus the number taken before the call), u64
-arg[3] (the function's arguments in order, without posix_memalign's memptr and
-the nothrow tag), u64 result (pointer returned or stored; 0 for frees). Kind
-255 is the end mark a process writes when it leaves through exit, _exit or
-exec: its seq is the count of numbers taken, so calls lost at the very end are
-counted too; a log without one comes from a process that was killed. The
-records of one thread appear in sequence order, in chunks of up to 1023 (one
-flushed buffer); chunks of different threads interleave in the file.
-
-Memory of the reader: one pass indexes the file (per thread, the runs of its
-records: two integers per flushed buffer, about 1/4000 of the log's size), the
-second merges the threads' runs with a heap, holding ``block_records`` decoded
-records per thread. Memory is O(threads x block_records + log size / 64 KiB),
-never O(log size).
 """
+
 from __future__ import annotations
 
-import heapq
 import os
 import re
 import shutil
-import signal as signal_module
 import stat
 import struct
 import subprocess
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
-from ..compiler.build import RUNTIME, WARNINGS, helper_build
-from .capture import CaptureError, inspect_elf, locate_program, run_in_own_session
-from .events import FREE_KINDS, REALLOC_KINDS, AllocEvent
-from .ltrace import ParseReport, TraceFormatError
+from ..elf import inspect as inspect_elf
+from ..process import signal_name
+from .capture import CaptureError, locate_program, run_in_own_session
+from .ltrace import TraceFormatError
+from .preload_log import PreloadLog, PreloadLogInfo
+from .tracer_build import tracer_library
 
-__all__ = ["capture_preload", "parse_preload_log", "is_preload_log", "tracer_library", "PreloadCapture", "PreloadLog",
-           "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD"]
-
-MAGIC = b"SCNTRACE"
-VERSION = 1
-HEADER = struct.Struct("<8sIIIIQQ24x")
-RECORD = struct.Struct("<QQIBBHIIQQQQ")
-_INDEX = struct.Struct("<QQIB7xI32x")          # seq, ns, tid, kind, span: what the indexing pass needs
-assert HEADER.size == RECORD.size == _INDEX.size == 64
-F_THREW = 1
-KIND_END = 255       # not a call: the process was leaving (exit, _exit, exec); seq = numbers taken so far
-
-# Argument layouts of arg[0..2].
-L_SIZE, L_NMEMB_SIZE, L_OLD_SIZE, L_OLD_NMEMB_SIZE, L_OLD, L_ALIGN_SIZE, L_SIZE_ALIGN, L_OLD_ALIGN, \
-    L_OLD_SIZE_ALIGN = range(9)
-
-#: Record kind code (runtime/tracer.c enum scn_trace_kind) -> (function, AllocEvent kind, layout).
-KIND_CODES = {
-    1: ("malloc", "malloc", L_SIZE),
-    2: ("calloc", "calloc", L_NMEMB_SIZE),
-    3: ("realloc", "realloc", L_OLD_SIZE),
-    4: ("reallocarray", "reallocarray", L_OLD_NMEMB_SIZE),
-    5: ("free", "free", L_OLD),
-    6: ("posix_memalign", "posix_memalign", L_ALIGN_SIZE),
-    7: ("aligned_alloc", "aligned_alloc", L_ALIGN_SIZE),
-    8: ("memalign", "memalign", L_ALIGN_SIZE),
-    9: ("valloc", "valloc", L_SIZE),
-    10: ("pvalloc", "pvalloc", L_SIZE),
-}
-_code = 11
-for _kind, _mangled in (("operator_new", "_Znwm"), ("operator_new_array", "_Znam")):
-    for _suffix, _layout in (("", L_SIZE), ("RKSt9nothrow_t", L_SIZE), ("St11align_val_t", L_SIZE_ALIGN),
-                             ("St11align_val_tRKSt9nothrow_t", L_SIZE_ALIGN)):
-        KIND_CODES[_code] = (_mangled + _suffix, _kind, _layout)
-        _code += 1
-for _kind, _mangled in (("operator_delete", "_ZdlPv"), ("operator_delete_array", "_ZdaPv")):
-    for _suffix, _layout in (("", L_OLD), ("m", L_OLD_SIZE), ("St11align_val_t", L_OLD_ALIGN),
-                             ("mSt11align_val_t", L_OLD_SIZE_ALIGN), ("RKSt9nothrow_t", L_OLD),
-                             ("St11align_val_tRKSt9nothrow_t", L_OLD_ALIGN)):
-        KIND_CODES[_code] = (_mangled + _suffix, _kind, _layout)
-        _code += 1
-del _code, _kind, _mangled, _suffix, _layout
-
-_RELEASES = frozenset(c for c, (_, kind, _) in KIND_CODES.items() if kind in FREE_KINDS)
-_RESIZES = frozenset(c for c, (_, kind, _) in KIND_CODES.items() if kind in REALLOC_KINDS)
-_POSIX_MEMALIGN = 6
-
-
-# --------------------------------------------------------------------------- reading
-@dataclass
-class PreloadLogInfo:
-    """What the indexing pass found in a log (complete before the first event is yielded)."""
-    path: str
-    pid: int = 0
-    ppid: int = 0
-    start_realtime_ns: int = 0
-    records: int = 0
-    threads: List[int] = field(default_factory=list)           # tids, in order of first record
-    calls_by_kind: Counter = field(default_factory=Counter)    # AllocEvent kind -> calls
-    calls_by_function: Counter = field(default_factory=Counter)  # '_ZdlPvm' -> calls
-    calls_by_thread: Dict[int, Counter] = field(default_factory=dict)
-    last_seq: int = -1
-    ended: bool = False         # an end mark was written: the process left through exit, _exit or exec
-    missing: int = 0            # sequence numbers never written: calls lost (killed, in flight at exit)
-    moved_reallocs: int = 0
-    chunks: int = 0             # runs of consecutive records of one thread in the file
-    first_ns: Optional[int] = None
-    last_ns: Optional[int] = None
-    reordered_reallocs: int = 0  # set while iterating: moved reallocs put before another thread's reuse
-
-    @property
-    def span_s(self) -> float:
-        return 0.0 if self.first_ns is None else (self.last_ns - self.first_ns) / 1e9
-
-
-class _Cursor:
-    """One thread's records, read back from its runs in the file, ``block`` at a time."""
-
-    __slots__ = ("f", "runs", "run", "left", "offset", "block", "buf", "pos", "head")
-
-    def __init__(self, f, runs, block: int):
-        self.f, self.runs, self.run, self.block = f, runs, 0, block
-        self.left = self.offset = 0
-        self.buf: list = []
-        self.pos = 0
-        self.head = None
-        self.advance()
-
-    def advance(self):
-        if self.pos >= len(self.buf):
-            if not self.left:
-                if self.run >= len(self.runs):
-                    self.head = None
-                    return
-                start, self.left = self.runs[self.run]
-                self.offset = HEADER.size + start * RECORD.size
-                self.run += 1
-            n = min(self.left, self.block)
-            self.f.seek(self.offset)
-            data = self.f.read(n * RECORD.size)
-            self.buf = list(RECORD.iter_unpack(data))
-            self.offset += n * RECORD.size
-            self.left -= n
-            self.pos = 0
-        self.head = self.buf[self.pos]
-        self.pos += 1
-
-
-class PreloadLog:
-    """The events of a tracer log in causal global order; ``.info`` is the indexing pass's summary."""
-
-    def __init__(self, path, block_records: int = 256):
-        self.path = str(path)
-        self.block = max(1, block_records)
-        self.info = PreloadLogInfo(self.path)
-        self._runs: Dict[int, list] = {}
-        self._index()
-        self._events = self._merge()
-
-    def __iter__(self):
-        return self._events
-
-    def __next__(self):
-        return next(self._events)
-
-    def close(self):
-        self._events.close()
-
-    @property
-    def report(self) -> ParseReport:
-        """A ParseReport saying what it can about this log, for TraceStats and format_trace_stats (which
-        were written for ltrace logs: 'lines' are records; set exit_status from the capture if known)."""
-        info = self.info
-        rep = ParseReport(self.path)
-        rep.lines = rep.events = info.records
-        rep.threads = set(info.threads)
-        rep.has_timestamps = rep.has_durations = True
-        if info.ended:
-            rep.exits[info.pid] = "exited"
-        return rep
-
-    # ---------------------------------------------------------------- pass 1
-    def _error(self, record: int, message: str):
-        # 'line' is the record's 1-based position in the file, the header being record 1
-        raise TraceFormatError(self.path, record, 1, message)
-
-    def _index(self) -> None:
-        info, runs = self.info, self._runs
-        try:
-            f = open(self.path, "rb")
-        except OSError as e:
-            raise TraceFormatError(self.path, 1, 1, f"cannot read the trace log: {e.strerror}") from None
-        with f:
-            head = f.read(HEADER.size)
-            if len(head) < HEADER.size or head[:8] != MAGIC:
-                what = "empty" if not head else "too short" if len(head) < HEADER.size else "bad magic"
-                self._error(1, f"not a scenc tracer log ({what}; expected a 64-byte header starting with "
-                               f"'SCNTRACE')")
-            _, version, rsize, info.pid, info.ppid, _, info.start_realtime_ns = HEADER.unpack(head)
-            if version != VERSION or rsize != RECORD.size:
-                self._error(1, f"tracer log version {version} with {rsize}-byte records; this scenc reads version "
-                               f"{VERSION} with {RECORD.size}-byte records (rebuild the tracer and capture again)")
-            size = os.fstat(f.fileno()).st_size
-            if (size - HEADER.size) % RECORD.size:
-                whole = (size - HEADER.size) // RECORD.size
-                self._error(whole + 2, f"truncated: the log ends {(size - HEADER.size) % RECORD.size} bytes into "
-                                       f"record {whole + 2} (the disk filled up, or the program was killed while "
-                                       f"writing); the first {whole} records are whole")
-            last_by_tid: Dict[int, int] = {}
-            counts: Dict[int, Counter] = {}
-            kinds = KIND_CODES
-            moved = 0
-            first_ns = last_ns = None
-            max_seq = -1
-            end_total = 0
-            index = 0
-            prev_tid = None
-            current = None           # the run being extended: [start, count]
-            while True:
-                data = f.read(RECORD.size * 8192)
-                if not data:
-                    break
-                for seq, ns, tid, kind, span in _INDEX.iter_unpack(data):
-                    if kind == KIND_END:
-                        info.ended = True
-                        end_total = max(end_total, seq)
-                        prev_tid = None
-                        index += 1
-                        continue
-                    last = last_by_tid.get(tid)
-                    if last is None:
-                        if not tid:
-                            self._error(index + 2, f"record {index + 2} (byte {HEADER.size + index * 64}) has thread "
-                                                   f"id 0: the log is damaged")
-                        last_by_tid[tid] = seq
-                        counts[tid] = Counter()
-                        runs[tid] = []
-                        info.threads.append(tid)
-                    elif seq <= last:
-                        self._error(index + 2, f"record {index + 2} (byte {HEADER.size + index * 64}): sequence "
-                                               f"number {seq} after {last} in thread {tid}: the log is damaged")
-                    last_by_tid[tid] = seq
-                    if kind not in kinds:
-                        self._error(index + 2, f"record {index + 2} (byte {HEADER.size + index * 64}) has unknown "
-                                               f"kind {kind}: the log is damaged")
-                    counts[tid][kind] += 1
-                    if span:
-                        if span > seq or kind not in _RESIZES:
-                            self._error(index + 2, f"record {index + 2}: a span of {span} on a "
-                                                   f"{kinds[kind][0]} record: the log is damaged")
-                        moved += 1
-                    if seq > max_seq:
-                        max_seq = seq
-                    if first_ns is None or ns < first_ns:
-                        first_ns = ns
-                    if last_ns is None or ns > last_ns:
-                        last_ns = ns
-                    if tid == prev_tid:
-                        current[1] += 1
-                    else:
-                        current = [index, 1]
-                        runs[tid].append(current)
-                        prev_tid = tid
-                    index += 1
-        info.records = sum(sum(c.values()) for c in counts.values())
-        info.moved_reallocs = moved
-        info.first_ns, info.last_ns = first_ns, last_ns
-        info.chunks = sum(len(r) for r in runs.values())
-        used = info.records + moved
-        if used > max_seq + 1:
-            self._error(1, f"{used - max_seq - 1} sequence numbers are used twice: the log is damaged or two "
-                           f"processes wrote to it")
-        info.last_seq = max(max_seq, end_total - 1)
-        info.missing = info.last_seq + 1 - used
-        for tid in info.threads:
-            by_code = counts[tid]
-            info.calls_by_thread[tid] = Counter()
-            for code, n in by_code.items():
-                function, kind, _ = kinds[code]
-                info.calls_by_kind[kind] += n
-                info.calls_by_function[function] += n
-                info.calls_by_thread[tid][kind] += n
-
-    # ---------------------------------------------------------------- pass 2
-    def _merge(self) -> Iterator[AllocEvent]:
-        info = self.info
-        base = info.first_ns or 0
-        heappush, heappop = heapq.heappush, heapq.heappop
-        with open(self.path, "rb") as f:
-            cursors = [_Cursor(f, self._runs[tid], self.block) for tid in info.threads]
-            heap = [(c.head[0], i) for i, c in enumerate(cursors) if c.head is not None]
-            heapq.heapify(heap)
-            # Moved reallocs at the head of a thread, by the block they released.
-            inflight: Dict[int, int] = {}
-            for i, c in enumerate(cursors):
-                if c.head is not None and c.head[7]:
-                    inflight[c.head[8]] = i
-            last = -1
-            while heap:
-                seq, i = heappop(heap)
-                c = cursors[i]
-                r = c.head
-                if r is None or r[0] != seq:
-                    continue                     # taken out of turn (see below)
-                bound = heap[0][0] if heap else _NO_BOUND
-                while True:                      # this thread's records up to the next thread's turn
-                    seq = r[0]
-                    if inflight and r[11] and r[3] not in _RELEASES:
-                        j = inflight.get(r[11])
-                        if j is not None and j != i and cursors[j].head[0] - cursors[j].head[7] < seq:
-                            # Another thread's realloc released this block before we got it
-                            # (its first number is older) but took its final number later.
-                            o = cursors[j].head
-                            info.reordered_reallocs += 1
-                            yield _event(o, base)
-                            _advance(cursors[j], j, heap, inflight)
-                            bound = heap[0][0]
-                    if seq <= last:
-                        self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
-                                       f"is damaged")
-                    last = seq
-                    yield _event(r, base)
-                    if r[7] and inflight.get(r[8]) == i:
-                        del inflight[r[8]]
-                    c.advance()
-                    r = c.head
-                    if r is None:
-                        break
-                    if r[7]:
-                        inflight[r[8]] = i
-                    if r[0] > bound:
-                        heappush(heap, (r[0], i))
-                        break
-
-
-_NO_BOUND = float("inf")
-
-
-def _advance(c: _Cursor, i: int, heap: list, inflight: Dict[int, int]) -> None:
-    r = c.head
-    if r[7] and inflight.get(r[8]) == i:
-        del inflight[r[8]]
-    c.advance()
-    if c.head is not None:
-        heapq.heappush(heap, (c.head[0], i))
-        if c.head[7]:
-            inflight[c.head[8]] = i
-
-
-def _fields(layout: int) -> tuple:
-    """Record positions (8, 9, 10 = arg[0..2]) of (size, nmemb, align, old_ptr) for a layout; 0 = absent."""
-    return {L_SIZE: (8, 0, 0, 0), L_OLD: (0, 0, 0, 8), L_NMEMB_SIZE: (9, 8, 0, 0), L_OLD_SIZE: (9, 0, 0, 8),
-            L_OLD_NMEMB_SIZE: (10, 9, 0, 8), L_ALIGN_SIZE: (9, 0, 8, 0), L_SIZE_ALIGN: (8, 0, 9, 0),
-            L_OLD_ALIGN: (0, 0, 9, 8), L_OLD_SIZE_ALIGN: (9, 0, 10, 8)}[layout]
-
-
-#: code -> (kind, size, nmemb, align, old positions, what the result means: 0 free, 1 pointer, 2 posix_memalign)
-_DECODE = {code: (kind, *_fields(layout), 0 if kind in FREE_KINDS else 2 if code == _POSIX_MEMALIGN else 1)
-           for code, (_, kind, layout) in KIND_CODES.items()}
-
-
-def _event(r, base: int) -> AllocEvent:
-    seq, ns, tid, code, flags, err, dur, span, _a0, _a1, _a2, result = r
-    kind, si, ni, ai, oi, rk = _DECODE[code]
-    size = r[si] if si else None
-    nmemb = r[ni] if ni else 1
-    align = r[ai] if ai else None
-    old = r[oi] if oi else None
-    if rk == 1:
-        # NULL is a failure, except from realloc(p, 0), which frees p (as in the ltrace parser)
-        failed = flags & F_THREW != 0 or (result == 0 and not (old and size * nmemb == 0))
-    elif rk == 0:
-        result, failed = None, False
-    else:
-        failed = err != 0
-        if failed:
-            result = None
-    line = seq + 1
-    return AllocEvent(line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, result, failed, line - span,
-                      dur / 1e9)
-
-
-def is_preload_log(path) -> bool:
-    """Does the file start like a tracer log (so `scenc trace-stats` can pick the right reader)?"""
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(MAGIC)) == MAGIC
-    except OSError:
-        return False
-
-
-def parse_preload_log(path, block_records: int = 256) -> PreloadLog:
-    """The AllocEvents of a tracer log, in global sequence order (see the module doc).
-
-    Indexes the whole file first (``.info`` is then complete), then merges the
-    threads' records lazily. Raises TraceFormatError (file:record:1: message)
-    for a file that is not a tracer log, is truncated mid-record or is damaged.
-    """
-    return PreloadLog(path, block_records)
-
-
-# --------------------------------------------------------------------------- building
-TRACER_SOURCE = RUNTIME / "tracer.c"
-TRACER_FLAGS = ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fexceptions", "-ftls-model=initial-exec",
-                "-fno-builtin", "-pthread", "-std=gnu11")
-
-
-def tracer_library(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
-    """runtime/tracer.c compiled with the project's compiler into the scenc cache (once per source and flags)."""
-    return helper_build(cc, TRACER_SOURCE, "libscntrace.so", (*TRACER_FLAGS, *WARNINGS, *extra_flags), ("-ldl",))
+__all__ = ["capture_preload", "PreloadCapture"]
 
 
 # --------------------------------------------------------------------------- capture
@@ -513,8 +113,7 @@ def _resolve_program(argv: Sequence[str], cwd) -> tuple:
     if not elf.dynamic:
         raise CaptureError(f"{prog} ({real}) is statically linked (no dynamic section): an LD_PRELOAD tracer cannot "
                            f"interpose its malloc (nor can ltrace). Rebuild it without -static")
-    with open(real, "rb") as f:
-        bits = {1: 32, 2: 64}.get(f.read(5)[4:5][0], 0)
+    bits = elf.bits
     if bits != 8 * struct.calcsize("P"):
         raise CaptureError(f"{prog} ({real}) is a {bits}-bit program; the tracer is built for this machine's "
                            f"{8 * struct.calcsize('P')}-bit ABI and the loader would refuse it")
@@ -565,10 +164,7 @@ def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, st
                                               stdout=stdout)
     result = PreloadCapture(out, None, [], status, None, argv, added, library, _child_logs(out), wall, stderr)
     if status is not None and status < 0:
-        try:
-            result.signal = signal_module.Signals(-status).name
-        except ValueError:
-            result.signal = f"signal {-status}"
+        result.signal = signal_name(-status)
     _check(result, timeout)
     return result
 

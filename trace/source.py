@@ -1,0 +1,88 @@
+"""A capture file, whichever tool wrote it: an ltrace log or the LD_PRELOAD tracer's log.
+
+`TraceSource` recognises the format by the file's first bytes, gives its
+events (one stream, either way) and, once they are consumed, its parse
+report and what the capture lost, in sentences.
+"""
+
+from pathlib import Path
+
+from .events import PRELOAD_MAGIC
+from .ltrace import parse_file
+
+# What an ltrace log lost, by anomaly kind, in the order `losses` tells it
+# ("truncated" is the report's flag for a cut-off last line, not a count).
+_LOSSES = (
+    ("unexpected-breakpoint", "ltrace lost {n} breakpoint(s){first}: calls made at those moments were not recorded"),
+    ("unfinished-never-resumed", "{n} call(s) started but never returned{first}: an allocation among them has no "
+                                 "result and is lost (a free is kept: it takes effect where it starts)"),
+    ("resumed-without-start", "{n} '<... resumed>' line(s) had no start{first}: those calls are lost"),
+    ("thread-only-in-exit-line", "{n} thread(s) appear only in their exit line{first}: any call they made was lost"),
+    ("truncated", "the last line is cut off: it is ignored"),
+    ("unparsable-line", "{n} line(s) could not be read{first}: ignored"),
+)
+
+
+def _first(rep, kind) -> str:
+    lines = rep.first_lines(kind)
+    return f" (first at line {lines[0]})" if lines else ""
+
+
+class TraceInputError(Exception):
+    """A file or program the trace commands cannot use; the message says why."""
+
+
+# --------------------------------------------------------------------------- reading either log format
+class TraceSource:
+    """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(len(PRELOAD_MAGIC))
+        except OSError as e:
+            raise TraceInputError(f"{path}: {e.strerror.lower() if e.strerror else e}") from None
+        if self.path.is_dir():
+            raise TraceInputError(f"{path}: is a directory, not a capture")
+        self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
+        if self.format == "preload":
+            # The tracer log's reader loads for tracer logs only: every command's parser imports this module.
+            from .preload_log import parse_preload_log
+            log = parse_preload_log(self.path)      # indexes the file: format errors raise here
+            self.events = log
+            self.report = log.report
+            info = log.info
+            if info.missing:                        # records lost: the figures cover what was written
+                self.report.pending_at_end = info.missing
+                self.report.anomaly_counts["records-missing"] = info.missing
+        else:
+            self.events = parse_file(self.path)
+            self.report = self.events.report
+
+    def losses(self) -> list:
+        """Plain sentences: what the capture lost or could not show (empty for a complete capture)."""
+        rep = self.report
+        if self.format == "preload":
+            info = self.events.info
+            out = []
+            if info.missing:
+                out.append(f"{info.missing} call(s) are missing from the tracer log (sequence numbers never written, "
+                           f"last number {info.last_seq}): records still buffered when the process was killed")
+            if not info.ended:
+                out.append("the tracer log has no end mark: the process was killed, or exec'ed a program without "
+                           "the tracer; the calls its threads still had buffered are lost")
+            return out
+        out = []
+        if rep.killed_by:
+            out.append(f"the program was killed by {rep.killed_by}{_first(rep, 'tracee-crashed')}: whatever it "
+                       f"would have done after that is not in the log")
+        for kind, sentence in _LOSSES:
+            if kind == "truncated":
+                if rep.truncated:
+                    out.append(sentence)
+            elif rep.count(kind):
+                out.append(sentence.format(n=rep.count(kind), first=_first(rep, kind)))
+        if not rep.exits and not rep.killed_by:
+            out.append("the log has no '+++ exited' line: the capture may have stopped before the program ended")
+        return out

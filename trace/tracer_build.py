@@ -1,0 +1,17 @@
+"""Building the LD_PRELOAD tracer (runtime/tracer.c) into the scenc cache, once per source, compiler and flags."""
+
+from pathlib import Path
+from typing import Sequence
+
+from ..compiler.build import RUNTIME, WARNINGS, helper_build
+
+TRACER_SOURCE = RUNTIME / "tracer.c"
+TRACER_FLAGS = ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fexceptions", "-ftls-model=initial-exec",
+                "-fno-builtin", "-pthread", "-std=gnu11")
+
+
+def tracer_library(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
+    """runtime/tracer.c compiled with the project's compiler into the scenc cache (once per source and flags)."""
+    return helper_build(cc, TRACER_SOURCE, "libscntrace.so", (*TRACER_FLAGS, *WARNINGS, *extra_flags), ("-ldl",),
+                        headers=(RUNTIME / "clock.h",),  # the one header tracer.c includes
+                        what="the allocation tracer (runtime/tracer.c)")
