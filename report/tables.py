@@ -237,7 +237,7 @@ def format_side_by_side(analysis, scenario_block, program_block) -> str:
         if not prog or not scen:
             continue
         factor, unit = scale_for(m.unit, min(v for _, v in prog + scen))
-        lines += ["", f"{m.label} ({m.direction}), best first", f"  {'':4} {'scenario':<28} {'program':<28}"]
+        lines += ["", f"{m.label} ({m.direction}), best first", f"  {'':4} {'scenario':<28} program"]
         for i in range(max(len(prog), len(scen))):
             cells = [f"{r[i][0]} {r[i][1] * factor:.4g} {unit}" if i < len(r) else "" for r in (scen, prog)]
             lines.append(f"  {i + 1:<4} {cells[0]:<28} {cells[1]:<28}".rstrip())
