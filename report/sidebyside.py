@@ -8,51 +8,54 @@ difference is significant (a scenario is worth exactly its agreement with
 the program), and the share of the program's wall time the scenario takes.
 """
 
-from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
+
+from . import metrics as metric_defs
+from ..plan import DEFAULT_PROBE_SET
 
 # The text is report/tables.py's (format_side_by_side); here are the numbers.
 
-from . import metrics as metric_defs
-
 _METRICS = ("wall_s", "peak_rss_kib")
-_ENDS = {"wall_s": ("fastest", "slowest"), "peak_rss_kib": ("leanest", "fattest")}
-
-
-@dataclass
-class _End:
-    word: str                     # "fastest"
-    program: Optional[str]
-    scenario: Optional[str]
-    significant: bool             # the program's own difference at this end
-
-    @property
-    def agrees(self) -> Optional[bool]:
-        """True or False where the program's difference is significant; None where it is not."""
-        return self.program == self.scenario if self.significant else None
 
 
 def _ranking(block, metric: str) -> List[tuple]:
-    """[(allocator, mean)] best first; only allocators with enough good runs."""
+    """[(allocator, mean)] best first: the order the block's verdicts use."""
     m = metric_defs.metric(metric)
-    ranked = [(a.name, sum(a.samples[metric]) / len(a.samples[metric])) for a in block.allocators
-              if len(a.samples.get(metric, [])) >= 2]
+    ranked = [(a.name, a.summaries[metric].mean) for a in block.allocators
+              if metric in a.summaries and len(a.samples.get(metric, [])) >= 2]
     return sorted(ranked, key=lambda x: x[1], reverse=not m.lower_is_better)
 
 
-def _ends(program_block, scenario_block, metric: str) -> List[_End]:
-    from .. import stats
+def _first_and_last(block, metric: str) -> Tuple[Optional[object], Optional[object]]:
+    """The block's verdicts on the best and the worst allocator (report/analysis.py).
+
+    With two allocators there is no separate verdict on the last: it is the
+    best's runner-up, and that comparison decides both ends.
+    """
+    best = block.verdicts.get(metric)
+    return best, block.last.get(metric, best)
+
+
+def _end(word: str, program_verdict, scenario_pick: Optional[str], worst: bool) -> dict:
+    if program_verdict is None or program_verdict.runner_up is None:
+        return {}
+    name = program_verdict.runner_up if worst and program_verdict.word != word else program_verdict.best
+    c = program_verdict.comparison
+    significant = bool(c is not None and c.significant)
+    return {"word": word, "program": name, "scenario": scenario_pick, "significant": significant,
+            "agrees": (name == scenario_pick) if significant else None}
+
+
+def _ends(program_block, scenario_block, metric: str) -> List[dict]:
+    """Fastest and slowest (leanest and fattest): the program's, the scenario's, and whether they agree
+    where the program's own difference is significant."""
     m = metric_defs.metric(metric)
-    prog, scen = _ranking(program_block, metric), _ranking(scenario_block, metric)
-    if len(prog) < 2 or len(scen) < 2:
+    scen = _ranking(scenario_block, metric)
+    prog_best, prog_last = _first_and_last(program_block, metric)
+    if len(scen) < 2 or prog_best is None:
         return []
-    ends = []
-    for word, (first, second), scen_pick in ((_ENDS[metric][0], (prog[0], prog[1]), scen[0]),
-                                             (_ENDS[metric][1], (prog[-1], prog[-2]), scen[-1])):
-        a, b = program_block.stats(first[0]), program_block.stats(second[0])
-        c = stats.compare(b.samples[metric], a.samples[metric], lower_is_better=m.lower_is_better)
-        ends.append(_End(word, first[0], scen_pick[0], bool(c.significant)))
-    return ends
+    ends = [_end(m.best, prog_best, scen[0][0], worst=False), _end(m.worst, prog_last, scen[-1][0], worst=True)]
+    return [e for e in ends if e]
 
 
 def pairs(analysis):
@@ -60,7 +63,7 @@ def pairs(analysis):
     program = next((b for b in analysis.blocks if b.target == "command"), None)
     if program is None:
         return []
-    return [(b, program) for b in analysis.blocks if b.target == "scenario" and b.probe_set == "time+memory"]
+    return [(b, program) for b in analysis.blocks if b.target == "scenario" and b.probe_set == DEFAULT_PROBE_SET]
 
 
 def side_by_side(scenario_block, program_block) -> dict:
@@ -70,8 +73,7 @@ def side_by_side(scenario_block, program_block) -> dict:
         ends = _ends(program_block, scenario_block, metric)
         out["metrics"][metric] = {
             "program": _ranking(program_block, metric), "scenario": _ranking(scenario_block, metric),
-            "ends": [{"word": e.word, "program": e.program, "scenario": e.scenario,
-                      "significant": e.significant, "agrees": e.agrees} for e in ends]}
+            "ends": ends}
     for a in program_block.allocators:
         s = scenario_block.stats(a.name)
         prog, scen = a.samples.get("wall_s"), s.samples.get("wall_s") if s else None
