@@ -97,6 +97,7 @@ for _m in (
            _path("memory", "baseline_rss_kib")),
     Metric("heap_rss_kib", "peak RSS above the baseline", "KiB", True, "memory", _heap_rss_kib),
     Metric("minflt", "minor page faults", "faults", True, "page-fault count", _path("rusage", "minflt")),
+    Metric("majflt", "major page faults", "faults", True, "major-fault count", _path("rusage", "majflt")),
     Metric("failed_allocs", "failed allocations", "calls", True, "failed-allocation count",
            lambda r: sum(t.get("failed", 0) for t in r["threads"])),
 ):
@@ -161,7 +162,7 @@ def shown_by_default(name: str) -> bool:
     """What a table shows without --all-metrics: the headline metrics, region
     times, and the few figures each probe marks as key (p50/p99 latency,
     false sharing, fragmentation ...)."""
-    if name in headline_names() or name.startswith("region:"):
+    if name in headline_names() or name.startswith(("region:", "reported:")):
         return True
     prefix = name.split(":", 1)[0]
     return ":" in name and prefix in _FAMILIES and _FAMILIES[prefix][2](name)
