@@ -22,6 +22,55 @@
  * overlapped still overlap. The captured main thread (flag SCN_R_MAIN) runs
  * on the process's main thread.
  *
+ * Back-pressure: in the program a producer blocked on its bounded queue; the
+ * replay's handoffs alone would let it run ahead of its consumer and hold far
+ * more memory than the program did. So threads stay within a window of each
+ * other in CAPTURE ORDER. A position is the capture's order counted in bytes:
+ * each captured event adds 1 plus the bytes it allocates, frees, maps or
+ * unmaps, so threads W positions apart have at most about W bytes of
+ * allocations done or frees undone that the capture had not at that point. Some ops carry flag SCN_R_SYNC and the
+ * distance in positions from the thread's previous SYNC (48 bits in pos_hi,
+ * pos_lo); at such an op the thread publishes its position (an atomic on a
+ * cache line of its own) and waits while it exceeds the least published
+ * position of the live threads by more than the header's window W. A thread
+ * not yet started publishes nothing (UINT64_MAX), one that ended likewise;
+ * SPAWN gives the child its creator's position of the creation (op size).
+ * The converter (trace/replay.py) flags an op when its position is more than
+ * D (<= W) beyond the thread's last SYNC and another thread had an event in
+ * between; a thread that runs alone in the capture never syncs, so a
+ * single-threaded replay pays one flag test per op.
+ *
+ * Why this cannot deadlock. Take, among the ops not yet done of threads not
+ * joining another, the one first in capture order, at position t, of thread
+ * m. (It belongs to a started thread: a thread's ops follow its SPAWN.) Every
+ * wait of the replay but JOIN is for an op earlier in capture order: a free
+ * or a reuse for the slot's previous op, an EXIT or a SPAWN for earlier
+ * creations; all those are done, so no data wait holds m. (Unless it waits for
+ * an op a joining thread makes after its JOIN, for a thread that ends later:
+ * a program cannot do that either.) JOIN is the exception: it waits for the
+ * whole of a thread whose captured end came before, but whose last frees may
+ * come after (glibc frees a thread's cache after the thread's key
+ * destructors, where the tracer records its end); so a thread in a JOIN
+ * leaves the minimum (publishes UINT64_MAX) until the join returns, and
+ * neither holds nor is m. Nor does
+ * the window: m waits only while t > min_j p_j + W. A thread j that waits
+ * (on data or on the window) published p_j >= t - D: if it waits at a SYNC,
+ * p_j is its own next position, >= t; if it waits on data at op q_j (>= t),
+ * either q_j <= p_j + D, or no other thread had an event between p_j and q_j,
+ * which excludes m's op at t, in (p_j, q_j), unless t <= p_j. So with W >= D
+ * every thread that waits lets m pass; a thread that does not wait runs to
+ * its next SYNC or data wait, publishing there, or to its end (UINT64_MAX).
+ * Then m passes, does its op, and the argument repeats for the next one.
+ * What it needs: a thread publishes BEFORE any wait that comes after a flag
+ * (the SYNC is done before the op's data wait), counts at its own last SYNC
+ * while it waits on data (not excluded: a consumer waiting for its producer
+ * still holds back the other pairs' producers), and leaves the minimum only
+ * when its body is done or while it joins. tests/test_replay_backpressure.py
+ * (thread churn: a JOIN of a thread that frees after its end) replays a consumer
+ * that waits on data for a block allocated long after its last SYNC in
+ * capture order: had it no SYNC before that free, it would wait with a stale
+ * position and hold its producer back forever.
+ *
  * Blocks: the header's touch mode says what the replay stores into each new
  * block and into the grown part of a realloc, as the program would have.
  *
@@ -44,29 +93,38 @@
 enum { SCN_R_MALLOC, SCN_R_CALLOC, SCN_R_REALLOC, SCN_R_FREE, SCN_R_ALIGNED_ALLOC, SCN_R_MEMALIGN,
        SCN_R_POSIX_MEMALIGN, SCN_R_VALLOC, SCN_R_SPAWN, SCN_R_JOIN, SCN_R_EXIT, SCN_R_MAP, SCN_R_UNMAP,
        SCN_R_REMAP };
-enum { SCN_R_WAIT = 1, SCN_R_WAIT_OLD = 2, SCN_R_LAST_PIECE = 4, SCN_R_WRITABLE = 8 };
+enum { SCN_R_WAIT = 1, SCN_R_WAIT_OLD = 2, SCN_R_LAST_PIECE = 4, SCN_R_WRITABLE = 8, SCN_R_SYNC = 16 };
 enum { SCN_R_TOUCH_NONE, SCN_R_TOUCH_FIRST, SCN_R_TOUCH_PAGES, SCN_R_TOUCH_ALL };
 enum { SCN_R_DEFERRED = 1, SCN_R_MAIN = 2 };   /* thread flags: started by a SPAWN op; the process's main thread */
 #define SCN_R_NONE 0xffffffffu
-#define SCN_R_VERSION 2
+#define SCN_R_VERSION 3
 #define SCN_R_WINDOW 2048      /* ops per read: 64 KiB */
 
 typedef struct {
   uint8_t kind, flags;
-  uint16_t reserved;
+  uint16_t pos_hi;    /* SYNC: positions since the thread's previous SYNC, bits 32-47 */
   uint32_t slot;      /* the object this op creates, or frees (free); SPAWN, JOIN: the thread */
   uint32_t aux;       /* realloc: the old slot; calloc: nmemb; aligned: alignment; SPAWN, EXIT: creations before */
   uint32_t gen;       /* the slot's generation this op creates or frees */
   uint32_t aux_gen;   /* realloc: generation of the old slot */
-  uint32_t reserved2;
-  uint64_t size;
+  uint32_t pos_lo;    /* SYNC: the same, bits 0-31 */
+  uint64_t size;      /* SPAWN: the creation's position, the child's first */
 } scn_replay_op;
 
 typedef struct {
-  char magic[8];      /* "SCNOPS2\0" */
+  char magic[8];      /* "SCNOPS3\0" */
   uint32_t threads, touch;
   uint64_t slots, ops;
+  uint64_t window;    /* W, in positions (0: no SYNC op) */
 } scn_replay_header;
+
+/* A thread's published position, alone on its cache line: every SYNC of every
+ * thread reads them all. */
+typedef struct {
+  _Atomic uint64_t at;
+  char pad[SCN_CACHE_LINE - sizeof(uint64_t)];
+} scn_replay_pos;
+#define SCN_R_NOT_LIVE UINT64_MAX
 
 typedef struct {
   _Atomic uint64_t state;
@@ -80,7 +138,8 @@ static struct {
   uint32_t *thread_flags;
   off_t ops_at;              /* file offset of op 0 */
   scn_replay_slot *slots;
-  uint64_t n_slots;
+  scn_replay_pos *pos;       /* per thread */
+  uint64_t n_slots, window;
   uint32_t threads, touch;
   _Atomic uint32_t spawned;  /* SPAWN ops done so far */
 } scn_replay;
@@ -130,6 +189,10 @@ static void scn_replay_load(const char *path) {
   for (uint32_t i = 0; sane && i < h.threads; i++) sane = sec[i] <= sec[i + 1];
   if (!sane) scn_die("%s is damaged (an index points outside it)", path);
   scn_replay.slots = scn_arena_alloc((h.slots ? h.slots : 1) * sizeof *scn_replay.slots);
+  scn_replay.window = h.window;
+  scn_replay.pos = scn_arena_alloc(h.threads * sizeof *scn_replay.pos);
+  for (uint32_t i = 0; i < h.threads; i++)   /* a deferred thread counts once its creator starts it */
+    atomic_init(&scn_replay.pos[i].at, scn_replay.thread_flags[i] & SCN_R_DEFERRED ? SCN_R_NOT_LIVE : 0);
   scn_threads_place(scn_replay_where);
 }
 
@@ -295,13 +358,36 @@ static void scn_replay_await_spawns(uint32_t count) {
     if (++spins > 64) sched_yield();
 }
 
-static void scn_replay_thread_op(scn_thread *t, const scn_replay_op *op) {
+/* Back-pressure (see the top of this file): publish this thread's position,
+ * then wait while it is more than the window ahead of the least published. */
+static void scn_replay_sync(uint32_t self, uint64_t at) {
+  atomic_store_explicit(&scn_replay.pos[self].at, at, memory_order_release);
+  if (at <= scn_replay.window) return;
+  uint64_t floor = at - scn_replay.window;
+  for (unsigned spins = 0;; spins++) {
+    uint64_t least = SCN_R_NOT_LIVE;
+    for (uint32_t i = 0; i < scn_replay.threads; i++) {
+      uint64_t p = atomic_load_explicit(&scn_replay.pos[i].at, memory_order_acquire);
+      least = p < least ? p : least;
+    }
+    if (least >= floor) return;
+    if (spins > 64) sched_yield();
+  }
+}
+
+static void scn_replay_thread_op(scn_thread *t, const scn_replay_op *op, uint64_t at) {
   if (op->kind == SCN_R_SPAWN) {
     scn_replay_await_spawns(op->aux);
+    atomic_store_explicit(&scn_replay.pos[op->slot].at, op->size, memory_order_release);
     scn_thread_spawn(t->group, (int)op->slot);
     atomic_store_explicit(&scn_replay.spawned, op->aux + 1, memory_order_release);
   } else if (op->kind == SCN_R_JOIN) {
+    /* The joined thread may have ops later in capture order than this JOIN
+     * (glibc frees its thread cache after the captured end): a joining
+     * thread leaves the minimum until the join returns. */
+    atomic_store_explicit(&scn_replay.pos[t->index].at, SCN_R_NOT_LIVE, memory_order_release);
     scn_thread_join(t->group, (int)op->slot);
+    atomic_store_explicit(&scn_replay.pos[t->index].at, at, memory_order_release);
   } else {
     scn_replay_await_spawns(op->aux);
   }
@@ -312,11 +398,16 @@ static void scn_replay_body(scn_thread *t) {
   scn_replay_cursor c = { NULL, scn_replay.section[t->index], scn_replay.section[t->index + 1], 0, 0 };
   c.buf = mmap(NULL, window, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (c.buf == MAP_FAILED) scn_die("out of memory for the replay's read window");
+  uint64_t at = atomic_load_explicit(&scn_replay.pos[t->index].at, memory_order_relaxed);
   for (const scn_replay_op *op; (op = scn_replay_next(&c));) {
+    if (op->flags & SCN_R_SYNC) {
+      at += (uint64_t)op->pos_hi << 32 | op->pos_lo;
+      scn_replay_sync((uint32_t)t->index, at);
+    }
     switch (op->kind) {
       case SCN_R_FREE: scn_replay_free(t, op); break;
       case SCN_R_REALLOC: scn_replay_realloc(t, op); break;
-      case SCN_R_SPAWN: case SCN_R_JOIN: case SCN_R_EXIT: scn_replay_thread_op(t, op); break;
+      case SCN_R_SPAWN: case SCN_R_JOIN: case SCN_R_EXIT: scn_replay_thread_op(t, op, at); break;
       case SCN_R_MAP: scn_replay_map(op); break;
       case SCN_R_UNMAP: scn_replay_unmap(op); break;
       case SCN_R_REMAP: scn_replay_remap(op); break;
@@ -331,6 +422,7 @@ static void scn_replay_body(scn_thread *t) {
         }
     }
   }
+  atomic_store_explicit(&scn_replay.pos[t->index].at, SCN_R_NOT_LIVE, memory_order_release);
   munmap(c.buf, window);
 }
 #endif

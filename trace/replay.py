@@ -25,6 +25,15 @@ replay never has more threads alive than the capture had at the same point.
 Captures without those events (ltrace, version 1 tracer logs) start every
 thread with the replay, as before.
 
+Back-pressure (_Pacer; the design and why it cannot deadlock are in
+runtime/replay.h): every event gets a position in capture order (1 plus the
+bytes it allocates, frees, maps or unmaps, summed), and an op is flagged SYNC when its
+thread's position moved more than D past its last SYNC while another thread
+had events; the replay keeps every thread within W positions of the least
+advanced one. W is WINDOW_SHARE of the capture's peak of live (and mapped)
+bytes, D half of that at most, so a replay holds at most about 3/32 of the
+peak more than the capture did at the same point.
+
 ``touch`` (opsfile.TOUCH_MODES) is written into the ops file: what the replay
 stores into each new block and the grown part of each realloc.
 
@@ -113,9 +122,11 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
     live_bytes = peak = peak_line = waits = 0
     life = _Lifetimes(writer, report)
     maps = _Mappings(writer, report, gen, last)
+    pacer = _Pacer(writer, report)
+    pace = pacer.event
 
-    def new_thread(tid, flags=0):
-        thread = threads[tid] = writer.add_thread(flags | (MAIN if tid == main_tid else 0))
+    def new_thread(tid, flags=0, position=0):
+        thread = threads[tid] = writer.add_thread(flags | (MAIN if tid == main_tid else 0), position)
         bufs.append(writer.buffer(thread))
         own.append([])
         by_kind.append([0] * len(kinds))
@@ -129,11 +140,16 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
             if known is None:
                 if kind == "thread_start" and tid not in threads and size and size != tid:
                     creator = threads.get(size)
-                    life.spawn(new_thread(size) if creator is None else creator, new_thread(tid, DEFERRED))
+                    creator = new_thread(size) if creator is None else creator
+                    at = pace(creator, 0, peak)
+                    life.spawn(creator, new_thread(tid, DEFERRED, at), at)
                 elif kind == "thread_exit" and tid in threads:
+                    pace(threads[tid], 0, peak)
                     life.exit(threads[tid])
                 elif kind in _Mappings.KINDS:
-                    maps.event(threads[tid] if tid in threads else new_thread(tid), ev)
+                    thread = threads[tid] if tid in threads else new_thread(tid)
+                    pace(thread, size or 0, peak)
+                    maps.event(thread, ev)
                 elif kind not in ("thread_start", "thread_exit"):
                     note(f"unsupported call {kind}", line)
                 continue
@@ -143,6 +159,10 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
                 thread = new_thread(tid)
             by_kind[thread][index] += 1
             buf = bufs[thread]
+            # A position counts the bytes freed too: a consumer that lags is as many bytes too many as it has
+            # yet to free.
+            freed = live[old][1] if old in live else 0
+            pace(thread, freed if code == c_free else freed + (size or 0) * (nmemb or 1), peak)
             if code == c_free:
                 entry = live.pop(old, None) if old else None
                 if entry is None:
@@ -239,6 +259,7 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
             if len(buf) >= spill_at:
                 writer.spill(thread)
         writer.slots = len(gen)
+        writer.window = pacer.window(peak)
         writer.close()
     except BaseException:
         writer.abort()
@@ -269,9 +290,9 @@ class _Lifetimes:
         self.ended: List[int] = []      # threads ended since the last creation: joined before the next
         self.alive = 0
 
-    def _op(self, thread: int, kind: str, slot: int, aux: int) -> None:
+    def _op(self, thread: int, kind: str, slot: int, aux: int, size: int = 0) -> None:
         buf = self.writer.buffer(thread)
-        buf += OP.pack(KIND_CODE[kind], 0, 0, slot, aux, 0, 0, 0, 0)
+        buf += OP.pack(KIND_CODE[kind], 0, 0, slot, aux, 0, 0, 0, size)
         if len(buf) >= self.writer.SPILL:
             self.writer.spill(thread)
 
@@ -283,12 +304,12 @@ class _Lifetimes:
         self.alive += delta
         self.report.peak_threads = max(self.report.peak_threads, self.alive)
 
-    def spawn(self, creator: int, child: int) -> None:
+    def spawn(self, creator: int, child: int, position: int) -> None:
         for thread in self.ended:
             self._op(creator, "join", thread, NONE)
         self.report.joined += len(self.ended)
         self.ended.clear()
-        self._op(creator, "spawn", child, self.spawns)
+        self._op(creator, "spawn", child, self.spawns, position)
         self.spawns += 1
         self.report.spawned += 1
         self._alive(+1)
@@ -297,6 +318,50 @@ class _Lifetimes:
         self._op(thread, "exit", NONE, self.spawns)
         self.ended.append(thread)
         self._alive(-1)
+
+
+#: W, the back-pressure window, is this share of the capture's peak of live (and mapped) bytes, in positions;
+#: D, how far a thread's position may move between two SYNC ops, at most half of it (the running peak's share).
+WINDOW_SHARE = 1 / 16
+
+
+class _Pacer:
+    """Positions in capture order and the SYNC flags of back-pressure (see the module doc).
+
+    ``event(thread, nbytes, peak)`` is called once per event, before its ops are appended to `thread`'s
+    buffer (a creation's go to its creator's); it returns the event's position. An op is flagged when the
+    thread's position moved more than D past its last SYNC and another thread had an event in between:
+    runtime/replay.h shows why that is enough for the replay never to deadlock, and why a thread that runs
+    alone needs no SYNC at all."""
+
+    def __init__(self, writer: OpsWriter, report: ReplayReport):
+        self.writer, self.report = writer, report
+        self.position = 0
+        self.prev_thread = -1
+        self.prev_position = 0
+        self.foreign = 0          # position of the last event of a thread other than prev_thread
+
+    def event(self, thread: int, nbytes: int, peak: int) -> int:
+        writer = self.writer
+        if writer._pending:
+            writer.settle()
+        position = self.position = self.position + 1 + nbytes
+        if thread != self.prev_thread:
+            self.foreign, self.prev_thread = self.prev_position, thread
+            foreign = self.foreign
+        else:
+            foreign = self.foreign
+        self.prev_position = position
+        synced = writer.synced[thread]
+        if foreign > synced and position - synced > self._step(peak):
+            writer.sync(thread, position)
+        return position
+
+    def _step(self, peak: int) -> int:
+        return max(1, int((peak + self.report.mapped_peak) * WINDOW_SHARE / 2))
+
+    def window(self, peak: int) -> int:
+        return max(1, int((peak + self.report.mapped_peak) * WINDOW_SHARE))
 
 
 PAGE = 4096
