@@ -358,6 +358,21 @@ static void scn_replay_await_spawns(uint32_t count) {
     if (++spins > 64) sched_yield();
 }
 
+/* A wait for the window can last as long as another thread's whole life (a
+ * creator waiting for the thread it started): spin, then yield, then sleep
+ * (1 us, doubling up to 64 us), so a long wait costs little CPU time; the
+ * program itself slept in a join or on a condition variable. */
+static void scn_replay_back_off(unsigned spins) {
+  if (spins < 64) return;
+  if (spins < 128) {
+    sched_yield();
+    return;
+  }
+  unsigned shift = spins - 128 < 6 ? spins - 128 : 6;
+  struct timespec nap = { 0, 1000L << shift };
+  nanosleep(&nap, NULL);
+}
+
 /* Back-pressure (see the top of this file): publish this thread's position,
  * then wait while it is more than the window ahead of the least published. */
 static void scn_replay_sync(uint32_t self, uint64_t at) {
@@ -371,7 +386,7 @@ static void scn_replay_sync(uint32_t self, uint64_t at) {
       least = p < least ? p : least;
     }
     if (least >= floor) return;
-    if (spins > 64) sched_yield();
+    scn_replay_back_off(spins);
   }
 }
 
