@@ -32,7 +32,7 @@ class HarnessError(Exception):
 
 # Options that shape the plan: given on --resume they would contradict the file.
 _PLAN_OPTIONS = ("allocators", "param", "runs", "warmup", "ci", "min_runs", "max_runs", "seed",
-                 "allocator_config", "cc", "probes")
+                 "allocator_config", "cc", "probes", "shard")
 
 
 def _default_allocators(config_path) -> str:
@@ -42,10 +42,12 @@ def _default_allocators(config_path) -> str:
     return ",".join(names)
 
 
-def _default_output(scenario: str) -> Path:
+def _default_output(scenario: str, shard: Optional[Mapping] = None) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in scenario) or "scenario"
     base = Path("results") / f"{safe}-{stamp}"
+    if shard:
+        base = Path(f"{base}-shard{shard['index']}of{shard['count']}")
     path, n = base.with_suffix(".json"), 1
     while path.exists():
         n += 1
@@ -202,12 +204,15 @@ def prepare_new(args, progress, check=lambda: None):
         seed=args.seed if args.seed is not None else random.SystemRandom().randrange(2**31),
         memory_limit=_memory_limit(args),
     )
+    header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
+    if getattr(args, "shard", None):
+        plan, header["shard"] = _take_shard(args.shard, plan, programs, progress, check)
+        header["plan"], header["probes"] = plan.to_json(), plan.probe_sets
     progress.info(f"plan: {plan.describe()}")
     _tell_memory_limit(args, plan, progress)
-    header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
     header["probe_plan"] = probe_plan.to_json()
     header["allow_huge"] = bool(args.allow_huge)
-    output = Path(args.output) if args.output else _default_output(header["scenario"])
+    output = Path(args.output) if args.output else _default_output(header["scenario"], header.get("shard"))
     check()  # the last moment to stop without leaving a file behind
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -215,6 +220,25 @@ def prepare_new(args, progress, check=lambda: None):
     except FileExistsError:
         raise UsageError(f"{output} exists; choose another -o, or continue it with --resume {output}") from None
     return result, plan, allocators, programs
+
+
+def _take_shard(spec, plan: Plan, programs, progress: Progress, check):
+    """This shard's part of `plan` (see shard.py) and the header's "shard" entry."""
+    from . import blocks, shard
+    from .runner import ProgramRunner
+    index, count = spec
+    progress.info(f"shard {index}/{count}: weighing the {len(blocks.plan_blocks(plan.to_json()))} blocks "
+                  f"(one unmeasured run of each program)")
+    weights, uncounted = shard.weigh(plan, programs, ProgramRunner(), check)
+    if uncounted:
+        progress.note(f"scenc: {len(uncounted)} blocks reported no allocator calls; each weighs as "
+                      f"much as the heaviest (first: {blocks.block_label(uncounted[0])})")
+    part, entry = shard.take(plan, index, count, weights)
+    progress.info(shard.describe(entry))
+    if not part.configs:
+        progress.note(f"scenc: shard {index}/{count} has no block to run (the plan has only "
+                      f"{len(entry['weights'])}); its file still goes to `scenc merge`")
+    return part, entry
 
 
 def prepare_resume(args, progress, check=lambda: None):
