@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
 from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
+from .. import blocks as plan_blocks
 from .. import runrecord
 from ..plan import DEFAULT_PROBE_SET
 from . import metrics as metric_defs
@@ -79,6 +80,7 @@ class Block:
     baseline: Optional[str]
     comparisons: Dict[str, Dict[str, object]]   # metric -> allocator -> stats.Comparison
     verdicts: Dict[str, Verdict]                # metric -> the winner
+    machine: Optional[str] = None               # which machine ran it, in a merge of several
 
     def stats(self, name: str) -> Optional[AllocatorStats]:
         return next((a for a in self.allocators if a.name == name), None)
@@ -94,6 +96,7 @@ class Block:
     def to_json(self) -> dict:
         return {
             "params": self.params, "probe_set": self.probe_set, "baseline": self.baseline,
+            **({"machine": self.machine} if self.machine else {}),
             "allocators": {a.name: a.to_json() for a in self.allocators},
             "comparisons": {m: {name: dict(c.to_dict(), sentence=self.comparison_sentence(m, name))
                                 for name, c in by_name.items()}
@@ -110,6 +113,14 @@ class Analysis:
     metrics: List[str]          # every metric present, in display order
     baseline: Optional[str]
     varying: List[str]          # params that take more than one value
+    machines: Dict[str, Mapping] = field(default_factory=dict)  # id -> description, if several
+
+    def by_machine(self) -> List[tuple]:
+        """[(machine id or None, its blocks)]: the groups a figure may compare within."""
+        groups: Dict[Optional[str], List[Block]] = {}
+        for b in self.blocks:
+            groups.setdefault(b.machine, []).append(b)
+        return list(groups.items())
 
     @property
     def scenario(self) -> str:
@@ -120,6 +131,7 @@ class Analysis:
                 "status": self.header.get("status"), "baseline": self.baseline,
                 "metrics": {m: _metric_json(m) for m in self.metrics},
                 "varying_params": self.varying,
+                **({"machines": self.machines} if self.machines else {}),
                 "blocks": [b.to_json() for b in self.blocks]}
 
 
@@ -178,6 +190,7 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
     if baseline is not None and baseline not in names:
         raise ValueError(f"baseline {baseline!r} is not in this result (allocators: {', '.join(names)})")
     present_metrics = set()
+    machine_of = plan_blocks.machine_of_blocks(header)
     blocks = []
     for params, probe_set in _ordered_points(header, runs):
         here = list(runrecord.select(runs, params=params, probe_set_=probe_set))
@@ -235,7 +248,8 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
             c = stats.compare(runner.samples[d.name], best.samples[d.name],
                               lower_is_better=d.lower_is_better, confidence=confidence) if runner else None
             verdicts[d.name] = Verdict(d.name, d.best, best.name, runner.name if runner else None, c)
-        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts))
+        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts,
+                            machine_of.get(plan_blocks.block_key(params, probe_set))))
     varying = []
     for k in {k for b in blocks for k in b.params}:
         if len({json.dumps(b.params.get(k)) for b in blocks}) > 1:
@@ -243,4 +257,4 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
     order = [k for b in blocks for k in b.params]
     varying.sort(key=order.index)
     return Analysis(header, getattr(result, "path", ""), blocks, metric_defs.order(present_metrics),
-                    baseline, varying)
+                    baseline, varying, plan_blocks.machines(header))
