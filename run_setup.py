@@ -206,6 +206,9 @@ def prepare_new(args, progress, check=lambda: None):
     )
     header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
     if getattr(args, "shard", None):
+        if args.seed is None:  # a random one would differ in every shard: another plan each
+            from .shard import default_seed
+            plan.seed = default_seed(plan, header["source"])
         plan, header["shard"] = _take_shard(args.shard, plan, programs, progress, check)
         header["plan"], header["probes"] = plan.to_json(), plan.probe_sets
     progress.info(f"plan: {plan.describe()}")

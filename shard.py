@@ -69,6 +69,13 @@ def weigh(plan: Plan, programs: Mapping, runner: ProgramRunner, check=lambda: No
     return weights, [key for key, n in calls.items() if n is None]
 
 
+def default_seed(plan: Plan, source: str) -> int:
+    """The run-order seed of a shard run without --seed: the same in every shard of one plan."""
+    import hashlib
+    text = json.dumps([source, dict(plan.to_json(), seed=None)], sort_keys=True)
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16) % 2**31
+
+
 def take(plan: Plan, index: int, count: int, weights: Mapping[str, float]) -> Tuple[Plan, dict]:
     """(the plan of shard `index` of `count`, the header's "shard" entry)."""
     full = plan.to_json()

@@ -231,3 +231,18 @@ def test_dealing_is_balanced_and_a_function_of_the_weights():
     assert max(totals) - min(totals) <= max(weights) / 2
     assert blocks.deal(weights, 3) == hands
     assert blocks.deal([1, 1], 3)[2] == []  # more shards than blocks: some have none
+
+
+def test_shards_without_a_seed_still_make_one_plan(tmp_path):
+    # A random run-order seed per shard would make each a plan of its own.
+    scenario = write_scenario(tmp_path)
+    parts = []
+    for k in (1, 2):
+        out = tmp_path / f"n{k}.json"
+        done = scenc("run", scenario, "--allocators", "glibc", "--param", "iterations=500,700",
+                     "--runs", 1, "--warmup", 0, "--shard", f"{k}/2", "-o", out, "-q")
+        assert done.returncode == 0, done.stderr
+        parts.append(out)
+    done = scenc("merge", *parts, "-o", tmp_path / "n.json")
+    assert done.returncode == 0, done.stderr
+    assert len(load(tmp_path / "n.json").runs) == 2
