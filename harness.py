@@ -22,6 +22,7 @@ warm-up that fails is saved (round 0, "warmup": true) because the failure
 is a result. Statistics and tables live in report/.
 """
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -141,9 +142,16 @@ class Session:
         return sum(max(0, self.plan.max_rounds - st.done) + (0 if st.warm else self.plan.warmup)
                    for st in self.state.values() if st.dropped is None)
 
-    def eta(self) -> float:
+    def _eta_of_plan(self) -> float:
         return sum((max(0, self.plan.max_rounds - st.done) + (0 if st.warm else self.plan.warmup))
                    * self._estimate(c) for c, st in self.state.items() if st.dropped is None)
+
+    def eta(self) -> float:
+        """Seconds until the last planned run, or until the time budget ends the session."""
+        eta = self._eta_of_plan()
+        if self.plan.time_budget_s is not None:
+            eta = min(eta, max(0.0, self.plan.time_budget_s - self.elapsed()))
+        return eta
 
     # -- running
 
@@ -229,9 +237,12 @@ class Session:
             self.progress.note(f"scenc: no more runs of {config.label()}: {dropped}")
 
     def _tick(self, config: RunConfig, label: str) -> None:
-        done = self.runs_this_session
-        total = done + self.remaining_runs()
-        self.progress.update(done, total, label, self.eta())
+        done, remaining = self.runs_this_session, self.remaining_runs()
+        eta, planned = self.eta(), self._eta_of_plan()
+        if eta < planned:
+            # The time budget ends the session first: count only the runs that fit.
+            remaining = math.ceil(remaining * eta / planned)
+        self.progress.update(done, done + remaining, label, eta)
 
     def warm_up(self) -> bool:
         """Warm every configuration not warm yet; False when interrupted."""
@@ -279,7 +290,9 @@ class Session:
             if plan.auto and round_ > plan.min_runs and self._converged():
                 self.stop_reason = None
                 return True
-            if plan.time_budget_s is not None and self.runs_this_session:
+            # With `auto`, --min-runs rounds come first: fewer would compare nothing.
+            if plan.time_budget_s is not None and self.runs_this_session and \
+                    not (plan.auto and round_ <= plan.min_runs):
                 round_cost = sum(self._estimate(c) for c in todo)
                 if self.elapsed() + round_cost > plan.time_budget_s:
                     self.stop_reason = (f"time budget of {format_duration(plan.time_budget_s)} "

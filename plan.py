@@ -22,6 +22,8 @@ DEFAULT_WARMUP = 1
 AUTO_MIN_RUNS = 5
 AUTO_MAX_RUNS = 50
 DEFAULT_CI = 0.02
+# Without --runs: `auto`, and no new round after this long per param set and probe set.
+DEFAULT_TIME_BUDGET_S = 45.0
 # A run slower than this many warm-ups is taken for a hang.
 TIMEOUT_FACTOR = 20
 MIN_TIMEOUT_S = 10.0
@@ -135,6 +137,8 @@ class Plan:
             text += f" = {n * (self.runs + self.warmup)} runs"
         if len(self.configs) != len(self.allocators) * len(self.param_sets) * len(self.probe_sets):
             text += f" ({n} configurations)"
+        if self.time_budget_s is not None:
+            text += f", no new round after {self.time_budget_s:g} s"
         return text
 
     def to_json(self) -> dict:

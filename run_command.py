@@ -18,7 +18,7 @@ from typing import Optional
 
 from .cli_common import EXIT_OK, EXIT_RUN, add_memory_limit_option
 from .harness import Session
-from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_RUNS, DEFAULT_WARMUP, MIN_TIMEOUT_S,
+from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP, MIN_TIMEOUT_S,
                    TIMEOUT_FACTOR)
 from .process import signal_name
 from .report.progress import Progress, format_duration
@@ -108,8 +108,9 @@ def register(subparsers) -> None:
                    help="override a param; several values sweep it (several --param: all combinations)")
     p.add_argument("--cc", default=None, help="C compiler (gcc or clang; default $SCENC_CC or gcc)")
     p.add_argument("--runs", type=parse_runs, metavar="N|auto",
-                   help=f"measured runs per allocator and param set (default {DEFAULT_RUNS}); "
-                        f"'auto' runs until --ci is reached")
+                   help=f"measured runs per allocator and param set, or 'auto': rounds until --ci "
+                        f"is reached (the default, with a --time-budget of {DEFAULT_TIME_BUDGET_S:g} s "
+                        f"per param set)")
     p.add_argument("--warmup", type=positive_int, metavar="N",
                    help=f"unmeasured runs first, per allocator and param set (default {DEFAULT_WARMUP})")
     p.add_argument("--ci", type=parse_fraction, metavar="PCT",

@@ -18,8 +18,8 @@ from typing import Dict, Mapping, Optional
 
 from . import probes
 from .cli_common import UsageError, default_cc, parse_params
-from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_PROBE_SET, DEFAULT_RUNS, DEFAULT_WARMUP,
-                   Plan, params_key, params_label, plan_runs, sweep)
+from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_PROBE_SET, DEFAULT_TIME_BUDGET_S,
+                   DEFAULT_WARMUP, Plan, params_key, params_label, plan_runs, sweep)
 from .report import metrics as metric_defs
 from .report.progress import Progress
 
@@ -155,6 +155,13 @@ def _resolve_allocators(args) -> Dict[str, object]:
     return allocators
 
 
+def _time_budget(args, points: int):
+    """--time-budget, or without --runs a default one per param set and probe set."""
+    if args.time_budget is not None or args.runs is not None:
+        return args.time_budget
+    return DEFAULT_TIME_BUDGET_S * points
+
+
 def prepare_new(args, progress, check=lambda: None):
     """(result file, plan, allocators, programs) for a fresh run; nothing is run yet."""
     from concurrent.futures import ThreadPoolExecutor
@@ -166,7 +173,7 @@ def prepare_new(args, progress, check=lambda: None):
     if not scenario_path.is_file():
         raise UsageError(f"{args.scenario}: no such file")
     cc = args.cc or default_cc()
-    auto = args.runs == "auto"
+    auto = args.runs in ("auto", None)   # the default adapts, within a time budget
     if not auto and any(v is not None for v in (args.ci, args.min_runs, args.max_runs)):
         raise UsageError("--ci, --min-runs and --max-runs go with --runs auto")
     min_runs = max(2, args.min_runs if args.min_runs is not None else AUTO_MIN_RUNS)
@@ -197,10 +204,11 @@ def prepare_new(args, progress, check=lambda: None):
 
     plan = plan_runs(
         list(allocators), param_sets, probe_sets=probe_plan.probe_sets,
-        runs=None if auto else (args.runs or DEFAULT_RUNS),
+        runs=None if auto else args.runs,
         warmup=DEFAULT_WARMUP if args.warmup is None else args.warmup,
         ci=args.ci or DEFAULT_CI, min_runs=min_runs, max_runs=max_runs,
-        time_budget_s=args.time_budget, timeout_s=args.timeout,
+        time_budget_s=_time_budget(args, len(param_sets) * len(probe_plan.probe_sets)),
+        timeout_s=args.timeout,
         seed=args.seed if args.seed is not None else random.SystemRandom().randrange(2**31),
         memory_limit=_memory_limit(args),
     )

@@ -292,6 +292,33 @@ def _format_number(value: float, digits: int) -> str:
     return f"{value:.{digits}f}"
 
 
+def format_values(*values: float) -> Tuple[str, ...]:
+    """Several figures printed alike: integers as integers, otherwise four significant digits of
+    the largest (at most six decimals), e.g. (0.0, 2/3) -> ("0.0000", "0.6667")."""
+    if all(float(v).is_integer() and abs(v) < 1e15 for v in values):
+        return tuple(str(int(v)) for v in values)
+    largest = max(abs(v) for v in values)
+    digits = min(6, max(0, 3 - math.floor(math.log10(largest)))) if largest > 0 else 4
+    return tuple(_format_number(v, digits) for v in values)
+
+
+def _constant(values: np.ndarray) -> bool:
+    return len(values) >= 2 and bool(np.all(values == values[0]))
+
+
+def _difference_interval(baseline: np.ndarray, other: np.ndarray, confidence: float) -> Interval:
+    """Welch CI of mean(other) - mean(baseline): the comparison when a ratio means nothing
+    (a baseline mean of 0, or an other mean of 0, which no "x times" can express)."""
+    vo = float(other.var(ddof=1)) / len(other)
+    vb = float(baseline.var(ddof=1)) / len(baseline)
+    difference = float(other.mean()) - float(baseline.mean())
+    if vo == 0.0 and vb == 0.0:
+        return (difference, difference)
+    df = (vo + vb) ** 2 / (vo**2 / (len(other) - 1) + vb**2 / (len(baseline) - 1))
+    halfwidth = _t_quantile(confidence, df) * math.sqrt(vo + vb)
+    return (difference - halfwidth, difference + halfwidth)
+
+
 @dataclass(frozen=True)
 class Comparison:
     """``other`` measured against ``baseline`` for one metric.
@@ -304,6 +331,13 @@ class Comparison:
     a ratio too noisy to bound.  The Mann-Whitney p-value is reported as a
     distribution-free cross-check (timings are often skewed) but is not part
     of the rule, so the verdict stays consistent with the printed interval.
+
+    Where no ratio can say it (a mean of 0 on either side) the interval is
+    ``difference_ci``, Welch's CI of mean(other) - mean(baseline), and it
+    takes the ratio's place in the rule.  When both sides give one value in
+    every run (layout figures often do), the values differ or they do not:
+    a difference that holds in every run (at least 2 on each side) is
+    significant, with no test needed.
     """
 
     baseline_n: int
@@ -316,6 +350,9 @@ class Comparison:
     significant: bool
     lower_is_better: bool = True
     confidence: float = 0.95
+    difference_ci: Interval = None
+    baseline_constant: bool = False     # at least 2 runs, all with the same value
+    other_constant: bool = False
     # The two samples, kept for the Mann-Whitney p-value, which is computed on
     # first use (it needs scipy.stats; see the module docstring).
     _samples: Optional[Tuple[Tuple[float, ...], Tuple[float, ...]]] = field(
@@ -333,11 +370,20 @@ class Comparison:
         return cached
 
     @property
+    def both_constant(self) -> bool:
+        return self.baseline_constant and self.other_constant
+
+    @property
+    def by_ratio(self) -> bool:
+        """Whether "x times" can state the difference (both means of one sign, neither 0)."""
+        return self.ratio is not None and self.ratio > 0.0
+
+    @property
     def other_is_better(self) -> Optional[bool]:
         """True/False when significant, None when there is no clear difference."""
-        if not self.significant or self.ratio is None:
+        if not self.significant or self.other_mean is None or self.baseline_mean is None:
             return None
-        return (self.ratio < 1.0) == self.lower_is_better
+        return (self.other_mean < self.baseline_mean) == self.lower_is_better
 
     def to_dict(self) -> dict:
         return {
@@ -347,6 +393,9 @@ class Comparison:
             "other_mean": self.other_mean,
             "ratio": self.ratio,
             "ratio_ci": list(self.ratio_ci) if self.ratio_ci is not None else None,
+            "difference_ci": list(self.difference_ci) if self.difference_ci is not None else None,
+            "baseline_constant": self.baseline_constant,
+            "other_constant": self.other_constant,
             "p_welch": self.p_welch,
             "p_mannwhitney": self.p_mannwhitney,
             "significant": self.significant,
@@ -362,6 +411,9 @@ class Comparison:
         memory), "speed" or "throughput" (higher is better), or any other
         noun, giving "has 1.20x higher <noun> than".  The factor is always
         >= 1: baseline/other when other is lower, other/baseline when higher.
+        Every case has its own exact sentence (``docs/results.md`` lists them):
+        too few runs, the same value in every run, different values in every
+        run, a difference no ratio can state, and the usual ratio.
         """
         known = _VOCABULARY.get(metric_word)
         if known is not None and known[2] != self.lower_is_better:
@@ -369,12 +421,31 @@ class Comparison:
                 f"metric_word {metric_word!r} implies lower_is_better={known[2]}, "
                 f"but this comparison was made with lower_is_better={self.lower_is_better}"
             )
-        if self.ratio is None or self.baseline_n < 2 or self.other_n < 2:
-            return (
-                f"{name}: not enough runs to compare with {baseline_name} "
-                f"(n={self.other_n} vs n={self.baseline_n})"
-            )
-        if not self.significant or self.ratio <= 0.0:
+        counts = f"n={self.other_n} vs n={self.baseline_n}"
+        if self.baseline_n == 0 or self.other_n == 0:
+            return f"{name}: no runs to compare with {baseline_name} ({counts})"
+        values = format_values(self.other_mean, self.baseline_mean)
+        if self.baseline_n < 2 or self.other_n < 2:
+            return (f"{name}: {values[0]} vs {values[1]} for {baseline_name}, but one run "
+                    f"cannot be compared: at least 2 on each side ({counts})")
+        lower, higher = known[:2] if known else (f"has {{f}}x lower {metric_word} than",
+                                                  f"has {{f}}x higher {metric_word} than")
+        template = lower if self.other_mean < self.baseline_mean else higher
+        if self.both_constant:
+            if self.other_mean == self.baseline_mean:
+                return f"{name}: the same as {baseline_name}, {values[0]} in every run ({counts})"
+            phrase = template.format(f=self._factor()[0]) if self.by_ratio else template.replace(" {f}x", "")
+            return f"{name} {phrase} {baseline_name}: {values[0]} vs {values[1]} in every run ({counts})"
+        if not self.by_ratio:
+            interval = ("difference " + "–".join(format_values(*self.difference_ci))
+                        if self.difference_ci else "difference interval unknown")
+            if not self.significant:
+                return (f"{name}: no significant difference from {baseline_name} "
+                        f"({values[0]} vs {values[1]} on average, {interval})")
+            phrase = template.replace(" {f}x", "")
+            return (f"{name} {phrase} {baseline_name}: {values[0]} vs {values[1]} on average "
+                    f"({interval}), significant")
+        if not self.significant:
             if self.ratio_ci is None:
                 interval = "ratio interval unbounded"
             else:
@@ -382,18 +453,19 @@ class Comparison:
             return f"{name}: no significant difference from {baseline_name} ({interval})"
 
         assert self.ratio_ci is not None  # significant implies a bounded interval
-        low, high = self.ratio_ci
+        factor, bounds = self._factor()
+        return f"{name} {template.format(f=factor)} {baseline_name} ({bounds}), significant"
+
+    def _factor(self) -> Tuple[str, str]:
+        """The ratio as a factor >= 1 and its interval, printed: ("1.31", "1.27–1.35")."""
+        low, high = self.ratio_ci or (self.ratio, self.ratio)
         if self.ratio < 1.0:
             factor, interval = 1.0 / self.ratio, (1.0 / high, 1.0 / low)
-            template = known[0] if known else f"has {{f}}x lower {metric_word} than"
         else:
             factor, interval = self.ratio, (low, high)
-            template = known[1] if known else f"has {{f}}x higher {metric_word} than"
         # Tiny but significant differences would all print as "1.00x".
         digits = 3 if factor < 1.01 else 2
-        phrase = template.format(f=_format_number(factor, digits))
-        bounds = "–".join(_format_number(v, digits) for v in interval)
-        return f"{name} {phrase} {baseline_name} ({bounds}), significant"
+        return _format_number(factor, digits), "–".join(_format_number(v, digits) for v in interval)
 
 
 def compare(
@@ -414,18 +486,23 @@ def compare(
         else None
     )
     ratio_ci: Interval = None
+    difference_ci: Interval = None
     p_welch = samples = None
+    significant = False
     if len(base) >= 2 and len(oth) >= 2:
         p_welch = _welch_p(base, oth)
         samples = (tuple(base.tolist()), tuple(oth.tolist()))
         if ratio is not None:
             ratio_ci = _fieller_interval(base, oth, confidence)
-    significant = (
-        p_welch is not None
-        and p_welch < 1.0 - confidence
-        and ratio_ci is not None
-        and not (ratio_ci[0] <= 1.0 <= ratio_ci[1])
-    )
+        difference_ci = _difference_interval(base, oth, confidence)
+        if _constant(base) and _constant(oth):
+            significant = base[0] != oth[0]
+        elif ratio is not None and ratio > 0.0:
+            significant = (p_welch is not None and p_welch < 1.0 - confidence
+                           and ratio_ci is not None and not (ratio_ci[0] <= 1.0 <= ratio_ci[1]))
+        else:
+            significant = (p_welch is not None and p_welch < 1.0 - confidence
+                           and not (difference_ci[0] <= 0.0 <= difference_ci[1]))
     return Comparison(
         baseline_n=len(base),
         other_n=len(oth),
@@ -437,5 +514,8 @@ def compare(
         significant=bool(significant),
         lower_is_better=lower_is_better,
         confidence=confidence,
+        difference_ci=difference_ci,
+        baseline_constant=_constant(base),
+        other_constant=_constant(oth),
         _samples=samples,
     )

@@ -29,8 +29,8 @@ after 60 s). Larger loops, with 1 and 2 threads
 with less noise; the mt workload's per-call figures mostly measure how the
 tracer shifts the threads' handoffs (context switches), not the tracer.
 
-    /tmp/venv/bin/python bench/bench_capture.py            # about 1 to 2 minutes
-    /tmp/venv/bin/python bench/bench_capture.py --quick    # about 20 seconds
+    .venv/bin/python bench/bench_capture.py            # about 1 to 2 minutes
+    .venv/bin/python bench/bench_capture.py --quick    # about 20 seconds
         [--iterations N] [--rounds N] [--threads N] [--json FILE]
 """
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Throughput and memory of `scenc convert` (ltrace parser + exact replay converter, scenc.trace.replay).
 
-    python bench/bench_convert.py                       # 1M- and 10M-line logs
-    python bench/bench_convert.py --short 200000 --long 2000000 --keep /tmp/tr
+    .venv/bin/python bench/bench_convert.py                       # 1M- and 10M-line logs
+    .venv/bin/python bench/bench_convert.py --short 200000 --long 2000000 --keep /tmp/tr
 
 The synthetic ltrace logs come from bench/bench_trace_parse.py's generator
 (threads, unfinished/resumed pairs, realloc chains, cross-thread frees, a

@@ -18,7 +18,7 @@ The harness's cost splits into
 Each figure is the best of a few invocations, as the machine may be shared.
 Target: per-run overhead under 5 % and start-up under 1 s.
 
-    /tmp/venv/bin/python bench/bench_harness.py [--scenario examples/loop.scn] [--runs 15]
+    .venv/bin/python bench/bench_harness.py [--scenario examples/loop.scn] [--runs 15]
 
 Before/after on a busy machine: `--against DIR` also runs the scenc found in
 DIR (a directory holding a `scenc` package, e.g. a clone of an older commit

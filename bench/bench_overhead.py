@@ -12,8 +12,8 @@ scenc's scaffolding, must dominate every timing.
 It also times a cold build (empty cache), a cached rebuild, and what a random
 draw costs next to a malloc+free pair.
 
-    /tmp/venv/bin/python bench/bench_overhead.py            # about 2 minutes
-    /tmp/venv/bin/python bench/bench_overhead.py --quick    # about 30 seconds
+    .venv/bin/python bench/bench_overhead.py            # about 2 minutes
+    .venv/bin/python bench/bench_overhead.py --quick    # about 30 seconds
 
 Exits 0 even when a target is missed; the FAIL lines say which.
 """

@@ -19,8 +19,8 @@ timed loop) with `objdump`: "same" in the `body` column means the probe set
 adds not one instruction per call, whatever the noise says; a median above
 the target is then reported as NOISE when its interval reaches the target.
 
-    /tmp/venv/bin/python bench/bench_probes.py               # about 2 minutes
-    /tmp/venv/bin/python bench/bench_probes.py --quick       # about 30 seconds
+    .venv/bin/python bench/bench_probes.py               # about 2 minutes
+    .venv/bin/python bench/bench_probes.py --quick       # about 30 seconds
         [--rounds N] [--param iterations=N] [--allocator glibc] [--json FILE]
 
 Exits 0 even when a target is missed; the FAIL lines say which.

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Throughput and memory of the ltrace parser + trace statistics (scenc.trace).
 
-    python bench/bench_trace_parse.py                       # 1M- and 10M-line logs
-    python bench/bench_trace_parse.py --short 200000 --long 2000000 --keep /tmp/tr
+    .venv/bin/python bench/bench_trace_parse.py                       # 1M- and 10M-line logs
+    .venv/bin/python bench/bench_trace_parse.py --short 200000 --long 2000000 --keep /tmp/tr
 
 Generates synthetic ltrace 0.7.3 logs (``ltrace -f -tt -T -e ... -o LOG`` style):
 several threads, ``<unfinished ...>``/``<... resumed>`` pairs when threads

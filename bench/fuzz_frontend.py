@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A long fuzz run of scenc's front end (the short one is tests/test_fuzz_frontend.py).
 
-    python bench/fuzz_frontend.py --minutes 10
-    python bench/fuzz_frontend.py --minutes 60 --seed 7 --build-every 20 --save /tmp/crashes
+    .venv/bin/python bench/fuzz_frontend.py --minutes 10
+    .venv/bin/python bench/fuzz_frontend.py --minutes 60 --seed 7 --build-every 20 --save /tmp/crashes
 
 Inputs, in turn: programs generated from the grammar (tests/fuzz/scn_gen.py),
 mutants of the examples and of the language sketch (tests/fuzz/mutate.py),

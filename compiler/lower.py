@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 
 from ..scenario import nodes as n
 from ..scenario.errors import Reporter
-from ..scenario.resolve import (CHAN, CHAN_ARRAY, INT, LOOP, PARAM, POOL, PTR, SELF,
+from ..scenario.resolve import (CHAN, CHAN_ARRAY, INT, LOOP, PARAM, POOL, PTR, SELF, SHARED,
                                 NotConstant, Resolved, ThreadGroup, const_value)
 from . import tables
 
@@ -48,10 +48,11 @@ def c_ident(name: str) -> str:
 @dataclass
 class CStmt:
     """One lowered statement: a kind the template knows, and its pieces."""
-    kind: str                 # line, scope, repeat, for, region
+    kind: str                 # line, scope, repeat, for, region, if
     code: str = ""
     pre: List[str] = field(default_factory=list)   # hoisted draws, in order
     body: List["CStmt"] = field(default_factory=list)
+    orelse: List["CStmt"] = field(default_factory=list)  # an if's else block
     var: str = ""
     start: str = ""
     stop: str = ""
@@ -64,6 +65,7 @@ class CThread:
     name: str
     func: str
     count: int
+    at_most: int                # thread churn: at most this many alive at once; 0: all together
     int_vars: List[str]
     ptr_vars: List[str]
     pools: List[str]
@@ -91,6 +93,11 @@ class CProgram:
     lives_wheel_bits: int
     replay_file: Optional[str]   # absolute path of the ops file of `replay`
     source_file: str
+    shared: Dict[str, int] = field(default_factory=dict)  # C name of a shared pool -> slots
+
+    @property
+    def churns(self) -> bool:
+        return any(t.at_most for t in self.threads)
 
 
 class _Lowerer:
@@ -123,7 +130,8 @@ class _Lowerer:
                 self.rep.error(r.pos, f"the replay data {r.path!r} does not exist")
         return CProgram(s.name, self.r.seed, self.r.params, chans, threads, self.tables,
                         self.regions, LIVES_WHEEL_BITS if self.uses_lives else 0,
-                        replay_file, s.filename)
+                        replay_file, s.filename,
+                        {_shared_ident(name): slots for name, slots in self.r.shared.items()})
 
     # -- threads
     def thread(self, g: ThreadGroup) -> CThread:
@@ -136,7 +144,7 @@ class _Lowerer:
             epilogue += [f"if ({c_ident(p)}) scn_free_all(t, {c_ident(p)}, {c_ident(p)}_n);"
                          for p, k in g.symbols.items() if k == POOL]
         return CThread(
-            name=g.node.name, func="body_" + g.node.name, count=g.count,
+            name=g.node.name, func="body_" + g.node.name, count=g.count, at_most=g.at_most or 0,
             int_vars=[c_ident(k) for k, v in g.symbols.items() if v in (INT, LOOP)],
             ptr_vars=[c_ident(p) for p in ptrs],
             pools=[c_ident(k) for k, v in g.symbols.items() if v == POOL],
@@ -168,16 +176,22 @@ class _Lowerer:
             return CStmt("line", code, pre, line=line)
         if isinstance(st, n.CallStmt):
             code = self.action(st.call, pre)
-            # send(q, realloc(p, n)), free(realloc(p, n)): realloc took p's object over.
+            # send(q, realloc(p, n)), free(swap(s[i], p)): realloc or swap took p's object over.
             for arg in st.call.args:
-                if isinstance(arg, n.Call) and arg.func == "realloc":
-                    source = _slot_or_name(arg.args[0])
+                if isinstance(arg, n.Call) and arg.func in ("realloc", "swap"):
+                    source = _moved_source(arg)
                     if source is not None and self._holds_pointer(source):
                         code += f" {self.expr(source, pre)} = SCN_NULL_OBJ;"
             return CStmt("line", code, pre, line=line)
         if isinstance(st, n.Lives):
             self.uses_lives = True
             obj = self.expr(st.call, pre)
+            source = _moved_source(st.call)
+            if source is not None and self._holds_pointer(source):
+                # realloc(p, n) lives L: the object moves from p to the `lives` queue.
+                tmp = self._temp("o")
+                pre += [f"scn_obj {tmp} = {obj};", f"{self.expr(source, pre)} = SCN_NULL_OBJ;"]
+                obj = tmp
             if st.lifetime is None:
                 return CStmt("line", f"scn_lives_add_forever(t, {obj});", pre, line=line)
             tmp = self._temp("o")
@@ -205,12 +219,19 @@ class _Lowerer:
                 self.regions.append(st.name)
             return CStmt("region", region=self.regions.index(st.name), body=self.block(st.body),
                          code=c_string(st.name), line=line)
+        if isinstance(st, n.If):
+            left = self.expr(st.cond.left, pre)
+            cond = f"{left}.ptr != NULL" if st.cond.op == "held" else \
+                f"{left} {st.cond.op} {self.expr(st.cond.right, pre)}"
+            return CStmt("if", cond, pre, body=self.block(st.then), orelse=self.block(st.orelse), line=line)
         raise AssertionError(f"unknown statement {st!r}")
 
     def action(self, call: n.Call, pre) -> str:
         args = call.args
         if call.func == "free":
             return self._taking(f"scn_free(t, {self.expr(args[0], pre)});", args[0], pre)
+        if call.func == "free_all" and self.symbols[args[0].id] == SHARED:
+            return f"scn_free_all_shared(t, {_shared_ident(args[0].id)}, {self.r.shared[args[0].id]});"
         if call.func == "free_all":
             v = c_ident(args[0].id)
             return f"if ({v}) scn_free_all(t, {v}, {v}_n);"
@@ -274,6 +295,11 @@ class _Lowerer:
         raise AssertionError(f"unknown expression {e!r}")
 
     def call(self, c: n.Call, pre) -> str:
+        if c.func == "swap":
+            slot = c.args[0]
+            index, obj = self.expr(slot.index, pre), self.expr(c.args[1], pre)
+            return (f"scn_swap(t, &{_shared_ident(slot.base.id)}"
+                    f"[scn_checked_index({index}, {self.r.shared[slot.base.id]}, {slot.pos.line})], {obj})")
         a = [self.expr(x, pre) if not isinstance(x, n.Str) else None for x in c.args]
         f = c.func
         if f == "malloc":
@@ -369,7 +395,13 @@ def _moved_source(e) -> Optional[n.Expr]:
     """The variable or pool slot whose object an assigned value takes over."""
     if isinstance(e, n.Call) and e.func == "realloc":
         return _slot_or_name(e.args[0])
+    if isinstance(e, n.Call) and e.func == "swap":
+        return _slot_or_name(e.args[1])
     return _slot_or_name(e)
+
+
+def _shared_ident(name: str) -> str:
+    return "sh_" + c_ident(name)[2:]
 
 
 def lower(resolved: Resolved, base_dir: Path) -> CProgram:

@@ -45,28 +45,39 @@ class AllocatorStats:
 
 @dataclass
 class Verdict:
-    """The best allocator for one metric, measured against the runner-up."""
+    """The best allocator for one metric, measured against the runner-up (or, with `ahead`
+    False, the worst one against the next worst)."""
     metric: str
-    word: str                 # "fastest"
+    word: str                 # "fastest" ("slowest")
     best: str
     runner_up: Optional[str]
     comparison: Optional[object]   # stats.Comparison of best against runner_up
+    ahead: bool = True
 
     def sentence(self) -> str:
+        from ..stats import format_values
         m = metric_defs.metric(self.metric)
         if self.runner_up is None or self.comparison is None:
             return f"{self.word}: {self.best} (the only allocator with enough runs)"
         c = self.comparison
         if c.significant:
-            return f"{self.word}: " + c.sentence(self.best, self.runner_up, m.word) \
-                .replace(f" than {self.runner_up} ", f" than the runner-up, {self.runner_up} ")
-        interval = (f"ratio {'–'.join(f'{v:.2f}' for v in c.ratio_ci)}" if c.ratio_ci
-                    else "ratio interval unbounded")
-        return (f"{self.word}: {self.best} by its mean, but not significantly ahead of "
-                f"{self.runner_up} ({self.best}/{self.runner_up} {interval})")
+            label = "the runner-up" if self.ahead else f"the next {self.word}"
+            return f"{self.word}: " + c.sentence(self.best, f"{label}, {self.runner_up}", m.word)
+        if c.both_constant:
+            [value] = format_values(c.other_mean)
+            return (f"{self.word}: {self.best} and {self.runner_up} tie, {value} in every run "
+                    f"(n={c.other_n} vs n={c.baseline_n})")
+        if c.by_ratio:
+            interval = (f"{self.best}/{self.runner_up} ratio {'–'.join(f'{v:.2f}' for v in c.ratio_ci)}"
+                        if c.ratio_ci else f"{self.best}/{self.runner_up} ratio interval unbounded")
+        else:
+            interval = f"{self.best} − {self.runner_up} difference " + "–".join(
+                format_values(*c.difference_ci))
+        return (f"{self.word}: {self.best} by its mean, but not significantly "
+                f"{'ahead of' if self.ahead else 'behind'} {self.runner_up} ({interval})")
 
     def to_json(self) -> dict:
-        return {"metric": self.metric, "word": self.word, "best": self.best,
+        return {"metric": self.metric, "word": self.word, "best": self.best, "ahead": self.ahead,
                 "runner_up": self.runner_up, "sentence": self.sentence(),
                 "comparison": self.comparison.to_dict() if self.comparison else None}
 
@@ -80,6 +91,7 @@ class Block:
     baseline: Optional[str]
     comparisons: Dict[str, Dict[str, object]]   # metric -> allocator -> stats.Comparison
     verdicts: Dict[str, Verdict]                # metric -> the winner
+    last: Dict[str, Verdict] = field(default_factory=dict)   # metric -> the last of three or more
     machine: Optional[str] = None               # which machine ran it, in a merge of several
 
     def stats(self, name: str) -> Optional[AllocatorStats]:
@@ -89,8 +101,6 @@ class Block:
         c = self.comparisons.get(metric, {}).get(name)
         if c is None:
             return ""
-        if c.ratio is None and c.baseline_mean == c.other_mean and c.baseline_n >= 2 and c.other_n >= 2:
-            return f"{name}: no difference from {self.baseline} (the same value in every run)"
         return c.sentence(name, self.baseline, metric_defs.metric(metric).word)
 
     def to_json(self) -> dict:
@@ -102,6 +112,7 @@ class Block:
                                 for name, c in by_name.items()}
                             for m, by_name in self.comparisons.items()},
             "verdicts": {m: v.to_json() for m, v in self.verdicts.items()},
+            "last": {m: v.to_json() for m, v in self.last.items()},
         }
 
 
@@ -234,7 +245,7 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
                         comparisons.setdefault(m, {})[a.name] = stats.compare(
                             base_values, a.samples[m], lower_is_better=d.lower_is_better,
                             confidence=confidence)
-        verdicts = {}
+        verdicts, last = {}, {}
         for d in metric_defs.all_metrics():
             if not d.best:
                 continue
@@ -248,7 +259,12 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
             c = stats.compare(runner.samples[d.name], best.samples[d.name],
                               lower_is_better=d.lower_is_better, confidence=confidence) if runner else None
             verdicts[d.name] = Verdict(d.name, d.best, best.name, runner.name if runner else None, c)
-        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts,
+            if d.worst and len(candidates) >= 3:    # with two, the last is the runner-up above
+                worst, next_worst = candidates[-1], candidates[-2]
+                c = stats.compare(next_worst.samples[d.name], worst.samples[d.name],
+                                  lower_is_better=d.lower_is_better, confidence=confidence)
+                last[d.name] = Verdict(d.name, d.worst, worst.name, next_worst.name, c, ahead=False)
+        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts, last,
                             machine_of.get(plan_blocks.block_key(params, probe_set))))
     varying = []
     for k in {k for b in blocks for k in b.params}:

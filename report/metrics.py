@@ -29,6 +29,7 @@ class Metric:
     extract: Extract = None  # program JSON -> value; None when the report lacks it
     headline: bool = False  # shown by default and used by `--runs auto` to decide when to stop
     best: Optional[str] = None  # word for the winner in reports: "fastest", "leanest"
+    worst: Optional[str] = None  # and for the last: "slowest", "fattest"
 
     @property
     def direction(self) -> str:
@@ -78,12 +79,13 @@ def register_family(prefix: str, extract_all: Callable[[Mapping], Dict[str, floa
 
 
 for _m in (
-    Metric("wall_s", "wall time", "s", True, "time", _wall_s, headline=True, best="fastest"),
+    Metric("wall_s", "wall time", "s", True, "time", _wall_s, headline=True, best="fastest",
+           worst="slowest"),
     Metric("ops_per_s", "allocator calls per second", "ops/s", False, "throughput", _ops_per_s),
     Metric("user_s", "user CPU time", "s", True, "user CPU time", _path("rusage", "user_s")),
     Metric("sys_s", "system CPU time", "s", True, "system CPU time", _path("rusage", "sys_s")),
     Metric("peak_rss_kib", "peak RSS", "KiB", True, "memory", _path("memory", "peak_rss_kib"),
-           headline=True, best="leanest"),
+           headline=True, best="leanest", worst="fattest"),
     Metric("final_rss_kib", "final RSS", "KiB", True, "final RSS", _path("memory", "final_rss_kib")),
     Metric("minflt", "minor page faults", "faults", True, "page-fault count", _path("rusage", "minflt")),
     Metric("failed_allocs", "failed allocations", "calls", True, "failed-allocation count",

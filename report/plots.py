@@ -4,10 +4,12 @@ Per metric shown:
 * `<stem>-<metric>-bars`: mean per allocator with its 95% CI as error bars,
   grouped by param set;
 * `<stem>-<metric>-box`: the samples themselves, one box per allocator,
-  one panel per param set (a box plot shows skew and outliers a mean hides);
+  one panel per param set (a box plot shows skew and outliers a mean hides),
+  with each run drawn as a point when there are 5 or fewer;
 * for a sweep, `<stem>-<metric>-vs-<param>`: the mean against the param,
-  one line per allocator, the 95% CI as a band; when other params vary too,
-  one panel per combination of them.
+  one line per allocator, the 95% CI as a band, a tick at each value swept
+  (a log axis when they span an order of magnitude or more); when other
+  params vary too, one panel per combination of them.
 """
 
 import dataclasses
@@ -22,6 +24,8 @@ from .tables import scale_for, shown_metrics
 
 FORMATS = ("png", "svg")
 MAX_PANELS = 12
+FEW_RUNS = 5             # box plots of this many runs or fewer show the runs as points
+LOG_SPAN = 10            # a sweep whose largest value is this many times its smallest: log axis
 
 
 def _pyplot():
@@ -134,6 +138,12 @@ def box_plot(analysis, metric: str, directory: str, stem: str) -> List[str]:
                 labels.append(a.name)
         if data:
             ax.boxplot(data, labels=labels) if _old_matplotlib() else ax.boxplot(data, tick_labels=labels)
+            for x, values in enumerate(data, start=1):
+                if len(values) <= FEW_RUNS:
+                    # A box of a handful of runs hides how few they are: show each run.
+                    offsets = [(k - (len(values) - 1) / 2) * 0.06 for k in range(len(values))]
+                    ax.plot([x + o for o in offsets], values, "o", color="#d62728", markersize=4,
+                            alpha=0.8, zorder=3)
         ax.set_title(_params_text(b.params), fontsize="small")
         ax.set_ylabel(_axis_label(metric, (factor, unit)), fontsize="small")
         ax.tick_params(axis="x", labelrotation=20)
@@ -154,6 +164,17 @@ def _old_matplotlib() -> bool:
 
 def _numeric(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _sweep_axis(ax, values) -> None:
+    """Ticks at the values swept, labelled as given; a log axis when they span an order of
+    magnitude or more (64, 1024, 32768 would crowd into one corner of a linear axis)."""
+    if values and min(values) > 0 and max(values) >= LOG_SPAN * min(values):
+        from matplotlib.ticker import NullLocator
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticks(values)
+    ax.set_xticklabels([f"{v:g}" for v in values])
 
 
 def sweep_plot(analysis, metric: str, param: str, directory: str, stem: str) -> List[str]:
@@ -188,7 +209,7 @@ def sweep_plot(analysis, metric: str, param: str, directory: str, stem: str) -> 
                 ax.plot(xs, ys, marker="o", label=name, color=colors[name])
                 ax.fill_between(xs, lo, hi, alpha=0.2, color=colors[name])
         ax.set_xlabel(param)
-        ax.set_xticks(sorted({b.params.get(param) for b in blocks}))
+        _sweep_axis(ax, sorted({b.params.get(param) for b in blocks}))
         ax.set_ylabel(_axis_label(metric, (factor, unit)), fontsize="small")
         if label:
             ax.set_title(label, fontsize="small")

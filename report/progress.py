@@ -1,12 +1,22 @@
-"""Progress of `scenc run`: a bar with ETA on a terminal, plain lines otherwise.
+"""Progress of `scenc run`: one line updated in place on a terminal, plain lines otherwise.
 
-Everything goes to stderr so stdout keeps only the result table. Notes
-(failures, warnings) are printed on their own line above the bar, so they
-stay on screen after the bar moves on.
+On a terminal the line is a tqdm bar: runs done/total, time elapsed, time left (scenc's
+own estimate: the runs still planned times each configuration's mean duration, which
+knows more than tqdm's rate) and the run in progress. On a pipe or a file there is no
+bar: one line per round (`round_done`), so a log stays readable.
+
+Everything goes to stderr so stdout keeps only the result table. Notes (failures,
+warnings) are printed on their own line above the bar, so they stay on screen after
+the bar moves on.
 """
 
+import os
 import sys
 import time
+
+from tqdm import tqdm
+
+BAR_FORMAT = "{n}/{total} runs |{bar}| {elapsed} elapsed{postfix}"
 
 
 def format_duration(seconds: float) -> str:
@@ -23,24 +33,19 @@ def format_duration(seconds: float) -> str:
 
 
 class Progress:
-    WIDTH = 24
-
     def __init__(self, stream=None, tty=None, quiet=False):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.quiet = quiet
         self.started = time.monotonic()
-        self._bar_shown = False
-
-    def _clear(self):
-        if self._bar_shown:
-            self.stream.write("\r\x1b[K")
-            self._bar_shown = False
+        self._bar = None
 
     def note(self, text: str) -> None:
         """A line that must be seen (a failure, a warning), even when quiet."""
-        self._clear()
-        self.stream.write(text.rstrip("\n") + "\n")
+        if self._bar is not None:
+            self._bar.write(text.rstrip("\n"), file=self.stream)   # above the bar, which is redrawn
+        else:
+            self.stream.write(text.rstrip("\n") + "\n")
         self.stream.flush()
 
     def info(self, text: str) -> None:
@@ -48,24 +53,38 @@ class Progress:
             self.note(text)
 
     def update(self, done: int, total: int, label: str, eta_s=None) -> None:
-        """The bar after `done` of `total` runs; on a pipe nothing (see round_done)."""
+        """The line after `done` of `total` runs, `label` the run starting now; on a pipe
+        nothing (see round_done)."""
         if self.quiet or not self.tty:
             return
-        filled = int(self.WIDTH * done / total) if total else self.WIDTH
-        bar = "#" * filled + "." * (self.WIDTH - filled)
-        eta = f"  ETA {format_duration(eta_s)}" if eta_s is not None else ""
-        line = f"[{bar}] {done}/{total} runs{eta}  {label}"
-        self._clear()
-        self.stream.write(line[:200])
-        self.stream.flush()
-        self._bar_shown = True
+        if self._bar is None:
+            columns, lines = self._size()
+            self._bar = tqdm(total=total, file=self.stream, bar_format=BAR_FORMAT, ncols=columns,
+                             nrows=lines, leave=False, mininterval=0, smoothing=0)
+        self._bar.ncols, self._bar.nrows = self._size()     # the terminal may have been resized
+        left = f"about {format_duration(eta_s)} left; " if eta_s is not None else ""
+        self._bar.total = total
+        self._bar.n = done
+        self._bar.set_postfix_str(f"{left}now {label}", refresh=False)   # tqdm puts ", " before
+        self._bar.refresh()
+
+    def _size(self):
+        """The terminal's columns and lines; 80 x 24 where it does not say (a new pseudo-terminal
+        says 0 x 0, on which tqdm would draw nothing)."""
+        try:
+            size = os.get_terminal_size(self.stream.fileno())
+        except (AttributeError, OSError, ValueError):
+            return 80, 24
+        return size.columns or 80, size.lines or 24
 
     def round_done(self, text: str) -> None:
-        """One line per round when there is no terminal to redraw a bar on."""
+        """One line per round when there is no terminal to redraw a line on."""
         if self.quiet or self.tty:
             return
         self.note(text)
 
     def close(self) -> None:
-        self._clear()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
         self.stream.flush()

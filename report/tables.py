@@ -184,7 +184,7 @@ def format_block(analysis, block, metrics: Sequence[str]) -> str:
         if table:
             lines.append("")
             lines += table
-    verdicts = [block.verdicts[m].sentence() for m in metrics if m in block.verdicts]
+    verdicts = [v.sentence() for m in metrics for v in (block.verdicts.get(m), block.last.get(m)) if v]
     if verdicts:
         lines.append("")
         lines += verdicts

@@ -221,6 +221,32 @@ static inline void scn_free_all(scn_thread *t, scn_obj *pool, uint64_t n) {
   }
 }
 
+/* ---- shared pools: one atomic exchange per swap, no lock. The exchange
+ * orders the box's contents: the giver fills it before, the taker reads it
+ * after (acquire-release), whichever threads they are. */
+static inline scn_obj scn_swap(scn_thread *t, scn_shared_slot *slot, scn_obj o) {
+  scn_box *in = NULL;
+  if (o.ptr) {
+    if (!t->boxes) t->boxes = scn_boxes_new();
+    in = t->boxes;
+    t->boxes = in->next;
+    in->obj = o;
+  }
+  scn_box *out = atomic_exchange_explicit(slot, in, memory_order_acq_rel);
+  if (!out) return SCN_NULL_OBJ;
+  scn_obj got = out->obj;
+  out->next = t->boxes;
+  t->boxes = out;
+  return got;
+}
+
+static inline void scn_free_all_shared(scn_thread *t, scn_shared_slot *slots, uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) {
+    scn_obj o = scn_swap(t, &slots[i], SCN_NULL_OBJ);
+    if (o.ptr) scn_free_quiet(t, o);
+  }
+}
+
 /* Touch every byte of the object `times` times; the empty asm keeps each
  * pass a real store, as a program working on its data would. */
 static inline void scn_write(scn_thread *t, scn_obj o, uint64_t times) {

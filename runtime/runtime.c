@@ -15,6 +15,9 @@
 #include <time.h>
 
 static const scn_program *g_prog;
+static const int *g_at_most;  /* thread churn per group, NULL when no group churns */
+static pthread_t *g_tids;     /* by thread id */
+static scn_thread **g_threads;  /* by thread id */
 
 void scn_die(const char *fmt, ...) {
   va_list ap;
@@ -51,6 +54,15 @@ void *scn_arena_alloc(size_t bytes) {
   g_arena_next += bytes;
   pthread_mutex_unlock(&g_arena_lock);
   return p;
+}
+
+/* A linked chunk of boxes for swaps, from the arena: boxes travel between
+ * threads with the objects in them and are never given back. */
+scn_box *scn_boxes_new(void) {
+  enum { CHUNK = 64 };
+  scn_box *b = scn_arena_alloc(CHUNK * sizeof *b);
+  for (int i = 0; i < CHUNK - 1; i++) b[i].next = &b[i + 1];
+  return b;
 }
 
 /* ---- barrier: every thread still running meets here. A finished thread
@@ -97,6 +109,65 @@ static struct {
   int ready, open;
 } g_gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
 
+void scn_set_churn(const int *at_most) { g_at_most = at_most; }
+
+/* How many threads of a group run at once: all, or its churn limit. */
+static int group_alive(const scn_program *p, int g) {
+  int k = g_at_most ? g_at_most[g] : 0;
+  return k > 0 && k < p->groups[g].count ? k : p->groups[g].count;
+}
+
+/* The id of thread t's successor under churn (thread i + K of its group), or -1. */
+static int successor(const scn_thread *t) {
+  int k = group_alive(g_prog, t->group);
+  return t->index + k < g_prog->groups[t->group].count ? t->id + k : -1;
+}
+
+/* Thread churn: a churning thread that ends puts its id here; the main
+ * thread joins it and only then starts its successor, a real new thread, so
+ * the two never overlap (not even in glibc's per-thread clean-up, which frees
+ * the ending thread's tcache). The successor takes the predecessor's place
+ * among the threads a barrier waits for. */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int *ids, head, tail;
+} g_ended = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0 };
+
+static void churn_ended(const scn_thread *t) {
+  pthread_mutex_lock(&g_ended.lock);
+  g_ended.ids[g_ended.tail++] = t->id;
+  pthread_cond_signal(&g_ended.changed);
+  pthread_mutex_unlock(&g_ended.lock);
+}
+
+static void *thread_main(void *arg);
+
+static void start_thread(int id, int of) {
+  int err = pthread_create(&g_tids[id], NULL, thread_main, g_threads[id]);
+  if (err) scn_die("cannot start thread %d of %d: %s", id + 1, of, strerror(err));
+}
+
+static int churns(const scn_program *p, int g) { return group_alive(p, g) < p->groups[g].count; }
+
+/* Main's part in churn: as each churning thread ends, join it and start the
+ * next. The last thread of a lane leaves the barrier only once joined, so a
+ * thread waiting at a barrier for the others (a last clean-up thread) starts
+ * after they have really gone. */
+static void churn(int n, int ends, char *joined) {
+  while (ends-- > 0) {
+    pthread_mutex_lock(&g_ended.lock);
+    while (g_ended.head == g_ended.tail) pthread_cond_wait(&g_ended.changed, &g_ended.lock);
+    int id = g_ended.ids[g_ended.head++];
+    pthread_mutex_unlock(&g_ended.lock);
+    pthread_join(g_tids[id], NULL);
+    joined[id] = 1;
+    int next = successor(g_threads[id]);
+    if (next >= 0) start_thread(next, n);
+    else barrier_leave();
+  }
+}
+
 static void *thread_main(void *arg) {
   scn_thread *t = arg;
   const scn_group *g = &g_prog->groups[t->group];
@@ -113,7 +184,8 @@ static void *thread_main(void *arg) {
   t->end_ns = scn_clock_ns(CLOCK_MONOTONIC);
   t->cpu_ns = scn_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
   if (g_prog->thread_end) g_prog->thread_end(t);
-  barrier_leave();
+  if (churns(g_prog, t->group)) churn_ended(t);  /* main joins it and takes it off the barrier */
+  else barrier_leave();
   return NULL;
 }
 
@@ -221,23 +293,29 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   g_prog = p;
   int n = 0;
   for (int g = 0; g < p->n_groups; g++) n += p->groups[g].count;
-  scn_thread **threads = scn_arena_alloc((size_t)n * sizeof *threads);
-  pthread_t *tids = scn_arena_alloc((size_t)n * sizeof *tids);
-  g_barrier.running = n;
+  scn_thread **threads = g_threads = scn_arena_alloc((size_t)n * sizeof *threads);
+  pthread_t *tids = g_tids = scn_arena_alloc((size_t)n * sizeof *tids);
+  int first = 0;  /* threads started at the gate; with churn, the rest follow */
+  for (int g = 0; g < p->n_groups; g++) first += group_alive(p, g);
+  g_barrier.running = first;
+  if (first < n) g_ended.ids = scn_arena_alloc((size_t)n * sizeof *g_ended.ids);  /* before any thread */
   if (p->program_start) p->program_start(n);
   for (int g = 0, id = 0; g < p->n_groups; g++)
     for (int i = 0; i < p->groups[g].count; i++, id++) threads[id] = thread_new(p, g, i, id);
-  for (int i = 0; i < n; i++) {
-    int err = pthread_create(&tids[i], NULL, thread_main, threads[i]);
-    if (err) scn_die("cannot start thread %d of %d: %s", i + 1, n, strerror(err));
-  }
+  for (int i = 0; i < n; i++)
+    if (threads[i]->index < group_alive(p, threads[i]->group)) start_thread(i, n);  /* not a successor */
   pthread_mutex_lock(&g_gate.lock);
-  while (g_gate.ready < n) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
+  while (g_gate.ready < first) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
   int64_t start = scn_clock_ns(CLOCK_MONOTONIC);
   g_gate.open = 1;
   pthread_cond_broadcast(&g_gate.changed);
   pthread_mutex_unlock(&g_gate.lock);
-  for (int i = 0; i < n; i++) pthread_join(tids[i], NULL);
+  char *joined = scn_arena_alloc((size_t)n);
+  int ends = 0;  /* threads of churning groups, all joined by churn() */
+  for (int g = 0; g < p->n_groups; g++) ends += churns(p, g) ? p->groups[g].count : 0;
+  if (ends) churn(n, ends, joined);
+  for (int i = 0; i < n; i++)
+    if (!joined[i]) pthread_join(tids[i], NULL);
   int64_t wall = scn_clock_ns(CLOCK_MONOTONIC) - start;
   if (p->program_end) p->program_end();
   report(stdout, p, threads, n, wall);

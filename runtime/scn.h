@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <malloc.h>
 #include <string.h>
+#include <stdatomic.h>
 #include "clock.h"
 #include "rng.h"
 
@@ -46,6 +47,13 @@ typedef struct {
 
 typedef struct { uint64_t ns, entries; int64_t started; } scn_region;
 
+/* A shared pool's slot holds a box (or nothing), never an object itself:
+ * an object is a pointer and a size, and 16-byte atomics are not lock-free
+ * everywhere, while one pointer exchange is. A box that comes out of a slot
+ * becomes the taker's, who fills it for its next swap. */
+typedef struct scn_box { scn_obj obj; struct scn_box *next; } scn_box;
+typedef _Atomic(scn_box *) scn_shared_slot;
+
 typedef struct scn_thread {
   uint64_t rng;
   uint64_t clock;                 /* allocator calls so far: the time base of `lives` */
@@ -53,6 +61,7 @@ typedef struct scn_thread {
   uint64_t failed;                /* allocations that returned NULL */
   uint64_t sends, recvs, writes;
   scn_lives_state lives;
+  scn_box *boxes;                 /* spare boxes for swaps into shared pools */
   int group, index, id;
   int64_t start_ns, end_ns, cpu_ns;
   scn_region region[SCN_MAX_REGIONS];
@@ -88,6 +97,10 @@ int scn_main(const scn_program *prog, int argc, char **argv);
 void *scn_arena_alloc(size_t bytes);  /* zeroed, never freed, never from malloc */
 void scn_barrier_wait(scn_thread *t);
 void scn_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* Thread churn, before scn_main: at_most[g] > 0 keeps at most that many
+ * threads of group g alive; thread i + at_most starts when thread i ends. */
+void scn_set_churn(const int *at_most);
+scn_box *scn_boxes_new(void);   /* a linked chunk of empty boxes */
 
 /* ---- channel.c: bounded multi-producer multi-consumer queues of objects */
 typedef struct scn_channel scn_channel;

@@ -12,7 +12,8 @@ from typing import Tuple
 class Builtin:
     name: str
     role: str            # "alloc" (returns a pointer), "action" (a statement), "dist" (an integer draw)
-    args: Tuple[str, ...]  # kinds: "int", "ptr", "pool", "chan", "str", "num" (int or float), "int*" (one or more)
+    args: Tuple[str, ...]  # kinds: "int", "ptr", "pool", "chan", "str", "num" (int or float), "int*" (one or more),
+                           # "shared" (a slot of a shared pool)
     result: str          # "ptr", "int" or "none"
     kwargs: Tuple[str, ...] = ()  # names, for builtins that take keyword arguments only
     const_args: bool = False      # arguments must be known when compiling (tables are built then)
@@ -27,6 +28,8 @@ BUILTINS = {b.name: b for b in [
     Builtin("memalign", "alloc", ("int", "int"), "ptr"),
     Builtin("posix_memalign", "alloc", ("int", "int"), "ptr"),
     Builtin("recv", "alloc", ("chan",), "ptr"),
+    # swap(shared[i], p): p's object into the slot, the slot's (maybe none) out
+    Builtin("swap", "alloc", ("shared", "ptr"), "ptr"),
     # statements
     Builtin("free", "action", ("ptr",), "none"),
     Builtin("free_all", "action", ("pool",), "none"),

@@ -6,19 +6,22 @@ threads x (product of the enclosing loop counts) times. In a channel array,
 an index made of `self`, `for` variables and params is evaluated for every
 thread and iteration, so each channel of the array is counted on its own;
 any other index (a random draw, an integer variable) only lets the array be
-counted as a whole. Ordering (who waits for whom at a barrier) is not
+counted as a whole. The branches of an `if` whose condition is made of the
+same things are counted the same way (`if self >= 2 { recv(heir[self % 2]) }`);
+a statement under any other condition is not counted (nothing is then said
+about its channel). Ordering (who waits for whom at a barrier) is not
 modelled: only totals.
 """
 
 import itertools
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import nodes as n
 from .errors import Reporter
 from .consts import NotConstant, const_value
 from .resolve import Resolved, ThreadGroup
-from .walk import Loop, calls_in, executions, names_in, show, stmt_exprs, walk
+from .walk import Loop, calls_in, condition_holds, executions, names_in, show, stmt_exprs, subexprs, walk
 
 MAX_ENUMERATION = 100_000
 
@@ -65,24 +68,41 @@ def _ops(resolved: Resolved, group: ThreadGroup, rep: Reporter) -> List[_Op]:
                 if call.func not in ("send", "recv"):
                     continue
                 chan = call.args[0]
-                runs = executions(loops)
+                # Branches whose condition is only known per thread or iteration
+                # are counted by enumerating it, like a channel index.
+                open_ifs = [lp for lp in loops if lp.branch is not None and lp.count is None]
+                runs = executions([lp for lp in loops if lp not in open_ifs])
                 total = None if runs is None else runs * group.count
                 if isinstance(chan, n.Name):
+                    if open_ifs:
+                        total, _ = _enumerate(None, 1, total, open_ifs, group, loops, resolved, rep)
                     out.append(_Op(call.func, call, chan.id, total, None))
                 else:
                     count = resolved.channels[chan.base.id].count
-                    per = _per_channel(chan, count, total, group, loops, resolved, rep)
+                    total, per = _enumerate(chan, count, total, open_ifs, group, loops, resolved, rep)
                     out.append(_Op(call.func, call, chan.base.id, total, per))
     return out
 
 
-def _per_channel(chan: n.Index, count: int, total: Optional[int], group: ThreadGroup,
-                 loops: Sequence[Loop], resolved: Resolved, rep: Reporter) -> Optional[Dict[int, int]]:
-    """How many times each channel of the array is used, when the index says it."""
+def _enumerate(chan: Optional[n.Index], count: int, total: Optional[int], open_ifs: Sequence[Loop],
+               group: ThreadGroup, loops: Sequence[Loop], resolved: Resolved,
+               rep: Reporter) -> Tuple[Optional[int], Optional[Dict[int, int]]]:
+    """How many times a send or recv runs in all, and on each channel of an array (`chan`).
+
+    Only when the channel index and the conditions of the branches around it
+    (`open_ifs`) are made of `self`, `for` variables and params, so that they
+    can be evaluated for every thread and iteration; otherwise (None, None).
+    """
     if total is None:
-        return None
-    axes = []  # (name, values) the index depends on
-    for name in sorted(set(names_in(chan.index))):
+        return None, None
+    unknown = (None if open_ifs else total), None  # an array counted as a whole, if no branch is open
+    if any(lp.node.cond.right is None for lp in open_ifs):
+        return unknown  # held(p): known only at run time
+    exprs = [e for lp in open_ifs for e in (lp.node.cond.left, lp.node.cond.right)]
+    if chan is not None:
+        exprs.append(chan.index)
+    axes = []  # (name, values) the index and the conditions depend on
+    for name in sorted({x for e in exprs for x in names_in(e)}):
         if name in resolved.params:
             continue
         if name == "self":
@@ -90,32 +110,38 @@ def _per_channel(chan: n.Index, count: int, total: Optional[int], group: ThreadG
             continue
         loop = next((lp for lp in reversed(loops) if lp.var == name), None)
         if loop is None or loop.count is None:
-            return None  # an integer variable or a draw: any channel
+            return unknown  # an integer variable or a draw: any channel, any branch
         start = int(const_value(loop.node.start, resolved.params))
         axes.append((name, range(start, start + loop.count)))
+    if any(not isinstance(x, (n.Num, n.Name, n.BinOp, n.Neg)) for e in exprs for x in subexprs(e)):
+        return unknown
     combos = 1
     for _, values in axes:
         combos *= len(values)
     if combos > MAX_ENUMERATION:
-        return None
+        return unknown
     per: Dict[int, int] = {}
     if combos == 0:
-        return per
+        return 0, per
     each = total // combos
+    runs = 0
     for values in itertools.product(*(v for _, v in axes)):
         env = dict(resolved.params)
         env.update(zip((a for a, _ in axes), values))
         try:
-            i = int(const_value(chan.index, env))
+            if any(condition_holds(lp.node.cond, env) != lp.branch for lp in open_ifs):
+                continue
+            i = int(const_value(chan.index, env)) if chan is not None else 0
         except (NotConstant, ZeroDivisionError):
-            return None
+            return unknown
         if not 0 <= i < count:
             when = ", ".join(f"{a} = {v}" for a, v in zip((a for a, _ in axes), values))
             rep.error(chan.index.pos, f"{show(chan)} is out of range{' when ' + when if when else ''}: "
                       f"{chan.base.id} has {count} channels (0 .. {count - 1})")
-            return None
+            return unknown
         per[i] = per.get(i, 0) + each
-    return per
+        runs += each
+    return runs, (per if chan is not None else None)
 
 
 def _compare_each(name: str, count: int, capacity: int, sends, recvs, rep: Reporter) -> None:

@@ -5,8 +5,13 @@ realloc'ed into another name, copied by `q = p`: compiler/lower.py clears the
 source in each case). The analysis keeps, for every variable, the set of states
 it may be in with where each came from, joins them where paths meet, and runs a
 loop body to a fixpoint: a body may run zero or many times unless its count is
-a positive constant. There are no conditionals, so "may" only ever means
-"depending on how many times a loop has run".
+a positive constant. Both branches of an `if` whose condition is only known at
+run time are followed and joined, so "may" means "depending on how many times
+a loop has run or which branches were taken".
+
+A shared pool is every thread's at once, so nothing is known about its slots:
+`swap` hands back an object or nothing, and the variable it lands in counts as
+live (freeing an empty one is a harmless free(NULL); keeping it, a leak).
 
 Pools hold many slots that an index chosen at run time picks; the runtime
 checks indexes, and per-slot tracking is impossible in general, so a pool is
@@ -22,10 +27,11 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 from . import nodes as n
 from .errors import Reporter
 from .resolve import POOL, PTR, Resolved, ThreadGroup
-from .walk import const_or_none, loop_of, names_in, show, walk
+from .walk import calls_in, condition_holds, const_or_none, loop_of, names_in, show, stmt_exprs, walk
 
-# Pointer variables.
-UNSET, LIVE, FREED, MOVED = "unassigned", "live", "freed", "moved"
+# Pointer variables. NOTHING: known to hold nothing (the other side of `if held(p)`),
+# where using it is harmless (free(NULL), a write of nothing) and nothing leaks.
+UNSET, LIVE, FREED, MOVED, NOTHING = "unassigned", "live", "freed", "moved", "empty"
 # Pools, as a whole.
 EMPTY, FILLED, SOME, CLEARED = "empty", "filled", "partly emptied", "cleared"
 
@@ -105,7 +111,21 @@ class FlowFacts:
 
 def analyze(resolved: Resolved, rep: Reporter) -> Dict[int, FlowFacts]:
     """Report pointer misuse and leaks for every thread group; facts by id(group)."""
+    _shared_leaks(resolved, rep)
     return {id(g): _ThreadFlow(resolved, g, rep).run() for g in resolved.groups}
+
+
+def _shared_leaks(resolved: Resolved, rep: Reporter) -> None:
+    """A shared pool that no thread empties with free_all keeps whatever is in it at the end."""
+    calls = [c for g in resolved.groups for st, _ in walk(g.node.body, resolved.params)
+             for e in stmt_exprs(st) for c in calls_in(e)]
+    emptied = {c.args[0].id for c in calls if c.func == "free_all"}
+    swapped = {c.args[0].base.id for c in calls if c.func == "swap"}
+    for sp in resolved.scenario.shared:
+        if sp.name in swapped and sp.name not in emptied:
+            rep.warning(sp.pos, f"shared pool {sp.name} may still hold objects when the program ends; "
+                        f"a last thread should free_all({sp.name})",
+                        f"thread cleanup {{ barrier  free_all({sp.name}) }} waits for every other thread")
 
 
 class _ThreadFlow:
@@ -157,7 +177,27 @@ class _ThreadFlow:
             return self.loop(st, s)
         if isinstance(st, n.Measure):
             return self.block(st.body, s)
-        return s  # barrier; `lives` statements own their object and name nothing
+        if isinstance(st, n.If):
+            return self.branches(st, s)
+        if isinstance(st, n.Lives):
+            # The object is the `lives` queue's; realloc takes its source's over.
+            s, _, _ = self.ptr_value(st.call, s, None)
+            return s
+        return s  # barrier
+
+    def branches(self, st: n.If, s: State) -> State:
+        holds = condition_holds(st.cond, self.params)
+        if holds is not None:  # known before the run: only one branch ever runs
+            return self.block(st.then if holds else st.orelse, s)
+        then, orelse = s, s
+        if st.cond.op == "held" and isinstance(st.cond.left, n.Name):
+            # `if held(p)`: p holds an object in the first branch, nothing in the other.
+            p = st.cond.left.id
+            live = {f for f in s.ptr(p) if f.atom == LIVE}
+            empty = s.ptr(p) - live
+            then = s.with_ptr(p, live) if live else s
+            orelse = s.with_ptr(p, empty or {Fact(NOTHING, st.pos, "found empty")})
+        return self.block(st.then, then).join(self.block(st.orelse, orelse))
 
     def assign(self, st: n.Assign, s: State) -> State:
         target = st.target
@@ -190,6 +230,8 @@ class _ThreadFlow:
             return self.consume(call.args[1], s, Fact(MOVED, call.pos, f"sent to {show(call.args[0])}"))
         if f == "write":
             return self.use(call.args[0], s)
+        if f == "free_all" and self.g.symbols.get(call.args[0].id) != POOL:
+            return s  # a shared pool: its slots are not followed
         if f == "free_all":
             pool = call.args[0].id
             return s.with_pool(pool, {Fact(CLEARED, call.pos, f"free_all({pool})")}).forget_slots(pool=pool)
@@ -203,6 +245,17 @@ class _ThreadFlow:
                 return s, frozenset({Fact(LIVE, e.pos, "allocated")}), None
             if e.func == "recv":
                 return s, frozenset({Fact(LIVE, e.pos, "received")}), None
+            if e.func == "swap":
+                # The object given goes into the shared slot; what comes out may be nothing.
+                src, slot = e.args[1], show(e.args[0])
+                if isinstance(src, n.Name):
+                    self.require(src, s)
+                    if src.id != into:
+                        s = s.with_ptr(src.id, {Fact(MOVED, e.pos, f"swapped into {slot}")})
+                else:
+                    s = self.consume(src, s, None)
+                gave = src.id if isinstance(src, n.Name) else None  # p = swap(s[i], p) keeps p's place
+                return s, frozenset({Fact(LIVE, e.pos, f"swapped out of {slot}")}), gave
             if e.func == "realloc":
                 src = e.args[0]
                 if isinstance(src, n.Name):

@@ -139,7 +139,28 @@ class Measure:
     pos: Pos = NOWHERE
 
 
-Stmt = Union[Assign, CallStmt, Lives, Pool, Repeat, For, Barrier, Measure]
+@dataclass(frozen=True)
+class Compare:
+    """`a < b`: the condition of an `if`; op is one of == != < <= > >=, or
+    "held" for `if held(p)` (p, a pointer variable or pool slot, holds an
+    object; `right` is None)."""
+    op: str
+    left: Expr
+    right: Optional[Expr]
+    pos: Pos = NOWHERE
+
+
+@dataclass(frozen=True)
+class If:
+    """`if a < b { ... } else { ... }`; `orelse` is empty without an else
+    (an `else if` is an If alone in `orelse`)."""
+    cond: Compare
+    then: Tuple["Stmt", ...]
+    orelse: Tuple["Stmt", ...]
+    pos: Pos = NOWHERE
+
+
+Stmt = Union[Assign, CallStmt, Lives, Pool, Repeat, For, Barrier, Measure, If]
 
 
 # --------------------------------------------------------------- declarations
@@ -165,6 +186,15 @@ class Thread:
     count: Optional[Expr]  # None: exactly one thread
     body: Tuple[Stmt, ...]
     pos: Pos = NOWHERE
+    at_most: Optional[Expr] = None  # `* N at most K`: K alive at once, each ending one replaced
+
+
+@dataclass(frozen=True)
+class SharedPool:
+    """`shared pool transfer[N]`: N slots every thread can swap objects in and out of."""
+    name: str
+    size: Expr
+    pos: Pos = NOWHERE
 
 
 @dataclass(frozen=True)
@@ -183,5 +213,6 @@ class Scenario:
     threads: Tuple[Thread, ...]
     replays: Tuple[Replay, ...] = ()
     leaks: str = "warn"  # "warn": report pointers live at the end; "free": free them
+    shared: Tuple[SharedPool, ...] = ()
     filename: str = "<scenario>"
     source: str = field(default="", repr=False, compare=False)

@@ -35,6 +35,7 @@ _TERMINAL_WORDS = {
     "EQUAL": "'='", "COMMA": "','", "COLON": "':'", "STAR": "'*'", "PLUS": "'+'",
     "MINUS": "'-'", "SLASH": "'/'", "PERCENT": "'%'", "$END": "end of file",
     "FOREVER": "'forever'", "BARRIER": "'barrier'", "__ANON_0": "'..'",
+    "COMPARE": "a comparison (< <= > >= == !=)", "AT": "'at'", "MOST": "'most'",
 }
 
 
@@ -95,7 +96,11 @@ class _ToAst(Transformer):
         return n.Channel(str(c[0]), c[1], c[2], _pos(c[0]))
 
     def thread_decl(self, meta, c):
-        return n.Thread(str(c[0]), c[1], c[2], _pos(c[0]))
+        # children: NAME, count, AT, MOST, at_most, block (placeholders are None)
+        return n.Thread(str(c[0]), c[1], c[-1], _pos(c[0]), at_most=c[4])
+
+    def shared_decl(self, meta, c):
+        return n.SharedPool(str(c[0]), c[1], _pos(c[0]))
 
     def replay_decl(self, meta, c):
         return n.Replay(_string(c[0]), _pos(c[0]))
@@ -134,6 +139,16 @@ class _ToAst(Transformer):
 
     def barrier_stmt(self, meta, c):
         return n.Barrier(_pos(c[0]))
+
+    def if_stmt(self, meta, c):
+        left, op, right, then, orelse = c
+        orelse = (orelse,) if isinstance(orelse, n.If) else (orelse or ())
+        if op is None:  # `if held(p)`: the resolver insists on that form
+            held = isinstance(left, n.Call) and left.func == "held" and len(left.args) == 1 and not left.kwargs
+            cond = n.Compare("held" if held else "?", left.args[0] if held else left, None, left.pos)
+        else:
+            cond = n.Compare(str(op), left, right, left.pos)
+        return n.If(cond, then, orelse, n.Pos(meta.line, meta.column))
 
     def measure_stmt(self, meta, c):
         return n.Measure(_string(c[0]), c[1], n.Pos(meta.line, meta.column))
@@ -239,9 +254,9 @@ def _shape_problems(tree) -> list:
     nested scenario is exactly what recursion cannot walk.
     """
     problems = []
-    stack = [(tree, 0, 0)]
+    stack = [(tree, 0, 0, 0)]
     while stack:
-        node, blocks, exprs = stack.pop()
+        node, blocks, exprs, chain = stack.pop()
         if isinstance(node, Token):
             if node.type == "STRING":
                 for i, ch in _control_chars(node):
@@ -254,12 +269,19 @@ def _shape_problems(tree) -> list:
             if blocks == MAX_BLOCK_DEPTH + 1:
                 problems.append((_pos(node), f"blocks nest more than {MAX_BLOCK_DEPTH} deep here"))
                 continue
+        elif node.data == "if_stmt":
+            chain += 1  # an `else if` chain nests in the parse tree without a block per step
+            if chain == MAX_EXPR_DEPTH + 1:
+                problems.append((_pos(node), f"an else-if chain is longer than {MAX_EXPR_DEPTH} here"))
+                continue
         elif node.data in _EXPR_RULES:
             exprs += 1
             if exprs == MAX_EXPR_DEPTH + 1:
                 problems.append((_pos(node), f"this expression nests more than {MAX_EXPR_DEPTH} deep"))
                 continue
-        stack.extend((child, blocks, exprs) for child in reversed(node.children) if child is not None)
+        if node.data == "block":
+            chain = 0
+        stack.extend((child, blocks, exprs, chain) for child in reversed(node.children) if child is not None)
     problems.sort(key=lambda p: (p[0].line, p[0].col))
     return problems
 
@@ -284,7 +306,7 @@ def parse_file(path, display_name: Optional[str] = None) -> n.Scenario:
 def _assemble(decls, filename: str, source: str) -> n.Scenario:
     errors = []
     name, seed, leaks = None, None, "warn"
-    params, channels, threads, replays = [], [], [], []
+    params, channels, threads, replays, shared = [], [], [], [], []
     seen = {}
     for d in decls:
         if isinstance(d, tuple):
@@ -311,6 +333,8 @@ def _assemble(decls, filename: str, source: str) -> n.Scenario:
             threads.append(d)
         elif isinstance(d, n.Replay):
             replays.append(d)
+        elif isinstance(d, n.SharedPool):
+            shared.append(d)
     if errors:
         raise ScenarioError(errors, source)
     if name is None:
@@ -318,5 +342,5 @@ def _assemble(decls, filename: str, source: str) -> n.Scenario:
         # A file name need not be UTF-8; the name goes into a JSON report, which must be.
         name = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return n.Scenario(name=name, seed=seed, params=tuple(params), channels=tuple(channels),
-                      threads=tuple(threads), replays=tuple(replays), leaks=leaks,
+                      threads=tuple(threads), replays=tuple(replays), leaks=leaks, shared=tuple(shared),
                       filename=filename, source=source)

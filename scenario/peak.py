@@ -29,7 +29,8 @@ from .errors import Diagnostic, Reporter
 from .machine import fmt_bytes, mem_total
 from .ranges import Ranges, scenario_dir
 from .resolve import PTR, Resolved, ThreadGroup
-from .walk import Loop, calls_in, const_or_none, executions, loop_of, stmt_exprs, walk
+from .walk import (Loop, calls_in, condition_holds, const_or_none, executions_at_most, loop_of,
+                   stmt_exprs, walk)
 
 INF = float("inf")
 ALLOCATING = ("malloc", "calloc", "realloc", "aligned_alloc", "memalign", "posix_memalign")
@@ -60,10 +61,12 @@ def estimate(resolved: Resolved, leaks: Dict[int, flow.FlowFacts]) -> PeakEstima
         lo = _LowerBound(resolved, ranges[id(g)]).thread_peak()
         hi = _thread_high(resolved, g, ranges[id(g)], sizes, leaks[id(g)])
         by_group.append((g, lo, None if hi == INF else int(hi)))
-        low += g.count * lo
+        low += (g.at_most or g.count) * lo  # thread churn: only so many threads overlap
         high += g.count * hi
     for name, info in resolved.channels.items():
         high += info.capacity * (info.count or 1) * sizes.chan_max.get(name, 0)
+    for name, slots in resolved.shared.items():
+        high += _times(slots, sizes.shared_max.get(name, 0))
     if resolved.scenario.replays:
         high = INF  # the trace's own threads are not seen here
     return PeakEstimate(int(low), None if high == INF else int(high), by_group)
@@ -108,6 +111,7 @@ class _ObjectSizes:
         self.var_max: Dict[Tuple[int, str], float] = {}
         self.pool_max: Dict[Tuple[int, str], float] = {}
         self.chan_max: Dict[str, float] = {}
+        self.shared_max: Dict[str, float] = {}
         for _ in range(64):  # a largest size only ever grows, from finitely many candidates
             if not self._round():
                 break
@@ -135,6 +139,8 @@ class _ObjectSizes:
                             chan = c.args[0]
                             grow(self.chan_max, chan.id if isinstance(chan, n.Name) else chan.base.id,
                                  self.of(g, c.args[1], loops))
+                        elif c.func == "swap":
+                            grow(self.shared_max, c.args[0].base.id, self.of(g, c.args[1], loops))
         return changed
 
     def _holds_ptr(self, g: ThreadGroup, target) -> bool:
@@ -150,6 +156,8 @@ class _ObjectSizes:
             if e.func == "recv":
                 chan = e.args[0]
                 return self.chan_max.get(chan.id if isinstance(chan, n.Name) else chan.base.id, 0)
+            if e.func == "swap":
+                return self.shared_max.get(e.args[0].base.id, 0)
             return alloc_size(self.ranges[id(g)], e, loops)[1]
         return INF
 
@@ -178,7 +186,7 @@ def _thread_high(resolved: Resolved, g: ThreadGroup, ranges: Ranges, sizes: _Obj
     total = sum(sizes.var_max.get((id(g), v), 0) for v, k in g.symbols.items() if k == PTR)
     transient = 0.0
     for st, loops in walk(g.node.body, params):
-        runs = executions(loops)
+        runs = executions_at_most(loops)
         runs = INF if runs is None else runs
         if isinstance(st, n.Pool):
             slots = const_or_none(st.size, params)
@@ -190,7 +198,7 @@ def _thread_high(resolved: Resolved, g: ThreadGroup, ranges: Ranges, sizes: _Obj
             if id(st) in leaks.unsafe_slot_assigns:
                 total += _times(runs, sizes.pool_max.get((id(g), st.target.base.id), 0))
         elif isinstance(st, n.Lives):
-            size = alloc_size(ranges, st.call, loops)[1]
+            size = sizes.of(g, st.call, loops)  # a received object's size is its sender's
             pending = runs
             if st.lifetime is not None:
                 life = ranges.of(st.lifetime, loops)
@@ -201,7 +209,7 @@ def _thread_high(resolved: Resolved, g: ThreadGroup, ranges: Ranges, sizes: _Obj
         direct = st.value if isinstance(st, n.Assign) else st.call if isinstance(st, n.Lives) else None
         for e in stmt_exprs(st):
             for c in calls_in(e):
-                if c is direct or (c.func not in ALLOCATING and c.func != "recv"):
+                if c is direct or (c.func not in ALLOCATING and c.func not in ("recv", "swap")):
                     continue
                 size = sizes.of(g, c, loops)
                 if id(c) in leaks.lost:
@@ -296,7 +304,7 @@ class _LowerBound:
             elif c.func == "free_all":
                 s.pools[c.args[0].id] = 0
         elif isinstance(st, n.Lives):
-            lo = self._new(st.call, loops)
+            lo = self.take(st.call, s, loops, keep=None)  # realloc hands its source's object over
             if st.lifetime is None:
                 s.retained += lo
                 s.see()
@@ -308,7 +316,25 @@ class _LowerBound:
             return self.loop(st, s, loops)
         elif isinstance(st, n.Measure):
             return self.block(st.body, s, loops)
+        elif isinstance(st, n.If):
+            return self.branches(st, s, loops)
         return s
+
+    def branches(self, st: n.If, s: _Live, loops) -> _Live:
+        """Either branch may run: only what both leave is certain."""
+        holds = condition_holds(st.cond, self.params)
+        if holds is not None:
+            return self.block(st.then if holds else st.orelse, s, loops)
+        a = self.block(st.then, s.copy(), loops)
+        b = self.block(st.orelse, s.copy(), loops)
+        out = s.copy()
+        out.retained = min(a.retained, b.retained)
+        out.peak = max(s.peak, min(a.peak, b.peak))
+        for mine, x, y in ((out.vars, a.vars, b.vars), (out.pools, a.pools, b.pools)):
+            mine.clear()
+            for k in set(x) | set(y):
+                mine[k] = min(x.get(k, 0), y.get(k, 0))
+        return out
 
     def take(self, e, s: _Live, loops, keep) -> int:
         """Evaluate a pointer expression: what it creates (counted), minus what it moves out of a holder."""
@@ -319,6 +345,9 @@ class _LowerBound:
         if isinstance(e, n.Index):
             pool = e.base.id
             s.pools[pool] = max(0, s.pools.get(pool, 0) - self.unit.get(pool, 0))
+            return 0
+        if isinstance(e, n.Call) and e.func == "swap":
+            self.take(e.args[1], s, loops, keep=None)  # into the shared pool, out of this count
             return 0
         if isinstance(e, n.Call) and e.func == "realloc":
             src = e.args[0]
@@ -334,6 +363,8 @@ class _LowerBound:
         if not loops or life is None or life[0] < 1:
             return 1
         inner = loops[-1]
+        if inner.branch is not None:
+            return 1
         per_iteration = _ticks(inner.node.body, self.params)
         if inner.count is None or not per_iteration:
             return 1
@@ -414,6 +445,12 @@ def _ticks(stmts, params) -> Optional[int]:
             if inner is None:
                 return None
             total += inner
+        elif isinstance(st, n.If):
+            # The most either branch makes: `_pending` needs an upper bound.
+            then, orelse = _ticks(st.then, params), _ticks(st.orelse, params)
+            if then is None or orelse is None:
+                return None
+            total += max(then, orelse) + sum(1 for e in stmt_exprs(st) for c in calls_in(e) if c.func in TICKS)
         else:
             total += sum(1 for e in stmt_exprs(st) for c in calls_in(e) if c.func in TICKS)
     return total

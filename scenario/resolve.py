@@ -16,14 +16,15 @@ from .errors import Reporter, ScenarioError
 from .walk import subexprs
 
 # Kinds of names inside a thread.
-PARAM, LOOP, INT, PTR, POOL, CHAN, CHAN_ARRAY, SELF = (
-    "param", "loop variable", "integer", "pointer", "pool", "channel", "channel array", "self")
+PARAM, LOOP, INT, PTR, POOL, CHAN, CHAN_ARRAY, SELF, SHARED = (
+    "param", "loop variable", "integer", "pointer", "pool", "channel", "channel array", "self",
+    "shared pool")
 
 # A name that is also C or runtime vocabulary could still never reach C as is
 # (the compiler prefixes every user name), but it would read badly in `emit`.
 RESERVED = {"self", "malloc", "calloc", "realloc", "free", "free_all", "send", "recv",
             "write", "aligned_alloc", "memalign", "posix_memalign", "random", "uniform",
-            "pow2", "choice", "lognormal", "geometric", "histogram"}
+            "pow2", "choice", "lognormal", "geometric", "histogram", "swap"}
 
 MAX_NAME = 64
 INT64_MAX = (1 << 63) - 1  # every integer the program computes is an int64_t
@@ -33,6 +34,7 @@ INT64_MAX = (1 << 63) - 1  # every integer the program computes is an int64_t
 MAX_THREADS = 1 << 16
 MAX_CHANNELS = 1 << 20
 MAX_CAPACITY = 1 << 32
+MAX_SHARED_SLOTS = 1 << 28  # 2 GiB of slots; a static array in the program
 
 
 @dataclass
@@ -41,6 +43,7 @@ class ThreadGroup:
     count: int
     index: int                      # position among groups, for seeding
     symbols: Dict[str, str] = field(default_factory=dict)
+    at_most: Optional[int] = None   # thread churn: at most this many alive (< count), else None
 
 
 @dataclass
@@ -58,6 +61,7 @@ class Resolved:
     channels: Dict[str, ChannelInfo]
     groups: List[ThreadGroup]
     warnings: list = field(default_factory=list)
+    shared: Dict[str, int] = field(default_factory=dict)  # shared pool -> number of slots
 
     @property
     def total_threads(self) -> int:
@@ -82,6 +86,7 @@ class _Resolver:
         self.overrides = dict(overrides)
         self.params: Dict[str, Number] = {}
         self.channels: Dict[str, ChannelInfo] = {}
+        self.shared: Dict[str, int] = {}
 
     # -- declarations
     def run(self) -> Resolved:
@@ -94,11 +99,19 @@ class _Resolver:
                               maximum=MAX_CHANNELS) if ch.count is not None else None
             cap = self._int(ch.capacity, "a channel's capacity", minimum=1, maximum=MAX_CAPACITY)
             self.channels[ch.name] = ChannelInfo(ch, count, cap if cap is not None else 1)
+        for sp in self.s.shared:
+            size = self._int(sp.size, "a shared pool's size", minimum=1, maximum=MAX_SHARED_SLOTS)
+            self.shared[sp.name] = size if size is not None else 1
         groups = []
         for i, t in enumerate(self.s.threads):
             count = self._int(t.count, "the number of threads", minimum=1,
                               maximum=MAX_THREADS) if t.count is not None else 1
             group = ThreadGroup(t, count if count is not None else 1, i)
+            if t.at_most is not None:
+                at_most = self._int(t.at_most, "the number of threads alive at once", minimum=1,
+                                    maximum=MAX_THREADS)
+                if at_most is not None and at_most < group.count:
+                    group.at_most = at_most
             self._thread(group)
             groups.append(group)
             if sum(g.count for g in groups) > MAX_THREADS >= sum(g.count for g in groups[:-1]):
@@ -110,12 +123,12 @@ class _Resolver:
             self.rep.error(n.Pos(1, 1), "the scenario has no thread: nothing would run",
                            "add a block such as: thread main { p = malloc(64)  free(p) }")
         self.rep.raise_if_errors()
-        return Resolved(self.s, self.params, seed or 0, self.channels, groups)
+        return Resolved(self.s, self.params, seed or 0, self.channels, groups, shared=self.shared)
 
     def _check_top_names(self) -> None:
         seen: Dict[str, n.Pos] = {}
         for kind, items in (("param", self.s.params), ("channel", self.s.channels),
-                            ("thread", self.s.threads)):
+                            ("thread", self.s.threads), ("shared pool", self.s.shared)):
             for item in items:
                 self._check_name(item.name, item.pos)
                 if item.name in seen:
@@ -184,7 +197,10 @@ class _Resolver:
             self.symbols[name] = PARAM
         for name, ch in self.channels.items():
             self.symbols[name] = CHAN_ARRAY if ch.count is not None else CHAN
+        for name in self.shared:
+            self.symbols[name] = SHARED
         self.symbols["self"] = SELF
+        self.in_if = 0
         self.loop_depth_vars: List[str] = []
         self.loop_depth = 0
         self._block(group.node.body)
@@ -194,6 +210,13 @@ class _Resolver:
             self._stmt(st)
 
     def _stmt(self, st) -> None:
+        # Where a swap may stand: the object it gives away must leave a name
+        # or slot the compiler can empty, and what it hands back must be kept.
+        self.swaps_allowed = set()
+        if isinstance(st, n.Assign):
+            self.swaps_allowed.add(id(st.value))
+        elif isinstance(st, n.CallStmt) and st.call.func in ("free", "send") and st.call.args:
+            self.swaps_allowed.add(id(st.call.args[-1]))
         if isinstance(st, n.Assign):
             self._assign(st)
         elif isinstance(st, n.CallStmt):
@@ -206,14 +229,14 @@ class _Resolver:
                     self.rep.error(st.pos, f"{b.name}() only draws a number; use it in an expression")
         elif isinstance(st, n.Lives):
             b = self._call(st.call)
-            if b is not None and (b.role != "alloc" or b.name in ("realloc", "recv")):
-                self.rep.error(st.pos, "'lives' follows an allocation: malloc, calloc, aligned_alloc, "
-                               "memalign or posix_memalign")
+            if b is not None and (b.role != "alloc" or b.name == "swap"):
+                self.rep.error(st.pos, "'lives' follows an allocation: malloc, calloc, realloc, aligned_alloc, "
+                               "memalign, posix_memalign or recv")
             if st.lifetime is not None:
                 self._expect(st.lifetime, "int", "a lifetime")
         elif isinstance(st, n.Pool):
-            if self.loop_depth:
-                self.rep.error(st.pos, "a pool is declared once per thread, not inside a loop",
+            if self.loop_depth or self.in_if:
+                self.rep.error(st.pos, "a pool is declared once per thread, not inside a loop or an if",
                                "move it to the top of the thread block")
             self._declare(st.name, st.pos, POOL)
             self._expect(st.size, "int", "a pool's size")
@@ -238,6 +261,23 @@ class _Resolver:
             self._block(st.body)
             self.loop_depth -= 1
             self.loop_depth_vars.pop()
+        elif isinstance(st, n.If):
+            if st.cond.op == "held":
+                x = st.cond.left
+                kind = self.symbols.get(x.base.id if isinstance(x, n.Index) else getattr(x, "id", None))
+                if not (isinstance(x, n.Name) and kind == PTR or isinstance(x, n.Index) and kind == POOL):
+                    self.rep.error(x.pos, "held() takes a pointer variable or a pool slot")
+                elif isinstance(x, n.Index):
+                    self._expect(x.index, "int", "a pool index")
+            elif st.cond.op == "?":
+                self.rep.error(st.cond.pos, "a condition compares two integers (a < b) or asks held(p)")
+            else:
+                self._expect(st.cond.left, "int", "a compared value")
+                self._expect(st.cond.right, "int", "a compared value")
+            self.in_if += 1
+            self._block(st.then)
+            self._block(st.orelse)
+            self.in_if -= 1
         elif isinstance(st, n.Measure):
             if not st.name or len(st.name) > MAX_NAME:
                 self.rep.error(st.pos, f"a measured region needs a name of 1 to {MAX_NAME} characters")
@@ -248,6 +288,10 @@ class _Resolver:
         target = st.target
         if isinstance(target, n.Index):
             base = self.symbols.get(target.base.id)
+            if base == SHARED:
+                self.rep.error(target.pos, f"a slot of the shared pool '{target.base.id}' changes only by an "
+                               "atomic swap", f"p = swap({target.base.id}[...], p)")
+                return
             if base != POOL:
                 what = f"a {base}" if base else "not declared"
                 self.rep.error(target.pos, f"'{target.base.id}' is {what}; only a pool can be indexed here",
@@ -269,7 +313,7 @@ class _Resolver:
             self.symbols[name] = new_kind
         elif kind == LOOP and new_kind == INT and name not in self.loop_depth_vars:
             pass  # outside its own loop a loop variable is a plain integer (the sketch's larson)
-        elif kind in (PARAM, LOOP, POOL, CHAN, CHAN_ARRAY, SELF):
+        elif kind in (PARAM, LOOP, POOL, CHAN, CHAN_ARRAY, SELF, SHARED):
             self.rep.error(target.pos, f"'{name}' is a {kind} and cannot be assigned")
         elif kind != new_kind:
             self.rep.error(target.pos, f"'{name}' holds a {kind} and cannot be given a {new_kind}")
@@ -316,6 +360,10 @@ class _Resolver:
                 return PTR
             if base == CHAN_ARRAY:
                 return CHAN
+            if base == SHARED:
+                self.rep.error(expr.pos, f"a slot of the shared pool '{expr.base.id}' is read only by an atomic "
+                               "swap", f"p = swap({show_index(expr)}, p)")
+                return None
             if base is None:
                 self.rep.error(expr.pos, f"unknown name '{expr.base.id}'", _did_you_mean(expr.base.id, self.symbols))
             else:
@@ -399,6 +447,9 @@ class _Resolver:
         if call.kwargs:
             self.rep.error(call.kwargs[0][1].pos, f"{b.name}() takes no named arguments")
             return None
+        if b.name == "swap" and id(call) not in getattr(self, "swaps_allowed", ()):
+            self.rep.error(call.pos, "swap() stands alone as the value of an assignment "
+                           "(p = swap(transfer[i], p)) or as what free or send takes")
         if b.args == ("int*",):
             if not call.args:
                 self.rep.error(call.pos, f"{b.name}() needs at least one value")
@@ -413,13 +464,29 @@ class _Resolver:
         for a, want in zip(call.args, b.args):
             what = f"the argument of {b.name}()"
             if want == "pool":
-                if not (isinstance(a, n.Name) and self.symbols.get(a.id) == POOL):
+                if not (isinstance(a, n.Name) and self.symbols.get(a.id) in (POOL, SHARED)):
                     self.rep.error(a.pos, f"{b.name}() takes a pool")
+                continue
+            if want == "ptr" and b.name == "swap" and isinstance(a, n.Call) \
+                    and a.func not in ("malloc", "calloc", "aligned_alloc", "memalign", "posix_memalign", "recv"):
+                self.rep.error(a.pos, "swap() gives a variable, a pool slot or a new object: "
+                               f"keep the result of {a.func}() in a variable first")
+            if want == "shared":
+                if not (isinstance(a, n.Index) and self.symbols.get(a.base.id) == SHARED):
+                    self.rep.error(a.pos, f"{b.name}() takes a slot of a shared pool first: "
+                                   f"{b.name}(transfer[i], p)")
+                else:
+                    self._expect(a.index, "int", "an index")
                 continue
             self._expect(a, {"int": "int", "ptr": PTR, "chan": CHAN, "str": "str"}[want], what)
             if b.const_args:
                 self._const(a, what) if want != "str" else None
         return b
+
+
+def show_index(e: n.Index) -> str:
+    from .walk import show
+    return show(e)
 
 
 def _article(kind) -> str:

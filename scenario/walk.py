@@ -14,14 +14,25 @@ from .consts import NotConstant, Number, const_value
 
 @dataclass(frozen=True)
 class Loop:
-    """One enclosing `repeat` or `for`, as far as it is known before the run."""
-    node: object                 # n.Repeat or n.For
+    """One enclosing `repeat` or `for`, as far as it is known before the run.
+
+    A branch of an `if` is one too, run once or never: `node` is the n.If,
+    `branch` says which side (True: the `then` block), and `count` is 1 or 0
+    when the condition is known before the run, else None.
+    """
+    node: object                 # n.Repeat, n.For or n.If
     count: Optional[int]         # exact number of iterations, None when only known at run time
     var: Optional[str] = None    # the variable of a `for`
+    branch: Optional[bool] = None
 
     @property
     def runs_at_least_once(self) -> bool:
         return self.count is not None and self.count > 0
+
+    @property
+    def at_most(self) -> Optional[int]:
+        """An upper bound of the iterations: a branch runs at most once."""
+        return self.count if self.count is not None or self.branch is None else 1
 
 
 def const_or_none(expr: n.Expr, params: Mapping[str, Number]) -> Optional[Number]:
@@ -29,6 +40,22 @@ def const_or_none(expr: n.Expr, params: Mapping[str, Number]) -> Optional[Number
         return const_value(expr, params)
     except NotConstant:
         return None
+
+
+def condition_holds(cond: n.Compare, env: Mapping[str, Number]) -> Optional[bool]:
+    """The value of a comparison when its sides are known from `env`, else None."""
+    if cond.right is None:
+        return None  # held(p): known only at run time
+    left, right = const_or_none(cond.left, env), const_or_none(cond.right, env)
+    if left is None or right is None:
+        return None
+    return {"==": left == right, "!=": left != right, "<": left < right, "<=": left <= right,
+            ">": left > right, ">=": left >= right}[cond.op]
+
+
+def branch_of(st: n.If, branch: bool, params: Mapping[str, Number]) -> Loop:
+    holds = condition_holds(st.cond, params)
+    return Loop(st, None if holds is None else int(holds == branch), branch=branch)
 
 
 def loop_of(st, params: Mapping[str, Number]) -> Loop:
@@ -49,15 +76,27 @@ def walk(stmts: Sequence, params: Mapping[str, Number],
             yield from walk(st.body, params, loops + (loop_of(st, params),))
         elif isinstance(st, n.Measure):
             yield from walk(st.body, params, loops)
+        elif isinstance(st, n.If):
+            yield from walk(st.then, params, loops + (branch_of(st, True, params),))
+            yield from walk(st.orelse, params, loops + (branch_of(st, False, params),))
 
 
 def executions(loops: Sequence[Loop]) -> Optional[int]:
     """How many times a statement runs per thread; None when a count is only known at run time."""
+    return _product(loop.count for loop in loops)
+
+
+def executions_at_most(loops: Sequence[Loop]) -> Optional[int]:
+    """An upper bound of `executions`: a branch of an unknown `if` counts as run."""
+    return _product(loop.at_most for loop in loops)
+
+
+def _product(counts) -> Optional[int]:
     total = 1
-    for loop in loops:
-        if loop.count is None:
+    for count in counts:
+        if count is None:
             return None
-        total *= loop.count
+        total *= count
     return total
 
 
@@ -75,6 +114,8 @@ def stmt_exprs(st) -> Tuple[n.Expr, ...]:
         return (st.count,)
     if isinstance(st, n.For):
         return (st.start, st.stop)
+    if isinstance(st, n.If):
+        return tuple(e for e in (st.cond.left, st.cond.right) if e is not None)
     return ()
 
 

@@ -31,7 +31,10 @@ stamp=.venv/.scenc-installed
 if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing scenc and its Python dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]'
+  # setuptools warns at length about editable installs in general (packages shadowed by
+  # folders of the same name); it is not about this checkout, so it is silenced. Errors,
+  # and any other warning, still show.
+  PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
 fi
 echo "setup: ready (.venv/bin/scenc)"

@@ -39,6 +39,25 @@ SMALL = {
     "lifetimes.scn": dict(threads=2, startup=100, iterations=1600),
     "server-histogram.scn": dict(threads=2, slots=50, rounds=1000),
     "c-interface.scn": dict(threads=2, iterations=100),
+    "sh6bench.scn": dict(threads=2, calls=8, maxsize=200),
+    "sh8bench.scn": dict(threads=2, heap=400, iterations=24, foreign=400),
+    "xmalloc-test.scn": dict(workers=2, batches=3, batch=16),
+    "alloc-test.scn": dict(iterations=3000, items=2048),
+    "glibc-malloc-simple.scn": dict(iterations=1600),
+    "glibc-malloc-thread.scn": dict(threads=2, iterations=2000),
+    "malloc-large.scn": dict(iterations=10, minsize=1024, maxsize=65536),
+}
+
+# Examples this test cannot hold to "the same calls per thread, threads matched by
+# creation order", and why (docs/language.md, determinism).
+NOT_BY_CREATION_ORDER = {
+    # what a swap on the shared pool hands back depends on scheduling
+    "mstress.scn": "shared pool",
+    # thread churn with several lanes: successors are created as their
+    # predecessors end, in an order timing decides (each thread's own calls are
+    # fixed: tests/test_language_reach.py)
+    "larson-churn.scn": "churn",
+    "rptest.scn": "churn",
 }
 
 # Examples whose every thread draws random sizes or lifetimes: a new seed must change every thread.
@@ -94,7 +113,7 @@ def build_small(name, cc="gcc", path=None):
 
 
 def test_every_example_is_covered():
-    assert sorted(p.name for p in EXAMPLES.glob("*.scn")) == sorted(SMALL)
+    assert sorted(p.name for p in EXAMPLES.glob("*.scn")) == sorted(list(SMALL) + list(NOT_BY_CREATION_ORDER))
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))

@@ -121,12 +121,143 @@ CASES = {
 }
 
 
+# -- the model library (issue 10): classic benchmarks, each as close to its
+# original's trace as the language allows (bench/bench_models.py compares them).
+# Several draw how many calls they make, so what is checked per thread is what
+# the text fixes: exact counts where they are fixed, balances where not.
+
+def _sum(report, key, group=None):
+    return sum(t["ops"][key] if key in t["ops"] else t[key] for t in report["threads"]
+               if group is None or t["group"] == group)
+
+
+def _allocated(report, group=None):
+    return sum(_sum(report, k, group) for k in OPS if k not in ("free", "realloc"))
+
+
+def model_larson(p, report):
+    t, c, r, g = p["threads"], p["chunks"], p["rounds"], p["generations"]
+    main, = [x for x in report["threads"] if x["group"] == "main"]
+    assert (main["ops"]["malloc"], main["ops"]["free"], main["sends"]) == (5 * t * c, 4 * t * c, t * c)
+    workers = sorted((x for x in report["threads"] if x["group"] == "worker"), key=lambda x: x["index"])
+    assert [x["index"] for x in workers] == list(range(t * g))
+    for x in workers:
+        handed_on = c if x["index"] + t < t * g else 0
+        assert (x["recvs"], x["ops"]["malloc"], x["ops"]["free"], x["sends"]) == (c, c * r, c * r, handed_on)
+
+
+def model_mstress(p, report):
+    workers = [x for x in report["threads"] if x["group"] == "worker"]
+    assert len(workers) == p["threads"] * p["iter"]
+    for x in workers:
+        a = 100 * p["scale"] * (x["index"] % p["threads"] % 8 + 1)
+        assert x["ops"]["malloc"] == a + a // 2 + 2
+    # free(NULL) of emptied data slots counts too: at least one free per object
+    assert _sum(report, "free") >= _sum(report, "malloc")
+
+
+def model_sh6bench(p, report):
+    sizes, base = [], 1
+    while base < p["maxsize"]:
+        size = base
+        while size:
+            sizes.append(250 if size < 100 else 50 if size < 1000 else 10)
+            size //= 2
+        base = base * 3 // 2 + 1
+    n = p["calls"] // p["threads"]
+    for x in report["threads"]:
+        assert x["ops"]["malloc"] == n * sum(sizes) + 1
+        assert 0 < x["ops"]["free"] <= x["ops"]["malloc"]   # an overwritten window leaks, as in the original
+
+
+def model_sh8bench(p, report):
+    main, = [x for x in report["threads"] if x["group"] == "main"]
+    assert main["ops"]["malloc"] == main["sends"] == p["foreign"]
+    for x in report["threads"]:
+        if x["group"] == "bench":
+            assert x["recvs"] == p["foreign"] // p["threads"]
+            assert x["ops"]["free"] >= x["recvs"] and x["ops"]["malloc"] > 1
+
+
+def model_xmalloc(p, report):
+    made = p["batches"] * (p["batch"] + 1)
+    for x in report["threads"]:
+        if x["group"] == "allocator":
+            assert (x["ops"]["malloc"], x["sends"], x["writes"]) == (made, made, p["batches"] * p["batch"])
+        else:
+            assert (x["ops"]["free"], x["recvs"]) == (made, made)
+
+
+def model_balanced(p, report):
+    """Everything allocated is freed by the end, once."""
+    assert _allocated(report) == _sum(report, "free") > 0
+    assert _sum(report, "sends") == _sum(report, "recvs")
+
+
+def model_glibc_simple(p, report):
+    per_round = sum(p["iterations"] // n * n for n in (25, 100, 400, 1600))
+    main, = [x for x in report["threads"] if x["group"] == "main"]
+    assert main["ops"]["malloc"] == main["ops"]["free"] == 3 * (3 * per_round + 1)
+    helpers = [x for x in report["threads"] if x["group"] == "helper"]
+    assert [(x["ops"]["malloc"], x["ops"]["free"]) for x in helpers] == [(per_round, per_round)] * 3
+
+
+def model_glibc_thread(p, report):
+    for x in report["threads"]:   # free(NULL) the first time a slot is picked; the last set leaks
+        assert x["ops"]["malloc"] == x["ops"]["free"] == x["writes"] == p["iterations"]
+
+
+# example file -> (small params, check(params, report), warnings it may give: the original leaks there too)
+MODELS = {
+    "larson-churn.scn": (dict(threads=2, chunks=20, rounds=5, generations=3), model_larson, ("pool objs",)),
+    "mstress.scn": (dict(threads=2, scale=1, iter=2), model_mstress, ()),
+    "sh6bench.scn": (dict(threads=2, calls=8, maxsize=200), model_sh6bench, ("pool ring",)),
+    "sh8bench.scn": (dict(threads=2, heap=400, iterations=24, foreign=400), model_sh8bench,
+                     ("pool ring", "memory is still allocated")),
+    "xmalloc-test.scn": (dict(workers=2, batches=3, batch=16), model_xmalloc, ()),
+    "alloc-test.scn": (dict(iterations=3000, items=2048), model_balanced, ()),
+    "glibc-malloc-simple.scn": (dict(iterations=1600), model_glibc_simple, ()),
+    "glibc-malloc-thread.scn": (dict(threads=2, iterations=2000), model_glibc_thread, ("pool working_set",)),
+    "rptest.scn": (dict(threads=2, loops=10, allocs=50, ops=20, batch=5), model_balanced, ()),
+    "malloc-large.scn": (dict(iterations=10, minsize=1024, maxsize=65536), model_balanced, ()),
+}
+
+
 def example_files():
     return sorted(p.name for p in EXAMPLES.glob("*.scn"))
 
 
 def test_every_example_has_expected_counts():
-    assert example_files() == sorted(CASES)
+    assert example_files() == sorted(list(CASES) + list(MODELS))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_checks_with_only_the_leaks_of_its_original(name):
+    small, _, leaks = MODELS[name]
+    for params in ({}, small):
+        loaded = load(EXAMPLES / name, params)
+        unexpected = [w for w in loaded.warnings if not any(phrase in w.message for phrase in leaks)]
+        assert unexpected == [], [w.render() for w in unexpected]
+        assert len(loaded.warnings) <= len(leaks)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_header_names_its_original_and_what_it_leaves_out(name):
+    header = " ".join(line for line in (EXAMPLES / name).read_text().splitlines() if line.startswith("#"))
+    assert "mimalloc-bench" in header or "glibc" in header
+    assert "Left out" in header or "left out" in header
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_runs_and_makes_the_calls_its_text_fixes(name, cc):
+    small, check_report, _ = MODELS[name]
+    program = build(EXAMPLES / name, small, cc=cc)
+    proc = subprocess.run([str(program.binary)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert all(t["failed"] == 0 for t in report["threads"])
+    check_report({**default_params(name), **small}, report)
 
 
 @pytest.mark.parametrize("name", example_files())

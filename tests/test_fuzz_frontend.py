@@ -80,8 +80,7 @@ def mutants(draw):
 
 def test_the_seeds_include_the_examples_and_the_sketch():
     assert {"loop.scn", "larson.scn", "producer-consumer.scn"} <= set(SEEDS)
-    if seeds.SKETCH.is_file():
-        assert sum(name.startswith("sketch-") for name in SEEDS) >= 5
+    assert sum(name.startswith("sketch-") for name in SEEDS) >= 5
 
 
 @settings(max_examples=60, **FUZZ)

@@ -27,6 +27,8 @@ def test_plan_describes_itself_like_the_issue_says():
     assert plan.describe() == "4 allocators x 3 param sets x 10 runs + 1 warm-up each = 132 runs"
     auto = harness_plan.plan_runs(["glibc"], [{}], runs=None, min_runs=5, max_runs=20, ci=0.02)
     assert "5 to 20 runs" in auto.describe() and "±2.0%" in auto.describe()
+    auto.time_budget_s = 45.0
+    assert auto.describe().endswith(" runs, no new round after 45 s")
 
 
 def test_plan_survives_json_and_keeps_the_order_of_configs():

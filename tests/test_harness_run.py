@@ -185,6 +185,16 @@ def test_time_budget_stops_between_rounds(tmp_path):
     assert all(len(v) == 2 for v in rounds.values()), "whole rounds only, so n is equal"
 
 
+def test_with_runs_auto_the_time_budget_waits_for_min_runs(tmp_path):
+    scenario = write_scenario(tmp_path)
+    out = tmp_path / "r.json"
+    done = scenc("run", scenario, "--allocators", "glibc", "--runs", "auto", "--ci", "0.001%",
+                 "--min-runs", 3, "--time-budget", "0.01s", "-o", out, "-q", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "time budget of 0.0 s reached before round 4" in done.stderr
+    assert len(read_lines(out)) == 1 + 3
+
+
 def test_errors_are_sentences_with_the_right_exit_status(tmp_path):
     scenario = write_scenario(tmp_path)
     unknown = scenc("run", scenario, "--allocators", "glibc,nosuch", "-o", tmp_path / "x.json")

@@ -36,10 +36,10 @@ import pytest
 
 from scenc.compiler.pipeline import build
 
+from ltrace_samples import sample
+
 pytestmark = pytest.mark.sanitizers
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-LTRACE_SAMPLE = SHARED / "ltrace-samples" / "mt_pthread_e.log"
 
 COMPILERS = ("gcc", "clang")
 SANITIZERS = {
@@ -156,6 +156,60 @@ SCENARIOS = {
             }
         }
     """,
+    # Thread churn: successors started by ending threads, inheriting objects
+    # through a channel, next to a group that meets them at barriers.
+    "churn": """
+        scenario "churn"
+        leaks free
+        param n = 12
+        param k = 3
+        channel heir[k] capacity 16
+        thread worker * n at most k {
+            pool objs[16]
+            if self < k { for i in 0 .. 16 { objs[i] = malloc(uniform(8, 256)) } }
+            else { for i in 0 .. 16 { objs[i] = recv(heir[self % k]) } }
+            barrier
+            repeat 200 { i = random(16)  free(objs[i])  objs[i] = malloc(uniform(8, 256)) }
+            if self + k < n { for i in 0 .. 16 { send(heir[self % k], objs[i]) } }
+        }
+        thread steady * 2 { repeat 6 { p = malloc(64)  barrier  free(p) } }
+    """,
+    # Shared slots swapped by several threads at once, emptied by a last thread.
+    "shared-swap": """
+        scenario "shared-swap"
+        leaks free
+        shared pool transfer[64]
+        thread worker * 4 {
+            pool objs[32]
+            for i in 0 .. 32 { objs[i] = malloc(uniform(16, 512)) }
+            repeat 3000 {
+                i = random(32)
+                if random(100) < 25 { objs[i] = swap(transfer[random(64)], objs[i]) }
+                else { write(objs[i], 1) }
+            }
+            free_all(objs)
+        }
+        thread cleanup { barrier  free_all(transfer) }
+    """,
+    # Branches on draws; lifetimes after recv and after realloc.
+    "if-lives": """
+        scenario "if-lives"
+        leaks free
+        channel q capacity 8
+        thread producer * 2 {
+            repeat 500 {
+                if random(4) == 0 { send(q, malloc(uniform(1, 64))) } else { send(q, calloc(2, 32)) }
+            }
+        }
+        thread consumer * 2 {
+            repeat 500 {
+                recv(q) lives uniform(0, 30)
+                p = malloc(16)
+                if random(100) >= 50 { realloc(p, 200) lives geometric(mean = 10) }
+                else { p = realloc(p, 8)  realloc(p, 300) lives forever }
+            }
+        }
+    """,
 }
 
 
@@ -230,13 +284,11 @@ def test_measured_regions_are_entered_as_written(tmp_path):
 
 @pytest.fixture(scope="module")
 def replay_scenario(tmp_path_factory):
-    if not LTRACE_SAMPLE.is_file():
-        pytest.skip(f"{LTRACE_SAMPLE} is not here (the shared folder beside the checkout)")
     from scenc.trace.ltrace import parse_file
     from scenc.trace.replay import write_replay
     folder = tmp_path_factory.mktemp("replay")
     path = folder / "mt_pthread.scn"
-    report = write_replay(parse_file(LTRACE_SAMPLE), path, LTRACE_SAMPLE.name)
+    report = write_replay(parse_file(sample("mt_pthread_e.log")), path, "mt_pthread_e.log")
     # Leak detection stays on only because the capture frees everything it allocates.
     assert report.live_at_end == 0 and report.cross_thread_waits > 0
     return path, report

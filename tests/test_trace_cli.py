@@ -15,11 +15,11 @@ import pytest
 from scenc.cli import main
 from scenc.cli_common import EXIT_INCOMPLETE, EXIT_USAGE
 
+from ltrace_samples import sample
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "trace"
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "ltrace-samples"
 
 needs_ltrace = pytest.mark.skipif(shutil.which("ltrace") is None, reason="ltrace is not installed")
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"{SAMPLES} is not there")
 
 
 def scenc(capsys, *argv):
@@ -147,12 +147,11 @@ def test_preload_capture_stats_and_exact_replay_of_threads(capsys, tmp_path, bin
 
 
 # --------------------------------------------------------------------------- trace-stats
-@needs_samples
 def test_trace_stats_of_a_crashed_log_exits_incomplete_and_says_so(capsys):
-    code, out, _ = scenc(capsys, "trace-stats", SAMPLES / "mt_pthread_crashed_e.log")
+    code, out, _ = scenc(capsys, "trace-stats", sample("mt_pthread_crashed_e.log"))
     assert code == EXIT_INCOMPLETE
     assert "INCOMPLETE capture" in out and "killed by SIGSEGV" in out
-    code, out, _ = scenc(capsys, "trace-stats", SAMPLES / "mt_pthread_e.log", "--json")
+    code, out, _ = scenc(capsys, "trace-stats", sample("mt_pthread_e.log"), "--json")
     stats = json.loads(out)
     assert code == 0 and stats["format"] == "ltrace"
     assert stats["calls_by_kind"] == {"free": 1120, "malloc": 480, "calloc": 80, "realloc": 52}

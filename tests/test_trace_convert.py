@@ -4,8 +4,8 @@ Programs are captured on the spot with `scenc capture` (ltrace 0.7.3, which ofte
 crashes threaded programs: the threaded capture retries and skips, saying so,
 only when every attempt crashed), converted with `scenc convert`, run with
 `scenc exec --json`, and compared with `scenc trace-stats --json` of the same
-capture. The real logs in shared/ltrace-samples are fixtures too (skipped when
-that folder is absent).
+capture. The real logs of tests/fixtures/ltrace-samples (copied from the shared folder) are
+fixtures too.
 """
 import json
 import shutil
@@ -20,12 +20,12 @@ from scenc.trace.ltrace import parse_file
 from scenc.trace.opsfile import COUNTED_AS
 from scenc.trace.replay import REPLAY_KIND
 
+from ltrace_samples import sample
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "trace"
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "ltrace-samples"
 PYTHON = "/usr/bin/python3"
 
 needs_ltrace = pytest.mark.skipif(shutil.which("ltrace") is None, reason="ltrace is not installed")
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"{SAMPLES} is not there")
 
 
 def scenc(capsys, *argv):
@@ -116,7 +116,10 @@ def test_threaded_capture_replays_every_call_of_every_thread(capsys, tmp_path, m
 def _single_thread_programs(tmp_path):
     data = tmp_path / "words"
     data.write_text("".join(f"{(i * 7919) % 613}\n" for i in range(400)))
-    progs = [("sort", ["sort", str(data)], "auto")]      # sort takes malloc's address: -x (auto) sees it
+    # sort takes malloc's address: -x (auto) sees it. A 1 KiB buffer makes it merge through
+    # temporary files, hundreds of allocator calls whatever the locale (an in-memory sort in the
+    # C locale makes about 25, too few to test a replay with).
+    progs = [("sort", ["sort", "-S", "1K", "--parallel=1", "-T", str(tmp_path), str(data)], "auto")]
     if Path(PYTHON).exists():
         progs.append(("python", [PYTHON, "-c", "import json; json.dumps([list(range(i)) for i in range(40)])"],
                       "e"))
@@ -124,8 +127,9 @@ def _single_thread_programs(tmp_path):
 
 
 @needs_ltrace
-def test_single_thread_replay_reaches_the_captured_peak(capsys, tmp_path):
+def test_single_thread_replay_reaches_the_captured_peak(capsys, tmp_path, monkeypatch):
     """Independent check of the peak: the replay program itself, built with the `live` probe."""
+    monkeypatch.setenv("LC_ALL", "C")     # the same calls whatever the caller's locale
     from scenc import probes
     from scenc.compiler.pipeline import build
     for name, argv, mode in _single_thread_programs(tmp_path):
@@ -146,10 +150,9 @@ def test_single_thread_replay_reaches_the_captured_peak(capsys, tmp_path):
 
 
 # --------------------------------------------------------------------------- the shared real logs
-@needs_samples
 def test_shared_threaded_log_replays_exactly_under_glibc_and_jemalloc(capsys, tmp_path):
     from scenc.allocators import resolve
-    log = SAMPLES / "mt_pthread_e.log"
+    log = sample("mt_pthread_e.log")
     scn = tmp_path / "mt.scn"
     code, out, err = scenc(capsys, "convert", log, "-o", scn)
     assert code == 0 and "degraded calls: none" in out, err
@@ -173,9 +176,8 @@ def test_shared_threaded_log_replays_exactly_under_glibc_and_jemalloc(capsys, tm
     assert replayed_per_thread(under_jemalloc) == expected
 
 
-@needs_samples
 def test_crashed_log_converts_and_says_what_was_lost(capsys, tmp_path):
-    log = SAMPLES / "mt_pthread_crashed_e.log"
+    log = sample("mt_pthread_crashed_e.log")
     scn = tmp_path / "crashed.scn"
     code, out, err = scenc(capsys, "convert", log, "-o", scn)
     assert code == 0
@@ -190,10 +192,9 @@ def test_crashed_log_converts_and_says_what_was_lost(capsys, tmp_path):
     assert replayed_per_thread(run_replay(capsys, scn)) == captured_per_thread(stats, log)
 
 
-@needs_samples
 def test_degraded_calls_are_replayed_and_counted_with_their_lines(capsys, tmp_path):
     """-x log with posix_memalign results ltrace cannot show: nothing is dropped, every oddity is listed."""
-    log = SAMPLES / "alloc_mix_znow_x.log"
+    log = sample("alloc_mix_znow_x.log")
     scn = tmp_path / "mix.scn"
     code, out, err = scenc(capsys, "convert", log, "-o", scn)
     assert code == 0, err

@@ -9,9 +9,6 @@ import heapq
 import json
 import random
 from collections import Counter
-from pathlib import Path
-
-import pytest
 
 from scenc.cli import main
 from scenc.compiler.pipeline import load
@@ -21,8 +18,7 @@ from scenc.trace.ltrace import parse, parse_file
 from scenc.trace.model import measure_peak, write_model
 from scenc.trace.model_collect import MAX_WINDOWS, Collector
 
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "ltrace-samples"
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"{SAMPLES} is not there")
+from ltrace_samples import sample
 
 
 class LogWriter:
@@ -298,9 +294,8 @@ def test_a_loop_of_channels_whatever_their_directions_is_cut(tmp_path):
     assert totals(run(model.scn_path)) == model.model_calls
 
 
-@needs_samples
 def test_shared_threaded_model_hands_objects_over_through_channels(tmp_path):
-    model = write_model(parse_file(SAMPLES / "mt_pthread_e.log"), tmp_path / "mt-model.scn", "mt_pthread_e.log")
+    model = write_model(parse_file(sample("mt_pthread_e.log")), tmp_path / "mt-model.scn", "mt_pthread_e.log")
     assert [(g.name, g.n) for g in model.groups] == [("worker", 4), ("main", 1)]
     text = model.text
     assert "channel worker_ring[4]" in text and "channel worker_to_main capacity 95 " in text
@@ -317,18 +312,17 @@ def test_shared_threaded_model_hands_objects_over_through_channels(tmp_path):
     assert len(workers) == 4 and all(t["sends"] >= 100 for t in workers)
 
 
-@needs_samples
 def test_shared_python_model_checks_builds_runs_and_keeps_the_statistics(capsys, tmp_path):
     scn = tmp_path / "py-model.scn"
-    assert main(["convert", str(SAMPLES / "python_json_e.log"), "--model", "-o", str(scn)]) == 0
+    assert main(["convert", str(sample("python_json_e.log")), "--model", "-o", str(scn)]) == 0
     out = capsys.readouterr().out
     assert "live bytes, peak" in out and "not measured" not in out
     assert main(["check", str(scn)]) == 0
     assert "0 warnings" in capsys.readouterr().out
-    model = write_model(parse_file(SAMPLES / "python_json_e.log"), scn, "python_json_e.log")
+    model = write_model(parse_file(sample("python_json_e.log")), scn, "python_json_e.log")
     result = run(scn)
     assert totals(result) == model.model_calls
-    captured = Counter(ev.kind for ev in parse_file(SAMPLES / "python_json_e.log"))
+    captured = Counter(ev.kind for ev in parse_file(sample("python_json_e.log")))
     for kind in ("malloc", "free", "realloc"):
         assert abs(model.model_calls[kind] - captured[kind]) <= 0.03 * captured[kind], kind
     assert abs(model.model_calls["calloc"] - captured["calloc"]) <= 0.15 * captured["calloc"]
@@ -339,7 +333,7 @@ def test_shared_python_model_checks_builds_runs_and_keeps_the_statistics(capsys,
     for f in tmp_path.glob("py-model-sizes*.csv"):
         for size, count in read_histogram(f):
             sizes[size] += count
-    allocs = [ev.size * ev.nmemb for ev in parse_file(SAMPLES / "python_json_e.log")
+    allocs = [ev.size * ev.nmemb for ev in parse_file(sample("python_json_e.log"))
               if ev.kind in ALLOC_KINDS and not ev.failed]
     assert sum(sizes.values()) == len(allocs)
     assert {s: c for s, c in sizes.items() if s < 1024} == {s: c for s, c in Counter(allocs).items() if s < 1024}

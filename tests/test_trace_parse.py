@@ -1,6 +1,6 @@
 """scenc.trace.ltrace: the streaming ltrace 0.7.3 parser, on real logs.
 
-Fixtures: the four shared logs (../shared/ltrace-samples, beside the repository)
+Fixtures: the four real logs of tests/fixtures/ltrace-samples (copied from the shared folder)
 and the small logs captured on this machine in tests/fixtures/trace (make_logs.sh).
 """
 import re
@@ -14,15 +14,10 @@ from hypothesis import strategies as st
 from scenc.trace.events import ANOMALY_KINDS, FREE_KINDS, KINDS, AllocEvent
 from scenc.trace.ltrace import ParseReport, TraceFormatError, parse, parse_file
 
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "ltrace-samples"
+from ltrace_samples import sample
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "trace"
 
-
-def sample(name: str) -> Path:
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip(f"shared ltrace sample {path} is missing (the shared/ directory must sit beside the repo)")
-    return path
 
 
 def run(path):

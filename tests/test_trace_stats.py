@@ -12,16 +12,11 @@ from scenc.trace.events import ALLOC_KINDS, FREE_KINDS
 from scenc.trace.ltrace import parse, parse_file
 from scenc.trace.stats import TraceStats, bucket_label, format_trace_stats, trace_stats_file
 
+from ltrace_samples import sample
+
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = ROOT.parent / "shared" / "ltrace-samples"
 FIXTURES = ROOT / "tests" / "fixtures" / "trace"
 
-
-def sample(name: str) -> Path:
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip(f"shared ltrace sample {path} is missing (the shared/ directory must sit beside the repo)")
-    return path
 
 
 def oracle(events):

@@ -6,8 +6,8 @@ from typing import Dict
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-# /work/shared beside the checkout; absent on machines that only have the repository.
-SKETCH = ROOT.parent / "shared" / "LANGUAGE-SKETCH.md"
+# The product owner's language sketch, copied from the project's shared folder.
+SKETCH = ROOT / "tests" / "fixtures" / "LANGUAGE-SKETCH.md"
 
 
 def example_seeds() -> Dict[str, str]:
@@ -15,8 +15,6 @@ def example_seeds() -> Dict[str, str]:
 
 
 def sketch_seeds() -> Dict[str, str]:
-    if not SKETCH.is_file():
-        return {}
     blocks = re.findall(r"```\n(.*?)```", SKETCH.read_text(), re.S)
     return {f"sketch-{i}": b for i, b in enumerate(blocks) if "=" in b or "thread" in b}
 
