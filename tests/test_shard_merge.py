@@ -63,11 +63,15 @@ def sharded(tmp_path_factory):
 
 def test_three_shards_merged_are_the_unsharded_run(sharded):
     tmp_path, _, whole, parts = sharded
-    merged_path = tmp_path / "all.json"
+    merged_path = tmp_path / "merged" / "all.json"  # elsewhere than the shards
     done = scenc("merge", *parts, "-o", merged_path)
     assert done.returncode == 0, done.stderr
     merged, unsharded = load(merged_path), load(whole)
     assert merged.status == "complete"
+    # The runs' kept files are found from the merged file.
+    kept = [r["run_dir"] for r in merged.runs if r.get("run_dir")]
+    assert len(kept) == len([r for r in unsharded.runs if r.get("run_dir")]) > 0
+    assert all((merged_path.parent / d).is_dir() for d in kept)
     # Same plan, the same blocks, each run once, the whole dealt among the shards.
     assert merged.header["plan"] == unsharded.header["plan"]
     dealt = [k for p in parts for k in load(p).header["shard"]["blocks"]]
