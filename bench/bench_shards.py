@@ -40,7 +40,7 @@ def main():
     parser.add_argument("--allocators", default="glibc,jemalloc")
     args = parser.parse_args()
     plan = ["--allocators", args.allocators, "--param", "threads=1,2", "--param",
-            "iterations=20000,50000,100000", "--runs", args.runs, "--seed", 1, "-q"]
+            "iterations=100000,300000,1000000", "--runs", args.runs, "--seed", 1, "-q"]
     with tempfile.TemporaryDirectory() as tmp:
         timed("run", SCENARIO, *plan, "-o", f"{tmp}/warm.json")  # builds into the cache
         whole = timed("run", SCENARIO, *plan, "-o", f"{tmp}/whole.json")
