@@ -139,8 +139,12 @@ def main(argv=None):
         # Ctrl-C while the parser is built is as much an interruption as during the command.
         from .compiler.build import BuildError
         from .scenario.errors import ScenarioError
+        from .command_setup import split_command_tail
         parser = build_parser()
+        argv, command_argv = split_command_tail(list(sys.argv[1:] if argv is None else argv))
         args = parser.parse_args(argv)
+        if command_argv is not None:  # `scenc run ... -- ./prog args`
+            args.command_argv = command_argv
     except KeyboardInterrupt:
         print("scenc: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

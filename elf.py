@@ -19,7 +19,8 @@ from typing import Iterator, Optional, Tuple
 MAGIC = b"\x7fELF"
 ET_DYN = 3
 PT_DYNAMIC, PT_INTERP = 2, 3
-SHT_RELA, SHT_DYNAMIC, SHT_REL, SHT_DYNSYM = 4, 6, 9, 11
+SHT_SYMTAB, SHT_RELA, SHT_DYNAMIC, SHT_REL, SHT_DYNSYM = 2, 4, 6, 9, 11
+STT_FUNC, STT_GNU_IFUNC = 2, 10
 DT_NULL, DT_BIND_NOW, DT_FLAGS, DT_FLAGS_1 = 0, 24, 30, 0x6FFFFFFB
 DF_BIND_NOW, DF_1_NOW, DF_1_PIE = 0x8, 0x1, 0x08000000
 
@@ -137,6 +138,7 @@ class ElfInfo:
     plt_symbols: set = field(default_factory=set)   # imported through a PLT slot (JUMP_SLOT)
     got_symbols: set = field(default_factory=set)   # imported through the GOT only (GLOB_DAT): address taken
     shebang: Optional[list] = None         # ['/usr/bin/env', 'python3'] for a '#!' script
+    defined: set = field(default_factory=set)       # functions it defines itself (.dynsym/.symtab, global or weak)
 
 
 def inspect(path: str) -> ElfInfo:
@@ -190,7 +192,24 @@ def _read_program(data, h: Header, info: ElfInfo) -> None:
                     info.bind_now = True
         elif sh_type in (SHT_RELA, SHT_REL) and 0 <= link < len(sections):
             _imports(data, h, info, sections, sh_type, off, size, link, entsize)
+        elif sh_type in (SHT_SYMTAB, SHT_DYNSYM) and entsize and 0 <= link < len(sections):
+            _defined_functions(data, h, off, size, entsize, sections[link][1], info.defined)
     info.got_symbols -= info.plt_symbols
+
+
+def _defined_functions(data, h: Header, off: int, size: int, entsize: int, str_off: int, into: set) -> None:
+    """Names of the functions (or ifuncs) a symbol table defines, global or weak: a program
+    that defines malloc brings its own allocator."""
+    for j in range(off, off + size - entsize + 1, entsize):
+        if h.bits == 64:
+            st_name, st_info, _other, st_shndx = struct.unpack_from(h.endian + "IBBH", data, j)
+        else:
+            (st_name,) = struct.unpack_from(h.endian + "I", data, j)
+            st_info, _other, st_shndx = struct.unpack_from(h.endian + "BBH", data, j + 12)
+        if st_shndx == 0 or st_info >> 4 not in (1, 2) or st_info & 0xF not in (STT_FUNC, STT_GNU_IFUNC):
+            continue                                    # undefined, local, or not a function
+        start = str_off + st_name
+        into.add(data[start:data.find(b"\0", start)].decode("ascii", "replace"))
 
 
 def _imports(data, h: Header, info: ElfInfo, sections, sh_type, off, size, link, entsize) -> None:

@@ -30,13 +30,14 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
 from . import probes, runrecord
-from .plan import FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan, RunConfig, params_key
+from .plan import COMMAND, FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan, RunConfig, params_key
 from .report import metrics as metric_defs
 from .report.progress import Progress, format_duration
 from .runner import ProgramRunner, make_record, static_peak
 
 STATUS_WORDS = {"crashed": "crashed", "timeout": "timed out", "failed-allocs": "had failed allocations",
-                "out-of-memory": "ran out of memory", "wrong-allocator": "ran under the wrong allocator"}
+                "out-of-memory": "ran out of memory", "wrong-allocator": "ran under the wrong allocator",
+                "no-metric": "printed no --metric figure"}
 # Failures that repeat exactly in every run: no second try.
 DROP_AT_ONCE = ("timeout", "wrong-allocator", "out-of-memory")
 # A crash may be a rare race; three in a row is a pattern, and further runs
@@ -60,8 +61,10 @@ class Session:
     """Carries out a plan, appending every finished run to a result file."""
 
     def __init__(self, plan: Plan, allocators: Mapping, programs: Mapping, result,
-                 progress: Progress, runner: Optional[ProgramRunner] = None, base_env=None):
+                 progress: Progress, runner: Optional[ProgramRunner] = None, base_env=None,
+                 command=None):
         self.plan = plan
+        self.command = command                # command_target.CommandTarget, or None
         self.allocators = allocators          # name -> allocators.Allocator
         self.programs = programs              # RunConfig.program_key -> binary path
         self.result = result                  # resultfile.ResultFile
@@ -165,6 +168,15 @@ class Session:
         from .probes import rundata
         allocator = self.allocators[config.allocator]
         timeout = self._timeout(config)
+        if config.target == COMMAND:
+            from .command_runner import make_command_record
+            outcome = self.runner.run_command(self.command, allocator, self.base_env, timeout,
+                                              self.plan.memory_limit)
+            if self.runner.interrupted:
+                return None
+            return self._save(config, make_command_record(
+                config, allocator, round_, outcome, self.command, timeout, warmup,
+                self.plan.memory_limit), warmup, outcome.duration_s)
         run_dir = None
         env = dict(self.base_env)
         first_good = not warmup and self.state[config].ok == 0
@@ -193,6 +205,10 @@ class Session:
                 record["run_dir"] = os.path.relpath(run_dir, Path(self.result.path).resolve().parent)
             else:
                 rundata.discard(run_dir)
+        return self._save(config, record, warmup, outcome.duration_s)
+
+    def _save(self, config: RunConfig, record: dict, warmup: bool, duration_s: float) -> dict:
+        """Account for a finished run, and append it unless it is a good warm-up."""
         for note in record.get("notes", ()):
             if note not in self._notes_shown:
                 self._notes_shown.add(note)
@@ -201,7 +217,7 @@ class Session:
         if warmup:
             st.warm = True
             if record["status"] == "ok":
-                st.warmup_duration = outcome.duration_s
+                st.warmup_duration = duration_s
                 self.runs_this_session += 1
                 return record  # warm-ups are not measurements: nothing to save
         self.result.append_run(record)

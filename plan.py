@@ -33,6 +33,10 @@ FIRST_WARMUP_TIMEOUT_S = 120.0
 # probes/planner.py turns `--probes` into the sets, each built into its own program.
 DEFAULT_PROBE_SET = "time+memory"
 
+# What a configuration runs: the scenario's program, or the real command given
+# after `--` (command_target.py; its configurations have no params).
+SCENARIO, COMMAND = "scenario", "command"
+
 
 def params_key(params: Mapping) -> str:
     return json.dumps(dict(params), sort_keys=True)
@@ -44,14 +48,16 @@ def params_label(params: Mapping) -> str:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One thing to measure repeatedly: an allocator, param values, a probe set."""
+    """One thing to measure repeatedly: an allocator, param values, a probe set, a target."""
     allocator: str
     params: Tuple[Tuple[str, object], ...]
     probe_set: str = DEFAULT_PROBE_SET
+    target: str = SCENARIO
 
     @classmethod
-    def make(cls, allocator: str, params: Mapping, probe_set: str = DEFAULT_PROBE_SET):
-        return cls(allocator, tuple(params.items()), probe_set)
+    def make(cls, allocator: str, params: Mapping, probe_set: str = DEFAULT_PROBE_SET,
+             target: str = SCENARIO):
+        return cls(allocator, tuple(params.items()), probe_set, target)
 
     @property
     def params_dict(self) -> Dict[str, object]:
@@ -60,19 +66,27 @@ class RunConfig:
     @property
     def program_key(self) -> Tuple[str, str]:
         """Configurations with the same key run the same program."""
+        if self.target != SCENARIO:
+            return self.target, self.probe_set
         return params_key(self.params_dict), self.probe_set
 
     def label(self) -> str:
+        if self.target != SCENARIO:
+            return f"{self.allocator} [{self.target}]"
         extra = f" [{self.probe_set}]" if self.probe_set != DEFAULT_PROBE_SET else ""
         params = params_label(self.params_dict) if self.params else ""
         return f"{self.allocator} {params}".strip() + extra
 
     def to_json(self) -> dict:
-        return {"allocator": self.allocator, "params": self.params_dict, "probe_set": self.probe_set}
+        data = {"allocator": self.allocator, "params": self.params_dict, "probe_set": self.probe_set}
+        if self.target != SCENARIO:
+            data["target"] = self.target
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping) -> "RunConfig":
-        return cls.make(data["allocator"], data["params"], data.get("probe_set", DEFAULT_PROBE_SET))
+        return cls.make(data["allocator"], data["params"], data.get("probe_set", DEFAULT_PROBE_SET),
+                        data.get("target", SCENARIO))
 
 
 @dataclass
@@ -110,17 +124,22 @@ class Plan:
 
     @property
     def param_sets(self) -> List[Dict[str, object]]:
-        return [dict(p) for p in self._distinct("params")]
+        """The scenario's param sets (a command has none)."""
+        return [dict(p) for p in dict.fromkeys(c.params for c in self.configs if c.target == SCENARIO)]
 
     @property
     def probe_sets(self) -> List[str]:
-        return self._distinct("probe_set")
+        return list(dict.fromkeys(c.probe_set for c in self.configs if c.target == SCENARIO))
 
     def describe(self) -> str:
         """"4 allocators x 3 param sets x 10 runs + 1 warm-up each = 132 runs"."""
         def count(n, word):
             return f"{n} {word}{'s' * (n != 1)}"
         parts = [count(len(self.allocators), "allocator"), count(len(self.param_sets), "param set")]
+        targets = self._distinct("target")
+        if targets != [SCENARIO]:
+            parts[1:] = [" and ".join(([count(len(self.param_sets), "scenario param set")]
+                                       if SCENARIO in targets else []) + ["the command"])]
         if len(self.probe_sets) > 1:
             parts.append(count(len(self.probe_sets), "probe set"))
         if self.auto:
@@ -135,7 +154,8 @@ class Plan:
             text += f" = {n * (self.min_runs + self.warmup)} to {n * (self.max_runs + self.warmup)} runs"
         else:
             text += f" = {n * (self.runs + self.warmup)} runs"
-        if len(self.configs) != len(self.allocators) * len(self.param_sets) * len(self.probe_sets):
+        if len(self.configs) != len(self.allocators) * len(self.param_sets) * len(self.probe_sets) \
+                and targets == [SCENARIO]:
             text += f" ({n} configurations)"
         if self.time_budget_s is not None:
             text += f", no new round after {self.time_budget_s:g} s"

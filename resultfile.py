@@ -1,6 +1,6 @@
 """Self-describing result files: one header, then one record per run.
 
-Format ("scenc-result/1") is JSON Lines, UTF-8 (ASCII in practice):
+Format ("scenc-result/2"; "/1" files are read too, see SCHEMA) is JSON Lines, UTF-8 (ASCII in practice):
 
 * line 1 is the header object: schema, status, scenario name and source (with
   its sha256), parameters, seed, machine, allocators, probes, plan, command
@@ -51,7 +51,13 @@ __all__ = [
     "export_csv",
 ]
 
-SCHEMA = "scenc-result/1"
+SCHEMA = "scenc-result/2"
+# /2 added real commands (`scenc run -- ./prog`): a header may have "targets"
+# ({"command": its argv, cwd, stdin, env and --metric}; its "source" is then
+# empty when there is no scenario), a record may have "target": "command",
+# "proof" and "stdout_tail", and a run may end "no-metric". A /1 file reads
+# as a /2 file with no command.
+READABLE_SCHEMAS = ("scenc-result/1", SCHEMA)
 FORMAT_DESCRIPTION = (
     "JSON Lines: this header, then one run record per line "
     "(a trailing line without a newline is an unfinished write and is ignored)"
@@ -98,8 +104,9 @@ def _check_header(header: Mapping[str, Any]) -> None:
     if not isinstance(header, dict):
         raise _Invalid("header is not a JSON object")
     schema = header.get("schema")
-    if schema != SCHEMA:
-        raise _Invalid(f"unsupported schema {schema!r} (this scenc reads {SCHEMA!r})")
+    if schema not in READABLE_SCHEMAS:
+        raise _Invalid(f"unsupported schema {schema!r} (this scenc reads "
+                       f"{' and '.join(map(repr, READABLE_SCHEMAS))})")
     status = _require(header, "status", (str,), "header")
     if status not in FILE_STATUSES:
         raise _Invalid(f"header status {status!r} is not one of {', '.join(FILE_STATUSES)}")
@@ -138,6 +145,9 @@ def _check_run(run: Any) -> None:
     status = _require(run, "status", (str,), "run")
     if status not in RUN_STATUSES:
         raise _Invalid(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
+    target = run.get("target", "scenario")
+    if target not in ("scenario", "command"):
+        raise _Invalid(f"run target {target!r} is not 'scenario' or 'command'")
     metrics = _require(run, "metrics", (dict,), "run")
     for name, value in metrics.items():
         if value is not None and not _is_number(value):
@@ -473,7 +483,7 @@ def load(path: PathLike) -> ResultFile:
     return ResultFile.load(path)
 
 
-CSV_COLUMNS = ("allocator", "params", "run", "round", "metric", "value", "status")
+CSV_COLUMNS = ("allocator", "params", "run", "round", "metric", "value", "status", "target")
 
 
 def _format_params(params: Mapping[str, Any]) -> str:
@@ -495,7 +505,8 @@ def export_csv(result: Union[ResultFile, PathLike], out_path: PathLike) -> int:
     """Write one row per run per metric; returns the number of rows.
 
     Columns: allocator, params ("k=v;k2=v2"), run (0-based position in the
-    file), round, metric, value, status.  A run without any metric (typically
+    file), round, metric, value, status, target ("scenario", or "command" for
+    a real program's runs).  A run without any metric (typically
     a crash) still gets one row with empty metric and value, so failures stay
     visible in spreadsheets.
     """
@@ -509,7 +520,8 @@ def export_csv(result: Union[ResultFile, PathLike], out_path: PathLike) -> int:
         prefix = [run["allocator"], _format_params(run["params"]), index, run["round"]]
         metrics = run["metrics"] or {"": None}
         for metric, value in metrics.items():
-            writer.writerow(prefix + [metric, _format_value(value), run["status"]])
+            writer.writerow(prefix + [metric, _format_value(value), run["status"],
+                             run.get("target", "scenario")])
             rows += 1
     _atomic_write(os.fspath(out_path), buffer.getvalue().encode("utf-8"))
     return rows

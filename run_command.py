@@ -95,11 +95,15 @@ def positive_int(text: str) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "run", help="compare allocators on a scenario: many shuffled runs, statistics, report",
+        "run", help="compare allocators on a scenario or a real program: many shuffled runs, statistics, report",
+        usage="scenc run [FILE.scn] [options] [-- COMMAND [ARGS...]]",
         description="Build the scenario once per param set, then run it under each allocator "
                     "in shuffled rounds, save every run, and report which allocator is faster "
-                    "and leaner, by how much, and how sure that is.")
-    p.add_argument("scenario", nargs="?", help="a .scn file (not needed with --resume)")
+                    "and leaner, by how much, and how sure that is. A command after `--` is run "
+                    "the same way (alone, or beside the scenario in the same rounds, side by side "
+                    "in the report).")
+    p.add_argument("scenario", nargs="?", help="a .scn file (not needed with --resume or with a "
+                                               "command alone)")
     p.add_argument("--allocators", metavar="LIST",
                    help="comma-separated names or NAME=/path/lib.so (default: glibc and every "
                         "installed tcmalloc, jemalloc, mimalloc); see `scenc allocators`")
@@ -146,7 +150,16 @@ def register(subparsers) -> None:
                    help="run a scenario whose peak cannot fit in this machine's memory (an error "
                         "otherwise); each run is held to --memory-limit")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress, only the result")
-    p.set_defaults(func=cmd_run)
+    g = p.add_argument_group("a real program (`-- COMMAND ARGS...`)")
+    g.add_argument("--cwd", metavar="DIR", help="run the command in DIR (default: here)")
+    g.add_argument("--stdin", metavar="FILE", help="the command's standard input (default /dev/null)")
+    g.add_argument("--env", action="append", metavar="KEY=VALUE", help="set a variable for the command "
+                   "(repeatable)")
+    g.add_argument("--metric", metavar="REGEX", help="also take a figure the command prints, from the "
+                   "last match of REGEX's first group in its output (e.g. 'rtime: ([0-9.]+)')")
+    g.add_argument("--higher-is-better", action="store_true",
+                   help="the --metric figure is a throughput: higher is better (default: lower)")
+    p.set_defaults(func=cmd_run, command_argv=None)
 
 
 def _preload_scipy() -> threading.Thread:
@@ -252,8 +265,14 @@ def cmd_run(args) -> int:
 def _run_session(args, progress, preload, result, plan, allocators, programs,
                  early_signal: Optional[int]) -> Optional[int]:
     """Every run of the plan; an exit status if it ended early, None when complete."""
-    runner = ProgramRunner()
-    session = Session(plan, allocators, programs, result, progress, runner)
+    from .command_target import target_of
+    command = target_of(result.header)
+    if command is not None:
+        from .command_runner import CommandRunner
+        runner = CommandRunner(result.header.get("cc") or "gcc")
+    else:
+        runner = ProgramRunner()
+    session = Session(plan, allocators, programs, result, progress, runner, command=command)
     # From here a signal only stops the program running and ends the session
     # between runs, so it never lands in the middle of saving one.
     for s in (signal.SIGINT, signal.SIGTERM):

@@ -167,10 +167,16 @@ def prepare_new(args, progress, check=lambda: None):
     from concurrent.futures import ThreadPoolExecutor
     from .probes import ProbeError, planner
     from .resultfile import create
-    if not args.scenario:
-        raise UsageError("give a scenario file (or --resume RESULT.json)")
-    scenario_path = Path(args.scenario)
-    if not scenario_path.is_file():
+    from . import command_setup
+    command = command_setup.target_from_args(args)      # `-- ./prog args`, or None
+    if not args.scenario and command is None:
+        raise UsageError("give a scenario file, a command after `--`, or --resume RESULT.json")
+    command_setup.check_options(args, bool(args.scenario))
+    if getattr(args, "shard", None) and command is not None:
+        raise UsageError("--shard splits a scenario's sweep into blocks; a program after `--` is "
+                         "measured beside its scenario in one session: run it without --shard")
+    scenario_path = Path(args.scenario) if args.scenario else None
+    if scenario_path is not None and not scenario_path.is_file():
         raise UsageError(f"{args.scenario}: no such file")
     cc = args.cc or default_cc()
     auto = args.runs in ("auto", None)   # the default adapts, within a time budget
@@ -187,7 +193,7 @@ def prepare_new(args, progress, check=lambda: None):
         raise UsageError(str(exc)) from None
     if args.probes:
         progress.info(probe_plan.explain())
-    param_sets = sweep(sweep_params)
+    param_sets = sweep(sweep_params) if scenario_path is not None else []
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Finding the allocators' libraries and versions waits on ldconfig and
@@ -195,7 +201,10 @@ def prepare_new(args, progress, check=lambda: None):
         looked_up = pool.submit(_resolve_allocators, args)
         try:
             programs = _build_programs(scenario_path, param_sets, probe_plan.probe_sets, cc, progress,
-                                       allow_huge=args.allow_huge, check=check)
+                                       allow_huge=args.allow_huge, check=check) if scenario_path else {}
+            if command is not None:
+                from .command_runner import helpers
+                helpers(cc)  # the launcher and the proof library: a compiler error stops here
         except BaseException:
             looked_up.result()  # an unusable allocator is the first thing to fix
             raise
@@ -212,12 +221,19 @@ def prepare_new(args, progress, check=lambda: None):
         seed=args.seed if args.seed is not None else random.SystemRandom().randrange(2**31),
         memory_limit=_memory_limit(args),
     )
-    header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
+    if command is not None:
+        plan.configs += command_setup.configs(allocators)
+    if scenario_path is not None:
+        header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
+    else:
+        header = command_setup.command_only_header(args, plan, allocators, command, cc, _allocator_entry)
+    if command is not None:
+        command_setup.describe(header, command)
     if getattr(args, "shard", None):
         if args.seed is None:  # a random one would differ in every shard: another plan each
             from .shard import default_seed
             plan.seed = default_seed(plan, header["source"])
-        plan, header["shard"] = _take_shard(args.shard, plan, programs, progress, check)
+        plan, header["shard"] = _take_shard(args, plan, programs, progress, check)
         header["plan"], header["probes"] = plan.to_json(), plan.probe_sets
     progress.info(f"plan: {plan.describe()}")
     _tell_memory_limit(args, plan, progress)
@@ -233,11 +249,11 @@ def prepare_new(args, progress, check=lambda: None):
     return result, plan, allocators, programs
 
 
-def _take_shard(spec, plan: Plan, programs, progress: Progress, check):
+def _take_shard(args, plan: Plan, programs, progress: Progress, check):
     """This shard's part of `plan` (see shard.py) and the header's "shard" entry."""
     from . import blocks, shard
     from .runner import ProgramRunner
-    index, count = spec
+    index, count = args.shard
     progress.info(f"shard {index}/{count}: weighing the {len(blocks.plan_blocks(plan.to_json()))} blocks "
                   f"(one unmeasured run of each program)")
     weights, uncounted = shard.weigh(plan, programs, ProgramRunner(), check)
@@ -245,6 +261,8 @@ def _take_shard(spec, plan: Plan, programs, progress: Progress, check):
         progress.note(f"scenc: {len(uncounted)} blocks reported no allocator calls; each weighs as "
                       f"much as the heaviest (first: {blocks.block_label(uncounted[0])})")
     part, entry = shard.take(plan, index, count, weights)
+    if part.time_budget_s is not None and args.time_budget is None:
+        part.time_budget_s = _time_budget(args, len(entry["blocks"]))  # the default: per block
     progress.info(shard.describe(entry))
     if not part.configs:
         progress.note(f"scenc: shard {index}/{count} has no block to run (the plan has only "
@@ -266,13 +284,18 @@ def prepare_resume(args, progress, check=lambda: None):
     except ResultFileError as exc:
         raise UsageError(f"cannot resume: {exc}") from None
     header = result.header
+    from . import command_setup
+    command = command_setup.target_of(header)
+    if command is not None:
+        command_setup.check_resumable(command)
     scenario_path = Path(args.scenario or header.get("scenario_path", ""))
-    if not scenario_path.is_file():
-        raise UsageError(f"cannot resume: the scenario {scenario_path} is gone; give its path "
-                         f"after `scenc run`")
-    if scenario_path.read_text() != header["source"]:
-        raise UsageError(f"cannot resume: {scenario_path} changed since {args.resume} was started; "
-                         f"the runs would not be comparable")
+    if command is None or header.get("scenario_path"):
+        if not scenario_path.is_file():
+            raise UsageError(f"cannot resume: the scenario {scenario_path} is gone; give its path "
+                             f"after `scenc run`")
+        if scenario_path.read_text() != header["source"]:
+            raise UsageError(f"cannot resume: {scenario_path} changed since {args.resume} was started; "
+                             f"the runs would not be comparable")
     try:
         plan = Plan.from_json(header["plan"])
         allocators = _allocators_from_header(header)
@@ -290,7 +313,8 @@ def prepare_resume(args, progress, check=lambda: None):
     progress.info(f"resuming {args.resume}: {len(result.runs)} runs saved; plan: {plan.describe()}")
     _tell_memory_limit(args, plan, progress, allow_huge)
     programs = _build_programs(scenario_path, plan.param_sets, plan.probe_sets,
-                               header.get("cc") or "gcc", progress, allow_huge=allow_huge, check=check)
+                               header.get("cc") or "gcc", progress, allow_huge=allow_huge, check=check) \
+        if plan.param_sets else {}
     return result, plan, allocators, programs
 
 

@@ -17,10 +17,11 @@ that knows its shape, as pyperf's `Run` is:
 
 from typing import Iterable, Iterator, Mapping, Optional
 
-from .plan import DEFAULT_PROBE_SET
+from .plan import DEFAULT_PROBE_SET, SCENARIO
 
-# How a run ended (see runner.py); a run interrupted by scenc has no record.
-RUN_STATUSES = ("ok", "crashed", "timeout", "wrong-allocator", "failed-allocs", "out-of-memory")
+# How a run ended (see runner.py; "no-metric": command_runner.py); a run
+# interrupted by scenc has no record.
+RUN_STATUSES = ("ok", "crashed", "timeout", "wrong-allocator", "failed-allocs", "out-of-memory", "no-metric")
 
 # Every key of a new record, in the order they are written.
 KEYS = ("allocator", "params", "probe_set", "round", "warmup", "status", "metrics", "provider",
@@ -29,8 +30,12 @@ KEYS = ("allocator", "params", "probe_set", "round", "warmup", "status", "metric
 
 def new(config, round_: int, warmup: bool, *, stderr_tail: str, exit_code: Optional[int],
         started: str, duration_s: float) -> dict:
-    """The record of a run of `config` (a plan.RunConfig), "ok" until told otherwise."""
-    return {
+    """The record of a run of `config` (a plan.RunConfig), "ok" until told otherwise.
+
+    A real command's run (target "command") has a "target" key; a scenario's
+    has none, as in files from before commands.
+    """
+    record = {
         "allocator": config.allocator,
         "params": config.params_dict,
         "probe_set": config.probe_set,
@@ -46,10 +51,18 @@ def new(config, round_: int, warmup: bool, *, stderr_tail: str, exit_code: Optio
         "duration_s": round(duration_s, 6),
         "problem": None,
     }
+    if config.target != SCENARIO:
+        record["target"] = config.target
+    return record
 
 
 def probe_set(record: Mapping) -> str:
     return record.get("probe_set", DEFAULT_PROBE_SET)
+
+
+def target(record: Mapping) -> str:
+    """"scenario", or "command" for a real command's run."""
+    return record.get("target", SCENARIO)
 
 
 def is_measurement(record: Mapping) -> bool:
@@ -57,9 +70,9 @@ def is_measurement(record: Mapping) -> bool:
 
 
 def belongs_to(record: Mapping, config) -> bool:
-    """Is this a run of `config` (a plan.RunConfig): same allocator, params and probe set?"""
+    """Is this a run of `config` (a plan.RunConfig): same allocator, params, probe set and target?"""
     return (record["allocator"] == config.allocator and record["params"] == config.params_dict
-            and probe_set(record) == config.probe_set)
+            and probe_set(record) == config.probe_set and target(record) == config.target)
 
 
 def select(records: Iterable[Mapping], allocator: Optional[str] = None, params: Optional[Mapping] = None,

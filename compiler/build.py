@@ -25,7 +25,7 @@ RUNTIME = PACKAGE / "runtime"
 PROBES = PACKAGE / "probes"
 RUNTIME_SOURCES = ("runtime.c", "channel.c")
 # Runtime files no scenario program contains: editing them must not invalidate builds.
-NOT_IN_PROGRAMS = {"tracer.c"}
+NOT_IN_PROGRAMS = {"tracer.c", "spawn.c", "proof.c"}
 WARNINGS = ("-Wall", "-Wextra", "-Werror")
 BASE_FLAGS = ("-O2", "-pthread", "-std=gnu11", "-g")
 
@@ -164,6 +164,29 @@ def runtime_library(cc: str, extra_flags: Sequence[str] = ()) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="rt-", dir=cache_dir()))
     _run_parallel(_runtime_jobs(cc, extra_flags, tmp))
     return _archive_runtime(tmp, final)
+
+
+def helper_build(cc: str, source: Path, output: str, flags: Sequence[str], libs: Sequence[str] = (),
+                 headers: Sequence[Path] = (), what: str = "") -> Path:
+    """A stand-alone helper (a preload library or a launcher) compiled from one runtime
+    source into the cache, once per compiler, flags, source and the headers it includes."""
+    h = hashlib.sha256(_compiler_identity(cc).encode())
+    h.update(" ".join(flags).encode())
+    for path in (source, *headers):
+        h.update(path.read_bytes())
+    final = cache_dir() / source.stem / h.hexdigest()[:24]
+    if (final / output).exists():
+        return final / output
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{source.stem}-", dir=cache_dir()))
+    try:
+        _run_cc([find_compiler(cc), *flags, "-o", str(tmp / output), str(source), *libs],
+                f"compiling {what or 'runtime/' + source.name}")
+    except BuildError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _publish(tmp, final)
+    return final / output
 
 
 @dataclass(frozen=True)

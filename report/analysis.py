@@ -92,6 +92,7 @@ class Block:
     comparisons: Dict[str, Dict[str, object]]   # metric -> allocator -> stats.Comparison
     verdicts: Dict[str, Verdict]                # metric -> the winner
     last: Dict[str, Verdict] = field(default_factory=dict)   # metric -> the last of three or more
+    target: str = "scenario"                    # or "command": the real program (command_target.py)
     machine: Optional[str] = None               # which machine ran it, in a merge of several
 
     def stats(self, name: str) -> Optional[AllocatorStats]:
@@ -105,7 +106,8 @@ class Block:
 
     def to_json(self) -> dict:
         return {
-            "params": self.params, "probe_set": self.probe_set, "baseline": self.baseline,
+            "params": self.params, "probe_set": self.probe_set, "target": self.target,
+            "baseline": self.baseline,
             **({"machine": self.machine} if self.machine else {}),
             "allocators": {a.name: a.to_json() for a in self.allocators},
             "comparisons": {m: {name: dict(c.to_dict(), sentence=self.comparison_sentence(m, name))
@@ -143,7 +145,14 @@ class Analysis:
                 "metrics": {m: _metric_json(m) for m in self.metrics},
                 "varying_params": self.varying,
                 **({"machines": self.machines} if self.machines else {}),
-                "blocks": [b.to_json() for b in self.blocks]}
+                "blocks": [b.to_json() for b in self.blocks],
+                "side_by_side": _side_by_side_json(self)}
+
+
+def _side_by_side_json(analysis) -> list:
+    """A scenario beside its program (report/sidebyside.py); [] without a command."""
+    from .sidebyside import pairs_json
+    return pairs_json(analysis)
 
 
 def _metric_json(name: str) -> dict:
@@ -151,21 +160,20 @@ def _metric_json(name: str) -> dict:
     return {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
 
 
-def _key(params: Mapping, probe_set: str) -> str:
-    return json.dumps([dict(params), probe_set], sort_keys=True)
+def _point(record: Mapping) -> tuple:
+    """(params, probe set, target) of a run record or a planned configuration (same keys)."""
+    return record.get("params", {}), runrecord.probe_set(record), runrecord.target(record)
 
 
 def _ordered_points(header: Mapping, runs) -> List[tuple]:
-    """(params, probe_set) in plan order, then any only found in the runs."""
+    """(params, probe_set, target) in plan order, then any only found in the runs."""
     points, seen = [], set()
     plan_configs = (header.get("plan") or {}).get("configs", []) if isinstance(header.get("plan"), Mapping) else []
-    candidates = [(c.get("params", {}), c.get("probe_set", DEFAULT_PROBE_SET)) for c in plan_configs]
-    candidates += [(r["params"], runrecord.probe_set(r)) for r in runs]
-    for params, probe_set in candidates:
-        k = _key(params, probe_set)
+    for params, probe_set, target in [_point(c) for c in plan_configs] + [_point(r) for r in runs]:
+        k = json.dumps([dict(params), probe_set, target], sort_keys=True)
         if k not in seen:
             seen.add(k)
-            points.append((dict(params), probe_set))
+            points.append((dict(params), probe_set, target))
     return points
 
 
@@ -195,7 +203,9 @@ def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95,
 
 def _analyze(result, baseline, confidence, wanted) -> Analysis:
     from .. import stats
+    from ..command_target import register_reported_metrics
     header, runs = result.header, list(result.runs)
+    register_reported_metrics(header)
     names = _allocator_order(header, runs)
     baseline = baseline or header.get("baseline") or (names[0] if names else None)
     if baseline is not None and baseline not in names:
@@ -203,12 +213,13 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
     present_metrics = set()
     machine_of = plan_blocks.machine_of_blocks(header)
     blocks = []
-    for params, probe_set in _ordered_points(header, runs):
-        here = list(runrecord.select(runs, params=params, probe_set_=probe_set))
+    for point in _ordered_points(header, runs):
+        params, probe_set, target = point
+        here = [r for r in runs if _point(r) == point]
         per_allocator = []
         for name in names:
-            mine = list(runrecord.select(here, allocator=name))
-            if not mine and not any(c.get("allocator") == name for c in
+            mine = [r for r in here if r["allocator"] == name]
+            if not mine and not any(c.get("allocator") == name and _point(c) == point for c in
                                     (header.get("plan") or {}).get("configs", [])):
                 continue
             ok = [r for r in mine if runrecord.is_measurement(r)]
@@ -264,11 +275,12 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
                 c = stats.compare(next_worst.samples[d.name], worst.samples[d.name],
                                   lower_is_better=d.lower_is_better, confidence=confidence)
                 last[d.name] = Verdict(d.name, d.worst, worst.name, next_worst.name, c, ahead=False)
-        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts, last,
+        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts, last, target,
                             machine_of.get(plan_blocks.block_key(params, probe_set))))
     varying = []
-    for k in {k for b in blocks for k in b.params}:
-        if len({json.dumps(b.params.get(k)) for b in blocks}) > 1:
+    scenario_blocks = [b for b in blocks if b.target == "scenario"]   # a command has no params
+    for k in {k for b in scenario_blocks for k in b.params}:
+        if len({json.dumps(b.params.get(k)) for b in scenario_blocks}) > 1:
             varying.append(k)
     order = [k for b in blocks for k in b.params]
     varying.sort(key=order.index)

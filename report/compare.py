@@ -37,18 +37,23 @@ def compare_files(a, b, metrics=None, name_a="A", name_b="B"):
     analysis_a, analysis_b = analyze(a, metrics=metrics or []), analyze(b, metrics=metrics or [])
     chosen = metrics or [m for m in shown_metrics(analysis_a) if m in analysis_b.metrics]
     lines = [f"A = {a.path}", f"B = {b.path}"]
+    lines.append("warning: A and B are separate sessions: the machine may have drifted between them "
+                 "(load, frequency, temperature), and a drift can look like a significant difference. "
+                 "To compare a replay with its program, run both in one session: "
+                 "`scenc run app.scn ... -- ./app args`.")
     notes = _differences(a, b)
     if notes:
         lines.append("note: " + "; ".join(notes))
     common = 0
     for block_a in analysis_a.blocks:
         block_b = next((x for x in analysis_b.blocks if x.params == block_a.params
-                        and x.probe_set == block_a.probe_set), None)
+                        and x.probe_set == block_a.probe_set and x.target == block_a.target), None)
         if block_b is None:
             continue
         params = " ".join(f"{k}={v}" for k, v in block_a.params.items())
         lines.append("")
-        lines.append(f"== {analysis_a.scenario}{' ' + params if params else ''} ==")
+        what = f"command {analysis_a.scenario}" if block_a.target == "command" else analysis_a.scenario
+        lines.append(f"== {what}{' ' + params if params else ''} ==")
         for metric in chosen:
             d = metric_defs.metric(metric)
             pairs = []

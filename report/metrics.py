@@ -88,6 +88,7 @@ for _m in (
            headline=True, best="leanest", worst="fattest"),
     Metric("final_rss_kib", "final RSS", "KiB", True, "final RSS", _path("memory", "final_rss_kib")),
     Metric("minflt", "minor page faults", "faults", True, "page-fault count", _path("rusage", "minflt")),
+    Metric("majflt", "major page faults", "faults", True, "major-fault count", _path("rusage", "majflt")),
     Metric("failed_allocs", "failed allocations", "calls", True, "failed-allocation count",
            lambda r: sum(t.get("failed", 0) for t in r["threads"])),
 ):
@@ -152,7 +153,7 @@ def shown_by_default(name: str) -> bool:
     """What a table shows without --all-metrics: the headline metrics, region
     times, and the few figures each probe marks as key (p50/p99 latency,
     false sharing, fragmentation ...)."""
-    if name in headline_names() or name.startswith("region:"):
+    if name in headline_names() or name.startswith(("region:", "reported:")):
         return True
     prefix = name.split(":", 1)[0]
     return ":" in name and prefix in _FAMILIES and _FAMILIES[prefix][2](name)

@@ -49,6 +49,16 @@ def _params_text(params) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items()) or "defaults"
 
 
+def _scenario_blocks(analysis) -> list:
+    """The blocks a sweep is drawn from: a real command's runs have no params."""
+    return [b for b in analysis.blocks if getattr(b, "target", "scenario") == "scenario"]
+
+
+def _block_text(block, params) -> str:
+    """A group's name on an axis: its params, or "the program" for a real command's runs."""
+    return "the program" if getattr(block, "target", "scenario") == "command" else _params_text(params)
+
+
 def _axis_label(metric: str, factor_unit) -> str:
     d = metric_defs.metric(metric)
     unit = factor_unit[1]
@@ -110,7 +120,7 @@ def bar_chart(analysis, metric: str, directory: str, stem: str) -> List[str]:
     ax.set_xticks(range(len(blocks)))
     # Name only the params that change from group to group; the others are in the title.
     shown = analysis.varying or None
-    ax.set_xticklabels([_params_text({k: v for k, v in b.params.items() if shown is None or k in shown})
+    ax.set_xticklabels([_block_text(b, {k: v for k, v in b.params.items() if shown is None or k in shown})
                         for b in blocks], rotation=20 if len(blocks) > 3 else 0)
     ax.set_ylabel(_axis_label(metric, (factor, unit)))
     fixed = {k: v for k, v in blocks[0].params.items() if k not in analysis.varying} if blocks else {}
@@ -144,7 +154,7 @@ def box_plot(analysis, metric: str, directory: str, stem: str) -> List[str]:
                     offsets = [(k - (len(values) - 1) / 2) * 0.06 for k in range(len(values))]
                     ax.plot([x + o for o in offsets], values, "o", color="#d62728", markersize=4,
                             alpha=0.8, zorder=3)
-        ax.set_title(_params_text(b.params), fontsize="small")
+        ax.set_title(_block_text(b, b.params), fontsize="small")
         ax.set_ylabel(_axis_label(metric, (factor, unit)), fontsize="small")
         ax.tick_params(axis="x", labelrotation=20)
     for ax in list(axes.flat)[len(blocks):]:
@@ -184,7 +194,7 @@ def sweep_plot(analysis, metric: str, param: str, directory: str, stem: str) -> 
     factor, unit = scale_for(metric_defs.metric(metric).unit, _reference(analysis, metric))
     others = [p for p in analysis.varying if p != param]
     groups: Dict[str, list] = {}
-    for b in analysis.blocks:
+    for b in _scenario_blocks(analysis):
         label = " ".join(f"{p}={b.params.get(p)}" for p in others)
         groups.setdefault(label, []).append(b)
     panels = list(groups.items())[:MAX_PANELS]
@@ -232,7 +242,7 @@ def _plots_of(analysis, directory: str, stem: str, all_metrics: bool, metrics) -
         paths += bar_chart(analysis, metric, directory, stem)
         paths += box_plot(analysis, metric, directory, stem)
         for param in analysis.varying:
-            if all(_numeric(b.params.get(param)) for b in analysis.blocks):
+            if all(_numeric(b.params.get(param)) for b in _scenario_blocks(analysis)):
                 paths += sweep_plot(analysis, metric, param, directory, stem)
     return paths
 

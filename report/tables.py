@@ -13,6 +13,7 @@ from .. import probes  # noqa: F401  (registers the probes' metrics: labels, uni
 from ..blocks import machine_name
 from ..plan import DEFAULT_PROBE_SET
 from . import metrics as metric_defs
+from . import sidebyside
 
 
 # ------------------------------------------------------------------ numbers
@@ -122,6 +123,10 @@ def _metric_table(block, metric: str) -> List[str]:
 
 
 def _block_title(analysis, block) -> str:
+    if block.target == "command":
+        from ..command_target import target_of
+        command = target_of(analysis.header)
+        return f"== command: {command.describe() if command else '?'} =="
     params = " ".join(f"{k}={v}" for k, v in block.params.items())
     probe = f" [{block.probe_set}]" if block.probe_set != DEFAULT_PROBE_SET else ""
     machine = ""
@@ -137,6 +142,7 @@ _FAILED_RUNS = {
     "wrong-allocator": "ran under the wrong allocator",
     "failed-allocs": "finished with failed allocations",
     "out-of-memory": "ran out of memory",
+    "no-metric": "printed no --metric figure",
 }
 # Failures that make the allocator's name in the table a lie or hide a limit: shouted.
 _LOUD = {"wrong-allocator": "WRONG ALLOCATOR", "out-of-memory": "OUT OF MEMORY"}
@@ -201,6 +207,8 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
     parts = [format_block(analysis, b, chosen) for b in analysis.blocks]
     if not parts:
         return f"{analysis.scenario}: no runs in {analysis.path}"
+    parts += [format_side_by_side(analysis, scenario_block, program_block)
+              for scenario_block, program_block in sidebyside.pairs(analysis)]
     if analysis.machines:
         parts.append(f"(these blocks ran on {len(analysis.machines)} machines; each block's figures "
                      f"compare allocators on one machine only: do not compare blocks of different machines)")
@@ -208,3 +216,48 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
     if status and status != "complete":
         parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")
     return "\n\n".join(parts)
+
+
+# ----------------------------------------------------------- a scenario beside its program
+
+
+def _end_sentence(end: dict) -> str:
+    if end["agrees"] is None:
+        return (f"{end['word']}: in the program, {end['program']} is not significantly apart from the "
+                f"next allocator, so there is nothing to agree on (the scenario says {end['scenario']})")
+    if end["agrees"]:
+        return f"{end['word']}: AGREE, {end['program']} for both (significant in the program)"
+    return (f"{end['word']}: DISAGREE, the program's is {end['program']} (significant), the scenario's "
+            f"is {end['scenario']}")
+
+
+def format_side_by_side(analysis, scenario_block, program_block) -> str:
+    """Rankings of both, agreement at each significant end, the scenario's share of the program's time."""
+    data = sidebyside.side_by_side(scenario_block, program_block)
+    params = " ".join(f"{k}={v}" for k, v in scenario_block.params.items())
+    lines = [f"== {analysis.scenario}{' ' + params if params else ''} beside the program "
+             f"(same session, interleaved rounds) =="]
+    ends = []
+    for metric, found in data["metrics"].items():
+        m = metric_defs.metric(metric)
+        prog, scen = found["program"], found["scenario"]
+        if not prog or not scen:
+            continue
+        factor, unit = scale_for(m.unit, min(v for _, v in prog + scen))
+        lines += ["", f"{m.label} ({m.direction}), best first", f"  {'':4} {'scenario':<28} program"]
+        for i in range(max(len(prog), len(scen))):
+            cells = [f"{r[i][0]} {r[i][1] * factor:.4g} {unit}" if i < len(r) else "" for r in (scen, prog)]
+            lines.append(f"  {i + 1:<4} {cells[0]:<28} {cells[1]:<28}".rstrip())
+        ends += found["ends"]
+    if data["time_share"]:
+        lines += ["", "share of the program's wall time the scenario takes: " + ", ".join(
+            f"{name} {share:.0%}" for name, share in data["time_share"].items())]
+    if ends:
+        lines += [""] + [_end_sentence(e) for e in ends]
+        judged = [e for e in ends if e["agrees"] is not None]
+        if judged:
+            agree = sum(e["agrees"] for e in judged)
+            lines.append(f"=> the scenario {'agrees with' if agree == len(judged) else 'DISAGREES with'} "
+                         f"the program on {agree} of {len(judged)} significant ends")
+    return "\n".join(lines)
+

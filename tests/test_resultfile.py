@@ -169,12 +169,12 @@ def test_export_csv(path, tmp_path):
     with open(out, newline="") as f:
         rows = list(csv.reader(f))
     assert rows == [
-        ["allocator", "params", "run", "round", "metric", "value", "status"],
-        ["tcmalloc", "size=64;threads=1", "0", "0", "wall_s", "0.1", "ok"],
-        ["tcmalloc", "size=64;threads=1", "0", "0", "peak_rss_kib", "2048", "ok"],
-        ["glibc", "size=64;threads=2", "1", "1", "wall_s", "0.101", "ok"],
-        ["glibc", "size=64;threads=2", "1", "1", "peak_rss_kib", "2049", "ok"],
-        ["tcmalloc", "size=64;threads=1", "2", "2", "", "", "crashed"],
+        ["allocator", "params", "run", "round", "metric", "value", "status", "target"],
+        ["tcmalloc", "size=64;threads=1", "0", "0", "wall_s", "0.1", "ok", "scenario"],
+        ["tcmalloc", "size=64;threads=1", "0", "0", "peak_rss_kib", "2048", "ok", "scenario"],
+        ["glibc", "size=64;threads=2", "1", "1", "wall_s", "0.101", "ok", "scenario"],
+        ["glibc", "size=64;threads=2", "1", "1", "peak_rss_kib", "2049", "ok", "scenario"],
+        ["tcmalloc", "size=64;threads=1", "2", "2", "", "", "crashed", "scenario"],
     ]
     assert export_csv(str(path), tmp_path / "again.csv") == 5  # also takes a path
     assert (tmp_path / "again.csv").read_bytes() == out.read_bytes()

@@ -1,0 +1,101 @@
+"""Getting a real command ready for `scenc run ... -- ./prog args`: its target, its runs, its header.
+
+run_setup.py calls these for a new or resumed session: the command after
+`--` becomes a `CommandTarget` (checked before any run: a static program or
+one with its own malloc is refused), one RunConfig per allocator with target
+"command" joins the plan, interleaved in the same shuffled rounds as the
+scenario's runs if there is one, and the header keeps the command so
+`--resume` and `scenc report` know it.
+"""
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from .cli_common import UsageError
+from .command_target import CommandError, CommandTarget, refusal, target_of
+from .plan import COMMAND, RunConfig
+
+SCHEMA_NOTE = "command runs: wall time, CPU and peak RSS from wait4; malloc provider proven per process"
+
+
+def split_command_tail(argv: List[str]):
+    """(scenc's own arguments, the command after `--` or None) for `scenc run ... -- ./prog args`.
+
+    argparse cannot tell an optional scenario file from the command's words,
+    so the command is cut off before parsing.
+    """
+    words = [w for w in argv if not w.startswith("-")]
+    if not words or words[0] != "run" or "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
+def target_from_args(args) -> Optional[CommandTarget]:
+    """The command after `--`, checked; None when there is none."""
+    extra = [o for o, v in (("--cwd", args.cwd), ("--stdin", args.stdin), ("--env", args.env),
+                            ("--metric", args.metric)) if v]
+    if args.command_argv is None:
+        if extra:
+            raise UsageError(f"{', '.join(extra)} go with a command: `scenc run ... -- ./prog args`")
+        return None
+    try:
+        target = CommandTarget.from_options(args.command_argv, args.cwd, args.stdin, args.env or (),
+                                            args.metric, args.higher_is_better)
+        reason = refusal(target)
+    except CommandError as exc:
+        raise UsageError(str(exc)) from None
+    if reason:
+        raise UsageError(f"cannot compare allocators on `{target.describe()}`: {reason}")
+    return target
+
+
+def check_options(args, scenario_given: bool) -> None:
+    if scenario_given:
+        return
+    for option, value in (("--param", args.param), ("--probes", args.probes), ("--allow-huge", args.allow_huge)):
+        if value:
+            raise UsageError(f"{option} is for a scenario; a command alone is measured by wait4 "
+                             f"(wall time, CPU, peak RSS, page faults)")
+
+
+def configs(allocators) -> list:
+    return [RunConfig.make(name, {}, target=COMMAND) for name in allocators]
+
+
+def describe(header: dict, target: CommandTarget) -> dict:
+    """The header of a session with a command: the command, and the schema that can hold it."""
+    header["targets"] = dict(header.get("targets") or {}, **{COMMAND: target.to_json()})
+    header["command_note"] = SCHEMA_NOTE
+    return header
+
+
+def command_only_header(args, plan, allocators, target: CommandTarget, cc: str, allocator_entry) -> dict:
+    """The header of a session that runs a command and no scenario."""
+    from . import metadata
+    from .report import metrics as metric_defs
+    from .resultfile import make_header
+    machine = metadata.collect_machine(cc=cc)
+    return make_header(
+        scenario=target.name, source="", params={}, seed=None, machine=machine,
+        allocators={name: allocator_entry(a) for name, a in allocators.items()},
+        probes=[], plan=plan.to_json(), command=["scenc"] + sys.argv[1:], cc=cc,
+        baseline=args.baseline or plan.allocators[0], param_sets=[],
+        metrics={m.name: {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
+                 for m in metric_defs.all_metrics()},
+    )
+
+
+def check_resumable(target: CommandTarget) -> None:
+    """A resumed command must still be there (its stdin file and working directory too)."""
+    if target.cwd and not Path(target.cwd).is_dir():
+        raise UsageError(f"cannot resume: the command's working directory {target.cwd} is gone")
+    if target.stdin and not Path(target.stdin).is_file():
+        raise UsageError(f"cannot resume: the command's --stdin file {target.stdin} is gone")
+    try:
+        reason = refusal(target)
+    except CommandError as exc:
+        raise UsageError(f"cannot resume: {exc}") from None
+    if reason:
+        raise UsageError(f"cannot resume: {reason}")
