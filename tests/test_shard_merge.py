@@ -250,3 +250,11 @@ def test_shards_without_a_seed_still_make_one_plan(tmp_path):
     done = scenc("merge", *parts, "-o", tmp_path / "n.json")
     assert done.returncode == 0, done.stderr
     assert len(load(tmp_path / "n.json").runs) == 2
+
+
+def test_a_program_after_dashes_is_not_sharded(tmp_path):
+    # The program is measured beside its scenario in one session; a shard would part them.
+    done = scenc("run", write_scenario(tmp_path), "--shard", "1/2", "--", "/bin/true")
+    assert done.returncode == 64
+    assert "--shard splits a scenario's sweep" in done.stderr
+    assert not list(tmp_path.glob("*.json"))
