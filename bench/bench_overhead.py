@@ -1,8 +1,9 @@
 """What a generated scenario program costs next to the same benchmark written by hand.
 
-For `loop` and `larson` (bench/scenarios/) it builds the program scenc generates
-and its plain C twin (bench/handwritten/), checks with ltrace that both make the
-same allocator calls, then runs them in interleaved pairs under glibc and every
+For `loop`, `larson` and `prodcons` (bench/scenarios/) it builds the program
+scenc generates and its plain C twin (bench/handwritten/), checks with ltrace
+that both make the same allocator calls (each thread the same calls in the same
+order, a free the block of the same allocation), then runs them in interleaved pairs under glibc and every
 preloadable allocator installed. Each pair gives one ratio generated/hand-written
 of the wall time the programs report themselves (gate open to last join); the
 table shows the median ratio, its interquartile range and a bootstrap 95%
@@ -74,6 +75,10 @@ SCENARIOS = (
              ("threads", "iterations", "maxsize"), {"threads": 1, "iterations": 300, "maxsize": 1024}),
     Scenario("larson", {"threads": 2, "slots": 1000, "rounds": 2_000_000},
              ("threads", "slots", "rounds"), {"threads": 1, "slots": 50, "rounds": 300}),
+    # One pair is two threads, as in the others; `--threads` does not apply.
+    Scenario("prodcons", {"pairs": 1, "objects": 1_000_000, "capacity": 64, "maxsize": 256},
+             ("pairs", "objects", "capacity", "maxsize"),
+             {"pairs": 1, "objects": 300, "capacity": 64, "maxsize": 256}),
 )
 
 
@@ -120,30 +125,50 @@ def twin_argv(binary: Path, sc: Scenario, params: Dict[str, int], seed: int) -> 
 
 # ---- the same calls: ltrace on a tiny single-threaded run of each program
 
-_CALL = re.compile(r"^\d+\s+\S*?(malloc|free)\((\w*)\)\s+=\s+(\S+)")
+_CALL = re.compile(r"^(\d+)\s+\S*?(malloc|free)\((\w*)(\)\s+=\s+(\S+)| <unfinished \.\.\.>)")
+_RESUMED = re.compile(r"^(\d+)\s+<\.\.\. (malloc) resumed> ?\)\s+=\s+(\S+)")
 
 
 def call_sequence(argv: Sequence[str], log: Path) -> Optional[List[str]]:
-    """The program's malloc/free calls with addresses replaced by allocation numbers,
-    so two runs compare equal when they make the same calls; None if ltrace failed."""
+    """The program's malloc/free calls, thread by thread, with addresses replaced
+    by (allocating thread, allocation number), so two runs compare equal when
+    every thread makes the same calls in the same order and frees the blocks of
+    the same allocations, however the threads interleave; None if ltrace failed.
+
+    A free counts when it is called (its block may be handed out again before
+    ltrace prints its return), a malloc when it returns (its address is known
+    then, before any other thread can free it)."""
     proc = subprocess.run(["ltrace", "-f", "-e", "malloc+free", "-o", str(log), *argv],
                           capture_output=True, text=True, timeout=120)
-    text = log.read_text() if log.exists() else ""
-    if proc.returncode != 0 or "unfinished" in text:
+    if proc.returncode != 0 or not log.exists():
         return None
-    calls, live, count = [], {}, 0
-    for line in text.splitlines():
-        m = _CALL.match(line)
-        if not m:
-            continue
-        func, arg, ret = m.groups()
-        if func == "malloc":
-            count += 1
-            live[ret] = count
-            calls.append(f"malloc({arg})#{count}")
-        else:
-            calls.append(f"free(#{live.pop(arg, arg)})")
-    return calls
+    threads: Dict[str, list] = {}   # pid -> [(call, size, block)]
+    pending: Dict[str, str] = {}    # pid -> size of its unfinished malloc
+    live: Dict[str, tuple] = {}     # address -> (pid, allocation number in that thread)
+
+    def malloc_returned(pid: str, size: str, address: str) -> None:
+        calls = threads.setdefault(pid, [])
+        live[address] = (pid, sum(c[0] == "malloc" for c in calls) + 1)
+        calls.append(("malloc", size, live[address]))
+
+    for line in log.read_text().splitlines():
+        m, r = _CALL.match(line), _RESUMED.match(line)
+        if r:
+            if r.group(1) in pending:
+                malloc_returned(r.group(1), pending.pop(r.group(1)), r.group(3))
+        elif m:
+            pid, func, arg, returned, address = m.groups()
+            if func == "free":
+                threads.setdefault(pid, []).append(("free", "", live.pop(arg, (arg, 0))))
+            elif returned.startswith(" <unfinished"):
+                pending[pid] = arg
+            else:
+                malloc_returned(pid, arg, address)
+    # Threads are named by what they do (pids differ from run to run).
+    order = sorted(threads, key=lambda pid: ([c[1] for c in threads[pid]], len(threads[pid])))
+    name = {pid: f"t{k}" for k, pid in enumerate(order)}
+    return [f"{name[pid]} {call}({size})#{name.get(block[0], block[0])}.{block[1]}"
+            for pid in order for call, size, block in threads[pid]]
 
 
 def check_same_calls(sc: Scenario, twin: Path, work: Path, compilers: Sequence[str]) -> str:
@@ -401,7 +426,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="5 pairs, one build repetition, fewer draws")
     ap.add_argument("--allocators", help="comma-separated subset of glibc,tcmalloc,jemalloc,mimalloc")
     ap.add_argument("--cc", default="gcc", help="compiler for both programs (default gcc)")
-    ap.add_argument("--threads", type=int, help="threads per program (default: 2, as in the scenarios)")
+    ap.add_argument("--threads", type=int, help="threads per program of loop and larson (default: 2)")
     ap.add_argument("--seed", type=int, default=None, help="seed of the pair order shuffle")
     ap.add_argument("--json", type=Path, help="also write every measurement to this file")
     args = ap.parse_args(argv)
@@ -409,8 +434,8 @@ def main(argv=None) -> int:
     build_reps, draw_n, draw_reps = (1, 5_000_000, 1) if args.quick else (3, 20_000_000, 3)
     random.seed(args.seed)
     allocs = installed_allocators(args.allocators.split(",") if args.allocators else None)
-    scenarios = [Scenario(sc.name, {**sc.params, "threads": args.threads or sc.params["threads"]},
-                          sc.twin_args, sc.trace_params) for sc in SCENARIOS]
+    scenarios = [Scenario(sc.name, {**sc.params, "threads": args.threads}, sc.twin_args, sc.trace_params)
+                 if args.threads and "threads" in sc.params else sc for sc in SCENARIOS]
     started = time.monotonic()
     failures: List[str] = []
     print(f"allocators: {', '.join(a.name + (' (' + a.library + ')' if a.library else '') for a in allocs)}")
@@ -426,7 +451,7 @@ def main(argv=None) -> int:
         failures += [f"{r['scenario']} under {r['allocator']}: ratio {r['ratio']:.3f}"
                      for r in rows if not r["pass"]]
         builds = {}
-        for sc in scenarios:
+        for sc in (sc for sc in scenarios if "threads" in sc.params):  # varies `threads` to rebuild
             builds[sc.name] = time_builds(sc, build_reps)
             failures += print_build_times(sc.name, builds[sc.name])
         draws = draw_costs(work, allocs, draw_n, draw_reps, args.cc)
