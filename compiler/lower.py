@@ -434,7 +434,7 @@ def reads_sizes(resolved: Resolved) -> bool:
                for e in stmt_exprs(st) for call in calls_in(e))
 
 
-def lower(resolved: Resolved, base_dir: Path, probes_read_sizes: bool = True) -> CProgram:
+def lower(resolved: Resolved, base_dir: Path, probes_read_sizes: bool = False) -> CProgram:
     """`probes_read_sizes`: a probe compiled in reads the objects' sizes (live,
     layout); with it, or a `write`, pool slots keep each object's size."""
     rep = Reporter(resolved.scenario.filename, resolved.scenario.source)
