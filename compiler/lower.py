@@ -430,11 +430,15 @@ def _shared_ident(name: str) -> str:
     return "sh_" + c_ident(name)[2:]
 
 
+SIZE_READERS = ("write", "touch")  # runtime/ops.h: scn_write_bytes, scn_touch read o.size
+
+
 def reads_sizes(resolved: Resolved) -> bool:
     """Whether the scenario itself reads the sizes of the objects it holds: a
-    `write` fills its object's bytes. (An object moves between variables, pools
-    and channels, so one `write` anywhere needs the size kept everywhere.)"""
-    return any(call.func == "write"
+    `write` fills its object's bytes, a `touch` its pages. (An object moves
+    between variables, pools and channels, so one reader anywhere needs the
+    size kept everywhere.)"""
+    return any(call.func in SIZE_READERS
                for g in resolved.groups
                for st, _loops in walk(g.node.body, resolved.params)
                for e in stmt_exprs(st) for call in calls_in(e))
@@ -442,7 +446,7 @@ def reads_sizes(resolved: Resolved) -> bool:
 
 def lower(resolved: Resolved, base_dir: Path, probes_read_sizes: bool = False) -> CProgram:
     """`probes_read_sizes`: a probe compiled in reads the objects' sizes (live,
-    layout); with it, or a `write`, pool slots keep each object's size."""
+    layout); with it, or a `write` or `touch`, pool slots keep each object's size."""
     rep = Reporter(resolved.scenario.filename, resolved.scenario.source)
     pointer_slots = not probes_read_sizes and not reads_sizes(resolved)
     program = _Lowerer(resolved, base_dir, rep, pointer_slots).program()

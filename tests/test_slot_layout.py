@@ -1,7 +1,7 @@
 """Pool slots keep an object's size only when something reads it.
 
 A slot is a bare pointer (8 bytes, as in a hand-written program) unless the
-scenario `write`s an object or a compiled-in probe reads sizes (live, layout);
+scenario `write`s or `touch`es an object or a compiled-in probe reads sizes (live, layout);
 then it is pointer and size (compiler/lower.py, runtime/ops.h). The layout is
 checked in the compiled program itself (a static assertion on the slot type),
 and the sizes it keeps are checked by what the live probe counts.
@@ -37,6 +37,7 @@ thread worker * 2 {
 }
 """
 WRITES = POOL_ONLY.replace("free(p)", "write(p, 2)\n    free(p)")
+TOUCHES = POOL_ONLY.replace("free(p)", "touch(p)\n    free(p)")
 COMPILERS = [cc for cc in ("gcc", "clang") if shutil.which(cc)]
 
 
@@ -65,10 +66,11 @@ def test_a_scenario_that_reads_no_size_keeps_bare_pointers_in_its_slots(tmp_path
 
 
 @pytest.mark.parametrize("cc", COMPILERS)
-def test_a_write_keeps_the_size_in_every_slot(tmp_path, cc):
+@pytest.mark.parametrize("source, counter", [(WRITES, "writes"), (TOUCHES, "touches")])
+def test_a_write_or_touch_keeps_the_size_in_every_slot(tmp_path, cc, source, counter):
     report = program_with_assertion(
-        tmp_path, WRITES, '_Static_assert(sizeof(scn_slot) == sizeof(scn_obj), "sized slots");', cc)
-    assert sum(t["writes"] for t in report["threads"]) == 2
+        tmp_path, source, '_Static_assert(sizeof(scn_slot) == sizeof(scn_obj), "sized slots");', cc)
+    assert sum(t[counter] for t in report["threads"]) == 2
     assert calls(report, "free") == 20
 
 
