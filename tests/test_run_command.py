@@ -190,6 +190,17 @@ def test_a_scenario_beside_its_program_in_one_session(tmp_path, threaded):
     beside, = data["side_by_side"]
     assert set(beside["time_share"]) == {"glibc", "jemalloc"}
     assert [e["word"] for e in beside["metrics"]["wall_s"]["ends"]] == ["fastest", "slowest"]
+    # Ratios to the baseline, side by side, are the blocks' own comparisons (one statistics path).
+    assert beside["baseline"] == "glibc"
+    scenario_block, command_block = data["blocks"]
+    for metric in ("wall_s", "peak_rss_kib"):
+        to_base = beside["metrics"][metric]["to_baseline"]
+        for side, block in (("scenario", scenario_block), ("program", command_block)):
+            assert set(to_base[side]) == {"jemalloc"}
+            c, mine = block["comparisons"][metric]["jemalloc"], to_base[side]["jemalloc"]
+            assert mine["ratio"] == c["ratio"] and mine["significant"] == c["significant"]
+            assert mine["difference"] == pytest.approx(c["other_mean"] - c["baseline_mean"])
+            assert mine["ratio_ci"] is None or mine["ratio_ci"][0] <= mine["ratio"] <= mine["ratio_ci"][1]
 
 
 def test_an_interrupted_command_session_resumes(tmp_path):
