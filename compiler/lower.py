@@ -239,7 +239,13 @@ class _Lowerer:
             return self._taking(f"scn_send(t, {self.expr(args[0], pre)}, {self.expr(args[1], pre)});",
                                 args[1], pre)
         if call.func == "write":
-            return f"scn_write(t, {self.expr(args[0], pre)}, (uint64_t)({self.expr(args[1], pre)}));"
+            obj, times = self.expr(args[0], pre), self.expr(args[1], pre)
+            if not call.kwargs:
+                return f"scn_write(t, {obj}, (uint64_t)({times}));"
+            nbytes = self.expr(dict(call.kwargs)["bytes"], pre)
+            return f"scn_write_bytes(t, {obj}, (uint64_t)({times}), (int64_t)({nbytes}));"
+        if call.func == "touch":
+            return f"scn_touch(t, {self.expr(args[0], pre)});"
         raise AssertionError(call.func)
 
     def _taking(self, code: str, arg, pre) -> str:

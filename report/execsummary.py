@@ -28,7 +28,9 @@ def format_exec(result) -> str:
     rate = ops / wall if wall > 0 else float("inf")
     mem = result.get("memory", {})
     lines.append(f"elapsed {wall * 1000:.2f} ms, {ops} allocator calls, {rate / 1e6:.2f} M ops/s, "
-                 f"peak RSS {mem.get('peak_rss_kib', '?')} KiB")
+                 f"peak RSS {mem.get('peak_rss_kib', '?')} KiB"
+                 + (f" ({mem['baseline_rss_kib']} KiB before the first allocator call)"
+                    if "baseline_rss_kib" in mem else ""))
     for t in threads:
         for name, reg in t.get("regions", {}).items():
             if reg["entries"]:

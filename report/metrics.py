@@ -59,6 +59,11 @@ def _path(*keys):
     return extract
 
 
+def _heap_rss_kib(r):
+    peak, baseline = _path("memory", "peak_rss_kib")(r), _path("memory", "baseline_rss_kib")(r)
+    return None if peak is None or baseline is None else peak - baseline
+
+
 _REGISTRY: Dict[str, Metric] = {}
 # prefix -> (report -> {full name: value}, name -> Metric, name -> shown by default?)
 # for metrics whose names depend on the scenario (regions, probe outputs).
@@ -87,6 +92,10 @@ for _m in (
     Metric("peak_rss_kib", "peak RSS", "KiB", True, "memory", _path("memory", "peak_rss_kib"),
            headline=True, best="leanest", worst="fattest"),
     Metric("final_rss_kib", "final RSS", "KiB", True, "final RSS", _path("memory", "final_rss_kib")),
+    # RSS before the first allocator call (the program, the runtime's tables), and the peak above it: the heap's.
+    Metric("baseline_rss_kib", "RSS before the first allocator call", "KiB", True, "baseline RSS",
+           _path("memory", "baseline_rss_kib")),
+    Metric("heap_rss_kib", "peak RSS above the baseline", "KiB", True, "memory", _heap_rss_kib),
     Metric("minflt", "minor page faults", "faults", True, "page-fault count", _path("rusage", "minflt")),
     Metric("majflt", "major page faults", "faults", True, "major-fault count", _path("rusage", "majflt")),
     Metric("failed_allocs", "failed allocations", "calls", True, "failed-allocation count",

@@ -247,15 +247,39 @@ static inline void scn_free_all_shared(scn_thread *t, scn_shared_slot *slots, ui
   }
 }
 
-/* Touch every byte of the object `times` times; the empty asm keeps each
- * pass a real store, as a program working on its data would. */
-static inline void scn_write(scn_thread *t, scn_obj o, uint64_t times) {
+/* `write(p, n, bytes = b)`: only the head of the object, as programs that
+ * fill a header or a small record in a bigger block do. */
+static inline void scn_write_bytes(scn_thread *t, scn_obj o, uint64_t times, int64_t bytes) {
   t->writes++;
-  if (!o.ptr) return;
+  if (!o.ptr || bytes <= 0) return;
+  size_t n = (uint64_t)bytes < o.size ? (size_t)bytes : o.size;
   for (uint64_t k = 0; k < times; k++) {
-    memset(o.ptr, (int)k, o.size);
+    memset(o.ptr, (int)k, n);
     __asm__ __volatile__("" : : "r"(o.ptr) : "memory");
   }
+}
+
+/* One store in every page of [p + from, p + to) and one on its last byte: the
+ * first use of fresh memory, which makes the kernel back each page (a minor
+ * fault) without the cost of filling it. The step is 4 KiB, the smallest page
+ * size of the machines scenc runs on, so bigger pages are touched too. */
+#define SCN_TOUCH_STEP 4096
+static inline void scn_touch_range(void *p, size_t from, size_t to) {
+  volatile char *c = p;
+  if (from >= to) return;
+  for (size_t at = from; at < to; at += SCN_TOUCH_STEP) c[at] = 1;
+  c[to - 1] = 1;
+}
+
+static inline void scn_touch(scn_thread *t, scn_obj o) {
+  t->touches++;
+  if (o.ptr) scn_touch_range(o.ptr, 0, o.size);
+}
+
+/* `write(p, n)`: every byte of the object, n passes; the empty asm keeps each
+ * pass a real store, as a program working on its data would. */
+static inline void scn_write(scn_thread *t, scn_obj o, uint64_t times) {
+  scn_write_bytes(t, o, times, INT64_MAX);
 }
 
 static inline void scn_send(scn_thread *t, scn_channel *q, scn_obj o) {

@@ -6,6 +6,29 @@
  * trace shows depending on another thread (a cross-thread free, or reuse of a
  * slot another thread freed) waits for the state it expects, so the replay
  * keeps the handoffs and their order without serialising the whole trace.
+ *
+ * Memory: each thread reads its section through a window of SCN_R_WINDOW ops
+ * (pread into a buffer mapped when the thread starts and unmapped when it
+ * ends), so the replay's own resident memory is a few pages per live thread
+ * and the slot table (live objects), whatever the trace's length; the file's
+ * pages are page cache, not the process's RSS.
+ *
+ * Threads: a thread the capture saw being created (flag SCN_R_DEFERRED) is not
+ * started with the others: a SPAWN op in its creator's section starts it, in
+ * the captured order of thread creations, after JOIN ops have waited for the
+ * threads that had ended by then; an EXIT op at the end of a section holds
+ * the thread until the creations it outlived in the capture have happened.
+ * So no more threads are alive at once than in the program, and threads that
+ * overlapped still overlap. The captured main thread (flag SCN_R_MAIN) runs
+ * on the process's main thread.
+ *
+ * Blocks: the header's touch mode says what the replay stores into each new
+ * block and into the grown part of a realloc, as the program would have.
+ *
+ * Mappings: the program's own anonymous mmaps (MAP, UNMAP of a page range,
+ * REMAP) are made with the same sizes at the same points, in slots like the
+ * blocks', and touched like blocks when the program could write them.
+ *
  * Included by generated programs only; its frees and allocations go through
  * ops.h like any scenario statement. */
 #ifndef SCN_REPLAY_H
@@ -15,18 +38,24 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 enum { SCN_R_MALLOC, SCN_R_CALLOC, SCN_R_REALLOC, SCN_R_FREE, SCN_R_ALIGNED_ALLOC, SCN_R_MEMALIGN,
-       SCN_R_POSIX_MEMALIGN, SCN_R_VALLOC };
-enum { SCN_R_WAIT = 1, SCN_R_WAIT_OLD = 2 };
+       SCN_R_POSIX_MEMALIGN, SCN_R_VALLOC, SCN_R_SPAWN, SCN_R_JOIN, SCN_R_EXIT, SCN_R_MAP, SCN_R_UNMAP,
+       SCN_R_REMAP };
+enum { SCN_R_WAIT = 1, SCN_R_WAIT_OLD = 2, SCN_R_LAST_PIECE = 4, SCN_R_WRITABLE = 8 };
+enum { SCN_R_TOUCH_NONE, SCN_R_TOUCH_FIRST, SCN_R_TOUCH_PAGES, SCN_R_TOUCH_ALL };
+enum { SCN_R_DEFERRED = 1, SCN_R_MAIN = 2 };   /* thread flags: started by a SPAWN op; the process's main thread */
 #define SCN_R_NONE 0xffffffffu
+#define SCN_R_VERSION 2
+#define SCN_R_WINDOW 2048      /* ops per read: 64 KiB */
 
 typedef struct {
   uint8_t kind, flags;
   uint16_t reserved;
-  uint32_t slot;      /* the object this op creates, or frees (free) */
-  uint32_t aux;       /* realloc: the old slot; calloc: nmemb; aligned: alignment */
+  uint32_t slot;      /* the object this op creates, or frees (free); SPAWN, JOIN: the thread */
+  uint32_t aux;       /* realloc: the old slot; calloc: nmemb; aligned: alignment; SPAWN, EXIT: creations before */
   uint32_t gen;       /* the slot's generation this op creates or frees */
   uint32_t aux_gen;   /* realloc: generation of the old slot */
   uint32_t reserved2;
@@ -34,8 +63,8 @@ typedef struct {
 } scn_replay_op;
 
 typedef struct {
-  char magic[8];      /* "SCNOPS1\0" */
-  uint32_t threads, reserved;
+  char magic[8];      /* "SCNOPS2\0" */
+  uint32_t threads, touch;
   uint64_t slots, ops;
 } scn_replay_header;
 
@@ -45,45 +74,108 @@ typedef struct {
 } scn_replay_slot;
 
 static struct {
-  const scn_replay_op *ops;
-  const uint64_t *section;   /* threads + 1 offsets into ops */
+  int fd;
+  const char *path;
+  uint64_t *section;         /* threads + 1 op indexes */
+  uint32_t *thread_flags;
+  off_t ops_at;              /* file offset of op 0 */
   scn_replay_slot *slots;
-  uint32_t threads;
+  uint64_t n_slots;
+  uint32_t threads, touch;
+  _Atomic uint32_t spawned;  /* SPAWN ops done so far */
 } scn_replay;
 
-static void scn_replay_load(const char *path) {
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) scn_die("cannot open the replay data %s", path);
-  struct stat st;
-  if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(scn_replay_header))
-    scn_die("%s is not a scenc replay file (too short)", path);
-  const char *base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-  close(fd);
-  if (base == MAP_FAILED) scn_die("cannot map the replay data %s", path);
-  const scn_replay_header *h = (const void *)base;
-  if (memcmp(h->magic, "SCNOPS1", 8) != 0) scn_die("%s is not a scenc replay file (bad magic)", path);
-  if (h->ops > (uint64_t)st.st_size / sizeof(scn_replay_op))
-    scn_die("%s is truncated or damaged (%llu ops in %lld bytes)", path, (unsigned long long)h->ops,
-            (long long)st.st_size);
-  size_t need = sizeof *h + (h->threads + 1) * sizeof(uint64_t) + h->ops * sizeof(scn_replay_op);
-  if (h->threads == 0 || (size_t)st.st_size != need)
-    scn_die("%s is truncated or damaged (%lld bytes, expected %zu)", path, (long long)st.st_size, need);
-  scn_replay.section = (const uint64_t *)(h + 1);
-  scn_replay.ops = (const scn_replay_op *)(scn_replay.section + h->threads + 1);
-  scn_replay.threads = h->threads;
-  /* Every index the replay follows stays inside the file and the slot table,
-   * so a damaged file is a message, not a crash. (A damaged file can still
-   * make a thread wait for a slot state that never comes.) */
-  const uint64_t *sec = scn_replay.section;
-  int sane = sec[0] == 0 && sec[h->threads] == h->ops && h->slots <= h->ops;
-  for (uint32_t t = 0; sane && t < h->threads; t++) sane = sec[t] <= sec[t + 1];
-  for (uint64_t i = 0; sane && i < h->ops; i++) {
-    const scn_replay_op *op = &scn_replay.ops[i];
-    sane = op->kind <= SCN_R_VALLOC && (op->slot == SCN_R_NONE || op->slot < h->slots) &&
-           (op->kind != SCN_R_REALLOC || op->aux == SCN_R_NONE || op->aux < h->slots);
+static void scn_replay_read(void *dst, size_t bytes, off_t at) {
+  char *p = dst;
+  while (bytes) {
+    ssize_t got = pread(scn_replay.fd, p, bytes, at);
+    if (got <= 0) scn_die("%s is truncated or unreadable", scn_replay.path);
+    p += got;
+    bytes -= (size_t)got;
+    at += got;
   }
+}
+
+static int scn_replay_where(const scn_group *g, int index);
+static void scn_replay_body(scn_thread *t);
+
+static void scn_replay_load(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) scn_die("cannot open the replay data %s", path);
+  scn_replay.fd = fd;
+  scn_replay.path = path;
+  struct stat st;
+  scn_replay_header h;
+  if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof h)
+    scn_die("%s is not a scenc replay file (too short)", path);
+  scn_replay_read(&h, sizeof h, 0);
+  if (memcmp(h.magic, "SCNOPS", 6) != 0 || h.magic[7] != 0) scn_die("%s is not a scenc replay file (bad magic)", path);
+  if (h.magic[6] != '0' + SCN_R_VERSION)
+    scn_die("%s is a version %c replay file; this program reads version %d: convert the capture again", path,
+            h.magic[6], SCN_R_VERSION);
+  size_t table = (h.threads + 1) * sizeof(uint64_t) + ((h.threads * sizeof(uint32_t) + 7) & ~(size_t)7);
+  size_t need = sizeof h + table + h.ops * sizeof(scn_replay_op);
+  if (h.threads == 0 || h.threads > (1u << 16) || h.ops > (uint64_t)st.st_size / sizeof(scn_replay_op) ||
+      (size_t)st.st_size != need)
+    scn_die("%s is truncated or damaged (%lld bytes, expected %zu)", path, (long long)st.st_size, need);
+  scn_replay.section = scn_arena_alloc(table);
+  scn_replay_read(scn_replay.section, table, sizeof h);
+  scn_replay.thread_flags = (uint32_t *)(scn_replay.section + h.threads + 1);
+  scn_replay.ops_at = (off_t)(sizeof h + table);
+  scn_replay.threads = h.threads;
+  scn_replay.touch = h.touch;
+  scn_replay.n_slots = h.slots;
+  const uint64_t *sec = scn_replay.section;
+  int sane = sec[0] == 0 && sec[h.threads] == h.ops && h.slots <= h.ops && h.touch <= SCN_R_TOUCH_ALL;
+  for (uint32_t i = 0; sane && i < h.threads; i++) sane = sec[i] <= sec[i + 1];
   if (!sane) scn_die("%s is damaged (an index points outside it)", path);
-  scn_replay.slots = scn_arena_alloc((h->slots ? h->slots : 1) * sizeof *scn_replay.slots);
+  scn_replay.slots = scn_arena_alloc((h.slots ? h.slots : 1) * sizeof *scn_replay.slots);
+  scn_threads_place(scn_replay_where);
+}
+
+static int scn_replay_where(const scn_group *g, int index) {
+  if (g->body != scn_replay_body) return SCN_START_NOW;
+  uint32_t flags = scn_replay.thread_flags[index];
+  return flags & SCN_R_DEFERRED ? SCN_START_LATER : flags & SCN_R_MAIN ? SCN_START_ON_MAIN : SCN_START_NOW;
+}
+
+/* Every index an op carries stays inside the file's tables, so a damaged file
+ * is a message, not a crash. (It can still make a thread wait for a slot
+ * state that never comes.) */
+static int scn_replay_op_sane(const scn_replay_op *op) {
+  uint64_t slots = scn_replay.n_slots;
+  switch (op->kind) {
+    case SCN_R_SPAWN: return op->slot < scn_replay.threads && (scn_replay.thread_flags[op->slot] & SCN_R_DEFERRED);
+    case SCN_R_JOIN: return op->slot < scn_replay.threads;
+    case SCN_R_EXIT: return 1;
+    case SCN_R_MAP: return op->slot < slots;
+    case SCN_R_UNMAP: return op->slot < slots && op->size % 4096 == 0;
+    case SCN_R_REMAP: return op->slot < slots && op->aux < slots;
+    case SCN_R_REALLOC:
+      if (op->aux != SCN_R_NONE && op->aux >= slots) return 0;
+      /* fall through */
+    default: return op->kind <= SCN_R_VALLOC && (op->slot == SCN_R_NONE || op->slot < slots);
+  }
+}
+
+typedef struct {
+  scn_replay_op *buf;
+  uint64_t next, end;       /* ops of the section not yet read */
+  uint32_t pos, n;
+} scn_replay_cursor;
+
+static const scn_replay_op *scn_replay_next(scn_replay_cursor *c) {
+  if (c->pos == c->n) {
+    if (c->next == c->end) return NULL;
+    uint64_t left = c->end - c->next;
+    c->n = left < SCN_R_WINDOW ? (uint32_t)left : SCN_R_WINDOW;
+    c->pos = 0;
+    scn_replay_read(c->buf, c->n * sizeof *c->buf, scn_replay.ops_at + (off_t)(c->next * sizeof *c->buf));
+    c->next += c->n;
+    for (uint32_t i = 0; i < c->n; i++)
+      if (!scn_replay_op_sane(&c->buf[i])) scn_die("%s is damaged (an index points outside it)", scn_replay.path);
+  }
+  return &c->buf[c->pos++];
 }
 
 /* Wait until a slot reaches the state this op expects; the other thread's
@@ -103,53 +195,142 @@ static inline void scn_replay_publish(scn_replay_slot *s, scn_obj o, uint64_t st
   atomic_store_explicit(&s->state, state, memory_order_release);
 }
 
+/* What a program does to a block it just got: [from, to) is the new part. */
+static inline void scn_replay_touch(scn_obj o, size_t from) {
+  if (!o.ptr || from >= o.size) return;
+  switch (scn_replay.touch) {
+    case SCN_R_TOUCH_FIRST:   /* the two ends, as a program writing a header and a trailer */
+      ((volatile char *)o.ptr)[from] = 1;
+      ((volatile char *)o.ptr)[o.size - 1] = 1;
+      break;
+    case SCN_R_TOUCH_PAGES: scn_touch_range(o.ptr, from, o.size); break;
+    case SCN_R_TOUCH_ALL:
+      memset((char *)o.ptr + from, 1, o.size - from);
+      __asm__ __volatile__("" : : "r"(o.ptr) : "memory");
+      break;
+    default: break;
+  }
+}
+
 static inline scn_obj scn_replay_alloc(scn_thread *t, const scn_replay_op *op) {
+  scn_obj o;
   switch (op->kind) {
-    case SCN_R_MALLOC: return scn_malloc(t, op->size);
-    case SCN_R_CALLOC: return scn_calloc(t, op->aux, op->size);
-    case SCN_R_ALIGNED_ALLOC: return scn_aligned_alloc(t, op->aux, op->size);
-    case SCN_R_POSIX_MEMALIGN: return scn_posix_memalign(t, op->aux, op->size);
-    case SCN_R_VALLOC: return scn_memalign(t, 4096, op->size);
-    default: return scn_memalign(t, op->aux, op->size);
+    case SCN_R_MALLOC: o = scn_malloc(t, op->size); break;
+    case SCN_R_CALLOC: o = scn_calloc(t, op->aux, op->size); break;
+    case SCN_R_ALIGNED_ALLOC: o = scn_aligned_alloc(t, op->aux, op->size); break;
+    case SCN_R_POSIX_MEMALIGN: o = scn_posix_memalign(t, op->aux, op->size); break;
+    case SCN_R_VALLOC: o = scn_memalign(t, 4096, op->size); break;
+    default: o = scn_memalign(t, op->aux, op->size); break;
+  }
+  scn_replay_touch(o, 0);
+  return o;
+}
+
+static void scn_replay_free(scn_thread *t, const scn_replay_op *op) {
+  if (op->slot == SCN_R_NONE) {
+    /* free(NULL) as in the trace: hidden from the compiler, which drops free(0). */
+    scn_obj none = SCN_NULL_OBJ;
+    __asm__("" : "+r"(none.ptr));
+    scn_free(t, none);
+    return;
+  }
+  scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen + 1, op->flags & SCN_R_WAIT);
+  scn_free(t, s->obj);
+  scn_replay_publish(s, SCN_NULL_OBJ, 2ull * op->gen + 2);
+}
+
+static void scn_replay_realloc(scn_thread *t, const scn_replay_op *op) {
+  scn_obj old = SCN_NULL_OBJ;
+  scn_replay_slot *o = NULL;
+  if (op->aux != SCN_R_NONE) {
+    o = scn_replay_await(op->aux, 2ull * op->aux_gen + 1, op->flags & SCN_R_WAIT_OLD);
+    old = o->obj;
+  }
+  size_t kept = old.size;
+  scn_obj r = scn_realloc(t, old, op->size);
+  scn_replay_touch(r, kept);
+  if (o) scn_replay_publish(o, SCN_NULL_OBJ, 2ull * op->aux_gen + 2);
+  if (op->slot != SCN_R_NONE) {
+    scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
+    scn_replay_publish(s, r, 2ull * op->gen + 1);
+  }
+}
+
+/* The program's own mappings: not allocator calls, so not counted; touched
+ * like blocks when writable. */
+static void scn_replay_map(const scn_replay_op *op) {
+  scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
+  int writable = op->flags & SCN_R_WRITABLE;
+  void *p = mmap(NULL, op->size, writable ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  scn_obj o = { p == MAP_FAILED ? NULL : p, p == MAP_FAILED ? 0 : op->size };
+  if (writable) scn_replay_touch(o, 0);
+  scn_replay_publish(s, o, 2ull * op->gen + 1);
+}
+
+static void scn_replay_unmap(const scn_replay_op *op) {
+  scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen + 1, op->flags & SCN_R_WAIT);
+  size_t at = (size_t)op->aux * 4096;
+  if (s->obj.ptr && at + op->size <= s->obj.size) munmap((char *)s->obj.ptr + at, op->size);
+  if (op->flags & SCN_R_LAST_PIECE) scn_replay_publish(s, SCN_NULL_OBJ, 2ull * op->gen + 2);
+}
+
+static void scn_replay_remap(const scn_replay_op *op) {
+  scn_replay_slot *o = scn_replay_await(op->aux, 2ull * op->aux_gen + 1, op->flags & SCN_R_WAIT_OLD);
+  scn_obj old = o->obj, r = SCN_NULL_OBJ;
+  if (old.ptr) {
+    /* The system call: mremap's declaration needs _GNU_SOURCE, which generated programs do not define. */
+    void *p = (void *)syscall(SYS_mremap, old.ptr, old.size, (size_t)op->size, 1 /* MREMAP_MAYMOVE */);
+    if (p != MAP_FAILED) r = (scn_obj){ p, op->size };
+  }
+  if (op->flags & SCN_R_WRITABLE) scn_replay_touch(r, old.size);
+  scn_replay_publish(o, SCN_NULL_OBJ, 2ull * op->aux_gen + 2);
+  scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
+  scn_replay_publish(s, r, 2ull * op->gen + 1);
+}
+
+/* Thread creations happen one after another in the captured order. */
+static void scn_replay_await_spawns(uint32_t count) {
+  unsigned spins = 0;
+  while (atomic_load_explicit(&scn_replay.spawned, memory_order_acquire) < count)
+    if (++spins > 64) sched_yield();
+}
+
+static void scn_replay_thread_op(scn_thread *t, const scn_replay_op *op) {
+  if (op->kind == SCN_R_SPAWN) {
+    scn_replay_await_spawns(op->aux);
+    scn_thread_spawn(t->group, (int)op->slot);
+    atomic_store_explicit(&scn_replay.spawned, op->aux + 1, memory_order_release);
+  } else if (op->kind == SCN_R_JOIN) {
+    scn_thread_join(t->group, (int)op->slot);
+  } else {
+    scn_replay_await_spawns(op->aux);
   }
 }
 
 static void scn_replay_body(scn_thread *t) {
-  const scn_replay_op *op = scn_replay.ops + scn_replay.section[t->index];
-  const scn_replay_op *end = scn_replay.ops + scn_replay.section[t->index + 1];
-  for (; op < end; op++) {
-    if (op->kind == SCN_R_FREE) {
-      if (op->slot == SCN_R_NONE) {
-        /* free(NULL) as in the trace: hidden from the compiler, which drops free(0). */
-        scn_obj none = SCN_NULL_OBJ;
-        __asm__("" : "+r"(none.ptr));
-        scn_free(t, none);
-        continue;
-      }
-      scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen + 1, op->flags & SCN_R_WAIT);
-      scn_free(t, s->obj);
-      scn_replay_publish(s, SCN_NULL_OBJ, 2ull * op->gen + 2);
-    } else if (op->kind == SCN_R_REALLOC) {
-      scn_obj old = SCN_NULL_OBJ;
-      scn_replay_slot *o = NULL;
-      if (op->aux != SCN_R_NONE) {
-        o = scn_replay_await(op->aux, 2ull * op->aux_gen + 1, op->flags & SCN_R_WAIT_OLD);
-        old = o->obj;
-      }
-      scn_obj r = scn_realloc(t, old, op->size);
-      if (o) scn_replay_publish(o, SCN_NULL_OBJ, 2ull * op->aux_gen + 2);
-      if (op->slot != SCN_R_NONE) {
-        scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
-        scn_replay_publish(s, r, 2ull * op->gen + 1);
-      }
-    } else if (op->slot == SCN_R_NONE) {
-      /* Failed in the trace, so nothing ever freed it: the replay keeps the
-       * call and leaves whatever this allocator returns to the end. */
-      (void)scn_replay_alloc(t, op);
-    } else {
-      scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
-      scn_replay_publish(s, scn_replay_alloc(t, op), 2ull * op->gen + 1);
+  const size_t window = SCN_R_WINDOW * sizeof(scn_replay_op);
+  scn_replay_cursor c = { NULL, scn_replay.section[t->index], scn_replay.section[t->index + 1], 0, 0 };
+  c.buf = mmap(NULL, window, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (c.buf == MAP_FAILED) scn_die("out of memory for the replay's read window");
+  for (const scn_replay_op *op; (op = scn_replay_next(&c));) {
+    switch (op->kind) {
+      case SCN_R_FREE: scn_replay_free(t, op); break;
+      case SCN_R_REALLOC: scn_replay_realloc(t, op); break;
+      case SCN_R_SPAWN: case SCN_R_JOIN: case SCN_R_EXIT: scn_replay_thread_op(t, op); break;
+      case SCN_R_MAP: scn_replay_map(op); break;
+      case SCN_R_UNMAP: scn_replay_unmap(op); break;
+      case SCN_R_REMAP: scn_replay_remap(op); break;
+      default:
+        if (op->slot == SCN_R_NONE) {
+          /* Failed in the trace, so nothing ever freed it: the replay keeps the
+           * call and leaves whatever this allocator returns to the end. */
+          (void)scn_replay_alloc(t, op);
+        } else {
+          scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
+          scn_replay_publish(s, scn_replay_alloc(t, op), 2ull * op->gen + 1);
+        }
     }
   }
+  munmap(c.buf, window);
 }
 #endif

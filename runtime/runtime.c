@@ -101,13 +101,34 @@ static void barrier_leave(void) {
 }
 
 /* ---- threads: all are created first and held at a gate, so the clock
- * starts when every thread is ready and thread creation is not timed. */
+ * starts when every thread is ready and thread creation is not timed. A
+ * replay places its threads (scn_threads_place): some are created during the
+ * run, where the captured program created them, and joined where it let them
+ * end; the captured main thread runs on the process's main thread, as it did
+ * in the program (glibc gives the main thread its own arena). */
 
 static struct {
   pthread_mutex_t lock;
   pthread_cond_t changed;
   int ready, open;
 } g_gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+/* Which threads have started and ended, for replays that create and join
+ * threads during the run (scn_thread_spawn, scn_thread_join). */
+enum { SCN_T_LATER, SCN_T_STARTED, SCN_T_JOINING, SCN_T_JOINED };
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int live;                      /* started and not yet ended */
+  int on_main;                   /* the thread run by the process's main thread, or -1 */
+  int *state;                    /* SCN_T_* per thread id */
+  int (*where)(const scn_group *g, int index);   /* enum scn_start; NULL: every thread SCN_START_NOW */
+} g_life = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1, NULL, NULL };
+
+void scn_threads_place(int (*where)(const scn_group *g, int index)) {
+  g_life.where = where;
+}
 
 void scn_set_churn(const int *at_most) { g_at_most = at_most; }
 
@@ -144,6 +165,10 @@ static void churn_ended(const scn_thread *t) {
 static void *thread_main(void *arg);
 
 static void start_thread(int id, int of) {
+  pthread_mutex_lock(&g_life.lock);
+  g_life.state[id] = SCN_T_STARTED;
+  g_life.live++;
+  pthread_mutex_unlock(&g_life.lock);
   int err = pthread_create(&g_tids[id], NULL, thread_main, g_threads[id]);
   if (err) scn_die("cannot start thread %d of %d: %s", id + 1, of, strerror(err));
 }
@@ -186,7 +211,62 @@ static void *thread_main(void *arg) {
   if (g_prog->thread_end) g_prog->thread_end(t);
   if (churns(g_prog, t->group)) churn_ended(t);  /* main joins it and takes it off the barrier */
   else barrier_leave();
+  pthread_mutex_lock(&g_life.lock);
+  g_life.live--;
+  pthread_cond_broadcast(&g_life.changed);
+  pthread_mutex_unlock(&g_life.lock);
   return NULL;
+}
+
+static int thread_id(int group, int index) {
+  int id = index;
+  for (int g = 0; g < group; g++) id += g_prog->groups[g].count;
+  if (index < 0 || index >= g_prog->groups[group].count) scn_die("no thread %d in group %d", index, group);
+  return id;
+}
+
+static void barrier_join(void) {
+  pthread_mutex_lock(&g_barrier.lock);
+  g_barrier.running++;
+  pthread_mutex_unlock(&g_barrier.lock);
+}
+
+void scn_thread_spawn(int group, int index) {
+  int id = thread_id(group, index);
+  pthread_mutex_lock(&g_life.lock);
+  int later = g_life.state[id] == SCN_T_LATER;
+  pthread_mutex_unlock(&g_life.lock);
+  if (!later) scn_die("thread %d of group %d is started twice", index, group);
+  barrier_join();
+  int n = 0;
+  for (int g = 0; g < g_prog->n_groups; g++) n += g_prog->groups[g].count;
+  start_thread(id, n);
+}
+
+/* Waits until the thread has started and ended; one caller joins it, the
+ * others wait for that. The thread on the main thread is never joined: the
+ * main thread marks it joined when its body returns. */
+static void thread_join_id(int id) {
+  pthread_mutex_lock(&g_life.lock);
+  while (g_life.state[id] == SCN_T_LATER) {
+    if (g_life.live == 0)
+      scn_die("thread %d is never started: nothing running can start it (damaged replay data?)", id + 1);
+    pthread_cond_wait(&g_life.changed, &g_life.lock);
+  }
+  if (g_life.state[id] == SCN_T_STARTED && id != g_life.on_main) {
+    g_life.state[id] = SCN_T_JOINING;
+    pthread_mutex_unlock(&g_life.lock);
+    pthread_join(g_tids[id], NULL);
+    pthread_mutex_lock(&g_life.lock);
+    g_life.state[id] = SCN_T_JOINED;
+    pthread_cond_broadcast(&g_life.changed);
+  }
+  while (g_life.state[id] != SCN_T_JOINED) pthread_cond_wait(&g_life.changed, &g_life.lock);
+  pthread_mutex_unlock(&g_life.lock);
+}
+
+void scn_thread_join(int group, int index) {
+  thread_join_id(thread_id(group, index));
 }
 
 static scn_thread *thread_new(const scn_program *p, int group, int index, int id) {
@@ -234,9 +314,9 @@ static void report_thread(FILE *out, const scn_program *p, const scn_thread *t) 
           t->index, (long long)t->start_ns, (long long)t->end_ns, (long long)t->cpu_ns);
   for (int k = 0; k < SCN_OP_COUNT; k++)
     fprintf(out, "%s\"%s\": %llu", k ? ", " : "", op_names[k], (unsigned long long)t->count[k]);
-  fprintf(out, "}, \"failed\": %llu, \"sends\": %llu, \"recvs\": %llu, \"writes\": %llu, \"regions\": {",
-          (unsigned long long)t->failed, (unsigned long long)t->sends,
-          (unsigned long long)t->recvs, (unsigned long long)t->writes);
+  fprintf(out, "}, \"failed\": %llu, \"sends\": %llu, \"recvs\": %llu, \"writes\": %llu, \"touches\": %llu, "
+          "\"regions\": {", (unsigned long long)t->failed, (unsigned long long)t->sends,
+          (unsigned long long)t->recvs, (unsigned long long)t->writes, (unsigned long long)t->touches);
   for (int r = 0; r < p->n_regions; r++) {
     fprintf(out, "%s", r ? ", " : "");
     json_string(out, p->regions[r]);
@@ -260,7 +340,8 @@ static void proc_memory(long *hwm_kib, long *rss_kib) {
   fclose(f);
 }
 
-static void report(FILE *out, const scn_program *p, scn_thread **threads, int n, int64_t wall_ns) {
+static void report(FILE *out, const scn_program *p, scn_thread **threads, int n, int64_t wall_ns,
+                   long baseline_kib) {
   struct rusage ru;
   long hwm_kib, rss_kib;
   getrusage(RUSAGE_SELF, &ru);
@@ -273,7 +354,8 @@ static void report(FILE *out, const scn_program *p, scn_thread **threads, int n,
   fprintf(out, ", \"rusage\": {\"user_s\": %.6f, \"sys_s\": %.6f, \"minflt\": %ld, \"majflt\": %ld}",
           ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
           ru.ru_minflt, ru.ru_majflt);
-  fprintf(out, ", \"memory\": {\"peak_rss_kib\": %ld, \"final_rss_kib\": %ld}", hwm_kib, rss_kib);
+  fprintf(out, ", \"memory\": {\"peak_rss_kib\": %ld, \"final_rss_kib\": %ld, \"baseline_rss_kib\": %ld}",
+          hwm_kib, rss_kib, baseline_kib);
   fprintf(out, ", \"threads\": [");
   for (int i = 0; i < n; i++) {
     fprintf(out, "%s", i ? ",\n  " : "\n  ");
@@ -287,6 +369,15 @@ static void report(FILE *out, const scn_program *p, scn_thread **threads, int n,
   fprintf(out, "}\n");
 }
 
+/* Resident memory now, before the first allocator call of the scenario: what
+ * the program itself holds (code, runtime tables), so the heap's share of
+ * the peak can be read off the report. */
+static long rss_kib_now(void) {
+  long hwm, rss;
+  proc_memory(&hwm, &rss);
+  return rss;
+}
+
 int scn_main(const scn_program *p, int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -294,30 +385,55 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   int n = 0;
   for (int g = 0; g < p->n_groups; g++) n += p->groups[g].count;
   scn_thread **threads = g_threads = scn_arena_alloc((size_t)n * sizeof *threads);
-  pthread_t *tids = g_tids = scn_arena_alloc((size_t)n * sizeof *tids);
+  g_tids = scn_arena_alloc((size_t)n * sizeof *g_tids);
+  g_life.state = scn_arena_alloc((size_t)n * sizeof *g_life.state);
   int first = 0;  /* threads started at the gate; with churn, the rest follow */
   for (int g = 0; g < p->n_groups; g++) first += group_alive(p, g);
-  g_barrier.running = first;
   if (first < n) g_ended.ids = scn_arena_alloc((size_t)n * sizeof *g_ended.ids);  /* before any thread */
   if (p->program_start) p->program_start(n);
   for (int g = 0, id = 0; g < p->n_groups; g++)
     for (int i = 0; i < p->groups[g].count; i++, id++) threads[id] = thread_new(p, g, i, id);
-  for (int i = 0; i < n; i++)
-    if (threads[i]->index < group_alive(p, threads[i]->group)) start_thread(i, n);  /* not a successor */
+  long baseline_kib = rss_kib_now();
+  int at_gate = 0, running = 0;
+  for (int i = 0; i < n; i++) {
+    const scn_thread *t = threads[i];
+    if (t->index >= group_alive(p, t->group)) continue;  /* a churn successor */
+    int where = g_life.where ? g_life.where(&p->groups[t->group], t->index) : SCN_START_NOW;
+    if (where == SCN_START_LATER) continue;              /* a replay starts it */
+    running++;
+    if (where == SCN_START_ON_MAIN && g_life.on_main < 0) {
+      g_life.on_main = i;
+      g_life.state[i] = SCN_T_STARTED;
+      g_life.live++;
+      continue;
+    }
+    start_thread(i, n);
+    at_gate++;
+  }
+  pthread_mutex_lock(&g_barrier.lock);
+  g_barrier.running += running;   /* every thread is still held at the gate */
+  pthread_mutex_unlock(&g_barrier.lock);
   pthread_mutex_lock(&g_gate.lock);
-  while (g_gate.ready < first) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
+  while (g_gate.ready < at_gate) pthread_cond_wait(&g_gate.changed, &g_gate.lock);
   int64_t start = scn_clock_ns(CLOCK_MONOTONIC);
   g_gate.open = 1;
   pthread_cond_broadcast(&g_gate.changed);
   pthread_mutex_unlock(&g_gate.lock);
+  if (g_life.on_main >= 0) {
+    thread_main(threads[g_life.on_main]);
+    pthread_mutex_lock(&g_life.lock);
+    g_life.state[g_life.on_main] = SCN_T_JOINED;
+    pthread_cond_broadcast(&g_life.changed);
+    pthread_mutex_unlock(&g_life.lock);
+  }
   char *joined = scn_arena_alloc((size_t)n);
   int ends = 0;  /* threads of churning groups, all joined by churn() */
   for (int g = 0; g < p->n_groups; g++) ends += churns(p, g) ? p->groups[g].count : 0;
   if (ends) churn(n, ends, joined);
   for (int i = 0; i < n; i++)
-    if (!joined[i]) pthread_join(tids[i], NULL);
+    if (!joined[i]) thread_join_id(i);
   int64_t wall = scn_clock_ns(CLOCK_MONOTONIC) - start;
   if (p->program_end) p->program_end();
-  report(stdout, p, threads, n, wall);
+  report(stdout, p, threads, n, wall, baseline_kib);
   return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -59,7 +59,7 @@ typedef struct scn_thread {
   uint64_t clock;                 /* allocator calls so far: the time base of `lives` */
   uint64_t count[SCN_OP_COUNT];
   uint64_t failed;                /* allocations that returned NULL */
-  uint64_t sends, recvs, writes;
+  uint64_t sends, recvs, writes, touches;
   scn_lives_state lives;
   scn_box *boxes;                 /* spare boxes for swaps into shared pools */
   int group, index, id;
@@ -96,6 +96,12 @@ typedef struct {
 int scn_main(const scn_program *prog, int argc, char **argv);
 void *scn_arena_alloc(size_t bytes);  /* zeroed, never freed, never from malloc */
 void scn_barrier_wait(scn_thread *t);
+/* Where a replay's threads start (`where` gives an enum scn_start per thread);
+ * those started later are started and joined by the replay's own threads. */
+enum scn_start { SCN_START_NOW, SCN_START_LATER, SCN_START_ON_MAIN };
+void scn_threads_place(int (*where)(const scn_group *g, int index));
+void scn_thread_spawn(int group, int index);
+void scn_thread_join(int group, int index);
 void scn_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 /* Thread churn, before scn_main: at_most[g] > 0 keeps at most that many
  * threads of group g alive; thread i + at_most starts when thread i ends. */

@@ -10,7 +10,7 @@
  * the log back as AllocEvents.
  *
  * Log format (native byte order: little-endian on x86-64/aarch64), 64-byte units:
- *   header  "SCNTRACE", u32 version (1), u32 record size (64), u32 pid, u32 ppid,
+ *   header  "SCNTRACE", u32 version (2), u32 record size (64), u32 pid, u32 ppid,
  *           u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 bytes 0
  *   records struct scn_trace_record below, written one thread's buffer at a time
  * Every record carries a global sequence number taken from one atomic counter
@@ -45,6 +45,11 @@
  * SCENC_TRACE_OUT.<pid>[.<n>], as does a program exec'ed by a traced process
  * other than the launched one. Those logs are created on their first write.
  *
+ * Threads (version 2): a thread made by pthread_create logs K_THREAD_START
+ * (with its creator's tid) before anything else, and every thread that logged
+ * anything logs K_THREAD_EXIT in its last pthread key destructor round, so a
+ * replay can create and end threads where the program did.
+ *
  * Reentrancy: a per-thread guard (initial-exec TLS, so reading it never calls
  * malloc) is set for the whole wrapper, so calls the allocator makes inside
  * (realloc(NULL, n) -> malloc, operator new -> malloc, posix_memalign ->
@@ -57,6 +62,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -79,7 +85,7 @@
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* ------------------------------------------------------------------ format */
-#define SCN_TRACE_VERSION 1
+#define SCN_TRACE_VERSION 2   /* 2 added thread and mapping records (kinds 40-44); readers take 1 and 2 */
 
 enum scn_trace_kind {   /* record kinds; trace/preload.py KIND_CODES mirrors them */
   K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_FREE, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC,
@@ -90,6 +96,11 @@ enum scn_trace_kind {   /* record kinds; trace/preload.py KIND_CODES mirrors the
   K_DELETE_ALIGNED_NOTHROW,                                                          /* 19..24 */
   K_DELETE_ARRAY, K_DELETE_ARRAY_SIZED, K_DELETE_ARRAY_ALIGNED, K_DELETE_ARRAY_SIZED_ALIGNED,
   K_DELETE_ARRAY_NOTHROW, K_DELETE_ARRAY_ALIGNED_NOTHROW,                            /* 25..30 */
+  K_THREAD_START = 40,   /* not a call: a thread made by pthread_create begins; arg[0] = its creator's tid */
+  K_THREAD_EXIT = 41,    /* not a call: the thread ends (after its pthread key destructors) */
+  K_MMAP = 42,           /* the program's own anonymous mmap (len, prot, flags) */
+  K_MUNMAP = 43,         /* the program's own munmap (addr, len); result = its return value */
+  K_MREMAP = 44,         /* the program's own mremap (old, old len, new len); flags = mremap's flags */
   K_END = 255   /* not a call: the process is leaving (exit, _exit, exec); seq = numbers taken so far */
 };
 
@@ -136,6 +147,7 @@ struct buffer {
 
 struct tstate {
   int guard;          /* inside a wrapper: forward without logging */
+  int exit_round;     /* pthread key destructor rounds seen at thread exit */
   int resolving;      /* this thread runs dlsym for the real functions */
   int exiting;        /* its key destructor ran: log record by record */
   int keyed;          /* the key destructor is armed */
@@ -441,9 +453,24 @@ static void flush_locked(struct buffer *b) {
   b->n = 0;
 }
 
+static void put(int kind, uint64_t seq, uint64_t ns, uint64_t dur, uint64_t a0, uint64_t a1, uint64_t a2,
+                uint64_t result, int err, int flags, uint64_t span);
+static inline uint64_t take_seq(void);
+
+/* The thread's key destructor. It re-arms itself for later rounds of the
+ * PTHREAD_DESTRUCTOR_ITERATIONS glibc runs, so the exit record comes after
+ * what the program's own key destructors free in the first round; it leaves
+ * the last round to runtimes that tear the thread down there (ThreadSanitizer
+ * does, and our write would then crash inside it). */
 static void thread_gone(void *arg) {
   struct buffer *b = arg;
   T.guard++;
+  if (++T.exit_round < PTHREAD_DESTRUCTOR_ITERATIONS - 1 && pthread_setspecific(g_key, b) == 0) {
+    T.guard--;
+    return;
+  }
+  if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED)
+    put(K_THREAD_EXIT, take_seq(), (uint64_t)scn_clock_ns(CLOCK_MONOTONIC), 0, 0, 0, 0, 0, 0, 0, 0);
   if (lock_buffer(b)) {
     flush_locked(b);
     unlock_buffer(b);
@@ -462,7 +489,8 @@ static struct buffer *claim_buffer(void) {
         atomic_compare_exchange_strong(&b->owned, &free_, 1))
       return b;
   }
-  void *m = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  /* The system call itself: the tracer's own memory is never the program's mapping. */
+  void *m = (void *)syscall(SYS_mmap, NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return NULL;
   b = m;
   atomic_store(&b->owned, 1);
@@ -858,6 +886,145 @@ DELETE_WRAPPER(_ZdaPvmSt11align_val_t, K_DELETE_ARRAY_SIZED_ALIGNED, (void *p, s
 DELETE_WRAPPER(_ZdaPvRKSt9nothrow_t, K_DELETE_ARRAY_NOTHROW, (void *p, const void *tag), (p, tag), 0, 0)
 DELETE_WRAPPER(_ZdaPvSt11align_val_tRKSt9nothrow_t, K_DELETE_ARRAY_ALIGNED_NOTHROW,
                (void *p, size_t align, const void *tag), (p, align, tag), align, 0)
+
+/* --------------------------------------------------------------- threads
+ * pthread_create is wrapped so the new thread logs its start (with its
+ * creator) before anything else it does, numbered where its creator called
+ * pthread_create: that is where it begins in the creator's sequence (the
+ * creator may go on, even end, before the new thread runs). Its end is logged
+ * by the key destructor. A creation that fails leaves its number unused (one
+ * call reported missing). The start routine and its argument travel in a static table
+ * (never the allocator's memory); when every entry is taken, the thread runs
+ * unwrapped and its start is not logged (its replay thread then starts with
+ * the replay). */
+struct start_call {
+  void *(*fn)(void *);
+  void *arg;
+  uint64_t seq;
+  uint32_t creator;
+  _Atomic int used;
+};
+static struct start_call g_starts[1024];
+
+static void *traced_start(void *p) {
+  struct start_call *s = p;
+  void *(*fn)(void *) = s->fn;
+  void *arg = s->arg;
+  uint32_t creator = s->creator;
+  uint64_t seq = s->seq;
+  atomic_store_explicit(&s->used, 0, memory_order_release);
+  if (tracing()) {
+    T.guard = 1;
+    put(K_THREAD_START, seq, (uint64_t)scn_clock_ns(CLOCK_MONOTONIC), 0, creator, 0, 0, 0, 0, 0, 0);
+    T.guard = 0;
+  }
+  return fn(arg);
+}
+
+static struct start_call *claim_start(void) {
+  for (size_t i = 0; i < sizeof g_starts / sizeof *g_starts; i++) {
+    int free_ = 0;
+    if (!atomic_load_explicit(&g_starts[i].used, memory_order_relaxed) &&
+        atomic_compare_exchange_strong(&g_starts[i].used, &free_, 1))
+      return &g_starts[i];
+  }
+  return NULL;
+}
+
+static void *libc_symbol(_Atomic(void *) *slot, const char *name);
+
+EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  static _Atomic(void *) real;
+  int (*f)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
+      (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))libc_symbol(&real, "pthread_create");
+  if (!f) return ENOSYS;
+  struct start_call *s = tracing() ? claim_start() : NULL;
+  if (!s) return f(th, attr, fn, arg);
+  s->fn = fn;
+  s->arg = arg;
+  s->creator = tid();
+  s->seq = take_seq();
+  int rc = f(th, attr, traced_start, s);
+  if (rc) atomic_store_explicit(&s->used, 0, memory_order_release);
+  return rc;
+}
+
+/* -------------------------------------------------------------- mappings
+ * The program's own anonymous mappings (an allocator of its own on top of
+ * mmap: Python's arenas, runtimes, caches) are memory a replay must map too.
+ * Only calls through the PLT made outside an allocator call are recorded: the
+ * guard keeps out what a preloaded allocator maps inside malloc, and glibc's
+ * malloc, thread stacks and the loader map without the PLT. File mappings are
+ * not recorded (their pages are the file's). */
+typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
+
+static void *traced_mmap(_Atomic(void *) *real, const char *name, void *addr, size_t len, int prot, int flags,
+                         int fd, off_t off) {
+  mmap_fn f = (mmap_fn)libc_symbol(real, name);
+  if (!f) return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+  if (!(flags & MAP_ANONYMOUS) || !tracing() || atomic_load_explicit(&g_state, memory_order_relaxed) != ST_ENABLED)
+    return f(addr, len, prot, flags, fd, off);
+  struct call c;
+  begin(&c);
+  void *p = f(addr, len, prot, flags, fd, off);
+  (void)end_alloc(&c, K_MMAP, len, (uint64_t)prot, (uint64_t)(unsigned)flags, p == MAP_FAILED ? NULL : p);
+  return p;   /* MAP_FAILED on failure, recorded as a NULL result */
+}
+
+EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  static _Atomic(void *) real;
+  return traced_mmap(&real, "mmap", addr, len, prot, flags, fd, off);
+}
+
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  static _Atomic(void *) real;
+  return traced_mmap(&real, "mmap64", addr, len, prot, flags, fd, off);
+}
+
+EXPORT int munmap(void *addr, size_t len) {
+  static _Atomic(void *) real;
+  int (*f)(void *, size_t) = (int (*)(void *, size_t))libc_symbol(&real, "munmap");
+  if (!f) return (int)syscall(SYS_munmap, addr, len);
+  if (!tracing() || atomic_load_explicit(&g_state, memory_order_relaxed) != ST_ENABLED) return f(addr, len);
+  struct call c;
+  uint64_t seq = begin_release(&c);
+  int rc = f(addr, len);
+  int err = errno;
+  uint64_t t1 = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
+  put(K_MUNMAP, seq, c.t0, t1 - c.t0, (uintptr_t)addr, len, 0, (uint64_t)(unsigned)rc, 0, 0, 0);
+  T.guard = 0;
+  errno = err;
+  return rc;
+}
+
+EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
+  static _Atomic(void *) real;
+  void *(*f)(void *, size_t, size_t, int, ...) = (void *(*)(void *, size_t, size_t, int, ...))libc_symbol(&real,
+                                                                                                      "mremap");
+  void *want = NULL;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    want = va_arg(ap, void *);
+    va_end(ap);
+  }
+  if (!f) {
+    errno = ENOSYS;
+    return MAP_FAILED;
+  }
+  if (!tracing() || atomic_load_explicit(&g_state, memory_order_relaxed) != ST_ENABLED)
+    return f(old, old_len, new_len, flags, want);
+  struct call c;
+  begin(&c);
+  void *p = f(old, old_len, new_len, flags, want);
+  int err = errno;
+  uint64_t t1 = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
+  put(K_MREMAP, take_seq(), t1, t1 - c.t0, (uintptr_t)old, old_len, new_len, p == MAP_FAILED ? 0 : (uintptr_t)p,
+      0, flags & 0xff, 0);
+  T.guard = 0;
+  errno = err;
+  return p;
+}
 
 /* ------------------------------------------- leaving without exit handlers
  * _exit (shells exit with it) and exec replace the process without running

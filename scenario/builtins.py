@@ -16,6 +16,7 @@ class Builtin:
                            # "shared" (a slot of a shared pool)
     result: str          # "ptr", "int" or "none"
     kwargs: Tuple[str, ...] = ()  # names, for builtins that take keyword arguments only
+    options: Tuple[str, ...] = ()  # optional integer keyword arguments after the positional ones
     const_args: bool = False      # arguments must be known when compiling (tables are built then)
 
 
@@ -34,7 +35,8 @@ BUILTINS = {b.name: b for b in [
     Builtin("free", "action", ("ptr",), "none"),
     Builtin("free_all", "action", ("pool",), "none"),
     Builtin("send", "action", ("chan", "ptr"), "none"),
-    Builtin("write", "action", ("ptr", "int"), "none"),
+    Builtin("write", "action", ("ptr", "int"), "none", options=("bytes",)),
+    Builtin("touch", "action", ("ptr",), "none"),
     # integer draws from the thread's random stream
     Builtin("random", "dist", ("int",), "int"),
     Builtin("uniform", "dist", ("int", "int"), "int"),

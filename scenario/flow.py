@@ -228,8 +228,8 @@ class _ThreadFlow:
             return self.consume(call.args[0], s, Fact(FREED, call.pos, "freed"))
         if f == "send":
             return self.consume(call.args[1], s, Fact(MOVED, call.pos, f"sent to {show(call.args[0])}"))
-        if f == "write":
-            return self.use(call.args[0], s)
+        if f in ("write", "touch"):
+            return self.use(call.args[0], s, f)
         if f == "free_all" and self.g.symbols.get(call.args[0].id) != POOL:
             return s  # a shared pool: its slots are not followed
         if f == "free_all":
@@ -286,8 +286,8 @@ class _ThreadFlow:
         s, _, _ = self.ptr_value(e, s, None)
         return s
 
-    def use(self, e, s: State) -> State:
-        """`write(e, n)`: the object must be live and stays where it is."""
+    def use(self, e, s: State, call_name: str) -> State:
+        """`write(e, n)`, `touch(e)`: the object must be live and stays where it is."""
         if isinstance(e, n.Name):
             self.require(e, s)
             return s
@@ -297,7 +297,7 @@ class _ThreadFlow:
         s, _, _ = self.ptr_value(e, s, None)
         self.note(self.facts.lost, e)
         self.warning(e.pos, f"the object from {e.func}() is lost after this statement: nothing can free it",
-                     f"keep it in a variable: p = {e.func}(...)  write(p, ...)  free(p)")
+                     f"keep it in a variable: p = {e.func}(...)  {call_name}(p{', ...' * (call_name == 'write')})  free(p)")
         return s
 
     def slot_out(self, e: n.Index, s: State, check: bool) -> State:

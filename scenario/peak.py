@@ -298,7 +298,7 @@ class _LowerBound:
                 obj = c.args[0] if c.func == "free" else c.args[1]
                 s.see(self._new(obj, loops))
                 self.take(obj, s, loops, keep=None)
-            elif c.func == "write" and isinstance(c.args[0], n.Call):
+            elif c.func in ("write", "touch") and isinstance(c.args[0], n.Call):
                 s.retained += self._new(c.args[0], loops)  # lost: never freed
                 s.see()
             elif c.func == "free_all":

@@ -23,7 +23,7 @@ PARAM, LOOP, INT, PTR, POOL, CHAN, CHAN_ARRAY, SELF, SHARED = (
 # A name that is also C or runtime vocabulary could still never reach C as is
 # (the compiler prefixes every user name), but it would read badly in `emit`.
 RESERVED = {"self", "malloc", "calloc", "realloc", "free", "free_all", "send", "recv",
-            "write", "aligned_alloc", "memalign", "posix_memalign", "random", "uniform",
+            "write", "touch", "aligned_alloc", "memalign", "posix_memalign", "random", "uniform",
             "pow2", "choice", "lognormal", "geometric", "histogram", "swap"}
 
 MAX_NAME = 64
@@ -444,8 +444,7 @@ class _Resolver:
                 else:
                     self._const(given[k], f"{b.name}'s {k}")
             return b
-        if call.kwargs:
-            self.rep.error(call.kwargs[0][1].pos, f"{b.name}() takes no named arguments")
+        if not self._options(call, b):
             return None
         if b.name == "swap" and id(call) not in getattr(self, "swaps_allowed", ()):
             self.rep.error(call.pos, "swap() stands alone as the value of an assignment "
@@ -482,6 +481,23 @@ class _Resolver:
             if b.const_args:
                 self._const(a, what) if want != "str" else None
         return b
+
+
+    def _options(self, call: n.Call, b) -> bool:
+        """Optional named integer arguments (`write(p, n, bytes = 64)`); False when one is wrong."""
+        seen = set()
+        for k, v in call.kwargs:
+            if k not in b.options:
+                takes = f"takes only {', '.join(f'{o} = ...' for o in b.options)} by name" if b.options \
+                    else "takes no named arguments"
+                self.rep.error(v.pos, f"{b.name}() {takes}, not '{k}'")
+                return False
+            if k in seen:
+                self.rep.error(v.pos, f"{b.name}() is given '{k}' twice")
+                return False
+            seen.add(k)
+            self._expect(v, "int", f"{b.name}'s {k}")
+        return True
 
 
 def show_index(e: n.Index) -> str:

@@ -70,6 +70,8 @@ class _GroupSizes:
             self.calloc(c, loops)
         elif f == "write":
             self.not_negative(a[1], "a write count")
+            if "bytes" in kw:
+                self.not_negative(kw["bytes"], "write's bytes")
         elif f == "random":
             v = self.const(a[0])
             if v is not None and v < 1:

@@ -263,8 +263,8 @@ def test_a_damaged_replay_file_is_a_message_never_a_crash(replay_program, flips)
 
 def _damage(data: bytearray, how: str) -> None:
     import struct
-    threads = struct.unpack_from("<I", data, 8)[0]
-    first_op = 32 + 8 * (threads + 1)
+    from scenc.trace.opsfile import read_header
+    first_op = read_header(bytes(data), "ops").ops_at
     if how == "slot past the table":
         struct.pack_into("<I", data, first_op + 4, 0xFFFFFFF0)
     elif how == "sections out of order":

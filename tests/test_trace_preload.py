@@ -24,7 +24,7 @@ from scenc.trace.events import FREE_KINDS
 from scenc.trace.ltrace import TraceFormatError, parse_file
 from scenc.trace.opsfile import COUNTED_AS
 from scenc.trace.preload import capture_preload
-from scenc.trace.preload_log import HEADER, KIND_CODES, RECORD, parse_preload_log
+from scenc.trace.preload_log import EXTRA_KINDS, HEADER, KIND_CODES, RECORD, parse_preload_log
 from scenc.trace.tracer_build import TRACER_SOURCE, tracer_library
 from scenc.trace.replay import REPLAY_KIND, write_replay
 from scenc.trace.stats import TraceStats
@@ -341,15 +341,20 @@ def test_merge_of_a_large_multithreaded_log_equals_a_full_sort(bins, tmp_path):
     assert result.ok, result.warnings
     assert result.info.chunks > 6                          # the threads' buffers interleave in the file
     data = result.path.read_bytes()[HEADER.size:]
-    by_seq = sorted(r for r in RECORD.iter_unpack(data) if r[3] != 255)     # 255: the end mark
+    every = sorted(r for r in RECORD.iter_unpack(data) if r[3] != 255)     # 255: the end mark
+    by_seq = [r for r in every if r[3] not in EXTRA_KINDS]                # calls; the others start/end threads
+    assert len(every) - len(by_seq) == 2 * 6                               # each worker's start and exit
     merged = list(parse_preload_log(result.path, block_records=7))
     assert len(merged) == len(by_seq) == result.events
+    with_threads = list(parse_preload_log(result.path, block_records=7, extra_events=True))
+    assert [e.line - 1 for e in with_threads] == sorted(e.line - 1 for e in with_threads)
+    assert len(with_threads) == len(every)
     if result.info.reordered_reallocs == 0:
         assert [e.line - 1 for e in merged] == [r[0] for r in by_seq]
         assert [e.tid for e in merged] == [r[2] for r in by_seq]
     _live, _peak, cross, unknown = oracle(merged)
     assert unknown == 0 and cross == 2 * 6 * 1500
-    seqs = {r[0] for r in by_seq} | {r[0] - r[7] for r in by_seq if r[7]}
+    seqs = {r[0] for r in every} | {r[0] - r[7] for r in by_seq if r[7]}
     assert seqs == set(range(result.info.last_seq + 1))    # every number is used: no call lost
 
 

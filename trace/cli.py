@@ -20,6 +20,10 @@ from ..cli_common import EXIT_INCOMPLETE, EXIT_OK, UnusableInput, default_cc
 from .events import ANOMALY_KINDS
 from .ltrace import ParseReport, TraceFormatError
 from .source import TraceInputError, TraceSource
+from .opsfile import TOUCH_MODES
+from .replay import DEFAULT_TOUCH, threads_line
+
+SHOWN_THREADS = 32         # threads listed one by one in convert's summary
 
 def anomaly_lines(report: ParseReport, max_lines: int = 5) -> list:
     """One line per anomaly kind: severity, kind, count, first lines (errors first)."""
@@ -136,7 +140,7 @@ def _preload_header(text: str, stats, source) -> str:
 
 # --------------------------------------------------------------------------- convert
 def cmd_convert(args) -> int:
-    source = TraceSource(args.file)
+    source = TraceSource(args.file, extra_events=not args.model)
     default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
     out = Path(args.output or default)
     if out.suffix != ".scn":
@@ -158,7 +162,8 @@ def cmd_convert(args) -> int:
         _print_losses(source)
     else:
         from .replay import write_replay
-        report = write_replay(source.events, out, source.path.name)
+        main_tid = source.events.info.pid if source.format == "preload" else None
+        report = write_replay(source.events, out, source.path.name, touch=args.touch, main_tid=main_tid)
         _check_calls(source, report.calls, [out, out.with_suffix(".ops")])
         _note_losses(out, source.losses())
         ops = out.with_suffix(".ops")
@@ -211,10 +216,13 @@ def replay_summary(report) -> list:
     renamed = {k: n for k, n in sorted(report.trace_kinds.items()) if k not in totals}
     out.append(f"calls: {_kinds_line(totals)} ({report.calls} in all, every captured call replayed"
                + (f"; replayed under the runtime's names: {_kinds_line(renamed)}" if renamed else "") + ")")
-    out.append(f"threads: {report.threads}")
-    for i, (tid, counts) in enumerate(zip(report.tids, report.counts)):
+    out.append(f"threads: {report.threads} ({threads_line(report)})")
+    for i, (tid, counts) in enumerate(zip(report.tids[:SHOWN_THREADS], report.counts)):
         per = "  ".join(f"{k} {counts.get(k, 0)}" for k in kinds)
         out.append(f"  trace[{i}]  tid {tid:<8} {per}")
+    if report.threads > SHOWN_THREADS:
+        out.append(f"  ... and {report.threads - SHOWN_THREADS} more thread(s) (scenc exec on the scenario lists "
+                   f"them all)")
     out.append(f"cross-thread waits: {report.cross_thread_waits} ops wait for another thread "
                f"(cross-thread frees and reuse of a block another thread freed)")
     out.append(f"peak live: {report.peak_live_bytes} bytes (line {report.peak_line}); "
@@ -298,6 +306,10 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", metavar="FILE.scn",
                    help="the scenario to write (default: FILE.scn, or FILE-model.scn with --model)")
     p.add_argument("--model", action="store_true", help="write a fitted model instead of the exact replay")
+    p.add_argument("--touch", choices=TOUCH_MODES, default=DEFAULT_TOUCH,
+                   help="what the replay writes into each new block and the grown part of each realloc: nothing, "
+                        "its first and last byte, one byte per page and its last byte, or every byte (default "
+                        f"{DEFAULT_TOUCH}; docs/capture.md says why)")
     p.add_argument("--max-phases", type=int, default=4, metavar="N",
                    help="--model: at most N phases (default 4; 1 turns phase detection off)")
     p.add_argument("--no-measure", action="store_true",

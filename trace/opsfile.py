@@ -1,10 +1,25 @@
 """The replay data file that `replay "app.ops"` scenarios read (runtime/replay.h).
 
-Layout, little-endian:
-    header   magic "SCNOPS1\\0", u32 threads, u32 reserved, u64 slots, u64 ops
+Layout, little-endian (version 2):
+    header   magic "SCNOPS2\\0", u32 threads, u32 touch, u64 slots, u64 ops
     sections u64[threads + 1]: index of each thread's first op, then the total
+    flags    u32[threads], then 4 zero bytes if threads is odd: bit 0 (DEFERRED) = the thread is
+             started by a SPAWN op of another thread, not at the start of the replay; bit 1 (MAIN) = the
+             process's main thread, replayed on the replay's main thread
     ops      32-byte records, thread 0's in order, then thread 1's, ...
              u8 kind, u8 flags, u16 0, u32 slot, u32 aux, u32 gen, u32 aux_gen, u32 0, u64 size
+
+touch: what the replay stores into each new block and into the grown part of a
+realloc (TOUCH_MODES: none, its first and last byte, one byte per page and the
+last, every byte). Op kinds beyond the allocator calls: SPAWN (slot = the thread it
+starts, aux = how many SPAWN ops precede it in the capture), JOIN (slot = a
+thread that ended before this point; waits until it has), EXIT (the thread's
+end; aux = SPAWN ops that happened before it in the capture, which it waits
+for). MAP (slot, gen, size: an anonymous mapping of the program's own), UNMAP
+(slot, gen, aux = offset in 4 KiB pages, size: a piece of it; flag LAST_PIECE
+when that ends the mapping), REMAP (like realloc: slot, aux = old slot, size).
+Version 1 (SCNOPS1: no touch, no thread lifetimes) is refused with a
+message asking to convert again; the runtime (runtime/replay.h) does the same.
 
 Ops arrive interleaved across threads; the writer spools each thread's ops to
 its own temporary file (through a 64 KiB buffer) and concatenates them at the
@@ -15,19 +30,26 @@ import os
 import shutil
 import struct
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
-MAGIC = b"SCNOPS1\0"
+VERSION = 2
+MAGIC = b"SCNOPS%d\0" % VERSION
 HEADER = struct.Struct("<8sIIQQ")
 OP = struct.Struct("<BBHIIIIIQ")
 NONE = 0xFFFFFFFF
 
 # Op kinds (runtime/replay.h enum) and the runtime's counter each one lands in.
-KINDS = ("malloc", "calloc", "realloc", "free", "aligned_alloc", "memalign", "posix_memalign", "valloc")
+KINDS = ("malloc", "calloc", "realloc", "free", "aligned_alloc", "memalign", "posix_memalign", "valloc",
+         "spawn", "join", "exit", "map", "unmap", "remap")
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+NOT_CALLS = frozenset({"spawn", "join", "exit", "map", "unmap", "remap"})     # not allocator calls: not counted
 COUNTED_AS = {"valloc": "memalign"}
 WAIT, WAIT_OLD = 1, 2
+LAST_PIECE, WRITABLE = 4, 8     # unmap: the slot's last mapped piece goes; map, remap: PROT_WRITE (touched)
+DEFERRED, MAIN = 1, 2     # thread flags
+TOUCH_MODES = ("none", "first", "pages", "all")
 
 
 class OpsFileError(ValueError):
@@ -51,13 +73,16 @@ class OpsWriter:
         self._files: List = []
         self._buffers: List[bytearray] = []
         self._counts: List[int] = []
+        self.flags: List[int] = []
         self.slots = 0
+        self.touch = "none"
 
-    def add_thread(self) -> int:
+    def add_thread(self, flags: int = 0) -> int:
         index = len(self._files)
         self._files.append(open(self._spool / f"t{index}", "wb"))
         self._buffers.append(bytearray())
         self._counts.append(0)
+        self.flags.append(flags)
         return index
 
     def buffer(self, thread: int) -> bytearray:
@@ -85,12 +110,14 @@ class OpsWriter:
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         try:
             with open(tmp, "wb") as out:
-                out.write(HEADER.pack(MAGIC, len(self._files), 0, self.slots, sum(self._counts)))
+                out.write(HEADER.pack(MAGIC, len(self._files), TOUCH_MODES.index(self.touch), self.slots,
+                                      sum(self._counts)))
                 offset = 0
                 for count in self._counts:
                     out.write(struct.pack("<Q", offset))
                     offset += count
                 out.write(struct.pack("<Q", offset))
+                out.write(_flags_table(self.flags))
                 for i in range(len(self._files)):
                     with open(self._spool / f"t{i}", "rb") as part:
                         shutil.copyfileobj(part, out, 1 << 20)
@@ -106,23 +133,50 @@ class OpsWriter:
         shutil.rmtree(self._spool, ignore_errors=True)
 
 
+def _flags_table(flags: List[int]) -> bytes:
+    table = struct.pack(f"<{len(flags)}I", *flags)
+    return table + b"\0" * (-len(table) % 8)
+
+
+@dataclass
+class OpsHeader:
+    threads: int
+    touch: str
+    slots: int
+    ops: int
+    flags: List[int]        # per thread: DEFERRED, MAIN
+    ops_at: int             # file offset of op 0
+
+
+def read_header(data: bytes, path) -> OpsHeader:
+    if len(data) < HEADER.size:
+        raise OpsFileError(f"{path}: too short for a scenc ops file")
+    magic, threads, touch, slots, total = HEADER.unpack_from(data)
+    if magic[:6] != b"SCNOPS" or magic[7:] != b"\0":
+        raise OpsFileError(f"{path}: not a scenc ops file")
+    if magic != MAGIC:
+        raise OpsFileError(f"{path}: a version {magic[6:7].decode('latin-1')} ops file; this scenc reads version "
+                           f"{VERSION}: convert the capture again")
+    if touch >= len(TOUCH_MODES):
+        raise OpsFileError(f"{path}: unknown touch mode {touch}: damaged")
+    flags_at = HEADER.size + 8 * (threads + 1)
+    ops_at = flags_at + len(_flags_table([0] * threads))
+    flags = list(struct.unpack_from(f"<{threads}I", data, flags_at)) if len(data) >= ops_at else []
+    return OpsHeader(threads, TOUCH_MODES[touch], slots, total, flags, ops_at)
+
+
 def read_ops(path) -> Tuple[int, List[List[Tuple]]]:
     """(slots, ops per thread) — for tests and `scenc trace-stats` on .ops files."""
     data = Path(path).read_bytes()
-    if len(data) < HEADER.size:
-        raise OpsFileError(f"{path}: too short for a scenc ops file")
-    magic, threads, _, slots, total = HEADER.unpack_from(data)
-    if magic != MAGIC:
-        raise OpsFileError(f"{path}: not a scenc ops file")
-    sections = struct.unpack_from(f"<{threads + 1}Q", data, HEADER.size)
-    base = HEADER.size + 8 * (threads + 1)
-    if len(data) != base + OP.size * total:
+    h = read_header(data, path)
+    if len(data) != h.ops_at + OP.size * h.ops:
         raise OpsFileError(f"{path}: truncated or damaged")
+    sections = struct.unpack_from(f"<{h.threads + 1}Q", data, HEADER.size)
     per_thread = []
-    for t in range(threads):
-        ops = [OP.unpack_from(data, base + OP.size * i) for i in range(sections[t], sections[t + 1])]
+    for t in range(h.threads):
+        ops = [OP.unpack_from(data, h.ops_at + OP.size * i) for i in range(sections[t], sections[t + 1])]
         per_thread.append([(KINDS[o[0]],) + o[1:] for o in ops])
-    return slots, per_thread
+    return h.slots, per_thread
 
 
 def iter_counts(path) -> Iterator[Dict[str, int]]:
@@ -131,6 +185,8 @@ def iter_counts(path) -> Iterator[Dict[str, int]]:
     for ops in threads:
         counts: Dict[str, int] = {}
         for op in ops:
+            if op[0] in NOT_CALLS:
+                continue
             kind = COUNTED_AS.get(op[0], op[0])
             counts[kind] = counts.get(kind, 0) + 1
         yield counts

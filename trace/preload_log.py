@@ -14,8 +14,8 @@ moved its block (the number it took when it released the old block),
 ``time_s`` counts from the earliest record, ``duration_s`` is the time spent in
 the real allocator function.
 
-Log format (little-endian; written by runtime/tracer.c, version 1)
------------------------------------------------------------------
+Log format (little-endian; written by runtime/tracer.c, version 2; version 1 is read too)
+--------------------------------------------------------------------------------------
 header, 64 bytes: ``"SCNTRACE"``, u32 version, u32 record size (64), u32 pid,
 u32 ppid, u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 zero
 bytes. Then records, 64 bytes each: u64 seq, u64 ns, u32 tid, u8 kind, u8 flags
@@ -25,7 +25,13 @@ arg[3] (the function's arguments in order, without posix_memalign's memptr and
 the nothrow tag), u64 result (pointer returned or stored; 0 for frees). Kind
 255 is the end mark a process writes when it leaves through exit, _exit or
 exec: its seq is the count of numbers taken, so calls lost at the very end are
-counted too; a log without one comes from a process that was killed. The
+counted too; a log without one comes from a process that was killed. Version 2
+adds kinds that are not allocator calls: 40, a thread made by pthread_create
+starts (arg[0] = its creator's tid); 41, a thread ends (logged in its last
+pthread key destructor round); 42, 43, 44: the program's own anonymous mmap
+(len, prot, flags; result), munmap (addr, len; result = return value) and
+mremap (old, old len, new len; flags = mremap's flags; result). They are
+skipped unless ``extra_events=True`` (see EXTRA_KINDS). The
 records of one thread appear in sequence order, in chunks of up to 1023 (one
 flushed buffer); chunks of different threads interleave in the file.
 
@@ -49,16 +55,23 @@ from .events import FREE_KINDS, PRELOAD_MAGIC, REALLOC_KINDS, AllocEvent, EventS
 from .ltrace import ParseReport, TraceFormatError
 
 __all__ = ["parse_preload_log", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
-           "MAGIC"]
+           "MAGIC", "EXTRA_KINDS"]
 
 MAGIC = PRELOAD_MAGIC
-VERSION = 1
+VERSION = 2
+READS = (1, 2)         # version 1 has no thread records
 HEADER = struct.Struct("<8sIIIIQQ24x")
 RECORD = struct.Struct("<QQIBBHIIQQQQ")
 _INDEX = struct.Struct("<QQIB7xI32x")          # seq, ns, tid, kind, span: what the indexing pass needs
 assert HEADER.size == RECORD.size == _INDEX.size == 64
 F_THREW = 1
 KIND_END = 255       # not a call: the process was leaving (exit, _exit, exec); seq = numbers taken so far
+#: Records that are not allocator calls (version 2): yielded as events of these kinds with ``extra_events=True``.
+#: thread_start: ``size`` is the creating thread's tid. mmap (the program's own anonymous mapping): ``size``
+#: its length, ``nmemb`` its protection, ``align`` mmap's flags, ``result_ptr`` its address (None: failed).
+#: munmap: ``old_ptr``, ``size``. mremap: ``old_ptr``, ``align`` the old length, ``size`` the new one,
+#: ``nmemb`` mremap's flags, ``result_ptr`` the new address (None: failed).
+EXTRA_KINDS = {40: "thread_start", 41: "thread_exit", 42: "mmap", 43: "munmap", 44: "mremap"}
 
 # Argument layouts of arg[0..2].
 L_SIZE, L_NMEMB_SIZE, L_OLD_SIZE, L_OLD_NMEMB_SIZE, L_OLD, L_ALIGN_SIZE, L_SIZE_ALIGN, L_OLD_ALIGN, \
@@ -113,6 +126,7 @@ class PreloadLogInfo:
     ended: bool = False         # an end mark was written: the process left through exit, _exit or exec
     missing: int = 0            # sequence numbers never written: calls lost (killed, in flight at exit)
     moved_reallocs: int = 0
+    thread_records: int = 0     # thread starts and exits (version 2)
     chunks: int = 0             # runs of consecutive records of one thread in the file
     first_ns: Optional[int] = None
     last_ns: Optional[int] = None
@@ -159,9 +173,10 @@ class _Cursor:
 class PreloadLog(EventSource):
     """The events of a tracer log in causal global order; ``.info`` is the indexing pass's summary."""
 
-    def __init__(self, path, block_records: int = 256):
+    def __init__(self, path, block_records: int = 256, extra_events: bool = False):
         self.path = str(path)
         self.block = max(1, block_records)
+        self.extra_events = extra_events
         self.info = PreloadLogInfo(self.path)
         self._runs: Dict[int, list] = {}
         self._index()
@@ -198,9 +213,10 @@ class PreloadLog(EventSource):
                 self._error(1, f"not a scenc tracer log ({what}; expected a 64-byte header starting with "
                                f"'SCNTRACE')")
             _, version, rsize, info.pid, info.ppid, _, info.start_realtime_ns = HEADER.unpack(head)
-            if version != VERSION or rsize != RECORD.size:
-                self._error(1, f"tracer log version {version} with {rsize}-byte records; this scenc reads version "
-                               f"{VERSION} with {RECORD.size}-byte records (rebuild the tracer and capture again)")
+            if version not in READS or rsize != RECORD.size:
+                self._error(1, f"tracer log version {version} with {rsize}-byte records; this scenc reads versions "
+                               f"{', '.join(map(str, READS))} with {RECORD.size}-byte records (rebuild the tracer "
+                               f"and capture again)")
             size = os.fstat(f.fileno()).st_size
             if (size - HEADER.size) % RECORD.size:
                 whole = (size - HEADER.size) // RECORD.size
@@ -241,10 +257,13 @@ class PreloadLog(EventSource):
                         self._error(index + 2, f"record {index + 2} (byte {HEADER.size + index * 64}): sequence "
                                                f"number {seq} after {last} in thread {tid}: the log is damaged")
                     last_by_tid[tid] = seq
-                    if kind not in kinds:
+                    if kind in EXTRA_KINDS and version > 1:
+                        info.thread_records += 1
+                    elif kind not in kinds:
                         self._error(index + 2, f"record {index + 2} (byte {HEADER.size + index * 64}) has unknown "
                                                f"kind {kind}: the log is damaged")
-                    counts[tid][kind] += 1
+                    else:
+                        counts[tid][kind] += 1
                     if span:
                         if span > seq or kind not in _RESIZES:
                             self._error(index + 2, f"record {index + 2}: a span of {span} on a "
@@ -267,7 +286,7 @@ class PreloadLog(EventSource):
         info.moved_reallocs = moved
         info.first_ns, info.last_ns = first_ns, last_ns
         info.chunks = sum(len(r) for r in runs.values())
-        used = info.records + moved
+        used = info.records + moved + info.thread_records
         if used > max_seq + 1:
             self._error(1, f"{used - max_seq - 1} sequence numbers are used twice: the log is damaged or two "
                            f"processes wrote to it")
@@ -320,7 +339,10 @@ class PreloadLog(EventSource):
                         self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
                                        f"is damaged")
                     last = seq
-                    yield _event(r, base)
+                    if r[3] not in EXTRA_KINDS:
+                        yield _event(r, base)
+                    elif self.extra_events:
+                        yield _extra_event(r, base)
                     if r[7] and inflight.get(r[8]) == i:
                         del inflight[r[8]]
                     c.advance()
@@ -381,6 +403,20 @@ def _event(r, base: int) -> AllocEvent:
                       dur / 1e9)
 
 
+def _extra_event(r, base: int) -> AllocEvent:
+    seq, ns, tid, code, flags, _err, dur, _span, a0, a1, a2, result = r
+    kind = EXTRA_KINDS[code]
+    size, nmemb, align, old, res = a0 or None, 1, None, None, None
+    if kind == "mmap":
+        nmemb, align, res = a1, a2, result or None
+    elif kind == "munmap":
+        size, old = a1, a0
+    elif kind == "mremap":
+        size, nmemb, align, old, res = a2, flags, a1, a0, result or None
+    failed = kind in ("mmap", "mremap") and res is None
+    return AllocEvent(seq + 1, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, res, failed, seq + 1, dur / 1e9)
+
+
 def is_preload_log(path) -> bool:
     """Does the file start like a tracer log (so `scenc trace-stats` can pick the right reader)?"""
     try:
@@ -390,11 +426,11 @@ def is_preload_log(path) -> bool:
         return False
 
 
-def parse_preload_log(path, block_records: int = 256) -> PreloadLog:
+def parse_preload_log(path, block_records: int = 256, extra_events: bool = False) -> PreloadLog:
     """The AllocEvents of a tracer log, in global sequence order (see the module doc).
 
     Indexes the whole file first (``.info`` is then complete), then merges the
     threads' records lazily. Raises TraceFormatError (file:record:1: message)
     for a file that is not a tracer log, is truncated mid-record or is damaged.
     """
-    return PreloadLog(path, block_records)
+    return PreloadLog(path, block_records, extra_events)

@@ -14,15 +14,34 @@ same kind, so counts per kind and per thread match the capture exactly, and
 each is counted in `ReplayReport.degraded` with the first line numbers:
 a free of a pointer never seen allocated becomes free(NULL); a realloc of such
 a pointer, or a realloc that failed in the trace, becomes realloc(NULL, n).
+
+Thread lifetimes (from events of kinds thread_start and thread_exit, which the
+preload tracer records since version 2): a thread whose start was captured
+becomes a DEFERRED replay thread, started by a SPAWN op placed in its
+creator's ops where it began; thread creations keep their captured order; the
+threads that had ended by then are joined first (JOIN ops before the SPAWN);
+a thread's end is an EXIT op that waits for the creations it outlived. The
+replay never has more threads alive than the capture had at the same point.
+Captures without those events (ltrace, version 1 tracer logs) start every
+thread with the replay, as before.
+
+``touch`` (opsfile.TOUCH_MODES) is written into the ops file: what the replay
+stores into each new block and the grown part of each realloc.
+
+The program's own anonymous mappings (mmap, munmap, mremap events; see
+_Mappings) are replayed with slots of their own: MAP where it mapped, UNMAP for
+each piece it unmapped (partial unmaps included), REMAP where it resized a
+whole mapping; writable mappings are touched like blocks.
 """
 
+import bisect
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
 from .events import AllocEvent
-from .opsfile import COUNTED_AS, KIND_CODE, NONE, OP, WAIT, WAIT_OLD, OpsWriter
+from .opsfile import COUNTED_AS, DEFERRED, KIND_CODE, LAST_PIECE, MAIN, NONE, OP, WAIT, WAIT_OLD, WRITABLE, OpsWriter
 
 # Trace kinds to the replay op that performs the same kind of call.
 REPLAY_KIND = {
@@ -48,6 +67,12 @@ class ReplayReport:
     degraded: Counter = field(default_factory=Counter)
     degraded_lines: Dict[str, List[int]] = field(default_factory=lambda: defaultdict(list))
     trace_kinds: Counter = field(default_factory=Counter)        # calls by their captured kind
+    spawned: int = 0              # threads created during the replay, where the capture created them
+    joined: int = 0               # threads joined before a later creation, where the capture had ended them
+    peak_threads: int = 0         # most threads alive at once in the capture (as far as it shows)
+    maps: int = 0                 # the program's own anonymous mappings replayed
+    mapped_peak: int = 0          # most bytes of them mapped at once
+    touch: str = "none"
 
     def note(self, what: str, line: int) -> None:
         self.degraded[what] += 1
@@ -61,14 +86,16 @@ class ReplayReport:
 OWN_SLOTS = 256
 
 
-def convert_events(events: Iterable[AllocEvent], ops_path) -> ReplayReport:
+def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
+                   main_tid: Optional[int] = None) -> ReplayReport:
     """Write the ops file for a stream of events; returns what was converted.
 
     One loop with everything inlined: it runs once per captured call, and the
     conversion must keep up with the parser (bench/bench_convert.py).
     """
     writer = OpsWriter(ops_path)
-    report = ReplayReport()
+    writer.touch = touch
+    report = ReplayReport(touch=touch)
     note = report.note
     pack = OP.pack
     spill_at = writer.SPILL
@@ -84,21 +111,36 @@ def convert_events(events: Iterable[AllocEvent], ops_path) -> ReplayReport:
     by_kind: List[List[int]] = []        # per thread: calls per captured kind (index in `kinds`)
     live: Dict[int, tuple] = {}          # pointer -> (slot, bytes)
     live_bytes = peak = peak_line = waits = 0
+    life = _Lifetimes(writer, report)
+    maps = _Mappings(writer, report, gen, last)
+
+    def new_thread(tid, flags=0):
+        thread = threads[tid] = writer.add_thread(flags | (MAIN if tid == main_tid else 0))
+        bufs.append(writer.buffer(thread))
+        own.append([])
+        by_kind.append([0] * len(kinds))
+        report.tids.append(tid)
+        life.appeared(thread, flags)
+        return thread
     try:
         for ev in events:
             line, tid, _t, kind, size, nmemb, align, old, res, failed, _s, _d = ev
             known = codes.get(kind)
             if known is None:
-                note(f"unsupported call {kind}", line)
+                if kind == "thread_start" and tid not in threads and size and size != tid:
+                    creator = threads.get(size)
+                    life.spawn(new_thread(size) if creator is None else creator, new_thread(tid, DEFERRED))
+                elif kind == "thread_exit" and tid in threads:
+                    life.exit(threads[tid])
+                elif kind in _Mappings.KINDS:
+                    maps.event(threads[tid] if tid in threads else new_thread(tid), ev)
+                elif kind not in ("thread_start", "thread_exit"):
+                    note(f"unsupported call {kind}", line)
                 continue
             code, index = known
             thread = threads.get(tid)
             if thread is None:
-                thread = threads[tid] = writer.add_thread()
-                bufs.append(writer.buffer(thread))
-                own.append([])
-                by_kind.append([0] * len(kinds))
-                report.tids.append(tid)
+                thread = new_thread(tid)
             by_kind[thread][index] += 1
             buf = bufs[thread]
             if code == c_free:
@@ -218,13 +260,184 @@ def convert_events(events: Iterable[AllocEvent], ops_path) -> ReplayReport:
     return report
 
 
+class _Lifetimes:
+    """SPAWN, JOIN and EXIT ops from the capture's thread starts and exits (see the module doc)."""
+
+    def __init__(self, writer: OpsWriter, report: ReplayReport):
+        self.writer, self.report = writer, report
+        self.spawns = 0
+        self.ended: List[int] = []      # threads ended since the last creation: joined before the next
+        self.alive = 0
+
+    def _op(self, thread: int, kind: str, slot: int, aux: int) -> None:
+        buf = self.writer.buffer(thread)
+        buf += OP.pack(KIND_CODE[kind], 0, 0, slot, aux, 0, 0, 0, 0)
+        if len(buf) >= self.writer.SPILL:
+            self.writer.spill(thread)
+
+    def appeared(self, thread: int, flags: int) -> None:
+        if not flags & DEFERRED:                  # alive from the start, as far as the replay knows
+            self._alive(+1)
+
+    def _alive(self, delta: int) -> None:
+        self.alive += delta
+        self.report.peak_threads = max(self.report.peak_threads, self.alive)
+
+    def spawn(self, creator: int, child: int) -> None:
+        for thread in self.ended:
+            self._op(creator, "join", thread, NONE)
+        self.report.joined += len(self.ended)
+        self.ended.clear()
+        self._op(creator, "spawn", child, self.spawns)
+        self.spawns += 1
+        self.report.spawned += 1
+        self._alive(+1)
+
+    def exit(self, thread: int) -> None:
+        self._op(thread, "exit", NONE, self.spawns)
+        self.ended.append(thread)
+        self._alive(-1)
+
+
+PAGE = 4096
+
+
+def _pages(n: int) -> int:
+    return (n + PAGE - 1) // PAGE * PAGE
+
+
+class _Mappings:
+    """MAP, UNMAP and REMAP ops from the program's own mmap, munmap and mremap.
+
+    Each mapping gets a slot (never reused) and is remembered as pieces
+    ``start -> [end, slot, base]``: munmap may cut any page range out of it.
+    What cannot be replayed is noted and skipped: MAP_FIXED mappings (they
+    replace part of another), mremap of part of a mapping.
+    """
+
+    KINDS = ("mmap", "munmap", "mremap")
+    MAP_FIXED = 0x10
+    PROT_WRITE = 2
+
+    def __init__(self, writer: OpsWriter, report: ReplayReport, gen: List[int], last: List[int]):
+        self.writer, self.report, self.gen, self.last = writer, report, gen, last
+        self.starts: List[int] = []               # sorted piece starts
+        self.pieces: Dict[int, list] = {}
+        self.held: Counter = Counter()            # slot -> pieces left
+        self.writable: set = set()                # slots mapped with PROT_WRITE
+        self.mapped = 0
+
+    def _op(self, thread: int, kind: str, flags: int, slot: int, aux: int, gen: int, aux_gen: int, size: int):
+        buf = self.writer.buffer(thread)
+        buf += OP.pack(KIND_CODE[kind], flags, 0, slot, aux, gen, aux_gen, 0, size)
+        if len(buf) >= self.writer.SPILL:
+            self.writer.spill(thread)
+
+    def event(self, thread: int, ev: AllocEvent) -> None:
+        getattr(self, ev.kind)(thread, ev)
+
+    def _new_slot(self, thread: int) -> int:
+        self.gen.append(0)
+        self.last.append(thread)
+        return len(self.gen) - 1
+
+    def _add(self, start: int, end: int, slot: int, base: int) -> None:
+        bisect.insort(self.starts, start)
+        self.pieces[start] = [end, slot, base]
+        self.held[slot] += 1
+
+    def _bytes(self, delta: int) -> None:
+        self.mapped += delta
+        self.report.mapped_peak = max(self.report.mapped_peak, self.mapped)
+
+    def mmap(self, thread: int, ev: AllocEvent) -> None:
+        if ev.failed or not ev.result_ptr:
+            return
+        if (ev.align or 0) & self.MAP_FIXED:
+            self.report.note("mmap with MAP_FIXED (replaces part of another mapping; not replayed)", ev.line)
+            return
+        start, length = ev.result_ptr, _pages(ev.size or 0)
+        self._cut(thread, start, start + length, ev.line, stale=True)
+        slot = self._new_slot(thread)
+        flags = WRITABLE if ev.nmemb & self.PROT_WRITE else 0
+        self._op(thread, "map", flags, slot, NONE, 0, 0, length)
+        self._add(start, start + length, slot, start)
+        if flags:
+            self.writable.add(slot)
+        self.report.maps += 1
+        self._bytes(length)
+
+    def munmap(self, thread: int, ev: AllocEvent) -> None:
+        self._cut(thread, ev.old_ptr or 0, (ev.old_ptr or 0) + _pages(ev.size or 0), ev.line)
+
+    def _cut(self, thread: int, lo: int, hi: int, line: int, stale: bool = False) -> None:
+        """Unmap [lo, hi) from every piece it overlaps. stale: a new mapping landed there, so whatever
+        was believed mapped there was unmapped unseen; forget it without an op."""
+        i = max(0, bisect.bisect_right(self.starts, lo) - 1)
+        while i < len(self.starts) and self.starts[i] < hi:
+            start = self.starts[i]
+            end, slot, base = self.pieces[start]
+            if end <= lo:
+                i += 1
+                continue
+            a, b = max(lo, start), min(hi, end)
+            del self.starts[i]
+            del self.pieces[start]
+            self.held[slot] -= 1
+            if start < a:
+                self._add(start, a, slot, base)
+                i += 1
+            if b < end:
+                self._add(b, end, slot, base)
+                i += 1
+            self._bytes(-(b - a))
+            if stale:
+                if not self.held[slot]:
+                    self.report.note("a mapping unmapped without a captured munmap (left mapped)", line)
+                continue
+            flags = (WAIT if self.last[slot] != thread else 0) | (0 if self.held[slot] else LAST_PIECE)
+            self.last[slot] = thread
+            self._op(thread, "unmap", flags, slot, (a - base) // PAGE, self.gen[slot], 0, b - a)
+            if not self.held[slot]:
+                self.gen[slot] += 1
+
+    def mremap(self, thread: int, ev: AllocEvent) -> None:
+        if ev.failed or not ev.result_ptr:
+            return
+        old = ev.old_ptr or 0
+        piece = self.pieces.get(old)
+        if piece is None or piece[2] != old or self.held[piece[1]] != 1 or piece[0] - old != _pages(ev.align or 0):
+            self.report.note("mremap of part of a mapping, or of one not seen mapped (not replayed)", ev.line)
+            return
+        end, old_slot, _ = piece
+        self.starts.remove(old)
+        del self.pieces[old]
+        self.held[old_slot] = 0
+        slot = self._new_slot(thread)
+        flags = WAIT_OLD if self.last[old_slot] != thread else 0
+        if old_slot in self.writable:
+            flags |= WRITABLE
+            self.writable.add(slot)
+        self.last[old_slot] = thread
+        length = _pages(ev.size or 0)
+        self._op(thread, "remap", flags, slot, old_slot, 0, self.gen[old_slot], length)
+        self.gen[old_slot] += 1
+        self._cut(thread, ev.result_ptr, ev.result_ptr + length, ev.line, stale=True)
+        self._add(ev.result_ptr, ev.result_ptr + length, slot, ev.result_ptr)
+        self._bytes(length - (end - old))
+
+
 def scenario_text(name: str, ops_file: str, source: str, report: ReplayReport) -> str:
     """The short `.scn` file that replays an ops file."""
     lines = [
         f"# Exact replay of {source}: {report.threads} thread(s), {report.calls} allocator calls,",
         f"# {report.cross_thread_waits} ops wait for another thread (cross-thread frees and slot reuse),",
         f"# peak live {report.peak_live_bytes} bytes (line {report.peak_line}), {report.live_at_end} live at the end.",
+        f"# {threads_line(report)}; each new block {TOUCH_TEXT[report.touch]}.",
     ]
+    if report.maps:
+        lines.append(f"# {report.maps} anonymous mapping(s) of the program's own, at most {report.mapped_peak} bytes "
+                     f"mapped at once, are mapped, touched and unmapped as captured.")
     for what, count in sorted(report.degraded.items()):
         lines.append(f"# degraded: {count} x {what}")
     safe_name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "replay"
@@ -232,11 +445,26 @@ def scenario_text(name: str, ops_file: str, source: str, report: ReplayReport) -
     return "\n".join(lines)
 
 
+#: The default of `scenc convert --touch`: the mode whose rankings agree with real programs (docs/capture.md).
+DEFAULT_TOUCH = "pages"
+#: What the replay does to each new block (and to the grown part of a realloc), per --touch mode.
+TOUCH_TEXT = {"none": "is not written", "first": "gets its first and last byte written",
+              "pages": "gets one byte written in each page and its last byte", "all": "is written whole"}
+
+
+def threads_line(report: ReplayReport) -> str:
+    if not report.spawned:
+        return "every thread starts with the replay"
+    return (f"{report.spawned} thread(s) created during the replay where the capture created them, "
+            f"{report.joined} joined before a later creation; at most {report.peak_threads} alive at once")
+
+
 def write_replay(events: Iterable[AllocEvent], scn_path, source_name: str,
-                 ops_path: Optional[Path] = None) -> ReplayReport:
+                 ops_path: Optional[Path] = None, touch: str = "none", main_tid: Optional[int] = None) -> ReplayReport:
+    """main_tid: the captured process's main thread (its pid), replayed on the replay's main thread."""
     scn_path = Path(scn_path)
     ops_path = Path(ops_path) if ops_path else scn_path.with_suffix(".ops")
-    report = convert_events(events, ops_path)
+    report = convert_events(events, ops_path, touch, main_tid)
     try:
         ref = ops_path.resolve().relative_to(scn_path.resolve().parent)
     except ValueError:

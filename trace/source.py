@@ -36,7 +36,9 @@ class TraceInputError(Exception):
 class TraceSource:
     """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
 
-    def __init__(self, path):
+    def __init__(self, path, extra_events: bool = False):
+        """extra_events: also the tracer log's records that are not allocator calls (thread starts and
+        exits, the program's own mappings), which only the exact replay uses."""
         self.path = Path(path)
         try:
             with open(self.path, "rb") as f:
@@ -49,7 +51,7 @@ class TraceSource:
         if self.format == "preload":
             # The tracer log's reader loads for tracer logs only: every command's parser imports this module.
             from .preload_log import parse_preload_log
-            log = parse_preload_log(self.path)      # indexes the file: format errors raise here
+            log = parse_preload_log(self.path, extra_events=extra_events)   # indexes: format errors raise here
             self.events = log
             self.report = log.report
             info = log.info

@@ -41,7 +41,7 @@ WILD_NAMES = (
     "ch_q", "body_w0", "INT64_C", "_", "__LINE__", "__func__", "a" * 64, "b" * 65, "x" * 300, "p", "q",
 )
 BUILTIN_CALLS = ("malloc", "calloc", "realloc", "aligned_alloc", "memalign", "posix_memalign", "recv",
-                 "free", "free_all", "send", "write", "random", "uniform", "pow2", "choice", "lognormal",
+                 "free", "free_all", "send", "write", "touch", "random", "uniform", "pow2", "choice", "lognormal",
                  "geometric", "histogram", "mallocc", "printf", "system")
 DATA_PATHS = ("sizes.csv", "sizes.csv", "missing.csv", "bad.csv", "empty.csv", "../sizes.csv",
               "/etc/passwd", "sub/../sizes.csv", "", ".", "..", "sub", "./sizes.csv", "sizes.csv\\\"x",
