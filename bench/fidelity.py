@@ -117,25 +117,26 @@ def convert(trace: Path, scn: Path, extra: Sequence[str]) -> List[str]:
     return [str(build(scn).binary)]
 
 
+THREAD_RECORDS = ("thread_start", "thread_exit")
+
+
 def trace_figures(trace: Path) -> Dict[str, float]:
-    """What a capture did to the heap: calls, threads, threads active at once at most (between a thread's
-    first and last allocator call: captures do not record thread start and exit), cross-thread share of
-    frees, peak live bytes."""
+    """What a capture did to the heap: calls, threads, threads alive at once at most (from a thread's start
+    record, or its first allocator call, to its exit record, or its last call), cross-thread share of frees,
+    peak live bytes. The tracer's other records (the program's own mappings) are not allocator calls."""
     from scenc.trace.source import TraceSource
     from scenc.trace.stats import TraceStats
-    source = TraceSource(trace)
+    source = TraceSource(trace, extra_events=True)
     spans: Dict[int, List[int]] = {}
 
-    def watched(events):
+    def calls(events):
         for i, ev in enumerate(events):
-            span = spans.get(ev.tid)
-            if span is None:
-                spans[ev.tid] = [i, i]
-            else:
-                span[1] = i
-            yield ev
+            span = spans.setdefault(ev.tid, [i, i])
+            span[1] = i
+            if ev.kind not in THREAD_RECORDS and ev.kind not in ("mmap", "munmap", "mremap"):
+                yield ev
 
-    d = TraceStats(source.report).consume(watched(source.events)).to_dict()
+    d = TraceStats(source.report).consume(calls(source.events)).to_dict()
     steps = sorted([(a, 1) for a, _ in spans.values()] + [(b + 0.5, -1) for _, b in spans.values()])
     active = most = 0
     for _, step in steps:
@@ -236,16 +237,18 @@ def rss_checks(program: Program, real_kib: Dict[str, float],
     return lines, passed, checked
 
 
+BASELINE_METRICS = ("baseline_rss_kib", "memory:baseline_rss_kib")   # the runtime's, the memory probe's
+
+
 def baseline_line(analysis: dict) -> List[str]:
-    """The replay's RSS before its first allocator call, where the session measured it (the heap's share
-    of the peak is the rest)."""
+    """The replay's baseline RSS, where the session measured it (the heap's share of the peak is the rest)."""
     block = next(b for b in analysis["blocks"] if b["target"] == "scenario")
-    means = {a: s["metrics"]["baseline_rss_kib"]["mean"] for a, s in block["allocators"].items()
-             if "baseline_rss_kib" in s["metrics"]}
-    if not means:
-        return []
-    return ["  replay RSS before its first allocator call: "
-            + ", ".join(f"{a} {v / MIB:.1f} MiB" for a, v in means.items())]
+    for metric in BASELINE_METRICS:
+        means = {a: s["metrics"][metric]["mean"] for a, s in block["allocators"].items() if metric in s["metrics"]}
+        if means:
+            return ["  replay RSS before its first allocator call: "
+                    + ", ".join(f"{a} {v / MIB:.1f} MiB" for a, v in means.items())]
+    return []
 
 
 def report(program: Program, analysis: dict, names: Sequence[str], figures) -> Tuple[List[str], dict]:
@@ -271,7 +274,7 @@ def report(program: Program, analysis: dict, names: Sequence[str], figures) -> T
 
 def trace_block(cap: Dict[str, float], rep: Dict[str, float]) -> List[str]:
     rows = [("calls", "calls", "{:.0f}"), ("threads in all", "threads", "{:.0f}"),
-            ("threads active at most", "threads_active_max", "{:.0f}"),
+            ("threads alive at most", "threads_active_max", "{:.0f}"),
             ("cross-thread frees", "cross_thread_share", "{:.1%}"), ("peak live bytes", "peak_live_bytes", "{:.0f}"),
             ("live bytes at the end", "live_at_end_bytes", "{:.0f}")]
     lines = [f"  {'trace statistics':<26}{'capture':>14}{'replay':>14}"]
