@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from . import __version__, allocators_cli, run_command
+from . import __version__, allocators_cli, merge, run_command
 from .cli_common import (EXIT_BUILD, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_SCENARIO, EXIT_USAGE,
                          UsageError, add_memory_limit_option, default_cc, parse_params)
 from .probes import cli as probes_cli
@@ -20,7 +20,7 @@ from .runner import ProgramRunner
 from .trace import cli as trace_cli
 
 # Commands owned by other modules, in `scenc --help` order: each adds itself with `register`.
-COMMAND_MODULES = (run_command, allocators_cli, probes_cli, trace_cli, report_cli)
+COMMAND_MODULES = (run_command, merge, allocators_cli, probes_cli, trace_cli, report_cli)
 
 
 def _add_build_options(p, sweep=False):

@@ -72,6 +72,14 @@ def parse_runs(text: str):
     return value
 
 
+def parse_shard(text: str):
+    from .blocks import parse_shard as parse
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -128,6 +136,9 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, saved in the result)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="result file (default results/<scenario>-<timestamp>.json)")
+    p.add_argument("--shard", type=parse_shard, metavar="K/N",
+                   help="run only the K-th of N parts of the plan (whole param set x probe set "
+                        "blocks, dealt for equal time); put the parts together with `scenc merge`")
     p.add_argument("--resume", metavar="FILE", help="continue an interrupted run from its result file")
     p.add_argument("--csv", metavar="FILE", help="also export the runs as CSV")
     p.add_argument("--plots", metavar="DIR", help="also draw plots (PNG and SVG) into DIR")

@@ -32,7 +32,7 @@ class HarnessError(Exception):
 
 # Options that shape the plan: given on --resume they would contradict the file.
 _PLAN_OPTIONS = ("allocators", "param", "runs", "warmup", "ci", "min_runs", "max_runs", "seed",
-                 "allocator_config", "cc", "probes")
+                 "allocator_config", "cc", "probes", "shard")
 
 
 def _default_allocators(config_path) -> str:
@@ -42,10 +42,12 @@ def _default_allocators(config_path) -> str:
     return ",".join(names)
 
 
-def _default_output(scenario: str) -> Path:
+def _default_output(scenario: str, shard: Optional[Mapping] = None) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in scenario) or "scenario"
     base = Path("results") / f"{safe}-{stamp}"
+    if shard:
+        base = Path(f"{base}-shard{shard['index']}of{shard['count']}")
     path, n = base.with_suffix(".json"), 1
     while path.exists():
         n += 1
@@ -170,6 +172,9 @@ def prepare_new(args, progress, check=lambda: None):
     if not args.scenario and command is None:
         raise UsageError("give a scenario file, a command after `--`, or --resume RESULT.json")
     command_setup.check_options(args, bool(args.scenario))
+    if getattr(args, "shard", None) and command is not None:
+        raise UsageError("--shard splits a scenario's sweep into blocks; a program after `--` is "
+                         "measured beside its scenario in one session: run it without --shard")
     scenario_path = Path(args.scenario) if args.scenario else None
     if scenario_path is not None and not scenario_path.is_file():
         raise UsageError(f"{args.scenario}: no such file")
@@ -218,17 +223,23 @@ def prepare_new(args, progress, check=lambda: None):
     )
     if command is not None:
         plan.configs += command_setup.configs(allocators)
-    progress.info(f"plan: {plan.describe()}")
-    _tell_memory_limit(args, plan, progress)
     if scenario_path is not None:
         header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
     else:
         header = command_setup.command_only_header(args, plan, allocators, command, cc, _allocator_entry)
     if command is not None:
         command_setup.describe(header, command)
+    if getattr(args, "shard", None):
+        if args.seed is None:  # a random one would differ in every shard: another plan each
+            from .shard import default_seed
+            plan.seed = default_seed(plan, header["source"])
+        plan, header["shard"] = _take_shard(args, plan, programs, progress, check)
+        header["plan"], header["probes"] = plan.to_json(), plan.probe_sets
+    progress.info(f"plan: {plan.describe()}")
+    _tell_memory_limit(args, plan, progress)
     header["probe_plan"] = probe_plan.to_json()
     header["allow_huge"] = bool(args.allow_huge)
-    output = Path(args.output) if args.output else _default_output(header["scenario"])
+    output = Path(args.output) if args.output else _default_output(header["scenario"], header.get("shard"))
     check()  # the last moment to stop without leaving a file behind
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -236,6 +247,27 @@ def prepare_new(args, progress, check=lambda: None):
     except FileExistsError:
         raise UsageError(f"{output} exists; choose another -o, or continue it with --resume {output}") from None
     return result, plan, allocators, programs
+
+
+def _take_shard(args, plan: Plan, programs, progress: Progress, check):
+    """This shard's part of `plan` (see shard.py) and the header's "shard" entry."""
+    from . import blocks, shard
+    from .runner import ProgramRunner
+    index, count = args.shard
+    progress.info(f"shard {index}/{count}: weighing the {len(blocks.plan_blocks(plan.to_json()))} blocks "
+                  f"(one unmeasured run of each program)")
+    weights, uncounted = shard.weigh(plan, programs, ProgramRunner(), check)
+    if uncounted:
+        progress.note(f"scenc: {len(uncounted)} blocks reported no allocator calls; each weighs as "
+                      f"much as the heaviest (first: {blocks.block_label(uncounted[0])})")
+    part, entry = shard.take(plan, index, count, weights)
+    if part.time_budget_s is not None and args.time_budget is None:
+        part.time_budget_s = _time_budget(args, len(entry["blocks"]))  # the default: per block
+    progress.info(shard.describe(entry))
+    if not part.configs:
+        progress.note(f"scenc: shard {index}/{count} has no block to run (the plan has only "
+                      f"{len(entry['weights'])}); its file still goes to `scenc merge`")
+    return part, entry
 
 
 def prepare_resume(args, progress, check=lambda: None):

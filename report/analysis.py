@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
 from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
+from .. import blocks as plan_blocks
 from .. import runrecord
 from ..plan import DEFAULT_PROBE_SET
 from . import metrics as metric_defs
@@ -92,6 +93,7 @@ class Block:
     verdicts: Dict[str, Verdict]                # metric -> the winner
     last: Dict[str, Verdict] = field(default_factory=dict)   # metric -> the last of three or more
     target: str = "scenario"                    # or "command": the real program (command_target.py)
+    machine: Optional[str] = None               # which machine ran it, in a merge of several
 
     def stats(self, name: str) -> Optional[AllocatorStats]:
         return next((a for a in self.allocators if a.name == name), None)
@@ -106,6 +108,7 @@ class Block:
         return {
             "params": self.params, "probe_set": self.probe_set, "target": self.target,
             "baseline": self.baseline,
+            **({"machine": self.machine} if self.machine else {}),
             "allocators": {a.name: a.to_json() for a in self.allocators},
             "comparisons": {m: {name: dict(c.to_dict(), sentence=self.comparison_sentence(m, name))
                                 for name, c in by_name.items()}
@@ -123,6 +126,14 @@ class Analysis:
     metrics: List[str]          # every metric present, in display order
     baseline: Optional[str]
     varying: List[str]          # params that take more than one value
+    machines: Dict[str, Mapping] = field(default_factory=dict)  # id -> description, if several
+
+    def by_machine(self) -> List[tuple]:
+        """[(machine id or None, its blocks)]: the groups a figure may compare within."""
+        groups: Dict[Optional[str], List[Block]] = {}
+        for b in self.blocks:
+            groups.setdefault(b.machine, []).append(b)
+        return list(groups.items())
 
     @property
     def scenario(self) -> str:
@@ -133,6 +144,7 @@ class Analysis:
                 "status": self.header.get("status"), "baseline": self.baseline,
                 "metrics": {m: _metric_json(m) for m in self.metrics},
                 "varying_params": self.varying,
+                **({"machines": self.machines} if self.machines else {}),
                 "blocks": [b.to_json() for b in self.blocks],
                 "side_by_side": _side_by_side_json(self)}
 
@@ -199,6 +211,7 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
     if baseline is not None and baseline not in names:
         raise ValueError(f"baseline {baseline!r} is not in this result (allocators: {', '.join(names)})")
     present_metrics = set()
+    machine_of = plan_blocks.machine_of_blocks(header)
     blocks = []
     for point in _ordered_points(header, runs):
         params, probe_set, target = point
@@ -262,7 +275,8 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
                 c = stats.compare(next_worst.samples[d.name], worst.samples[d.name],
                                   lower_is_better=d.lower_is_better, confidence=confidence)
                 last[d.name] = Verdict(d.name, d.worst, worst.name, next_worst.name, c, ahead=False)
-        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts, last, target))
+        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts, last, target,
+                            machine_of.get(plan_blocks.block_key(params, probe_set))))
     varying = []
     scenario_blocks = [b for b in blocks if b.target == "scenario"]   # a command has no params
     for k in {k for b in scenario_blocks for k in b.params}:
@@ -271,4 +285,4 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
     order = [k for b in blocks for k in b.params]
     varying.sort(key=order.index)
     return Analysis(header, getattr(result, "path", ""), blocks, metric_defs.order(present_metrics),
-                    baseline, varying)
+                    baseline, varying, plan_blocks.machines(header))

@@ -18,6 +18,9 @@ def register(subparsers) -> None:
     p.add_argument("--plots", metavar="DIR", help="draw plots (PNG and SVG) into DIR")
     p.add_argument("--csv", metavar="FILE", help="export the runs as CSV")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON instead of tables")
+    p.add_argument("--across-machines", action="store_true",
+                   help="in a merge of shards from several machines, draw their blocks in the same "
+                        "figures (by default each machine gets its own: they are not comparable)")
     p.set_defaults(func=cmd_report)
 
     p = subparsers.add_parser("compare", help="compare two result files (before/after, two machines)",
@@ -77,7 +80,12 @@ def cmd_report(args) -> int:
     if args.plots:
         from ..probes.plots import write_probe_plots
         from .plots import write_plots
-        paths = write_plots(analysis, args.plots, all_metrics=args.all_metrics, metrics=args.metric)
+        if analysis.machines and args.across_machines:
+            print(f"scenc: warning: --across-machines: the plots put blocks of {len(analysis.machines)} "
+                  f"machines side by side; differences between those blocks may be the machines'",
+                  file=sys.stderr)
+        paths = write_plots(analysis, args.plots, all_metrics=args.all_metrics, metrics=args.metric,
+                            across_machines=args.across_machines)
         paths += write_probe_plots(result, args.plots)  # the same pictures `scenc run --plots` draws
         print(f"plots: {len(paths)} files in {args.plots}", file=sys.stderr)
     return EXIT_OK

@@ -1,6 +1,7 @@
 """`scenc compare`'s figures: B against A for every allocator and param set both result files have."""
 
 from .. import stats
+from ..blocks import machine_name, machines
 from . import metrics as metric_defs
 from .analysis import analyze
 from .tables import scale_for, shown_metrics
@@ -18,6 +19,11 @@ def _differences(a, b):
         va, vb = ha.get("machine", {}).get(key), hb.get("machine", {}).get(key)
         if va != vb:
             notes.append(f"machine {key}: {va} vs {vb}")
+    for label, h in (("A", ha), ("B", hb)):
+        found = machines(h)
+        if found:
+            notes.append(f"{label}'s blocks ran on {len(found)} machines "
+                         f"({', '.join(machine_name(d) for d in found.values())})")
     for name in set(ha.get("allocators", {})) & set(hb.get("allocators", {})):
         va = ha["allocators"][name].get("version")
         vb = hb["allocators"][name].get("version")

@@ -12,11 +12,13 @@ Per metric shown:
   params vary too, one panel per combination of them.
 """
 
+import dataclasses
 import math
 import os
 import re
 from typing import Dict, List, Sequence
 
+from ..blocks import machine_name
 from . import metrics as metric_defs
 from .tables import scale_for, shown_metrics
 
@@ -232,10 +234,7 @@ def sweep_plot(analysis, metric: str, param: str, directory: str, stem: str) -> 
     return paths
 
 
-def write_plots(analysis, directory: str, all_metrics: bool = False, metrics=None) -> List[str]:
-    """Every plot for the metrics a table would show; returns the files written."""
-    os.makedirs(directory, exist_ok=True)
-    stem = _slug(analysis.scenario)
+def _plots_of(analysis, directory: str, stem: str, all_metrics: bool, metrics) -> List[str]:
     paths: List[str] = []
     for metric in shown_metrics(analysis, all_metrics, metrics):
         if not any(metric in a.summaries for b in analysis.blocks for a in b.allocators):
@@ -245,4 +244,37 @@ def write_plots(analysis, directory: str, all_metrics: bool = False, metrics=Non
         for param in analysis.varying:
             if all(_numeric(b.params.get(param)) for b in _scenario_blocks(analysis)):
                 paths += sweep_plot(analysis, metric, param, directory, stem)
+    return paths
+
+
+def _titled(analysis, title: str, blocks):
+    """The analysis seen as `title`, with only `blocks` (whose varying params are recomputed)."""
+    varying = [p for p in analysis.varying
+               if len({repr(b.params.get(p)) for b in blocks}) > 1]
+    return dataclasses.replace(analysis, header=dict(analysis.header, scenario=title),
+                               blocks=blocks, varying=varying)
+
+
+def write_plots(analysis, directory: str, all_metrics: bool = False, metrics=None,
+                across_machines: bool = False) -> List[str]:
+    """Every plot for the metrics a table would show; returns the files written.
+
+    A merge of several machines' shards gets each machine's plots apart
+    (no figure puts two machines' blocks side by side) unless
+    `across_machines`, which draws them together under a warning.
+    """
+    os.makedirs(directory, exist_ok=True)
+    stem = _slug(analysis.scenario)
+    if not analysis.machines:
+        return _plots_of(analysis, directory, stem, all_metrics, metrics)
+    if across_machines:
+        title = (f"{analysis.scenario} -- WARNING: {len(analysis.machines)} machines, "
+                 f"blocks are not comparable")
+        return _plots_of(_titled(analysis, title, analysis.blocks), directory,
+                         f"{stem}-across-machines", all_metrics, metrics)
+    paths: List[str] = []
+    for machine, blocks in analysis.by_machine():
+        title = f"{analysis.scenario} on {machine} ({machine_name(analysis.machines.get(machine, {}))})"
+        paths += _plots_of(_titled(analysis, title, blocks), directory, f"{stem}-{machine}",
+                           all_metrics, metrics)
     return paths

@@ -10,6 +10,7 @@ import math
 from typing import List, Optional, Sequence
 
 from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
+from ..blocks import machine_name
 from ..plan import DEFAULT_PROBE_SET
 from . import metrics as metric_defs
 from . import sidebyside
@@ -128,7 +129,10 @@ def _block_title(analysis, block) -> str:
         return f"== command: {command.describe() if command else '?'} =="
     params = " ".join(f"{k}={v}" for k, v in block.params.items())
     probe = f" [{block.probe_set}]" if block.probe_set != DEFAULT_PROBE_SET else ""
-    return f"== {analysis.scenario}{' ' + params if params else ''}{probe} =="
+    machine = ""
+    if block.machine and analysis.machines:
+        machine = f" (machine {block.machine}: {machine_name(analysis.machines[block.machine])})"
+    return f"== {analysis.scenario}{' ' + params if params else ''}{probe}{machine} =="
 
 
 # What a failed run did, for people; none of these runs is in the statistics.
@@ -205,6 +209,9 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
         return f"{analysis.scenario}: no runs in {analysis.path}"
     parts += [format_side_by_side(analysis, scenario_block, program_block)
               for scenario_block, program_block in sidebyside.pairs(analysis)]
+    if analysis.machines:
+        parts.append(f"(these blocks ran on {len(analysis.machines)} machines; each block's figures "
+                     f"compare allocators on one machine only: do not compare blocks of different machines)")
     status = analysis.header.get("status")
     if status and status != "complete":
         parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")
