@@ -2,22 +2,27 @@
 
 For each program of bench/programs/ (and python3 running a script), this bench
 
-1. runs the REAL program under every allocator (glibc, tcmalloc, jemalloc,
-   mimalloc: scenc's registry, LD_PRELOAD),
-2. captures it once (`scenc capture --method preload`), converts the capture
-   (`scenc convert`, an exact replay; --convert-arg passes options through),
-   builds the replay, and captures the replay too (to compare what it does to
-   the heap with what the program did),
-3. runs the REPLAY under the same allocators, in the SAME rounds as the real
-   program: each round runs every (program, real|replay, allocator) once, in
-   shuffled order, so drift in the machine's load hits both alike; the first
-   round is a warm-up and is dropped,
+1. captures the program once (`scenc capture --method preload`), converts the
+   capture (`scenc convert`, an exact replay; --convert-arg passes options
+   through), builds the replay, and captures the replay too (to compare what
+   it does to the heap with what the program did);
+2. runs the replay BESIDE the real program in one scenc session:
 
-and prints, per program, side by side: trace statistics of capture and
-replay (threads, threads active at most, cross-thread frees, peak live
-bytes), then for wall time and peak RSS (both from wait4's rusage of the
-child) each allocator's mean, its ratio to glibc with a 95% confidence
-interval (Fieller, scenc.stats), the ranking, whether the fastest/slowest
+       scenc run PROG-replay.scn --allocators glibc,tcmalloc,jemalloc,mimalloc \
+           --runs N --seed S -o PROG-result.json -- PROGRAM ARGS
+
+   every round runs the replay and the program under every allocator once, in
+   shuffled order, so drift in the machine's load hits both alike (scenc's
+   warm-up first); the program's figures come from wait4 (scenc's launcher),
+   each run's allocator proven by the preload proof; the replay's are its
+   runtime's (timed region, VmHWM);
+3. reads the session back with `scenc report --json` and prints its side by
+   side (report/sidebyside.py: no statistics of the bench's own).
+
+Printed per program: trace statistics of capture and replay (threads, threads
+active at most, cross-thread frees, peak live bytes), then for wall time and
+peak RSS each allocator's mean, its ratio to glibc with a 95% confidence
+interval (`*` significant), both rankings, whether the fastest/slowest
 (leanest/fattest) agree wherever the real program's difference is
 significant, and the issue's peak-RSS checks:
 
@@ -28,22 +33,18 @@ significant, and the issue's peak-RSS checks:
 
 A final table sums up agreement per program. The bench reports; it exits 0
 even when the replay disagrees (that is what it is for), 1 when something
-could not be built, captured or run.
+could not be built, captured or run (a session's finished runs stay in its
+result file in the work directory).
 
-    .venv/bin/python bench/fidelity.py                  # about 10 minutes on 2 idle cores
-    .venv/bin/python bench/fidelity.py --quick          # 3 runs each: about 3-4 minutes
+    .venv/bin/python bench/fidelity.py                  # 10 runs each
+    .venv/bin/python bench/fidelity.py --quick          # 3 runs each
         [--runs N] [--allocators glibc,tcmalloc,...] [--programs alloc_heavy,prodcons]
         [--convert-arg=--touch=first ...] [--seed N] [--workdir DIR] [--json FILE]
-
-Programs are run by `Runner.measure` (wall time and peak RSS of one run of a
-command under one allocator, through the small bench/programs/launch.c); when
-`scenc run -- COMMAND` exists it can take that method's place.
 """
 
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -53,13 +54,11 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from scenc import allocators as allocator_registry
-from scenc.stats import compare, summarize
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS_DIR = HERE / "programs"
 DEFAULT_ALLOCATORS = "glibc,tcmalloc,jemalloc,mimalloc"
-MIB = 1024.0                       # ru_maxrss is in KiB
-RUN_TIMEOUT_S = 120.0
+MIB = 1024.0                       # peak RSS is in KiB
 
 
 # --------------------------------------------------------------------------- the programs
@@ -93,43 +92,13 @@ def build_program(program: Program, workdir: Path, cc: str = "gcc") -> List[str]
     return [str(binary), *program.args]
 
 
-# --------------------------------------------------------------------------- one run
-@dataclass
-class Sample:
-    wall_s: float
-    maxrss_kib: int
-    status: int                    # exit status, or -signal
-
-
-class Runner:
-    """Runs a command once under an allocator: its wall time and peak RSS (wait4's rusage), through
-    bench/programs/launch.c (a child of this Python process would count the bench's own memory in its
-    ru_maxrss). `measure` is the one place to swap for `scenc run -- COMMAND`."""
-
-    def __init__(self, workdir: Path, cc: str = "gcc", timeout: float = RUN_TIMEOUT_S):
-        self.launcher = workdir / "launch"
-        self.timeout = timeout
-        subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(self.launcher),
-                        str(PROGRAMS_DIR / "launch.c")], check=True)
-
-    def measure(self, argv: Sequence[str], allocator) -> Sample:
-        settings = [f"{k}={v}" for k, v in allocator.preload_env(base_env={}).items()]
-        proc = subprocess.run([str(self.launcher), *settings, "--", *argv], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=self.timeout)
-        try:
-            wall_ns, maxrss, status = map(int, proc.stdout.split())
-        except ValueError:
-            wall_ns, maxrss, status = 0, 0, proc.returncode or -1
-        if status != 0:
-            raise RuntimeError(f"{' '.join(argv)} under {allocator.name} ended with status {status}: "
-                               f"{proc.stderr[-400:].decode(errors='replace').strip()}")
-        return Sample(wall_ns / 1e9, maxrss, status)
-
-
 # --------------------------------------------------------------------------- capture, convert, stats
+SCENC = [sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit(main())"]   # the console script's
+# way (`python -m scenc.cli` would load cli.py twice, as __main__ and as scenc.cli)
+
+
 def scenc_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scenc.cli", *args], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+    return subprocess.run([*SCENC, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def capture(argv: Sequence[str], trace: Path) -> None:
@@ -148,25 +117,26 @@ def convert(trace: Path, scn: Path, extra: Sequence[str]) -> List[str]:
     return [str(build(scn).binary)]
 
 
+THREAD_RECORDS = ("thread_start", "thread_exit")
+
+
 def trace_figures(trace: Path) -> Dict[str, float]:
-    """What a capture did to the heap: calls, threads, threads active at once at most (between a thread's
-    first and last allocator call: captures do not record thread start and exit), cross-thread share of
-    frees, peak live bytes."""
+    """What a capture did to the heap: calls, threads, threads alive at once at most (from a thread's start
+    record, or its first allocator call, to its exit record, or its last call), cross-thread share of frees,
+    peak live bytes. The tracer's other records (the program's own mappings) are not allocator calls."""
     from scenc.trace.source import TraceSource
     from scenc.trace.stats import TraceStats
-    source = TraceSource(trace)
+    source = TraceSource(trace, extra_events=True)
     spans: Dict[int, List[int]] = {}
 
-    def watched(events):
+    def calls(events):
         for i, ev in enumerate(events):
-            span = spans.get(ev.tid)
-            if span is None:
-                spans[ev.tid] = [i, i]
-            else:
-                span[1] = i
-            yield ev
+            span = spans.setdefault(ev.tid, [i, i])
+            span[1] = i
+            if ev.kind not in THREAD_RECORDS and ev.kind not in ("mmap", "munmap", "mremap"):
+                yield ev
 
-    d = TraceStats(source.report).consume(watched(source.events)).to_dict()
+    d = TraceStats(source.report).consume(calls(source.events)).to_dict()
     steps = sorted([(a, 1) for a, _ in spans.values()] + [(b + 0.5, -1) for _, b in spans.values()])
     active = most = 0
     for _, step in steps:
@@ -177,133 +147,140 @@ def trace_figures(trace: Path) -> Dict[str, float]:
             "live_at_end_bytes": d["live_at_end"]["bytes"]}
 
 
-# --------------------------------------------------------------------------- the rounds
-def run_rounds(runner: Runner, units: Dict[Tuple[str, str], List[str]], allocators, runs: int, seed: int,
-               progress=print) -> Dict[Tuple[str, str, str], List[Sample]]:
-    """Every (program, real|replay) x allocator once per round, in shuffled order; round 0 is a warm-up."""
-    rng = random.Random(seed)
-    results: Dict[Tuple[str, str, str], List[Sample]] = {}
-    plan = [(name, side, a) for (name, side) in units for a in allocators]
-    for rnd in range(runs + 1):
-        rng.shuffle(plan)
-        started = time.perf_counter()
-        for name, side, a in plan:
-            sample = runner.measure(units[name, side], a)
-            if rnd:
-                results.setdefault((name, side, a.name), []).append(sample)
-        progress(f"  round {rnd}/{runs}{' (warm-up)' if not rnd else ''}: {len(plan)} runs in "
-                 f"{time.perf_counter() - started:.1f} s")
-    return results
+# --------------------------------------------------------------------------- one session per program
+def run_session(argv: Sequence[str], replay_scn: Path, allocators: Sequence[str], runs: int, seed: int,
+                result: Path) -> dict:
+    """`scenc run REPLAY.scn -- PROGRAM ARGS`: the replay beside its program in one session (both under
+    every allocator in the same shuffled rounds, after scenc's warm-up), then the session's analysis as
+    `scenc report --json` prints it. A failed run stops the bench; its runs stay in the result file."""
+    proc = scenc_cli("run", str(replay_scn), "--allocators", ",".join(allocators), "--runs", str(runs),
+                     "--seed", str(seed), "--quiet", "-o", str(result), "--", *argv)
+    if proc.returncode != 0:
+        raise RuntimeError(f"scenc run {replay_scn.name} -- {' '.join(argv)} failed ({proc.returncode}): "
+                           f"{(proc.stdout + proc.stderr).strip()[-800:]}\n(the runs are kept in {result})")
+    shown = scenc_cli("report", str(result), "--json")
+    if shown.returncode != 0:
+        raise RuntimeError(f"scenc report {result} failed ({shown.returncode}): {shown.stderr.strip()[-600:]}")
+    return json.loads(shown.stdout)
 
 
 # --------------------------------------------------------------------------- the report
-@dataclass
-class Verdict:
-    what: str                      # 'fastest', 'slowest', 'leanest', 'fattest'
-    real: str
-    replay: str
-    significant: bool              # the real program's leader is significantly ahead of its runner-up
-
-    @property
-    def agrees(self) -> bool:
-        return self.real == self.replay
-
-    def text(self) -> str:
-        if not self.significant:
-            return f"{self.what:<8} real {self.real:<9} replay {self.replay:<9} (not significant in the real program)"
-        return f"{self.what:<8} real {self.real:<9} replay {self.replay:<9} {'agree' if self.agrees else 'DISAGREE'}"
+# Everything below formats what `scenc report --json` computed (report/sidebyside.py): means, rankings,
+# ratios to glibc with their intervals, and agreement at the significant ends. No statistics of its own.
+METRICS = (("wall_s", "wall time", "ms", 1e-3, ("fastest", "slowest")),
+           ("peak_rss_kib", "peak RSS", "MiB", MIB, ("leanest", "fattest")))
 
 
-def extremes(values: Dict[str, List[float]], replay: Dict[str, List[float]], words: Tuple[str, str]) -> List[Verdict]:
-    """The best and the worst allocator by mean (lower is better), real vs replay; significant when the
-    real program's leader differs significantly from its runner-up."""
-    out = []
-    for word, reverse in ((words[0], False), (words[1], True)):
-        order = sorted(values, key=lambda a: sum(values[a]) / len(values[a]), reverse=reverse)
-        replay_order = sorted(replay, key=lambda a: sum(replay[a]) / len(replay[a]), reverse=reverse)
-        significant = len(order) > 1 and compare(values[order[1]], values[order[0]]).significant
-        out.append(Verdict(word, order[0], replay_order[0], significant))
-    return out
+def beside(analysis: dict) -> dict:
+    """The session's one side-by-side entry: the replay beside its program."""
+    pairs = analysis.get("side_by_side") or []
+    if len(pairs) != 1:
+        raise RuntimeError(f"{analysis.get('result_file')}: expected the replay beside its program, "
+                           f"found {len(pairs)} side-by-side entries")
+    return pairs[0]
 
 
-def ratio_text(base: List[float], other: List[float]) -> str:
-    c = compare(base, other)
-    if c.ratio is None:
+def ratio_text(name: str, to_baseline: dict) -> str:
+    c = to_baseline.get(name)
+    if c is None:
+        return "1.00x (baseline)"
+    if c["ratio"] is None:
         return "-"
-    ci = f"[{c.ratio_ci[0]:.2f}, {c.ratio_ci[1]:.2f}]" if c.ratio_ci else "[unbounded]"
-    return f"{c.ratio:5.2f}x {ci:<14}{'*' if c.significant else ' '}"
+    ci = f"[{c['ratio_ci'][0]:.2f}, {c['ratio_ci'][1]:.2f}]" if c["ratio_ci"] else "[unbounded]"
+    return f"{c['ratio']:5.2f}x {ci:<14}{'*' if c['significant'] else ' '}"
 
 
-def metric_block(title: str, unit: str, scale: float, real: Dict[str, List[float]], replay: Dict[str, List[float]],
-                 words: Tuple[str, str]) -> Tuple[List[str], List[Verdict]]:
-    names = list(real)
+def end_text(end: dict) -> str:
+    what = f"{end['word']:<8} real {end['program']:<9} replay {end['scenario']:<9}"
+    if not end["significant"]:
+        return what + " (not significant in the real program)"
+    return what + (" agree" if end["agrees"] else " DISAGREE")
+
+
+def metric_block(title: str, unit: str, scale: float, names: Sequence[str], found: dict) -> List[str]:
+    """One metric of the side-by-side entry: both means, both ratios to glibc, rankings, the ends."""
+    real, replay = dict(found["program"]), dict(found["scenario"])
     lines = [f"{title}: mean, ratio to glibc [95% CI] (* significant)",
              f"  {'allocator':<10}{'real ' + unit:>12}  {'x glibc':<22}{'replay ' + unit:>12}  {'x glibc':<22}"]
     for a in names:
-        lines.append(f"  {a:<10}{summarize(real[a]).mean / scale:>12.1f}  {ratio_text(real['glibc'], real[a]):<22}"
-                     f"{summarize(replay[a]).mean / scale:>12.1f}  {ratio_text(replay['glibc'], replay[a]):<22}")
-    rank = lambda d: " < ".join(sorted(d, key=lambda a: sum(d[a]) / len(d[a])))   # noqa: E731
-    lines.append(f"  ranking  real:   {rank(real)}")
-    lines.append(f"           replay: {rank(replay)}")
-    verdicts = extremes(real, replay, words)
-    lines += ["  " + v.text() for v in verdicts]
-    return lines, verdicts
+        if a not in real or a not in replay:
+            lines.append(f"  {a:<10}{'(too few ok runs)':>12}")
+            continue
+        lines.append(f"  {a:<10}{real[a] / scale:>12.1f}  {ratio_text(a, found['to_baseline']['program']):<22}"
+                     f"{replay[a] / scale:>12.1f}  {ratio_text(a, found['to_baseline']['scenario']):<22}")
+    lines.append(f"  ranking  real:   {' < '.join(a for a, _ in found['program'])}")
+    lines.append(f"           replay: {' < '.join(a for a, _ in found['scenario'])}")
+    return [line.rstrip() for line in lines] + ["  " + end_text(e) for e in found["ends"]]
 
 
-def rss_checks(program: Program, real: Dict[str, List[float]], replay: Dict[str, List[float]],
-               ops_mib: float = 0.0) -> Tuple[List[str], int, int]:
-    """The issue's peak-RSS targets; (lines, passed, checked). The replay's figure less the size of its ops
-    file is shown beside it: a replay that maps its whole ops file counts it in its RSS."""
-    mean = {side: {a: sum(v) / len(v) / MIB for a, v in d.items()} for side, d in (("real", real), ("replay", replay))}
+def rss_checks(program: Program, real_kib: Dict[str, float],
+               replay_kib: Dict[str, float]) -> Tuple[List[str], int, int]:
+    """The issue's peak-RSS targets on the mean peak RSS of each side; (lines, passed, checked)."""
+    real = {a: v / MIB for a, v in real_kib.items()}
+    replay = {a: v / MIB for a, v in replay_kib.items()}
     lines, passed, checked = [], 0, 0
     if program.malloc_based:
-        lines.append(f"  replay peak RSS within 20% + 2 MiB of the real program's (ops file {ops_mib:.1f} MiB):")
-        for a, r in mean["real"].items():
-            p = mean["replay"][a]
+        lines.append("  replay peak RSS within 20% + 2 MiB of the real program's:")
+        for a, r in real.items():
+            p = replay.get(a, float("nan"))
             ok = abs(p - r) <= 0.2 * r + 2
             passed, checked = passed + ok, checked + 1
-            lines.append(f"    {a:<10} real {r:7.1f} MiB  replay {p:7.1f} MiB  {'ok  ' if ok else 'FAIL'}"
-                         f"  (replay - ops file {p - ops_mib:7.1f} MiB)")
+            lines.append(f"    {a:<10} real {r:7.1f} MiB  replay {p:7.1f} MiB  {'ok' if ok else 'FAIL'}")
     lines.append("  each allocator's peak-RSS difference from glibc within 20% + 1 MiB of the real one:")
-    for a, r in mean["real"].items():
+    for a, r in real.items():
         if a == "glibc":
             continue
-        dr, dp = r - mean["real"]["glibc"], mean["replay"][a] - mean["replay"]["glibc"]
+        dr, dp = r - real["glibc"], replay.get(a, float("nan")) - replay["glibc"]
         ok = abs(dp - dr) <= 0.2 * abs(dr) + 1
         passed, checked = passed + ok, checked + 1
         lines.append(f"    {a:<10} real {dr:+7.1f} MiB  replay {dp:+7.1f} MiB  {'ok' if ok else 'FAIL'}")
     return lines, passed, checked
 
 
+BASELINE_METRICS = ("baseline_rss_kib", "memory:baseline_rss_kib")   # the runtime's, the memory probe's
+
+
+def baseline_line(analysis: dict) -> List[str]:
+    """The replay's baseline RSS, where the session measured it (the heap's share of the peak is the rest)."""
+    block = next(b for b in analysis["blocks"] if b["target"] == "scenario")
+    for metric in BASELINE_METRICS:
+        means = {a: s["metrics"][metric]["mean"] for a, s in block["allocators"].items() if metric in s["metrics"]}
+        if means:
+            return ["  replay RSS before its first allocator call: "
+                    + ", ".join(f"{a} {v / MIB:.1f} MiB" for a, v in means.items())]
+    return []
+
+
+def report(program: Program, analysis: dict, names: Sequence[str], figures) -> Tuple[List[str], dict]:
+    """The lines of one program's report and its summary; figures: (capture's, replay's) trace_figures."""
+    pair = beside(analysis)
+    lines = [f"== {program.name}: {program.what} =="]
+    lines += trace_block(*figures)
+    ends = {}
+    for metric, title, unit, scale, _ in METRICS:
+        found = pair["metrics"][metric]
+        lines += metric_block(title, unit, scale, names, found)
+        ends.update({e["word"]: e for e in found["ends"]})
+    rss = pair["metrics"]["peak_rss_kib"]
+    in_order = lambda ranked: {a: dict(ranked)[a] for a in names if a in dict(ranked)}   # noqa: E731
+    checks, passed, checked = rss_checks(program, in_order(rss["program"]), in_order(rss["scenario"]))
+    lines += baseline_line(analysis) + checks
+    summary = {"program": program.name, "result_file": analysis.get("result_file"),
+               "verdicts": {w: {"real": e["program"], "replay": e["scenario"], "significant": e["significant"]}
+                            for w, e in ends.items()},
+               "rss_checks_passed": passed, "rss_checks": checked, "side_by_side": pair,
+               "trace": {"capture": figures[0], "replay": figures[1]}}
+    return lines, summary
+
 def trace_block(cap: Dict[str, float], rep: Dict[str, float]) -> List[str]:
     rows = [("calls", "calls", "{:.0f}"), ("threads in all", "threads", "{:.0f}"),
-            ("threads active at most", "threads_active_max", "{:.0f}"),
+            ("threads alive at most", "threads_active_max", "{:.0f}"),
             ("cross-thread frees", "cross_thread_share", "{:.1%}"), ("peak live bytes", "peak_live_bytes", "{:.0f}"),
             ("live bytes at the end", "live_at_end_bytes", "{:.0f}")]
     lines = [f"  {'trace statistics':<26}{'capture':>14}{'replay':>14}"]
     lines += [f"  {label:<26}{fmt.format(cap[k]):>14}{fmt.format(rep[k]):>14}" for label, k, fmt in rows]
+    lines.append(f"  {'replay ops file':<26}{'':>14}{rep.get('ops_bytes', 0) / MIB / MIB:>10.1f} MiB")
     return lines
-
-
-def report(program: Program, results, allocators, figures) -> Tuple[List[str], dict]:
-    names = [a.name for a in allocators]
-    data = {side: {m: {a: [getattr(s, m) for s in results[program.name, side, a]] for a in names}
-                   for m in ("wall_s", "maxrss_kib")} for side in ("real", "replay")}
-    lines = [f"== {program.name}: {program.what} =="]
-    lines += trace_block(*figures[program.name])
-    wall, wall_v = metric_block("wall time", "ms", 1e-3, data["real"]["wall_s"], data["replay"]["wall_s"],
-                                ("fastest", "slowest"))
-    rss, rss_v = metric_block("peak RSS", "MiB", MIB, data["real"]["maxrss_kib"], data["replay"]["maxrss_kib"],
-                              ("leanest", "fattest"))
-    checks, passed, checked = rss_checks(program, data["real"]["maxrss_kib"], data["replay"]["maxrss_kib"],
-                                         figures[program.name][1].get("ops_bytes", 0) / MIB / MIB)
-    lines += wall + rss + checks
-    verdicts = wall_v + rss_v
-    summary = {"program": program.name, "verdicts": {v.what: {"real": v.real, "replay": v.replay,
-                                                             "significant": v.significant} for v in verdicts},
-               "rss_checks_passed": passed, "rss_checks": checked, "samples": data,
-               "trace": {"capture": figures[program.name][0], "replay": figures[program.name][1]}}
-    return lines, summary
 
 
 def summary_table(summaries: List[dict]) -> List[str]:
@@ -313,34 +290,45 @@ def summary_table(summaries: List[dict]) -> List[str]:
     for s in summaries:
         cells = []
         for w in words:
-            v = s["verdicts"][w]
-            cells.append("-" if not v["significant"] else ("agree" if v["real"] == v["replay"] else "DISAGREE"))
+            v = s["verdicts"].get(w)
+            if not v or not v["significant"]:
+                cells.append("-")
+            else:
+                cells.append("agree" if v["real"] == v["replay"] else "DISAGREE")
         lines.append(f"  {s['program']:<14}" + "".join(f"{c:<10}" for c in cells)
                      + f"{s['rss_checks_passed']}/{s['rss_checks']} ok")
     return lines
 
 
 # --------------------------------------------------------------------------- main
-def prepare(programs: List[Program], workdir: Path, convert_args: Sequence[str], progress=print):
-    """Build, capture, convert and capture the replay of each program: {(name, side): argv}, figures."""
-    units: Dict[Tuple[str, str], List[str]] = {}
-    figures = {}
-    for p in programs:
-        t0 = time.perf_counter()
-        argv = build_program(p, workdir)
-        trace = workdir / f"{p.name}.trace"
-        capture(argv, trace)
-        replay = convert(trace, workdir / f"{p.name}-replay.scn", convert_args)
-        replay_trace = workdir / f"{p.name}-replay.trace"
-        capture(replay, replay_trace)
-        units[p.name, "real"], units[p.name, "replay"] = argv, replay
-        figures[p.name] = (trace_figures(trace), trace_figures(replay_trace))
-        ops = workdir / f"{p.name}-replay.ops"
-        figures[p.name][1]["ops_bytes"] = ops.stat().st_size if ops.exists() else 0
-        progress(f"  {p.name}: built, captured ({figures[p.name][0]['calls']:.0f} calls, "
-                 f"{trace.stat().st_size >> 10} KiB), converted and its replay captured in "
-                 f"{time.perf_counter() - t0:.1f} s")
-    return units, figures
+def prepare(program: Program, workdir: Path, convert_args: Sequence[str], progress=print):
+    """Build, capture and convert a program, build its replay and capture that too: (the program's command
+    line, the replay's .scn, (capture figures, replay figures))."""
+    t0 = time.perf_counter()
+    argv = build_program(program, workdir)
+    trace = workdir / f"{program.name}.trace"
+    capture(argv, trace)
+    scn = workdir / f"{program.name}-replay.scn"
+    replay = convert(trace, scn, convert_args)
+    replay_trace = workdir / f"{program.name}-replay.trace"
+    capture(replay, replay_trace)
+    figures = (trace_figures(trace), trace_figures(replay_trace))
+    ops = scn.with_suffix(".ops")
+    figures[1]["ops_bytes"] = ops.stat().st_size if ops.exists() else 0
+    progress(f"  {program.name}: built, captured ({figures[0]['calls']:.0f} calls, {trace.stat().st_size >> 10} KiB),"
+             f" converted and its replay captured in {time.perf_counter() - t0:.1f} s")
+    return argv, scn, figures
+
+
+def measure(program: Program, workdir: Path, convert_args: Sequence[str], allocators: Sequence[str], runs: int,
+            seed: int, progress=print) -> Tuple[List[str], dict]:
+    """Prepare a program, run its replay beside it (one session), and report them side by side."""
+    argv, scn, figures = prepare(program, workdir, convert_args, progress)
+    t0 = time.perf_counter()
+    analysis = run_session(argv, scn, allocators, runs, seed, workdir / f"{program.name}-result.json")
+    progress(f"  {program.name}: replay beside the program, {len(allocators)} allocators x {runs} runs "
+             f"+ warm-up, in {time.perf_counter() - t0:.1f} s")
+    return report(program, analysis, allocators, figures)
 
 
 def main(argv=None) -> int:
@@ -375,19 +363,18 @@ def main(argv=None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     print(f"fidelity: {len(programs)} programs x {len(allocators)} allocators x (real + replay), {runs} runs + "
-          f"1 warm-up round; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; work in {workdir}")
+          f"scenc's warm-up, one session per program; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+          f"work in {workdir}")
+    summaries = []
+    names = [a.name for a in allocators]
     try:
-        runner = Runner(workdir)
-        units, figures = prepare(programs, workdir, args.convert_arg)
-        results = run_rounds(runner, units, allocators, runs, args.seed)
+        for p in programs:
+            lines, summary = measure(p, workdir, args.convert_arg, names, runs, args.seed)
+            print("\n".join(lines) + "\n", flush=True)
+            summaries.append(summary)
     except (RuntimeError, subprocess.CalledProcessError) as e:
         print(f"fidelity: {e}", file=sys.stderr)
         return 1
-    summaries = []
-    for p in programs:
-        lines, summary = report(p, results, allocators, figures)
-        print("\n".join(lines) + "\n")
-        summaries.append(summary)
     print("\n".join(summary_table(summaries)))
     load = os.getloadavg()
     print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")

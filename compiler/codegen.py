@@ -22,6 +22,7 @@ class ProbeC:
     hooks: Tuple[str, ...]    # which of op_before, op_after, region_begin, region_end,
                               # thread_start, thread_end, program_start, program_end,
                               # report it defines
+    reads_sizes: bool = False  # its hooks read objects' sizes: pool slots must keep them
 
 
 @functools.lru_cache(maxsize=None)

@@ -17,6 +17,7 @@ from ..scenario import nodes as n
 from ..scenario.errors import Reporter
 from ..scenario.resolve import (CHAN, CHAN_ARRAY, INT, LOOP, PARAM, POOL, PTR, SELF, SHARED,
                                 NotConstant, Resolved, ThreadGroup, const_value)
+from ..scenario.walk import calls_in, stmt_exprs, walk
 from . import tables
 
 LIVES_WHEEL_BITS = 12
@@ -94,6 +95,7 @@ class CProgram:
     replay_file: Optional[str]   # absolute path of the ops file of `replay`
     source_file: str
     shared: Dict[str, int] = field(default_factory=dict)  # C name of a shared pool -> slots
+    pointer_slots: bool = False  # pool slots hold bare pointers: nothing reads an object's size
 
     @property
     def churns(self) -> bool:
@@ -101,8 +103,9 @@ class CProgram:
 
 
 class _Lowerer:
-    def __init__(self, resolved: Resolved, base_dir: Path, rep: Reporter):
+    def __init__(self, resolved: Resolved, base_dir: Path, rep: Reporter, pointer_slots: bool):
         self.r = resolved
+        self.pointer_slots = pointer_slots
         self.base_dir = base_dir
         self.rep = rep
         self.tables: List[CTable] = []
@@ -131,7 +134,8 @@ class _Lowerer:
         return CProgram(s.name, self.r.seed, self.r.params, chans, threads, self.tables,
                         self.regions, LIVES_WHEEL_BITS if self.uses_lives else 0,
                         replay_file, s.filename,
-                        {_shared_ident(name): slots for name, slots in self.r.shared.items()})
+                        {_shared_ident(name): slots for name, slots in self.r.shared.items()},
+                        self.pointer_slots)
 
     # -- threads
     def thread(self, g: ThreadGroup) -> CThread:
@@ -159,20 +163,21 @@ class _Lowerer:
         line = st.pos.line
         if isinstance(st, n.Assign):
             value = self.expr(st.value, pre)
-            target = self.expr(st.target, pre) if isinstance(st.target, n.Index) else c_ident(st.target.id)
-            code = f"{target} = {value};"
+            target = self.place(st.target, pre) if isinstance(st.target, n.Index) else c_ident(st.target.id)
+            code = f"{self.store(st.target, target, value)};"
             if value == target and isinstance(st.target, n.Name):
                 code = f"(void){target};"  # n = n: clang's -Wself-assign
             source = _moved_source(st.value)
             if source is not None and self._holds_pointer(source):
-                old = self.expr(source, pre)
+                old = self.place(source, pre)
                 if old == target:
                     pass  # p = realloc(p, n): the object stays where it was
                 elif isinstance(source, n.Index) and isinstance(st.target, n.Index):
                     # Two slots may be one (objs[i] = objs[j] with i == j): empty the old first.
-                    code = f"{{ scn_obj moved = {value}; {old} = SCN_NULL_OBJ; {target} = moved; }}"
+                    code = (f"{{ scn_obj moved = {value}; {self.clear(source, pre)};"
+                            f" {self.store(st.target, target, 'moved')}; }}")
                 else:
-                    code += f" {old} = SCN_NULL_OBJ;"
+                    code += f" {self.clear(source, pre)};"
             return CStmt("line", code, pre, line=line)
         if isinstance(st, n.CallStmt):
             code = self.action(st.call, pre)
@@ -181,7 +186,7 @@ class _Lowerer:
                 if isinstance(arg, n.Call) and arg.func in ("realloc", "swap"):
                     source = _moved_source(arg)
                     if source is not None and self._holds_pointer(source):
-                        code += f" {self.expr(source, pre)} = SCN_NULL_OBJ;"
+                        code += f" {self.clear(source, pre)};"
             return CStmt("line", code, pre, line=line)
         if isinstance(st, n.Lives):
             self.uses_lives = True
@@ -190,7 +195,7 @@ class _Lowerer:
             if source is not None and self._holds_pointer(source):
                 # realloc(p, n) lives L: the object moves from p to the `lives` queue.
                 tmp = self._temp("o")
-                pre += [f"scn_obj {tmp} = {obj};", f"{self.expr(source, pre)} = SCN_NULL_OBJ;"]
+                pre += [f"scn_obj {tmp} = {obj};", f"{self.clear(source, pre)};"]
                 obj = tmp
             if st.lifetime is None:
                 return CStmt("line", f"scn_lives_add_forever(t, {obj});", pre, line=line)
@@ -251,7 +256,26 @@ class _Lowerer:
     def _taking(self, code: str, arg, pre) -> str:
         """`code` takes the object in `arg` away (free, send): empty the variable or slot it was in."""
         source = _slot_or_name(arg)
-        return code if source is None else f"{code} {self.expr(source, pre)} = SCN_NULL_OBJ;"
+        return code if source is None else f"{code} {self.clear(source, pre)};"
+
+    # -- where objects are kept: variables, and pool slots (bare pointers or pointer + size)
+    def place(self, e, pre) -> str:
+        """The C lvalue of a pointer variable or pool slot; a slot's index is lowered once."""
+        if isinstance(e, n.Name):
+            return self.expr(e, pre)
+        if id(e) not in self._slots:
+            v = c_ident(e.base.id)
+            self._slots[id(e)] = f"{v}[scn_checked_index({self.expr(e.index, pre)}, {v}_n, {e.pos.line})]"
+        return self._slots[id(e)]
+
+    def _pointer_slot(self, e) -> bool:
+        return self.pointer_slots and isinstance(e, n.Index)
+
+    def store(self, e, place: str, value: str) -> str:
+        return f"{place} = scn_slot_of({value})" if self._pointer_slot(e) else f"{place} = {value}"
+
+    def clear(self, e, pre) -> str:
+        return f"{self.place(e, pre)} = {'NULL' if self._pointer_slot(e) else 'SCN_NULL_OBJ'}"
 
     def _holds_pointer(self, e) -> bool:
         if isinstance(e, n.Index):
@@ -273,15 +297,11 @@ class _Lowerer:
             if kind == CHAN:
                 return "ch_" + e.id
             return c_ident(e.id)
-        if isinstance(e, n.Index) and id(e) in self._slots:
-            return self._slots[id(e)]
+        if isinstance(e, n.Index) and self.symbols[e.base.id] == POOL:
+            slot = self.place(e, pre)
+            return f"scn_slot_obj({slot})" if self.pointer_slots else slot
         if isinstance(e, n.Index):
-            kind = self.symbols[e.base.id]
             index = self.expr(e.index, pre)
-            if kind == POOL:
-                v = c_ident(e.base.id)
-                self._slots[id(e)] = f"{v}[scn_checked_index({index}, {v}_n, {e.pos.line})]"
-                return self._slots[id(e)]
             count = self.r.channels[e.base.id].count
             return f"ch_{e.base.id}[scn_checked_index({index}, {count}, {e.pos.line})]"
         if isinstance(e, n.Neg):
@@ -410,8 +430,25 @@ def _shared_ident(name: str) -> str:
     return "sh_" + c_ident(name)[2:]
 
 
-def lower(resolved: Resolved, base_dir: Path) -> CProgram:
+SIZE_READERS = ("write", "touch")  # runtime/ops.h: scn_write_bytes, scn_touch read o.size
+
+
+def reads_sizes(resolved: Resolved) -> bool:
+    """Whether the scenario itself reads the sizes of the objects it holds: a
+    `write` fills its object's bytes, a `touch` its pages. (An object moves
+    between variables, pools and channels, so one reader anywhere needs the
+    size kept everywhere.)"""
+    return any(call.func in SIZE_READERS
+               for g in resolved.groups
+               for st, _loops in walk(g.node.body, resolved.params)
+               for e in stmt_exprs(st) for call in calls_in(e))
+
+
+def lower(resolved: Resolved, base_dir: Path, probes_read_sizes: bool = False) -> CProgram:
+    """`probes_read_sizes`: a probe compiled in reads the objects' sizes (live,
+    layout); with it, or a `write` or `touch`, pool slots keep each object's size."""
     rep = Reporter(resolved.scenario.filename, resolved.scenario.source)
-    program = _Lowerer(resolved, base_dir, rep).program()
+    pointer_slots = not probes_read_sizes and not reads_sizes(resolved)
+    program = _Lowerer(resolved, base_dir, rep, pointer_slots).program()
     rep.raise_if_errors()
     return program

@@ -50,7 +50,7 @@ def emit(path, params=None, probes: Sequence["ProbeC"] = ()) -> str:  # noqa: F8
     from .codegen import render
     from .lower import lower
     loaded = load(path, params)
-    return render(lower(loaded.resolved, Path(path).resolve().parent), probes)
+    return render(lower(loaded.resolved, Path(path).resolve().parent, _probes_read_sizes(probes)), probes)
 
 
 def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
@@ -81,8 +81,12 @@ def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
     if warn is not None:
         for w in loaded.warnings:
             warn(w.render(loaded.resolved.scenario.source))
-    c_text = render(lower(loaded.resolved, path.resolve().parent), probes)
+    c_text = render(lower(loaded.resolved, path.resolve().parent, _probes_read_sizes(probes)), probes)
     return builder.compile_program(c_text, key, cc, extra_flags)
+
+
+def _probes_read_sizes(probes: Sequence["ProbeC"]) -> bool:  # noqa: F821
+    return any(p.reads_sizes for p in probes)
 
 
 def print_warnings(loaded: Loaded, out=sys.stderr) -> None:

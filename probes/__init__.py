@@ -53,7 +53,7 @@ def set_members(name: str) -> List[str]:
 def c_parts(probe_set: str) -> tuple:
     """What the program of this probe set compiles in (compiler.codegen.ProbeC)."""
     from ..compiler.codegen import ProbeC
-    return tuple(ProbeC(c.name, c.header, c.hooks) for c in
+    return tuple(ProbeC(c.name, c.header, c.hooks, c.reads_sizes) for c in
                  (PROBES[n].c for n in set_members(probe_set)) if c is not None)
 
 

@@ -37,6 +37,7 @@ class CSide:
     name: str
     header: str
     hooks: Tuple[str, ...]
+    reads_sizes: bool = False  # the hooks read scn_obj.size (result, old, a free's size)
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,8 @@ PROBE = Probe(
     perturbation="a record of every call: a shared counter, malloc_usable_size, writes, 40 KiB of "
                  "resident buffers per thread",
     c=CSide(NAME, "probe_layout.h", ("program_start", "program_end", "thread_start", "thread_end",
-                                      "op_before", "op_after", "report")),
+                                      "op_before", "op_after", "report"),
+            reads_sizes=True),
     metric_kinds=METRICS,
     collect=collect,
     environment=environment,

@@ -36,7 +36,8 @@ PROBE = Probe(
     perturbs=frozenset({"time", "latency", "counters"}),
     sensitive_to=frozenset(),
     perturbation="an atomic add on one counter shared by all threads at every call",
-    c=CSide(NAME, "probe_live.h", ("op_before", "op_after", "report")),
+    c=CSide(NAME, "probe_live.h", ("op_before", "op_after", "report"),
+            reads_sizes=True),
     metric_kinds=METRICS,
     collect=collect,
 )

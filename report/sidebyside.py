@@ -2,7 +2,8 @@
 
 `scenc run app.scn ... -- ./app args` runs both in the same shuffled rounds,
 so a drift of the machine falls on both alike. This puts them side by side
-for wall time and peak RSS: each one's ranking of the allocators, whether
+for wall time and peak RSS: each one's ranking of the allocators, each
+allocator's ratio to the baseline with its confidence interval, whether
 they agree on the best and the worst allocator wherever the program's own
 difference is significant (a scenario is worth exactly its agreement with
 the program), and the share of the program's wall time the scenario takes.
@@ -58,6 +59,14 @@ def _ends(program_block, scenario_block, metric: str) -> List[dict]:
     return [e for e in ends if e]
 
 
+def _to_baseline(block, metric: str) -> dict:
+    """Each allocator's ratio to the block's baseline, its interval, its significance and the difference
+    of the means (the block's own comparisons: report/analysis.py)."""
+    return {name: {"ratio": c.ratio, "ratio_ci": list(c.ratio_ci) if c.ratio_ci else None,
+                   "difference": c.other_mean - c.baseline_mean, "significant": bool(c.significant)}
+            for name, c in block.comparisons.get(metric, {}).items()}
+
+
 def pairs(analysis):
     """(scenario block, program block) for every scenario block the command stands beside."""
     program = next((b for b in analysis.blocks if b.target == "command"), None)
@@ -67,12 +76,15 @@ def pairs(analysis):
 
 
 def side_by_side(scenario_block, program_block) -> dict:
-    """Plain data: rankings, ends and agreement per metric, and the time share per allocator."""
-    out = {"metrics": {}, "time_share": {}}
+    """Plain data: rankings, ratios to the baseline, ends and agreement per metric, and the time share
+    per allocator."""
+    out = {"metrics": {}, "time_share": {}, "baseline": program_block.baseline}
     for metric in _METRICS:
         ends = _ends(program_block, scenario_block, metric)
         out["metrics"][metric] = {
             "program": _ranking(program_block, metric), "scenario": _ranking(scenario_block, metric),
+            "to_baseline": {"program": _to_baseline(program_block, metric),
+                            "scenario": _to_baseline(scenario_block, metric)},
             "ends": ends}
     for a in program_block.allocators:
         s = scenario_block.stats(a.name)

@@ -27,14 +27,28 @@ static inline uint64_t scn_checked_index(int64_t i, uint64_t n, int line) {
   return (uint64_t)i;
 }
 
+/* A pool slot keeps an object's size only if something reads sizes (`write`,
+ * the live and layout probes): otherwise it is the bare pointer, 8 bytes, as
+ * a hand-written program would keep it (compiler/lower.py decides, and then
+ * reads and writes slots through these two). */
+#ifdef SCN_POINTER_SLOTS
+typedef void *scn_slot;
+static inline scn_obj scn_slot_obj(scn_slot s) { return (scn_obj){ s, 0 }; }
+static inline scn_slot scn_slot_of(scn_obj o) { return o.ptr; }
+#else
+typedef scn_obj scn_slot;
+static inline scn_obj scn_slot_obj(scn_slot s) { return s; }
+static inline scn_slot scn_slot_of(scn_obj o) { return o; }
+#endif
+
 /* A pool's slots, from the runtime's arena. The size may be computed at run
  * time, so a negative or impossible one is the scenario's mistake, said so,
  * rather than a size_t that wraps around to a tiny allocation. */
-static inline scn_obj *scn_pool_new(int64_t n, uint64_t *count, int line) {
-  if (n < 0 || (uint64_t)n > SIZE_MAX / 2 / sizeof(scn_obj))
+static inline scn_slot *scn_pool_new(int64_t n, uint64_t *count, int line) {
+  if (n < 0 || (uint64_t)n > SIZE_MAX / 2 / sizeof(scn_slot))
     scn_die("a pool of %lld slots cannot be made (scenario line %d)", (long long)n, line);
   *count = (uint64_t)n;
-  return scn_arena_alloc((size_t)n * sizeof(scn_obj));
+  return scn_arena_alloc((size_t)n * sizeof(scn_slot));
 }
 
 /* Frees made by the runtime (delayed `lives` frees, free_all, leaks) do not
@@ -214,10 +228,11 @@ static inline void scn_free(scn_thread *t, scn_obj o) {
   scn_tick(t);
 }
 
-static inline void scn_free_all(scn_thread *t, scn_obj *pool, uint64_t n) {
+static inline void scn_free_all(scn_thread *t, scn_slot *pool, uint64_t n) {
   for (uint64_t i = 0; i < n; i++) {
-    if (pool[i].ptr) scn_free_quiet(t, pool[i]);
-    pool[i] = SCN_NULL_OBJ;
+    scn_obj o = scn_slot_obj(pool[i]);
+    if (o.ptr) scn_free_quiet(t, o);
+    pool[i] = scn_slot_of(SCN_NULL_OBJ);
   }
 }
 

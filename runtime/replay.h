@@ -169,9 +169,11 @@ static void scn_replay_load(const char *path) {
     scn_die("%s is not a scenc replay file (too short)", path);
   scn_replay_read(&h, sizeof h, 0);
   if (memcmp(h.magic, "SCNOPS", 6) != 0 || h.magic[7] != 0) scn_die("%s is not a scenc replay file (bad magic)", path);
+  /* The version byte is printed as a number: a damaged file may hold any byte there,
+     and a raw byte would make the message itself unreadable (not UTF-8). */
   if (h.magic[6] != '0' + SCN_R_VERSION)
-    scn_die("%s is a version %c replay file; this program reads version %d: convert the capture again", path,
-            h.magic[6], SCN_R_VERSION);
+    scn_die("%s is a version %d replay file; this program reads version %d: convert the capture again", path,
+            (int)(unsigned char)h.magic[6] - '0', SCN_R_VERSION);
   size_t table = (h.threads + 1) * sizeof(uint64_t) + ((h.threads * sizeof(uint32_t) + 7) & ~(size_t)7);
   size_t need = sizeof h + table + h.ops * sizeof(scn_replay_op);
   if (h.threads == 0 || h.threads > (1u << 16) || h.ops > (uint64_t)st.st_size / sizeof(scn_replay_op) ||

@@ -72,6 +72,22 @@ def test_a_threaded_program_is_measured_and_proven_under_each_allocator(tmp_path
     assert "command: " in done.stdout and "reported by the command" in done.stdout
 
 
+def test_a_non_pie_program_that_takes_mallocs_address_is_proven_under_its_allocator(tmp_path):
+    """Debian's python3 is built so: its own symbol for malloc is undefined but has an address (a
+    canonical PLT stub in the program), which is where dlsym points; the proof looks past it."""
+    program = tmp_path / "address_taken"
+    subprocess.run(["gcc", "-O2", "-no-pie", "-fno-pic", "-Wall", "-Wextra", "-Werror", "-o", str(program),
+                    str(FIXTURES / "address_taken_malloc.c")], check=True)
+    out = tmp_path / "r.json"
+    done = scenc("run", "--allocators", TWO, "--runs", 1, "--warmup", 0, "-o", out, "-q", "--", program)
+    assert done.returncode == 0, done.stderr
+    header, *runs = read_lines(out)
+    assert sorted(r["allocator"] for r in runs) == ["glibc", "jemalloc"]
+    for r in runs:
+        assert r["status"] == "ok"
+        _assert_proven(header, r)
+
+
 def test_a_debian_tool_reads_stdin_in_its_cwd_with_its_env(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -190,6 +206,17 @@ def test_a_scenario_beside_its_program_in_one_session(tmp_path, threaded):
     beside, = data["side_by_side"]
     assert set(beside["time_share"]) == {"glibc", "jemalloc"}
     assert [e["word"] for e in beside["metrics"]["wall_s"]["ends"]] == ["fastest", "slowest"]
+    # Ratios to the baseline, side by side, are the blocks' own comparisons (one statistics path).
+    assert beside["baseline"] == "glibc"
+    scenario_block, command_block = data["blocks"]
+    for metric in ("wall_s", "peak_rss_kib"):
+        to_base = beside["metrics"][metric]["to_baseline"]
+        for side, block in (("scenario", scenario_block), ("program", command_block)):
+            assert set(to_base[side]) == {"jemalloc"}
+            c, mine = block["comparisons"][metric]["jemalloc"], to_base[side]["jemalloc"]
+            assert mine["ratio"] == c["ratio"] and mine["significant"] == c["significant"]
+            assert mine["difference"] == pytest.approx(c["other_mean"] - c["baseline_mean"])
+            assert mine["ratio_ci"] is None or mine["ratio_ci"][0] <= mine["ratio"] <= mine["ratio_ci"][1]
 
 
 def test_an_interrupted_command_session_resumes(tmp_path):
