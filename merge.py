@@ -46,15 +46,8 @@ def register(subparsers) -> None:
 
 
 def _load(paths: Sequence[str]):
-    from .resultfile import ResultFileError, load
-    parts, problems = [], []
-    for path in paths:
-        try:
-            parts.append(load(path))
-        except FileNotFoundError:
-            problems.append(f"{path}: no such file")
-        except (IsADirectoryError, ResultFileError) as exc:
-            problems.append(str(exc))
+    from .resultfile import load_all
+    parts, problems = load_all(paths)
     if problems:
         raise MergeError("\nscenc: ".join(problems))
     return parts

@@ -486,6 +486,22 @@ def load(path: PathLike) -> ResultFile:
 CSV_COLUMNS = ("allocator", "params", "run", "round", "metric", "value", "status", "target")
 
 
+def load_all(paths: Sequence[PathLike]) -> Tuple[List[ResultFile], List[str]]:
+    """Every file that reads, and a sentence for each one that does not (so a command can
+    name all the unreadable files at once, not just the first)."""
+    results, problems = [], []
+    for path in paths:
+        try:
+            results.append(load(path))
+        except FileNotFoundError:
+            problems.append(f"{path}: no such file")
+        except IsADirectoryError:
+            problems.append(f"{path} is a directory, not a result file")
+        except ResultFileError as exc:
+            problems.append(str(exc))
+    return results, problems
+
+
 def _format_params(params: Mapping[str, Any]) -> str:
     # Sorted so the same parameter point always prints the same way.
     return ";".join(f"{key}={_format_value(params[key])}" for key in sorted(params))

@@ -36,17 +36,8 @@ def register(subparsers) -> None:
 
 def _load(*paths):
     """The result files, or a UsageError naming every one that cannot be read."""
-    from ..resultfile import ResultFileError, load
-    results, problems = [], []
-    for path in paths:
-        try:
-            results.append(load(path))
-        except FileNotFoundError:
-            problems.append(f"{path}: no such file")
-        except IsADirectoryError:
-            problems.append(f"{path} is a directory, not a result file")
-        except ResultFileError as exc:
-            problems.append(str(exc))
+    from ..resultfile import load_all
+    results, problems = load_all(paths)
     if problems:
         raise UsageError("\nscenc: ".join(problems))
     return results
