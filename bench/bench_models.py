@@ -23,12 +23,19 @@ sh6bench and sh8bench are MicroQuill's and not redistributable: mimalloc-bench
 downloads them; pass --shbench DIR holding sh6bench-new.c and sh8bench-new.c
 to include them.
 
-Verdict agreement under the four allocators needs `scenc run -- COMMAND`
-(issue 14's companion); until it lands, --verdicts says so and stops (see
-`verdicts` below: the hook).
+With --verdicts, each scenario then runs BESIDE its original in one scenc
+session, as bench/fidelity.py runs a replay beside its program:
 
-    .venv/bin/python bench/bench_models.py --mimalloc-bench GITDIR [--only mstress,larson-churn]
-        [--shbench DIR] [--keep DIR] [--json FILE]
+    scenc run examples/MODEL.scn --allocators glibc,tcmalloc,jemalloc,mimalloc \
+        --runs N --seed S --quiet -o WORK/MODEL.json -- ORIGINAL ARGS
+
+and `scenc report --json`'s side-by-side entry says, for wall time and peak
+RSS, whether the scenario's fastest/slowest (leanest/fattest) allocator is the
+original's wherever the original's difference is significant ('-' where it is
+not), with each end's ratio to glibc on both sides.
+
+    .venv/bin/python bench/bench_models.py --mimalloc-bench GITDIR [--models mstress,larson-churn]
+        [--shbench DIR] [--keep DIR] [--json FILE] [--verdicts [--runs N] [--seed S]]
 
 GITDIR is a git directory or checkout of github.com/daanx/mimalloc-bench
 (`git clone`, or the `fetch` tool's mirror); sources are read with `git show HEAD:path`.
@@ -45,10 +52,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+import fidelity   # bench/fidelity.py, beside this file: the side-by-side session and its report
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 SCENC = [sys.executable, "-m", "scenc.cli"]
 CC, CXX = os.environ.get("CC", "gcc"), os.environ.get("CXX", "g++")
+ALLOCATORS = fidelity.DEFAULT_ALLOCATORS.split(",")
 
 
 @dataclass
@@ -280,30 +290,66 @@ def print_table(name: str, rows, times) -> None:
         print(f"{metric:28} {a:>14} {b:>14}  {verdict}")
 
 
-def verdicts(models) -> None:
-    """The hook for verdict agreement: run original and scenario under glibc, jemalloc,
-    tcmalloc and mimalloc with `scenc run -- COMMAND` and compare fastest/slowest and
-    leanest/fattest wherever the original's difference is significant."""
-    probe = subprocess.run(SCENC + ["run", "--help"], capture_output=True, text=True)
-    if "COMMAND" not in probe.stdout:
-        print("\nverdicts: `scenc run -- COMMAND` has not landed yet (issue 14's companion); "
-              "nothing compared.")
-        return
-    print("\nverdicts: `scenc run -- COMMAND` exists; wiring it in is left to do (see bench_models.verdicts).")
+# ------------------------------------------------------------ verdicts
+
+def verdicts(name: str, m: Model, original: Path, work: Path, runs: int, seed: int) -> Tuple[List[str], dict]:
+    """The scenario beside its original in one session under every allocator: per end (fastest, slowest,
+    leanest, fattest) both picks, their ratios to glibc and agreement where the original's is significant."""
+    options = ["--cwd", str(work)] + [x for k, v in m.params.items() for x in ("--param", f"{k}={v}")]
+    if m.stdin:
+        (work / "stdin").write_text(m.stdin)
+        options += ["--stdin", str(work / "stdin")]
+    try:
+        analysis = fidelity.run_session([str(original), *m.args], EXAMPLES / m.scenario, ALLOCATORS, runs, seed,
+                                        work / f"{name}.json", options)
+        pair = fidelity.beside(analysis)
+    except RuntimeError as e:
+        raise Skip(str(e))
+    glibc = {side: dict(pair["metrics"]["wall_s"][side]).get("glibc", float("nan")) for side in ("program", "scenario")}
+    lines = [f"\n== {name}: verdicts, {runs} runs x {len(ALLOCATORS)} allocators (glibc wall time: original "
+             f"{glibc['program']:.3f} s, scenario {glibc['scenario']:.3f} s)"]
+    ends = []
+    for metric in ("wall_s", "peak_rss_kib"):
+        found = pair["metrics"][metric]
+        to_base = found["to_baseline"]
+        for e in found["ends"]:
+            lines.append(f"  {fidelity.end_text(e, 'scenario'):<68} x glibc: original "
+                         f"{fidelity.ratio_text(e['program'], to_base['program']):<23} scenario "
+                         f"{fidelity.ratio_text(e['scenario'], to_base['scenario'])}".rstrip())
+        ends += found["ends"]
+    return lines, {"program": name, "verdicts": fidelity.verdicts_of(ends), "side_by_side": pair}
+
+
+def agreement_line(summaries: List[dict]) -> str:
+    """How many of the ends where the original's difference is significant the scenarios agree on."""
+    significant = [v for s in summaries for v in s["verdicts"].values() if v["significant"]]
+    agree = sum(v["real"] == v["replay"] for v in significant)
+    ends = sum(len(s["verdicts"]) for s in summaries)
+    return (f"verdicts: {agree}/{len(significant)} significant ends agree over {len(summaries)} models "
+            f"({ends - len(significant)} of {ends} ends not significant in the original)")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mimalloc-bench", required=True, type=Path, metavar="GITDIR")
     ap.add_argument("--shbench", type=Path, metavar="DIR", help="folder with sh6bench-new.c and sh8bench-new.c")
-    ap.add_argument("--only", help="comma-separated model names")
+    ap.add_argument("--models", "--only", dest="only", metavar="NAMES", help="comma-separated model names")
     ap.add_argument("--keep", type=Path, metavar="DIR", help="keep builds and logs here (default: a temp dir)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON")
-    ap.add_argument("--verdicts", action="store_true", help="compare allocator verdicts too (needs scenc run -- CMD)")
+    ap.add_argument("--verdicts", action="store_true",
+                    help="also run each scenario beside its original under the four allocators")
+    ap.add_argument("--runs", type=int, default=5, help="measured runs per allocator for --verdicts (default 5)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the run order for --verdicts")
     args = ap.parse_args(argv)
     gitdir = git_dir(args.mimalloc_bench.resolve())
     names = args.only.split(",") if args.only else list(MODELS)
-    out = {}
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        ap.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    if args.verdicts:
+        load = os.getloadavg()
+        print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    out, summaries = {}, []
     work_root = args.keep or Path(tempfile.mkdtemp(prefix="scenc-models-"))
     try:
         for name in names:
@@ -323,8 +369,21 @@ def main(argv=None) -> int:
             print_table(name, rows, (t_orig, t_scn))
             out[name] = {"rows": rows, "capture_s": [t_orig, t_scn]}
             sys.stdout.flush()
+            if args.verdicts:
+                try:
+                    lines, summary = verdicts(name, m, original, work, args.runs, args.seed)
+                except Skip as why:
+                    print(f"\n== {name}: verdicts skipped: {why}")
+                    out[name]["verdicts_skipped"] = str(why)
+                    continue
+                print("\n".join(lines), flush=True)
+                summaries.append(summary)
+                out[name]["verdicts"] = summary
         if args.verdicts:
-            verdicts(names)
+            print("\n" + "\n".join(fidelity.summary_table(summaries, "scenario")))
+            print(agreement_line(summaries))
+            load = os.getloadavg()
+            print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     finally:
         if not args.keep:
             shutil.rmtree(work_root, ignore_errors=True)

@@ -149,12 +149,13 @@ def trace_figures(trace: Path) -> Dict[str, float]:
 
 # --------------------------------------------------------------------------- one session per program
 def run_session(argv: Sequence[str], replay_scn: Path, allocators: Sequence[str], runs: int, seed: int,
-                result: Path) -> dict:
-    """`scenc run REPLAY.scn -- PROGRAM ARGS`: the replay beside its program in one session (both under
-    every allocator in the same shuffled rounds, after scenc's warm-up), then the session's analysis as
-    `scenc report --json` prints it. A failed run stops the bench; its runs stay in the result file."""
+                result: Path, options: Sequence[str] = ()) -> dict:
+    """`scenc run REPLAY.scn -- PROGRAM ARGS`: the replay (or a scenario) beside its program in one session
+    (both under every allocator in the same shuffled rounds, after scenc's warm-up), then the session's
+    analysis as `scenc report --json` prints it; options go to `scenc run` (--param, --stdin, --cwd).
+    A failed run stops the bench; its runs stay in the result file."""
     proc = scenc_cli("run", str(replay_scn), "--allocators", ",".join(allocators), "--runs", str(runs),
-                     "--seed", str(seed), "--quiet", "-o", str(result), "--", *argv)
+                     "--seed", str(seed), "--quiet", "-o", str(result), *options, "--", *argv)
     if proc.returncode != 0:
         raise RuntimeError(f"scenc run {replay_scn.name} -- {' '.join(argv)} failed ({proc.returncode}): "
                            f"{(proc.stdout + proc.stderr).strip()[-800:]}\n(the runs are kept in {result})")
@@ -190,8 +191,8 @@ def ratio_text(name: str, to_baseline: dict) -> str:
     return f"{c['ratio']:5.2f}x {ci:<14}{'*' if c['significant'] else ' '}"
 
 
-def end_text(end: dict) -> str:
-    what = f"{end['word']:<8} real {end['program']:<9} replay {end['scenario']:<9}"
+def end_text(end: dict, stand_in: str = "replay") -> str:
+    what = f"{end['word']:<8} real {end['program']:<9} {stand_in} {end['scenario']:<9}"
     if not end["significant"]:
         return what + " (not significant in the real program)"
     return what + (" agree" if end["agrees"] else " DISAGREE")
@@ -266,11 +267,16 @@ def report(program: Program, analysis: dict, names: Sequence[str], figures) -> T
     checks, passed, checked = rss_checks(program, in_order(rss["program"]), in_order(rss["scenario"]))
     lines += baseline_line(analysis) + checks
     summary = {"program": program.name, "result_file": analysis.get("result_file"),
-               "verdicts": {w: {"real": e["program"], "replay": e["scenario"], "significant": e["significant"]}
-                            for w, e in ends.items()},
+               "verdicts": verdicts_of(ends.values()),
                "rss_checks_passed": passed, "rss_checks": checked, "side_by_side": pair,
                "trace": {"capture": figures[0], "replay": figures[1]}}
     return lines, summary
+
+def verdicts_of(ends) -> dict:
+    """The side-by-side entry's ends by word: what summary_table reads."""
+    return {e["word"]: {"real": e["program"], "replay": e["scenario"], "significant": e["significant"]}
+            for e in ends}
+
 
 def trace_block(cap: Dict[str, float], rep: Dict[str, float]) -> List[str]:
     rows = [("calls", "calls", "{:.0f}"), ("threads in all", "threads", "{:.0f}"),
@@ -283,10 +289,13 @@ def trace_block(cap: Dict[str, float], rep: Dict[str, float]) -> List[str]:
     return lines
 
 
-def summary_table(summaries: List[dict]) -> List[str]:
+def summary_table(summaries: List[dict], stand_in: str = "replay") -> List[str]:
+    """One row per program: agree / DISAGREE at each end, '-' where the real difference is not significant;
+    the RSS checks where the summaries have them."""
     words = ("fastest", "slowest", "leanest", "fattest")
-    lines = ["== summary: replay vs real program (agree / DISAGREE; '-' where the real difference is not "
-             "significant) ==", f"  {'program':<14}" + "".join(f"{w:<10}" for w in words) + "RSS checks"]
+    rss = all("rss_checks" in s for s in summaries)
+    lines = [f"== summary: {stand_in} vs real program (agree / DISAGREE; '-' where the real difference is not "
+             "significant) ==", (f"  {'program':<20}" + "".join(f"{w:<10}" for w in words) + ("RSS checks" if rss else "")).rstrip()]
     for s in summaries:
         cells = []
         for w in words:
@@ -295,8 +304,8 @@ def summary_table(summaries: List[dict]) -> List[str]:
                 cells.append("-")
             else:
                 cells.append("agree" if v["real"] == v["replay"] else "DISAGREE")
-        lines.append(f"  {s['program']:<14}" + "".join(f"{c:<10}" for c in cells)
-                     + f"{s['rss_checks_passed']}/{s['rss_checks']} ok")
+        lines.append((f"  {s['program']:<20}" + "".join(f"{c:<10}" for c in cells)
+                      + (f"{s['rss_checks_passed']}/{s['rss_checks']} ok" if rss else "")).rstrip())
     return lines
 
 
