@@ -160,9 +160,9 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
             by_kind[thread][index] += 1
             buf = bufs[thread]
             # A position counts the bytes freed too: a consumer that lags is as many bytes too many as it has
-            # yet to free.
+            # yet to free. A call that failed in the capture allocated and freed nothing.
             freed = live[old][1] if old in live else 0
-            pace(thread, freed if code == c_free else freed + (size or 0) * (nmemb or 1), peak)
+            pace(thread, 0 if failed else freed if code == c_free else freed + (size or 0) * (nmemb or 1), peak)
             if code == c_free:
                 entry = live.pop(old, None) if old else None
                 if entry is None:
