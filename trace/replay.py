@@ -159,17 +159,18 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
                 thread = new_thread(tid)
             by_kind[thread][index] += 1
             buf = bufs[thread]
+            entry = live.get(old) if old else None
             # A position counts the bytes freed too: a consumer that lags is as many bytes too many as it has
             # yet to free. A call that failed in the capture allocated and freed nothing.
-            freed = live[old][1] if old in live else 0
+            freed = entry[1] if entry is not None else 0
             pace(thread, 0 if failed else freed if code == c_free else freed + (size or 0) * (nmemb or 1), peak)
             if code == c_free:
-                entry = live.pop(old, None) if old else None
                 if entry is None:
                     if old:
                         note("free of a pointer never seen allocated (replayed as free(NULL))", line)
                     buf += pack(c_free, 0, 0, NONE, NONE, 0, 0, 0, 0)
                 else:
+                    del live[old]
                     slot, nbytes = entry
                     flags = WAIT if last[slot] != thread else 0
                     waits += flags
@@ -185,7 +186,6 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
             else:
                 if code == c_realloc:
                     size = (size or 0) * (nmemb or 1)
-                    entry = live.get(old) if old else None
                     if old and entry is None:
                         note("realloc of a pointer never seen allocated (replayed as realloc(NULL, n))", line)
                     if failed:
