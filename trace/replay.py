@@ -348,17 +348,11 @@ class _Pacer:
         position = self.position = self.position + 1 + nbytes
         if thread != self.prev_thread:
             self.foreign, self.prev_thread = self.prev_position, thread
-            foreign = self.foreign
-        else:
-            foreign = self.foreign
         self.prev_position = position
         synced = writer.synced[thread]
-        if foreign > synced and position - synced > self._step(peak):
+        if self.foreign > synced and position - synced > max(1, int((peak + self.report.mapped_peak) * WINDOW_SHARE / 2)):
             writer.sync(thread, position)
         return position
-
-    def _step(self, peak: int) -> int:
-        return max(1, int((peak + self.report.mapped_peak) * WINDOW_SHARE / 2))
 
     def window(self, peak: int) -> int:
         return max(1, int((peak + self.report.mapped_peak) * WINDOW_SHARE))
