@@ -290,12 +290,6 @@ class _Lifetimes:
         self.ended: List[int] = []      # threads ended since the last creation: joined before the next
         self.alive = 0
 
-    def _op(self, thread: int, kind: str, slot: int, aux: int, size: int = 0) -> None:
-        buf = self.writer.buffer(thread)
-        buf += OP.pack(KIND_CODE[kind], 0, 0, slot, aux, 0, 0, 0, size)
-        if len(buf) >= self.writer.SPILL:
-            self.writer.spill(thread)
-
     def appeared(self, thread: int, flags: int) -> None:
         if not flags & DEFERRED:                  # alive from the start, as far as the replay knows
             self._alive(+1)
@@ -306,16 +300,16 @@ class _Lifetimes:
 
     def spawn(self, creator: int, child: int, position: int) -> None:
         for thread in self.ended:
-            self._op(creator, "join", thread, NONE)
+            self.writer.op(creator, "join", slot=thread)
         self.report.joined += len(self.ended)
         self.ended.clear()
-        self._op(creator, "spawn", child, self.spawns, position)
+        self.writer.op(creator, "spawn", slot=child, aux=self.spawns, size=position)
         self.spawns += 1
         self.report.spawned += 1
         self._alive(+1)
 
     def exit(self, thread: int) -> None:
-        self._op(thread, "exit", NONE, self.spawns)
+        self.writer.op(thread, "exit", aux=self.spawns)
         self.ended.append(thread)
         self._alive(-1)
 
@@ -386,12 +380,6 @@ class _Mappings:
         self.writable: set = set()                # slots mapped with PROT_WRITE
         self.mapped = 0
 
-    def _op(self, thread: int, kind: str, flags: int, slot: int, aux: int, gen: int, aux_gen: int, size: int):
-        buf = self.writer.buffer(thread)
-        buf += OP.pack(KIND_CODE[kind], flags, 0, slot, aux, gen, aux_gen, 0, size)
-        if len(buf) >= self.writer.SPILL:
-            self.writer.spill(thread)
-
     def event(self, thread: int, ev: AllocEvent) -> None:
         getattr(self, ev.kind)(thread, ev)
 
@@ -419,7 +407,7 @@ class _Mappings:
         self._cut(thread, start, start + length, ev.line, stale=True)
         slot = self._new_slot(thread)
         flags = WRITABLE if ev.nmemb & self.PROT_WRITE else 0
-        self._op(thread, "map", flags, slot, NONE, 0, 0, length)
+        self.writer.op(thread, "map", flags, slot, size=length)
         self._add(start, start + length, slot, start)
         if flags:
             self.writable.add(slot)
@@ -456,7 +444,7 @@ class _Mappings:
                 continue
             flags = (WAIT if self.last[slot] != thread else 0) | (0 if self.held[slot] else LAST_PIECE)
             self.last[slot] = thread
-            self._op(thread, "unmap", flags, slot, (a - base) // PAGE, self.gen[slot], 0, b - a)
+            self.writer.op(thread, "unmap", flags, slot, (a - base) // PAGE, self.gen[slot], size=b - a)
             if not self.held[slot]:
                 self.gen[slot] += 1
 
@@ -479,7 +467,7 @@ class _Mappings:
             self.writable.add(slot)
         self.last[old_slot] = thread
         length = _pages(ev.size or 0)
-        self._op(thread, "remap", flags, slot, old_slot, 0, self.gen[old_slot], length)
+        self.writer.op(thread, "remap", flags, slot, old_slot, 0, self.gen[old_slot], length)
         self.gen[old_slot] += 1
         self._cut(thread, ev.result_ptr, ev.result_ptr + length, ev.line, stale=True)
         self._add(ev.result_ptr, ev.result_ptr + length, slot, ev.result_ptr)
