@@ -51,6 +51,7 @@ from typing import Dict, Iterable, List, Optional
 
 from .events import AllocEvent
 from .opsfile import COUNTED_AS, DEFERRED, KIND_CODE, LAST_PIECE, MAIN, NONE, OP, WAIT, WAIT_OLD, WRITABLE, OpsWriter
+from .opsfile import DEFAULT_TOUCH  # noqa: F401  (bench/bench_touch.py imports it from here)
 
 # Trace kinds to the replay op that performs the same kind of call.
 REPLAY_KIND = {
@@ -492,8 +493,6 @@ def scenario_text(name: str, ops_file: str, source: str, report: ReplayReport) -
     return "\n".join(lines)
 
 
-#: The default of `scenc convert --touch`: the mode whose rankings agree with real programs (docs/capture.md).
-DEFAULT_TOUCH = "pages"
 #: What the replay does to each new block (and to the grown part of a realloc), per --touch mode.
 TOUCH_TEXT = {"none": "is not written", "first": "gets its first and last byte written",
               "pages": "gets one byte written in each page and its last byte", "all": "is written whole"}
