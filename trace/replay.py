@@ -51,7 +51,6 @@ from typing import Dict, Iterable, List, Optional
 
 from .events import AllocEvent
 from .opsfile import COUNTED_AS, DEFERRED, KIND_CODE, LAST_PIECE, MAIN, NONE, OP, WAIT, WAIT_OLD, WRITABLE, OpsWriter
-from .opsfile import DEFAULT_TOUCH  # noqa: F401  (bench/bench_touch.py imports it from here)
 
 # Trace kinds to the replay op that performs the same kind of call.
 REPLAY_KIND = {
