@@ -32,7 +32,8 @@ from scenc.stats import compare, summarize
 from scenc.trace.opsfile import TOUCH_MODES
 from scenc.trace.preload import capture_preload
 from scenc.trace.preload_log import parse_preload_log
-from scenc.trace.replay import DEFAULT_TOUCH, write_replay
+from scenc.trace.opsfile import DEFAULT_TOUCH
+from scenc.trace.replay import write_replay
 
 ROOT = Path(__file__).resolve().parents[1]
 

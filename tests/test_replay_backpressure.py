@@ -115,3 +115,20 @@ def test_a_single_threaded_capture_gets_no_sync_op(tmp_path):
     assert read_header(data, "one.ops").window > 0 and HEADER.size == 40
     _, threads = read_ops(scn.with_suffix(".ops"))
     assert len(threads) == 1 and not any(op[1] & SYNC for op in threads[0])
+
+
+def test_a_failed_allocation_moves_no_position(tmp_path):
+    """malloc(1 << 62) failing in the capture allocated nothing: it must not count 2^62 positions
+    (bench/bench_convert.py's logs have such calls; the SYNC step then overflowed its 48 bits)."""
+    events = []
+    for i in range(200):
+        tid = 7 + i % 2
+        events.append(ev(len(events) + 1, tid, "malloc", 64, res=0x1000 + i * 0x100))
+        if i == 100:
+            events.append(AllocEvent(len(events) + 1, tid, None, "malloc", 1 << 62, 1, None, None, 0, True,
+                                     len(events) + 1, None))
+    scn = tmp_path / "failed.scn"
+    report = write_replay(events, scn, "made-up events")
+    assert report.calls == 201
+    _, threads = read_ops(scn.with_suffix(".ops"))
+    assert sum(map(len, threads)) == 201

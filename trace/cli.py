@@ -20,8 +20,7 @@ from ..cli_common import EXIT_INCOMPLETE, EXIT_OK, UnusableInput, default_cc
 from .events import ANOMALY_KINDS
 from .ltrace import ParseReport, TraceFormatError
 from .source import TraceInputError, TraceSource
-from .opsfile import TOUCH_MODES
-from .replay import DEFAULT_TOUCH, threads_line
+from .opsfile import DEFAULT_TOUCH, TOUCH_MODES
 
 SHOWN_THREADS = 32         # threads listed one by one in convert's summary
 
@@ -207,6 +206,7 @@ def _print_losses(source) -> None:
 
 def replay_summary(report) -> list:
     """The ReplayReport in a few lines: threads, calls per kind, waits, peak, every degraded call."""
+    from .replay import threads_line    # loaded for convert only: every command's parser imports this module
     out = []
     totals: dict = {}
     for counts in report.counts:

@@ -60,6 +60,8 @@ SYNC = 16                       # publish the position and wait for the window (
 MAX_SYNC_STEP = 1 << 48         # pos_hi:pos_lo
 DEFERRED, MAIN = 1, 2     # thread flags
 TOUCH_MODES = ("none", "first", "pages", "all")
+#: The default of `scenc convert --touch`: the mode whose rankings agree with real programs (docs/capture.md).
+DEFAULT_TOUCH = "pages"
 
 
 class OpsFileError(ValueError):

@@ -159,17 +159,18 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
                 thread = new_thread(tid)
             by_kind[thread][index] += 1
             buf = bufs[thread]
+            entry = live.get(old) if old else None
             # A position counts the bytes freed too: a consumer that lags is as many bytes too many as it has
-            # yet to free.
-            freed = live[old][1] if old in live else 0
-            pace(thread, freed if code == c_free else freed + (size or 0) * (nmemb or 1), peak)
+            # yet to free. A call that failed in the capture allocated and freed nothing.
+            freed = entry[1] if entry is not None else 0
+            pace(thread, 0 if failed else freed if code == c_free else freed + (size or 0) * (nmemb or 1), peak)
             if code == c_free:
-                entry = live.pop(old, None) if old else None
                 if entry is None:
                     if old:
                         note("free of a pointer never seen allocated (replayed as free(NULL))", line)
                     buf += pack(c_free, 0, 0, NONE, NONE, 0, 0, 0, 0)
                 else:
+                    del live[old]
                     slot, nbytes = entry
                     flags = WAIT if last[slot] != thread else 0
                     waits += flags
@@ -185,7 +186,6 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
             else:
                 if code == c_realloc:
                     size = (size or 0) * (nmemb or 1)
-                    entry = live.get(old) if old else None
                     if old and entry is None:
                         note("realloc of a pointer never seen allocated (replayed as realloc(NULL, n))", line)
                     if failed:
@@ -290,12 +290,6 @@ class _Lifetimes:
         self.ended: List[int] = []      # threads ended since the last creation: joined before the next
         self.alive = 0
 
-    def _op(self, thread: int, kind: str, slot: int, aux: int, size: int = 0) -> None:
-        buf = self.writer.buffer(thread)
-        buf += OP.pack(KIND_CODE[kind], 0, 0, slot, aux, 0, 0, 0, size)
-        if len(buf) >= self.writer.SPILL:
-            self.writer.spill(thread)
-
     def appeared(self, thread: int, flags: int) -> None:
         if not flags & DEFERRED:                  # alive from the start, as far as the replay knows
             self._alive(+1)
@@ -306,16 +300,16 @@ class _Lifetimes:
 
     def spawn(self, creator: int, child: int, position: int) -> None:
         for thread in self.ended:
-            self._op(creator, "join", thread, NONE)
+            self.writer.op(creator, "join", slot=thread)
         self.report.joined += len(self.ended)
         self.ended.clear()
-        self._op(creator, "spawn", child, self.spawns, position)
+        self.writer.op(creator, "spawn", slot=child, aux=self.spawns, size=position)
         self.spawns += 1
         self.report.spawned += 1
         self._alive(+1)
 
     def exit(self, thread: int) -> None:
-        self._op(thread, "exit", NONE, self.spawns)
+        self.writer.op(thread, "exit", aux=self.spawns)
         self.ended.append(thread)
         self._alive(-1)
 
@@ -348,17 +342,11 @@ class _Pacer:
         position = self.position = self.position + 1 + nbytes
         if thread != self.prev_thread:
             self.foreign, self.prev_thread = self.prev_position, thread
-            foreign = self.foreign
-        else:
-            foreign = self.foreign
         self.prev_position = position
         synced = writer.synced[thread]
-        if foreign > synced and position - synced > self._step(peak):
+        if self.foreign > synced and position - synced > max(1, int((peak + self.report.mapped_peak) * WINDOW_SHARE / 2)):
             writer.sync(thread, position)
         return position
-
-    def _step(self, peak: int) -> int:
-        return max(1, int((peak + self.report.mapped_peak) * WINDOW_SHARE / 2))
 
     def window(self, peak: int) -> int:
         return max(1, int((peak + self.report.mapped_peak) * WINDOW_SHARE))
@@ -392,12 +380,6 @@ class _Mappings:
         self.writable: set = set()                # slots mapped with PROT_WRITE
         self.mapped = 0
 
-    def _op(self, thread: int, kind: str, flags: int, slot: int, aux: int, gen: int, aux_gen: int, size: int):
-        buf = self.writer.buffer(thread)
-        buf += OP.pack(KIND_CODE[kind], flags, 0, slot, aux, gen, aux_gen, 0, size)
-        if len(buf) >= self.writer.SPILL:
-            self.writer.spill(thread)
-
     def event(self, thread: int, ev: AllocEvent) -> None:
         getattr(self, ev.kind)(thread, ev)
 
@@ -425,7 +407,7 @@ class _Mappings:
         self._cut(thread, start, start + length, ev.line, stale=True)
         slot = self._new_slot(thread)
         flags = WRITABLE if ev.nmemb & self.PROT_WRITE else 0
-        self._op(thread, "map", flags, slot, NONE, 0, 0, length)
+        self.writer.op(thread, "map", flags, slot, size=length)
         self._add(start, start + length, slot, start)
         if flags:
             self.writable.add(slot)
@@ -462,7 +444,7 @@ class _Mappings:
                 continue
             flags = (WAIT if self.last[slot] != thread else 0) | (0 if self.held[slot] else LAST_PIECE)
             self.last[slot] = thread
-            self._op(thread, "unmap", flags, slot, (a - base) // PAGE, self.gen[slot], 0, b - a)
+            self.writer.op(thread, "unmap", flags, slot, (a - base) // PAGE, self.gen[slot], size=b - a)
             if not self.held[slot]:
                 self.gen[slot] += 1
 
@@ -485,7 +467,7 @@ class _Mappings:
             self.writable.add(slot)
         self.last[old_slot] = thread
         length = _pages(ev.size or 0)
-        self._op(thread, "remap", flags, slot, old_slot, 0, self.gen[old_slot], length)
+        self.writer.op(thread, "remap", flags, slot, old_slot, 0, self.gen[old_slot], length)
         self.gen[old_slot] += 1
         self._cut(thread, ev.result_ptr, ev.result_ptr + length, ev.line, stale=True)
         self._add(ev.result_ptr, ev.result_ptr + length, slot, ev.result_ptr)
@@ -510,8 +492,6 @@ def scenario_text(name: str, ops_file: str, source: str, report: ReplayReport) -
     return "\n".join(lines)
 
 
-#: The default of `scenc convert --touch`: the mode whose rankings agree with real programs (docs/capture.md).
-DEFAULT_TOUCH = "pages"
 #: What the replay does to each new block (and to the grown part of a realloc), per --touch mode.
 TOUCH_TEXT = {"none": "is not written", "first": "gets its first and last byte written",
               "pages": "gets one byte written in each page and its last byte", "all": "is written whole"}
