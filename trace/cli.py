@@ -161,8 +161,7 @@ def cmd_convert(args) -> int:
         _print_losses(source)
     else:
         from .replay import write_replay
-        main_tid = source.events.info.pid if source.format == "preload" else None
-        report = write_replay(source.events, out, source.path.name, touch=args.touch, main_tid=main_tid)
+        report = write_replay(source.events, out, source.path.name, touch=args.touch, main_tid=source.main_tid())
         _check_calls(source, report.calls, [out, out.with_suffix(".ops")])
         _note_losses(out, source.losses())
         ops = out.with_suffix(".ops")
