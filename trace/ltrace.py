@@ -988,7 +988,7 @@ class _ThreadLives:
         makes no traced call before them)."""
         self.out: list = []
         self.alive: dict = {} if leader is None else {leader: True}   # tid -> True, in order of appearance
-        self.announced: set = set()    # threads whose start a creation's return value gave
+        self.announced: set = set()    # threads whose start a creation's return value gave (exited ones too)
         self.creating: list = []       # callers of pthread_create (or of a clone still running), oldest first
         self.last = None               # the thread of the last line
 
@@ -998,7 +998,7 @@ class _ThreadLives:
     def appeared(self, tid: int, line: int, t) -> None:
         """The first line of thread ``tid`` (not its exit line)."""
         alive = self.alive
-        if tid not in self.announced and alive:
+        if tid not in alive and alive:       # announced, the leader and the first thread: no start
             creator = None
             while self.creating and creator is None:
                 c = self.creating.pop(0)
