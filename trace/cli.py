@@ -107,7 +107,7 @@ def _print_preload_capture(r, out: Path) -> bool:
 # --------------------------------------------------------------------------- trace-stats
 def cmd_trace_stats(args) -> int:
     from .stats import TraceStats, format_trace_stats
-    source = TraceSource(args.file)
+    source = TraceSource(args.file, extra_events=True)
     stats = TraceStats(source.report).consume(source.events)
     if args.json:
         d = stats.to_dict()
