@@ -139,7 +139,7 @@ def _preload_header(text: str, stats, source) -> str:
 
 # --------------------------------------------------------------------------- convert
 def cmd_convert(args) -> int:
-    source = TraceSource(args.file, extra_events=not args.model)
+    source = TraceSource(args.file, extra_events=True)
     default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
     out = Path(args.output or default)
     if out.suffix != ".scn":

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .events import FREE_KINDS, REALLOC_KINDS
-from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_totals, merge_hist
+from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_minus, hist_totals, merge_hist
 from .model_fit import Phase, ThreadSummary, detect_phases, fit_lifetimes, group_threads
 
 NOT_MEASURED = "not measured"
@@ -32,6 +32,7 @@ class Stmt:
     sent: int = 0                              # objects it hands to another thread
     local_frees: int = 0                       # objects of its own thread it frees (a realloc chain's end)
     draws: int = 0                             # sizes drawn from the phase's size histogram
+    handed: bool = False                       # ... from the sizes of the objects handed over instead
     place: str = "loop"                        # 'pre' and 'post' run before and after the phase's rounds
 
     def max_count(self, threads: int) -> int:
@@ -88,7 +89,7 @@ class _Tally:
         self.sent = self.known_frees = self.draws = 0
         self.bytes = 0.0
 
-    def add(self, s: Stmt, threads: int, mean_size: float) -> None:
+    def add(self, s: Stmt, threads: int, mean_size: float, handed_mean: float) -> None:
         total = s.total(threads)
         for kind, n in s.calls.items():
             self.calls[kind] += n * total
@@ -96,7 +97,7 @@ class _Tally:
         self.sent += s.sent * total
         self.known_frees += (s.lives + s.sent + s.local_frees) * total
         self.draws += s.draws * total
-        self.bytes += s.draws * total * mean_size
+        self.bytes += s.draws * total * (handed_mean if s.handed else mean_size)
 
 
 class ModelWriter:
@@ -109,11 +110,19 @@ class ModelWriter:
         self.source_name = source_name
         self.phases: List[Phase] = detect_phases(col.wins, col.has_time, max(1, max_phases), col.last_line)
         self.notes: List[str] = []
+        self._group_threads()
+        self.churn = self._churn()
+        if self.churn and len(self.phases) > 1:
+            # a barrier would wait for a churning group's threads not yet started: one phase
+            self.phases = detect_phases(col.wins, col.has_time, 1, col.last_line)
+            self._group_threads()
+            self.churn = self._churn()
+            self.notes.append("one phase: the threads of a group come and go (`at most`), and a barrier between "
+                              "phases would wait for threads not yet started")
         self.fits: List[str] = []
         self.data_files: List[Path] = []
         self.figures: List[Tuple[str, str, str]] = []
         self._explained = False         # the spreading formula is explained once, at its first use
-        self._group_threads()
         self._flows()
 
     # ---------------------------------------------------------------- groups and flows
@@ -142,6 +151,18 @@ class ModelWriter:
                 name = "worker" if workers == 1 else f"worker{workers}"
             self.groups.append(Group(name, [s.tid for s in members], members))
         self.group_of = {tid: g for g in self.groups for tid in g.tids}
+
+    def _churn(self) -> Dict[str, int]:
+        """Group name -> K for the groups whose threads were not all alive at once in the capture (its
+        thread starts and exits show it): `thread NAME * N at most K`."""
+        if not self.col.thread_starts:
+            return {}
+        out = {}
+        for g in self.groups:
+            k = self.col.alive_at_most(g.tids)
+            if g.n > 1 and 0 < k < g.n:
+                out[g.name] = k
+        return out
 
     def _flows(self) -> None:
         """Objects handed between groups, over a forest of channels; each channel holds as many objects as
@@ -180,9 +201,9 @@ class ModelWriter:
         self.edges = kept
         self.capacity = {}
         tids = {g.name: g.tids for g in self.groups}
-        # objects the threads of a group handed to one another, in flight at once at most, per thread
+        # objects the threads of a group handed to one another, in flight at once at most, per thread alive
         self.ring_depth = {g.name: (self.col.in_flight([(a, b) for a in g.tids for b in g.tids if b != a]) or 0)
-                           // g.n for g in self.groups if g.n > 1}
+                           // self.churn.get(g.name, g.n) for g in self.groups if g.n > 1}
         for (src, dst), n in kept.items():
             most = self.col.in_flight([(a, b) for a in tids[src] for b in tids[dst]])
             if most is None:
@@ -218,8 +239,10 @@ class ModelWriter:
 
     # ---------------------------------------------------------------- statements
     def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_kinds,
-              local_end_credit: int, grow: str, pick: str = "") -> Tuple[List[Stmt], List[str]]:
-        """The statements of group g in phase pi, with per-thread counts; and variables they need."""
+              local_end_credit: int, grow: str, pick: str = "", handed: str = "") -> Tuple[List[Stmt], List[str]]:
+        """The statements of group g in phase pi, with per-thread counts; and variables they need.
+        handed: the size expression of the objects handed to another thread (default: size)."""
+        handed_size = handed or size
         n, c = g.n, agg.c
         stmts: List[Stmt] = []
         variables: List[str] = []
@@ -266,10 +289,18 @@ class ModelWriter:
         for mk, v in sorted(local.items(), key=lambda kv: _mk_key(kv[0])):
             stmts.append(Stmt(f"{alloc_text(mk, size)} lives {lives}", **per(v), calls={mk[0]: 1}, lives=1, draws=1))
         for (mk, dest), v in sorted(sends.items(), key=lambda kv: (_mk_key(kv[0][0]), kv[0][1])):
-            stmts.append(Stmt(f"p = {alloc_text(mk, size)}  send({g.name}_to_{dest}, p)",
-                              **exact(v, f"to_{dest}_{mk[0]}_p{pi}"), calls={mk[0]: 1}, sent=1, draws=1))
-        ring_send = f"send({g.name}_ring[(self + 1) % {n}], {{}})"
-        ring_recv = f"free(recv({g.name}_ring[self]))"
+            stmts.append(Stmt(f"p = {alloc_text(mk, handed_size)}  send({g.name}_to_{dest}, p)",
+                              **exact(v, f"to_{dest}_{mk[0]}_p{pi}"), calls={mk[0]: 1}, sent=1, draws=1,
+                              handed=bool(handed)))
+        if g.name in self.churn:
+            # Threads come and go in order: thread i hands to i + 1, which starts after it; the ring does not
+            # close (thread 0 would wait for the last thread, which starts only after it ends). Its channels
+            # hold a thread's sends: none blocks, and thread i's receives wait only for thread i - 1.
+            ring_send = f"if self + 1 < {n} {{{{ send({g.name}_ring[self + 1], {{0}}) }}}} else {{{{ free({{0}}) }}}}"
+            ring_recv = f"if self > 0 {{ free(recv({g.name}_ring[self])) }}"
+        else:
+            ring_send = f"send({g.name}_ring[(self + 1) % {n}], {{0}})"
+            ring_recv = f"free(recv({g.name}_ring[self]))"
         # Objects handed around the ring stay in flight as long as in the capture: each thread first sends
         # `depth` objects, then sends one and frees one per step, and frees the last `depth` at the end.
         depth = self.ring_depth.get(g.name, 0)
@@ -277,11 +308,11 @@ class ModelWriter:
             steps = per(v)["per_thread"]
             d, depth = min(depth, steps), 0              # the most frequent kind carries the depth
             if d:
-                stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}", per_thread=d,
-                                  calls={mk[0]: 1}, sent=1, draws=1, place="pre"))
+                stmts.append(Stmt(f"p = {alloc_text(mk, handed_size)}  {ring_send.format('p')}", per_thread=d,
+                                  calls={mk[0]: 1}, sent=1, draws=1, place="pre", handed=bool(handed)))
                 stmts.append(Stmt(ring_recv, per_thread=d, calls={"free": 1}, place="post"))
-            stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}  {ring_recv}",
-                              per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1))
+            stmts.append(Stmt(f"p = {alloc_text(mk, handed_size)}  {ring_send.format('p')}  {ring_recv}",
+                              per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1, handed=bool(handed)))
         if c["realloc"]:
             stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
         # A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
@@ -385,21 +416,32 @@ class ModelWriter:
             agg = Cell()
             for s in g.summaries:
                 agg.merge(s.phases[pi - 1])
-            n_sizes, sum_sizes = hist_totals(agg.sizes)
-            size = f'histogram("{self._histogram(agg.sizes, "sizes", "requested sizes", g, pi)}")' if n_sizes \
+            # the objects handed to another thread get the sizes they had in the capture, the others theirs
+            own_sizes = hist_minus(agg.sizes, agg.sent) if agg.sent else agg.sizes
+            n_sizes, sum_sizes = hist_totals(own_sizes)
+            n_sent, sum_sent = hist_totals(agg.sent)
+            size = f'histogram("{self._histogram(own_sizes, "sizes", "requested sizes", g, pi)}")' if n_sizes \
                 else (first_size or "64")
+            handed = ""
+            if n_sent and n_sizes:
+                label = "sizes of the objects handed to another thread"
+                handed = f'histogram("{self._histogram(agg.sent, "handed-sizes", label, g, pi)}")'
+            if n_sent and not n_sizes:
+                n_sizes, sum_sizes = n_sent, sum_sent
+                size = f'histogram("{self._histogram(agg.sent, "sizes", "requested sizes", g, pi)}")'
             first_size = first_size or (size if n_sizes else None)
             mean_size = sum_sizes / n_sizes if n_sizes else 64.0
+            handed_mean = sum_sent / n_sent if n_sent else mean_size
             fit = fit_lifetimes(agg.lives) or group_fit
             stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
-                                         g.n if credit_phase == pi - 1 else 0, grow, pick)
+                                         g.n if credit_phase == pi - 1 else 0, grow, pick, handed)
             if not stmts:
                 blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
                               + (" (its objects' `lives` end them)" if agg.c["events"] else ""))
                 continue
             variables += new_vars
             for s in stmts:
-                tally.add(s, g.n, mean_size)
+                tally.add(s, g.n, mean_size, handed_mean)
                 if "_ring[" in s.text and s.sent:
                     ring_per_thread += s.per_thread
             has_lives = any(s.lives for s in stmts)
@@ -418,7 +460,10 @@ class ModelWriter:
             return [], 0, False
         blocks = _drop_trailing_barriers(blocks)
         tids = ", ".join(map(str, g.tids[:8])) + (", ..." if g.n > 8 else "")
-        out = [f"thread {g.name}{f' * {g.n}' if g.n > 1 else ''} {{    # captured thread(s) {tids}"]
+        churn = f" at most {self.churn[g.name]}" if g.name in self.churn else ""
+        out = [f"thread {g.name}{f' * {g.n}' if g.n > 1 else ''}{churn} {{    # captured thread(s) {tids}"]
+        if churn:
+            out.append(f"    # at most {self.churn[g.name]} of these threads were alive at once in the capture")
         if any("none[0]" in b for b in blocks):
             out.append("    pool none[1]        # stays empty: free(none[0]) is the capture's free(NULL)")
         out += [f"    {v}" for v in variables]
@@ -474,6 +519,9 @@ class ModelWriter:
         share = col.cross_frees / col.known_frees if col.known_frees else 0.0
         model_share = tally.sent / tally.known_frees if tally.known_frees else 0.0
         rows.append(("cross-thread frees", f"{100 * share:.1f}%", f"{100 * model_share:.1f}%"))
+        if col.thread_starts:
+            alive = sum(self.churn.get(g.name, g.n) for g in self.groups)
+            rows.append(("threads alive, at most", f"{col.alive_at_most(col.born)}", f"{alive}"))
         rows.append(("live bytes, peak", f"{col.peak_bytes}", NOT_MEASURED))
         self.figures = rows
         h = [f"# Model of {self.source_name}, written by `scenc convert --model`: a scenario with the",
