@@ -34,9 +34,11 @@ class Stmt:
     draws: int = 0                             # sizes drawn from the phase's size histogram
     handed: bool = False                       # ... from the sizes of the objects handed over instead
     place: str = "loop"                        # 'pre' and 'post' run before and after the phase's rounds
+    lumped: bool = False                       # its share is all one thread's: a loop of its own
 
     def max_count(self, threads: int) -> int:
-        return self.per_thread if self.share is None else -(-self.share[1] // threads)
+        return self.per_thread if self.share is None else self.share[1] if self.lumped \
+            else -(-self.share[1] // threads)
 
     def total(self, threads: int) -> int:
         return self.per_thread * threads if self.share is None else self.share[1]
@@ -154,14 +156,18 @@ class ModelWriter:
 
     def _churn(self) -> Dict[str, int]:
         """Group name -> K for the groups whose threads were not all alive at once in the capture (its
-        thread starts and exits show it): `thread NAME * N at most K`."""
+        thread starts and exits show it): `thread NAME * N at most K`. Their threads are put in the order
+        they started: the model starts thread i + K when thread i ends."""
         if not self.col.thread_starts:
             return {}
         out = {}
+        born = self.col.born
         for g in self.groups:
             k = self.col.alive_at_most(g.tids)
             if g.n > 1 and 0 < k < g.n:
                 out[g.name] = k
+                g.summaries.sort(key=lambda s: born.get(s.tid, 0))
+                g.tids[:] = [s.tid for s in g.summaries]
         return out
 
     def _flows(self) -> None:
@@ -250,7 +256,16 @@ class ModelWriter:
         def per(total):
             return dict(per_thread=int(round(total / n)))
 
-        def exact(total: int, var: str):
+        def exact(total: int, var: str, member_counts=None):
+            """total over the threads: evenly, or all by the first (last) thread when the capture's first (last)
+            thread of the group made them all (a churning group's first thread takes what came before it)."""
+            if member_counts and n > 1 and sum(member_counts) == total:
+                if member_counts[0] == total:
+                    variables.append(f"{var} = {total} * (1 / (self + 1))      # thread 0 only, as captured")
+                    return dict(share=(var, total), lumped=True)
+                if member_counts[-1] == total:
+                    variables.append(f"{var} = {total} * ((self + 1) / {n})      # the last thread only, as captured")
+                    return dict(share=(var, total), lumped=True)
             if total % n == 0:
                 return dict(per_thread=total // n)
             variables.append(f"{var} = (self + 1) * {total} / {n} - self * {total} / {n}")
@@ -281,16 +296,24 @@ class ModelWriter:
                 else:
                     ends["local"] += v
 
+        def members(match) -> list:
+            return [sum(v for k, v in m.phases[pi - 1].c.items() if isinstance(k, tuple) and match(k))
+                    for m in g.summaries]
+
         for src, total in sorted(recvs.items()):
-            stmts.append(Stmt(f"free(recv({src}_to_{g.name}))", **exact(total, f"from_{src}_p{pi}"),
+            src_tids = set(next(x for x in self.groups if x.name == src).tids)
+            counts = members(lambda k: k[0] == "recv" and k[1] in src_tids)
+            stmts.append(Stmt(f"free(recv({src}_to_{g.name}))", **exact(total, f"from_{src}_p{pi}", counts),
                               calls={"free": 1}))
         if c["free_null"]:
             stmts.append(Stmt("free(none[0])", **per(c["free_null"]), calls={"free": 1}))
         for mk, v in sorted(local.items(), key=lambda kv: _mk_key(kv[0])):
             stmts.append(Stmt(f"{alloc_text(mk, size)} lives {lives}", **per(v), calls={mk[0]: 1}, lives=1, draws=1))
         for (mk, dest), v in sorted(sends.items(), key=lambda kv: (_mk_key(kv[0][0]), kv[0][1])):
+            dest_tids = set(next(x for x in self.groups if x.name == dest).tids)
+            counts = members(lambda k: k[0] == "send" and k[1] == mk and k[2] in dest_tids)
             stmts.append(Stmt(f"p = {alloc_text(mk, handed_size)}  send({g.name}_to_{dest}, p)",
-                              **exact(v, f"to_{dest}_{mk[0]}_p{pi}"), calls={mk[0]: 1}, sent=1, draws=1,
+                              **exact(v, f"to_{dest}_{mk[0]}_p{pi}", counts), calls={mk[0]: 1}, sent=1, draws=1,
                               handed=bool(handed)))
         if g.name in self.churn:
             # Threads come and go in order: thread i hands to i + 1, which starts after it; the ring does not
