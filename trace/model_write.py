@@ -417,9 +417,12 @@ class ModelWriter:
         # so the phases end one chain fewer per thread: the last phase that ends enough chains locally.
         credit_phase = next((i for i in reversed(range(len(self.phases))) if local_ends[i] >= g.n), None) \
             if initial else None
-        rsize = self._histogram(rsizes, "realloc-sizes", "realloc sizes", g, None) if rsizes else "0"
-        if rsizes:
-            rsize = f'histogram("{rsize}")'
+        # Realloc sizes per phase, as the sizes (a program that builds one big buffer late, e.g. a JSON
+        # text, grows its blocks far more in that phase); per group when there is one phase.
+        per_phase_rsizes = len(self.phases) > 1
+        rsize = "0"
+        if rsizes and not per_phase_rsizes:
+            rsize = f'histogram("{self._histogram(rsizes, "realloc-sizes", "realloc sizes", g, None)}")'
         group_fit = fit_lifetimes(group_lives)
         # A chain that the capture began with realloc(NULL, n) starts from an empty block: a pool slot, which
         # may be empty (the checker rightly refuses a variable that may hold a freed block).
@@ -456,6 +459,8 @@ class ModelWriter:
             mean_size = sum_sizes / n_sizes if n_sizes else 64.0
             handed_mean = sum_sent / n_sent if n_sent else mean_size
             fit = fit_lifetimes(agg.lives) or group_fit
+            if per_phase_rsizes and agg.rsizes:
+                rsize = f'histogram("{self._histogram(agg.rsizes, "realloc-sizes", "realloc sizes", g, pi)}")'
             stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
                                          g.n if credit_phase == pi - 1 else 0, grow, pick, handed)
             if not stmts:
