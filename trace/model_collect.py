@@ -111,13 +111,15 @@ class Cell:
 
     Categories: 'events', 'free_null', 'realloc', 'alloc_failed', 'realloc_failed',
     'free_unknown', 'realloc_unknown', 'realloc_as_free', 'free_missed', 'censored', ('lives', mk), ('send', mk, tid),
+    ('kept', mk) (still live at the end: `lives forever`),
     ('start', mk), ('end', how, tid), ('recv', tid); mk = (model kind, alignment).
     Objects are counted in the window of their allocation, chain ends and receives
     in the window where they happen. ``sent``: the sizes of the objects among ``sizes`` that another
     thread freed (in a program they are often not the short-lived ones: a queue's items, a thread's
-    results), so that the model hands over objects of their sizes.
+    results), so that the model hands over objects of their sizes; ``kept``: those still live at the
+    end (buffers, tables, caches), likewise.
     """
-    __slots__ = ("c", "sizes", "rsizes", "lives", "sent")
+    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "kept")
 
     def __init__(self):
         self.c = Counter()
@@ -125,11 +127,13 @@ class Cell:
         self.rsizes: dict = {}
         self.lives: dict = {}
         self.sent: dict = {}
+        self.kept: dict = {}
 
     def merge(self, o: "Cell") -> "Cell":
         self.c.update(o.c)
         merge_hist(self.sizes, o.sizes)
         merge_hist(self.sent, o.sent)
+        merge_hist(self.kept, o.kept)
         merge_hist(self.rsizes, o.rsizes)
         merge_hist(self.lives, o.lives)
         return self
@@ -389,16 +393,16 @@ class Collector:
         self.live_bytes += nbytes
 
     def finish(self) -> None:
-        """Objects still live at the end: they live to the end of their thread."""
+        """Objects still live at the end: they live to the end of their thread (`lives forever`), with
+        sizes of their own (often not the others': a program's buffers and tables)."""
         last = max(len(self.wins) - 1, 0)
-        for owner, o_alloc, t_alloc, _nbytes, mk, chain in self.live.values():
+        for owner, o_alloc, t_alloc, nbytes, mk, chain in self.live.values():
             if chain:
                 self._cell(owner, last).c["end", "end", None] += 1
             else:
                 acell = self._cell(owner, o_alloc // self.window)
-                lifetime = self.tick[owner] - t_alloc + 1
-                add(acell.lives, life_bucket(lifetime), lifetime)
-                acell.c["lives", mk] += 1
+                add(acell.kept, size_bucket(nbytes), nbytes)
+                acell.c["kept", mk] += 1
                 acell.c["censored"] += 1
         self.live_at_end = len(self.live)
         self.live.clear()

@@ -35,6 +35,8 @@ class Stmt:
     handed: bool = False                       # ... from the sizes of the objects handed over instead
     place: str = "loop"                        # 'pre' and 'post' run before and after the phase's rounds
     lumped: bool = False                       # its share is all one thread's: a loop of its own
+    kept: bool = False                         # its objects live to the end (`lives forever`): their own sizes
+    mean: Optional[float] = None               # the mean of its sizes, when not the phase's
 
     def max_count(self, threads: int) -> int:
         return self.per_thread if self.share is None else self.share[1] if self.lumped \
@@ -91,7 +93,7 @@ class _Tally:
         self.sent = self.known_frees = self.draws = 0
         self.bytes = 0.0
 
-    def add(self, s: Stmt, threads: int, mean_size: float, handed_mean: float) -> None:
+    def add(self, s: Stmt, threads: int, mean_size: float, handed_mean: float, kept_mean: float = 0.0) -> None:
         total = s.total(threads)
         for kind, n in s.calls.items():
             self.calls[kind] += n * total
@@ -99,7 +101,8 @@ class _Tally:
         self.sent += s.sent * total
         self.known_frees += (s.lives + s.sent + s.local_frees) * total
         self.draws += s.draws * total
-        self.bytes += s.draws * total * (handed_mean if s.handed else mean_size)
+        self.bytes += s.draws * total * (s.mean if s.mean is not None else kept_mean if s.kept and s.handed
+                                         else handed_mean if s.handed else mean_size)
 
 
 class ModelWriter:
@@ -245,7 +248,8 @@ class ModelWriter:
 
     # ---------------------------------------------------------------- statements
     def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_kinds,
-              local_end_credit: int, grow: str, pick: str = "", handed: str = "") -> Tuple[List[Stmt], List[str]]:
+              local_end_credit: int, grow: str, pick: str = "", handed: str = "",
+              kept_size: str = "") -> Tuple[List[Stmt], List[str]]:
         """The statements of group g in phase pi, with per-thread counts; and variables they need.
         handed: the size expression of the objects handed to another thread (default: size)."""
         handed_size = handed or size
@@ -271,7 +275,7 @@ class ModelWriter:
             variables.append(f"{var} = (self + 1) * {total} / {n} - self * {total} / {n}")
             return dict(share=(var, total))
 
-        local, sends, ring, recvs, ends = Counter(), Counter(), Counter(), Counter(), Counter()
+        local, sends, ring, recvs, ends, kept = Counter(), Counter(), Counter(), Counter(), Counter(), Counter()
         for k, v in c.items():
             if not isinstance(k, tuple):
                 continue
@@ -279,6 +283,8 @@ class ModelWriter:
                 src = self.group_of[k[1]]
                 if src is not g and (src.name, g.name) in self.edges:
                     recvs[src.name] += v
+            elif k[0] == "kept":
+                kept[k[1]] += v
             elif k[0] in ("lives", "send"):
                 dest = self.group_of[k[2]] if k[0] == "send" else g
                 if k[0] == "lives" or (dest is not g and (g.name, dest.name) not in self.edges):
@@ -309,6 +315,18 @@ class ModelWriter:
             stmts.append(Stmt("free(none[0])", **per(c["free_null"]), calls={"free": 1}))
         for mk, v in sorted(local.items(), key=lambda kv: _mk_key(kv[0])):
             stmts.append(Stmt(f"{alloc_text(mk, size)} lives {lives}", **per(v), calls={mk[0]: 1}, lives=1, draws=1))
+        exact_sizes = _few_sizes(agg.kept) if n == 1 else None
+        for mk, v in sorted(kept.items(), key=lambda kv: _mk_key(kv[0])):
+            if exact_sizes:
+                # A few objects kept to the end, each with its size, before the rounds: drawn at random, a
+                # handful of big ones (a 256 KiB table) could come out twice, or not at all.
+                for nbytes in exact_sizes[:v]:
+                    stmts.append(Stmt(f"{alloc_text(mk, str(nbytes))} lives forever", per_thread=1,
+                                      calls={mk[0]: 1}, lives=1, draws=1, kept=True, mean=nbytes, place="pre"))
+                del exact_sizes[:v]
+                continue
+            stmts.append(Stmt(f"{alloc_text(mk, kept_size or size)} lives forever", **per(v), calls={mk[0]: 1},
+                              lives=1, draws=1, handed=bool(kept_size), kept=True))
         for (mk, dest), v in sorted(sends.items(), key=lambda kv: (_mk_key(kv[0][0]), kv[0][1])):
             dest_tids = set(next(x for x in self.groups if x.name == dest).tids)
             counts = members(lambda k: k[0] == "send" and k[1] == mk and k[2] in dest_tids)
@@ -444,8 +462,16 @@ class ModelWriter:
                 agg.merge(s.phases[pi - 1])
             # the objects handed to another thread get the sizes they had in the capture, the others theirs
             own_sizes = hist_minus(agg.sizes, agg.sent) if agg.sent else agg.sizes
+            own_sizes = hist_minus(own_sizes, agg.kept) if agg.kept else own_sizes
             n_sizes, sum_sizes = hist_totals(own_sizes)
             n_sent, sum_sent = hist_totals(agg.sent)
+            n_kept, sum_kept = hist_totals(agg.kept)
+            kept_size = ""
+            if n_kept and (n_sizes or n_sent):
+                label = "sizes of the objects still live at the end"
+                kept_size = f'histogram("{self._histogram(agg.kept, "kept-sizes", label, g, pi)}")'
+            elif n_kept:
+                n_sizes, sum_sizes, own_sizes = n_kept, sum_kept, agg.kept
             size = f'histogram("{self._histogram(own_sizes, "sizes", "requested sizes", g, pi)}")' if n_sizes \
                 else (first_size or "64")
             handed = ""
@@ -458,21 +484,22 @@ class ModelWriter:
             first_size = first_size or (size if n_sizes else None)
             mean_size = sum_sizes / n_sizes if n_sizes else 64.0
             handed_mean = sum_sent / n_sent if n_sent else mean_size
+            kept_mean = sum_kept / n_kept if n_kept else mean_size
             fit = fit_lifetimes(agg.lives) or group_fit
             if per_phase_rsizes and agg.rsizes:
                 rsize = f'histogram("{self._histogram(agg.rsizes, "realloc-sizes", "realloc sizes", g, pi)}")'
             stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
-                                         g.n if credit_phase == pi - 1 else 0, grow, pick, handed)
+                                         g.n if credit_phase == pi - 1 else 0, grow, pick, handed, kept_size)
             if not stmts:
                 blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
                               + (" (its objects' `lives` end them)" if agg.c["events"] else ""))
                 continue
             variables += new_vars
             for s in stmts:
-                tally.add(s, g.n, mean_size, handed_mean)
+                tally.add(s, g.n, mean_size, handed_mean, kept_mean)
                 if "_ring[" in s.text and s.sent:
                     ring_per_thread += s.per_thread
-            has_lives = any(s.lives for s in stmts)
+            has_lives = any(s.lives and not s.kept for s in stmts)
             # a group that frees none of its objects itself in the capture may still keep those whose
             # handoff was cut: they have no lifetimes to fit and are freed at once
             comment = (fit.comment() if fit else "objects whose handoff was cut are freed at once (`lives 0`)") \
@@ -585,8 +612,8 @@ class ModelWriter:
             notes.append(f"{left['realloc_as_free']} realloc(p, 0) that freed their block are frees in the model "
                          f"(realloc(p, 0) frees only under some allocators)")
         if left["censored"]:
-            notes.append(f"{left['censored']} objects still live at the end of the capture live to the end of "
-                         f"their thread, where `lives` frees them")
+            notes.append(f"{left['censored']} objects still live at the end of the capture are `lives forever` "
+                         f"(freed at the end of their thread), with their own sizes")
         self.notes = notes + self.notes
         for note in self.notes:
             h += _wrap(note, "#   note: ", "#         ")
@@ -631,6 +658,18 @@ def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
         else:
             out += [head] + _statement_lines(s.text, 16) + ["            }"]
     return out + ["        }"] + once_each(post)
+
+
+#: At most this many objects kept to the end in a phase are written one by one with their sizes.
+FEW_KEPT = 32
+
+
+def _few_sizes(hist: dict) -> Optional[List[int]]:
+    """The sizes of a histogram's objects one by one (each class at its mean), when there are few."""
+    n, _ = hist_totals(hist)
+    if not n or n > FEW_KEPT:
+        return None
+    return [round(s / c) for _, (c, s) in sorted(hist.items()) for _ in range(c)]
 
 
 def _split(total: int, weights) -> Counter:
