@@ -354,7 +354,12 @@ class ModelWriter:
                 stmts.append(Stmt(ring_recv, per_thread=d, calls={"free": 1}, place="post"))
             stmts.append(Stmt(f"p = {alloc_text(mk, handed_size)}  {ring_send.format('p')}  {ring_recv}",
                               per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1, handed=bool(handed)))
-        if c["realloc"]:
+        few_rsizes = _few_sizes(agg.rsizes) if n == 1 else None
+        if c["realloc"] and few_rsizes and len(few_rsizes) == c["realloc"]:
+            # a few reallocs, each to its own size (drawn at random, the one big size could come out twice)
+            for nbytes in few_rsizes:
+                stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {nbytes})", per_thread=1, calls={"realloc": 1}))
+        elif c["realloc"]:
             stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
         # A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
         # each kind as often as the capture's chains started with it.
@@ -660,7 +665,7 @@ def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
     return out + ["        }"] + once_each(post)
 
 
-#: At most this many objects kept to the end in a phase are written one by one with their sizes.
+#: At most this many objects kept to the end (or reallocs) in a phase are written one by one with their sizes.
 FEW_KEPT = 32
 
 
