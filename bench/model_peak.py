@@ -9,8 +9,9 @@ threads alive at most (what the model's thread groups and churn allow).
 
     .venv/bin/python bench/model_peak.py [--only NAME,...] [--runs N] [--json FILE]
 
---runs N measures each model N times (threaded models vary from run to run) and prints the
-lowest and highest ratio. The figures are bytes requested by the program, not RSS: no allocator
+--runs N measures each model N times (threaded models vary from run to run), --seeds N with
+the seeds 1 .. N (the model's random draws), and prints the lowest and highest ratio; the
+model column is the highest peak. The figures are bytes requested by the program, not RSS: no allocator
 result enters the model, which is fitted to the trace only.
 """
 
@@ -32,9 +33,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 from scenc.trace.model import measure_peak, write_model          # noqa: E402
 from scenc.trace.source import TraceSource                         # noqa: E402
 from scenc.trace.stats import TraceStats                           # noqa: E402
-
-
-MODEL_EXTRA = os.environ.get("MODEL_EXTRA", "1") == "1"
 
 
 def logs() -> list:
@@ -85,16 +83,24 @@ def capture_figures(path: Path) -> dict:
     return {"peak": stats.peak_bytes, "calls": stats.ops, "threads_alive": d.get("threads_alive", {}).get("peak")}
 
 
-def model_peaks(path: Path, work: Path, runs: int) -> tuple:
-    source = TraceSource(path, extra_events=MODEL_EXTRA)
+def model_peaks(path: Path, work: Path, runs: int, seeds: int) -> tuple:
+    """The model's peaks: `runs` runs with each of the seeds 1 .. `seeds` (the model's random draws: sizes,
+    lifetimes, which block a realloc grows)."""
+    source = TraceSource(path, extra_events=True)
     model = write_model(source.events, work / (path.stem + "-model.scn"), source_name=path.name)
-    return [measure_peak(model) for _ in range(runs)], model
+    peaks = []
+    for seed in range(1, seeds + 1):
+        if seed > 1:
+            model.scn_path.write_text(model.scn_path.read_text().replace(f"\nseed {seed - 1}\n", f"\nseed {seed}\n"))
+        peaks += [measure_peak(model) for _ in range(runs)]
+    return peaks, model
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated names (substrings) to measure")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--seeds", type=int, default=1, help="also measure each model with seeds 2 .. N")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
     rows = []
@@ -107,7 +113,7 @@ def main(argv=None) -> int:
         print(f"{'capture':<34}{'calls':>9}{'peak':>11}{'model':>11}{'ratio':>13}")
         for name, path in items:
             cap = capture_figures(path)
-            peaks, _model = model_peaks(path, work, args.runs)
+            peaks, _model = model_peaks(path, work, args.runs, args.seeds)
             lo, hi = min(peaks) / cap["peak"], max(peaks) / cap["peak"]
             ratio = f"{lo:.3f}" if lo == hi else f"{lo:.2f}-{hi:.2f}"
             print(f"{name:<34}{cap['calls']:>9}{cap['peak']:>11}{max(peaks):>11}{ratio:>13}"

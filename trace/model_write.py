@@ -318,11 +318,11 @@ class ModelWriter:
         exact_sizes = _few_sizes(agg.kept) if n == 1 else None
         for mk, v in sorted(kept.items(), key=lambda kv: _mk_key(kv[0])):
             if exact_sizes:
-                # A few objects kept to the end, each with its size, before the rounds: drawn at random, a
-                # handful of big ones (a 256 KiB table) could come out twice, or not at all.
+                # A few objects kept to the end, each with its size, spread over the phase like the rest:
+                # drawn at random, a handful of big ones (a 256 KiB table) could come out twice, or not at all.
                 for nbytes in exact_sizes[:v]:
                     stmts.append(Stmt(f"{alloc_text(mk, str(nbytes))} lives forever", per_thread=1,
-                                      calls={mk[0]: 1}, lives=1, draws=1, kept=True, mean=nbytes, place="pre"))
+                                      calls={mk[0]: 1}, lives=1, draws=1, kept=True, mean=nbytes))
                 del exact_sizes[:v]
                 continue
             stmts.append(Stmt(f"{alloc_text(mk, kept_size or size)} lives forever", **per(v), calls={mk[0]: 1},
