@@ -472,10 +472,11 @@ class ModelWriter:
             n_sent, sum_sent = hist_totals(agg.sent)
             n_kept, sum_kept = hist_totals(agg.kept)
             kept_size = ""
-            if n_kept and (n_sizes or n_sent):
+            one_by_one = g.n == 1 and _few_sizes(agg.kept)          # then _plan writes them with their sizes
+            if n_kept and (n_sizes or n_sent) and not one_by_one:
                 label = "sizes of the objects still live at the end"
                 kept_size = f'histogram("{self._histogram(agg.kept, "kept-sizes", label, g, pi)}")'
-            elif n_kept:
+            elif n_kept and not n_sizes and not n_sent:
                 n_sizes, sum_sizes, own_sizes = n_kept, sum_kept, agg.kept
             size = f'histogram("{self._histogram(own_sizes, "sizes", "requested sizes", g, pi)}")' if n_sizes \
                 else (first_size or "64")
