@@ -2,7 +2,7 @@
 
 For every shared ltrace log (/work/shared/ltrace-samples, when present), every log in the
 repository's fixtures, and captures made here of the bench programs (the LD_PRELOAD tracer:
-bench/programs/*.c, python3 start-up and bench/programs/py_work.py), it prints the capture's
+bench/programs/*.c, python3 start-up, bench/programs/py_work.py and pc.py), it prints the capture's
 peak of live bytes (trace-stats), the model's (`scenc convert --model`: one run under glibc
 with the `live` probe), their ratio, and the capture's threads alive at most beside the model's
 threads alive at most (what the model's thread groups and churn allow).
@@ -65,6 +65,7 @@ def captures(work: Path) -> list:
     if py:
         out.append(("python3 start-up (preload)", [py, "-c", "pass"]))
         out.append(("py_work.py (preload)", [py, str(PROGRAMS / "py_work.py")]))
+        out.append(("pc.py (preload)", [py, str(PROGRAMS / "pc.py")]))
     made = []
     for name, argv in out:
         trace = work / (name.split()[0].replace(".", "_") + ".trace")
