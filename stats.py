@@ -444,8 +444,7 @@ class Comparison:
             phrase = template.format(f=self._factor()[0]) if self.by_ratio else template.replace(" {f}x", "")
             return f"{name} {phrase} {baseline_name}: {values[0]} vs {values[1]} in every run ({counts})"
         if not self.by_ratio:
-            interval = ("difference " + "–".join(format_values(*self.difference_ci))
-                        if self.difference_ci else "difference interval unknown")
+            interval = self.interval_text()
             if not self.significant:
                 return (f"{name}: no significant difference from {baseline_name} "
                         f"({values[0]} vs {values[1]} on average, {interval})")
@@ -462,6 +461,15 @@ class Comparison:
         assert self.ratio_ci is not None  # significant implies a bounded interval
         factor, bounds = self._factor()
         return f"{name} {template.format(f=factor)} {baseline_name} ({bounds}), significant"
+
+    def interval_text(self) -> str:
+        """The interval the significance rule reads, printed: "ratio 0.95–1.08" (other/baseline),
+        "ratio interval unbounded", or, where no ratio can say it, "difference 0–2" (other − baseline)."""
+        if self.by_ratio:
+            return ("ratio " + "–".join(_format_number(v, 2) for v in self.ratio_ci) if self.ratio_ci
+                    else "ratio interval unbounded")
+        return ("difference " + "–".join(format_values(*self.difference_ci)) if self.difference_ci
+                else "difference interval unknown")
 
     def _factor(self) -> Tuple[str, str]:
         """The ratio as a factor >= 1 and its interval, printed: ("1.31", "1.27–1.35")."""
