@@ -40,6 +40,7 @@ result file in the work directory).
     .venv/bin/python bench/fidelity.py --quick          # 3 runs each
         [--runs N] [--allocators glibc,tcmalloc,...] [--programs alloc_heavy,prodcons]
         [--convert-arg=--touch=first ...] [--seed N] [--workdir DIR] [--json FILE]
+        [--capture ltrace] [--program-args 'thread_churn=40 200']
 """
 
 import argparse
@@ -49,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -101,8 +102,12 @@ def scenc_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*SCENC, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def capture(argv: Sequence[str], trace: Path) -> None:
-    proc = scenc_cli("capture", "-o", str(trace), "--method", "preload", "--", *argv)
+def capture(argv: Sequence[str], trace: Path, method: str = "preload") -> None:
+    """method ltrace: `-e` (the program's own calls; -x crashes threaded programs), retried when ltrace 0.7.3
+    crashes the program, each attempt stopped after 10 minutes."""
+    how = ["--method", "preload"] if method == "preload" else ["--method", "ltrace", "--mode", "e", "--retries", "8",
+                                                               "--timeout", "600"]
+    proc = scenc_cli("capture", "-o", str(trace), *how, "--", *argv)
     if proc.returncode != 0:
         raise RuntimeError(f"scenc capture of {' '.join(argv)} failed ({proc.returncode}): "
                            f"{(proc.stdout + proc.stderr).strip()[-600:]}")
@@ -310,13 +315,13 @@ def summary_table(summaries: List[dict], stand_in: str = "replay") -> List[str]:
 
 
 # --------------------------------------------------------------------------- main
-def prepare(program: Program, workdir: Path, convert_args: Sequence[str], progress=print):
-    """Build, capture and convert a program, build its replay and capture that too: (the program's command
-    line, the replay's .scn, (capture figures, replay figures))."""
+def prepare(program: Program, workdir: Path, convert_args: Sequence[str], progress=print, method: str = "preload"):
+    """Build, capture (with `method`) and convert a program, build its replay and capture that too (with the
+    tracer): (the program's command line, the replay's .scn, (capture figures, replay figures))."""
     t0 = time.perf_counter()
     argv = build_program(program, workdir)
-    trace = workdir / f"{program.name}.trace"
-    capture(argv, trace)
+    trace = workdir / f"{program.name}.{'ltrace' if method == 'ltrace' else 'trace'}"
+    capture(argv, trace, method)
     scn = workdir / f"{program.name}-replay.scn"
     replay = convert(trace, scn, convert_args)
     replay_trace = workdir / f"{program.name}-replay.trace"
@@ -330,9 +335,9 @@ def prepare(program: Program, workdir: Path, convert_args: Sequence[str], progre
 
 
 def measure(program: Program, workdir: Path, convert_args: Sequence[str], allocators: Sequence[str], runs: int,
-            seed: int, progress=print) -> Tuple[List[str], dict]:
+            seed: int, progress=print, method: str = "preload") -> Tuple[List[str], dict]:
     """Prepare a program, run its replay beside it (one session), and report them side by side."""
-    argv, scn, figures = prepare(program, workdir, convert_args, progress)
+    argv, scn, figures = prepare(program, workdir, convert_args, progress, method)
     t0 = time.perf_counter()
     analysis = run_session(argv, scn, allocators, runs, seed, workdir / f"{program.name}-result.json")
     progress(f"  {program.name}: replay beside the program, {len(allocators)} allocators x {runs} runs "
@@ -349,6 +354,11 @@ def main(argv=None) -> int:
     ap.add_argument("--convert-arg", action="append", default=[], metavar="ARG",
                     help="passed to `scenc convert` (repeat for several), e.g. --convert-arg=--touch=first")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--capture", choices=("preload", "ltrace"), default="preload",
+                    help="how the program is captured (the replay is always captured with the tracer)")
+    ap.add_argument("--program-args", action="append", default=[], metavar="NAME=ARGS",
+                    help="run program NAME with these arguments instead of its own, e.g. "
+                         "--program-args='thread_churn=40 200' (ltrace captures are slow)")
     ap.add_argument("--workdir", type=Path, default=None, help="keep captures and replays here")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -368,6 +378,9 @@ def main(argv=None) -> int:
         print(f"fidelity: unknown program(s) {', '.join(sorted(unknown))}; known: "
               f"{', '.join(p.name for p in PROGRAMS)}", file=sys.stderr)
         return 1
+    for spec in args.program_args:
+        name, _, given = spec.partition("=")
+        programs = [replace(p, args=tuple(given.split())) if p.name == name else p for p in programs]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="scenc-fidelity-"))
     workdir.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
@@ -378,7 +391,7 @@ def main(argv=None) -> int:
     names = [a.name for a in allocators]
     try:
         for p in programs:
-            lines, summary = measure(p, workdir, args.convert_arg, names, runs, args.seed)
+            lines, summary = measure(p, workdir, args.convert_arg, names, runs, args.seed, method=args.capture)
             print("\n".join(lines) + "\n", flush=True)
             summaries.append(summary)
     except (RuntimeError, subprocess.CalledProcessError) as e:

@@ -55,15 +55,17 @@ def replayed_per_thread(result: dict) -> list:
 
 def captured_per_thread(stats: dict, log) -> list:
     """trace-stats' calls per thread under the runtime's counter names, threads in the order the
-    converter numbers them: the order in which they first appear in the log's events."""
+    converter numbers them: the order in which they first appear in the log's events, thread starts
+    included (a start names its creator first: the main thread, whose first call comes last here)."""
     order = []
-    for ev in parse_file(log):
-        if ev.tid not in order:
-            order.append(ev.tid)
+    for ev in parse_file(log, extra_events=True):
+        for tid in ((ev.size, ev.tid) if ev.kind == "thread_start" else (ev.tid,)):
+            if tid not in order:
+                order.append(tid)
     out = []
     for tid in order:
         counts = {}
-        for kind, n in stats["calls_by_thread"][str(tid)].items():
+        for kind, n in stats["calls_by_thread"].get(str(tid), {}).items():
             k = REPLAY_KIND[kind]
             k = COUNTED_AS.get(k, k)
             counts[k] = counts.get(k, 0) + n

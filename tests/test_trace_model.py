@@ -9,6 +9,9 @@ import heapq
 import json
 import random
 from collections import Counter
+from pathlib import Path
+
+import pytest
 
 from scenc.cli import main
 from scenc.compiler.pipeline import load
@@ -19,6 +22,8 @@ from scenc.trace.model import measure_peak, write_model
 from scenc.trace.model_collect import MAX_WINDOWS, Collector
 
 from ltrace_samples import sample
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "trace"
 
 
 class LogWriter:
@@ -328,11 +333,16 @@ def test_shared_python_model_checks_builds_runs_and_keeps_the_statistics(capsys,
     assert abs(model.model_calls["calloc"] - captured["calloc"]) <= 0.15 * captured["calloc"]
     phases = {r for t in result["threads"] for r in t["regions"]}
     assert phases == {f"phase {i}" for i in range(1, len(model.phases) + 1)} and len(phases) >= 2
-    # the histograms hold every successful allocation, sizes below 1 KiB exactly
+    # the histograms, and the objects still live at the end written one by one, hold every successful
+    # allocation, sizes below 1 KiB exactly
     sizes = Counter()
-    for f in tmp_path.glob("py-model-sizes*.csv"):
-        for size, count in read_histogram(f):
-            sizes[size] += count
+    for f in tmp_path.glob("py-model-*sizes*.csv"):
+        if "realloc-sizes" not in f.name:
+            for size, count in read_histogram(f):
+                sizes[size] += count
+    import re
+    for size in re.findall(r"(?:malloc\(|calloc\(1, )(\d+)\) lives forever", scn.read_text()):
+        sizes[int(size)] += 1
     allocs = [ev.size * ev.nmemb for ev in parse_file(sample("python_json_e.log"))
               if ev.kind in ALLOC_KINDS and not ev.failed]
     assert sum(sizes.values()) == len(allocs)
@@ -375,3 +385,52 @@ def test_the_collector_keeps_bounded_memory_on_long_streams():
         assert entries <= len(cells) * (10 + 4 * len(col.cells) + 3 + 32 + 8 * 20)
         sizes.append(entries)
     assert sizes[1] <= 3 * sizes[0], sizes      # 10x the calls, the same windows: only lifetimes spread a little
+
+
+# --------------------------------------------------------------------------- thread lifetimes, peaks on real captures
+def test_a_program_that_churns_threads_is_modelled_with_churn(tmp_path):
+    """bench/programs/thread_churn.c keeps at most two workers alive, each freeing what the previous one left:
+    the model's worker group churns (`* N at most 2`) in the order the threads started, its handoffs pass
+    from each thread to the next (the ring does not close), and its peak of live bytes is near the capture's.
+    Both vary from run to run with the threads' timing (bench/model_peak.py: 0.90-0.98 on 200 threads, 0.86-1.01
+    on this size), so the bound here is 25%; keeping every worker alive at once, as before, gave 0.68x."""
+    import shutil
+    import subprocess
+    from scenc.trace.preload import capture_preload
+    from scenc.trace.source import TraceSource
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    root = Path(__file__).resolve().parents[1]
+    exe = tmp_path / "churn"
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(root / "bench/programs/thread_churn.c")], check=True)
+    trace = tmp_path / "churn.trace"
+    assert capture_preload([str(exe), "30", "50"], trace, stdout=subprocess.DEVNULL).ok
+    model = write_model(TraceSource(trace, extra_events=True).events, tmp_path / "churn-model.scn",
+                        source_name="churn.trace")
+    text = model.scn_path.read_text()
+    churning = [line for line in text.splitlines() if line.startswith("thread ") and " at most 2 " in line]
+    assert len(churning) == 1, text
+    name = churning[0].split()[1]
+    assert "if self + 1 < " in text and f"send({name}_ring[self + 1]" in text and "(self + 1) % " not in text
+    figures = {a: (b, c) for a, b, c in model.figures}
+    assert figures["threads alive, at most"][0] == "3"
+    captured = int(figures["live bytes, peak"][0])
+    peak = measure_peak(model)                # finishing proves the churn and its channels cannot deadlock
+    assert 0.75 * captured <= peak <= 1.25 * captured, (peak, captured)
+
+
+@pytest.mark.parametrize("log", ["alloc_mix_znow_x.log", "alloc_kinds_e.log", "alloc_kinds_r.log", "cxx_new_e.log",
+                                 "cxx_new_x.log"])
+def test_a_single_threaded_model_peaks_within_10_percent_of_its_capture(tmp_path, log):
+    """Single-threaded models are deterministic (their seed fixes every draw): the peak of live bytes each
+    makes is the capture's (trace-stats) within 10%. The few reallocs of the small logs each get their own
+    size, and the objects still live at the end theirs (drawn at random, alloc_kinds' one 5000-byte realloc
+    came out twice: 1.9x)."""
+    from scenc.trace.source import TraceSource
+    from scenc.trace.stats import TraceStats
+    path = sample(log) if log.startswith("alloc_mix") else FIXTURES / log
+    source = TraceSource(path, extra_events=True)
+    captured = TraceStats(source.report).consume(source.events).peak_bytes
+    model = write_model(TraceSource(path, extra_events=True).events, tmp_path / "m.scn", source_name=log)
+    peak = measure_peak(model)
+    assert 0.9 * captured <= peak <= 1.1 * captured, (peak, captured)

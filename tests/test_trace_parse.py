@@ -371,3 +371,80 @@ def test_pending_calls_per_thread_are_bounded():
     assert rep.pending_at_end == 64                  # the 36 oldest were dropped on the way
     assert rep.first_lines("unfinished-never-resumed")[0] == 1
     assert rep.first_lines("thread-only-in-exit-line") == [102]
+
+
+# ----------------------------------------------------------------------------- thread lifetimes
+def lifetimes(events):
+    """(starts as (line, tid, creator), exits as (line, tid)) of an extra_events stream."""
+    starts = [(e.line, e.tid, e.size) for e in events if e.kind == "thread_start"]
+    exits = [(e.line, e.tid) for e in events if e.kind == "thread_exit"]
+    return starts, exits
+
+
+def test_shared_threaded_log_gives_thread_starts_and_exits_beside_the_same_calls():
+    log = sample("mt_pthread_e.log")
+    plain = list(parse_file(log))
+    stream = parse_file(log, extra_events=True)
+    events = list(stream)
+    assert [e for e in events if e.kind in KINDS] == plain
+    assert stream.report.events == len(plain)
+    # The main thread (17829) makes its first call after its workers have exited; its exit line comes last,
+    # so it is alive from the start and the workers' starts, which the log does not attribute, are its own
+    # or the thread active just before.
+    assert stream.leader == 17829
+    starts, exits = lifetimes(events)
+    assert [tid for _, tid, _ in starts] == [17830, 17833, 17832, 17831]
+    assert starts[0] == (1, 17830, 17829)
+    assert all(creator in (17829, 17830, 17833, 17832) for _, _, creator in starts)
+    text = Path(log).read_text().splitlines()
+    exit_lines = [i + 1 for i, line in enumerate(text) if "+++ exited" in line]
+    assert [line for line, _ in exits] == exit_lines
+    assert [tid for _, tid in exits] == [17833, 17832, 17831, 17830, 17829]
+    # every start comes before its thread's first call, every exit after its last
+    first = {}
+    last = {}
+    for i, e in enumerate(events):
+        first.setdefault(e.tid, i)
+        last[e.tid] = i
+    for i, e in enumerate(events):
+        if e.kind == "thread_start":
+            assert first[e.tid] == i
+        elif e.kind == "thread_exit":
+            assert last[e.tid] == i
+
+
+CLONES_LOG = """\
+100 10:00:00.000001 prog->malloc(16) = 0x1000 <0.000001>
+100 10:00:00.000002 SYS_435(0x7ffc, 88, 0x7fb2, 8) = 101 <0.000001>
+101 10:00:00.000003 prog->malloc(32) = 0x2000 <0.000001>
+100 10:00:00.000004 SYS_435(0x7ffc, 88, 0x7fb2, 8 <unfinished ...>
+102 10:00:00.000005 prog->free(0x1000) = <void> <0.000001>
+100 10:00:00.000006 <... SYS_435 resumed> ) = 102 <0.000001>
+101 10:00:00.000007 prog->free(0x2000) = <void> <0.000001>
+101 10:00:00.000008 SYS_exit(0 <unfinished ...>
+102 10:00:00.000009 prog->pthread_create(0x7ffc, 0, 0x5555, 0) = 0 <0.000001>
+101 10:00:00.000010 +++ exited (status 0) +++
+103 10:00:00.000011 prog->malloc(8) = 0x3000 <0.000001>
+104 10:00:00.000012 prog->malloc(8) = 0x4000 <0.000001>
+103 10:00:00.000013 +++ exited (status 0) +++
+104 10:00:00.000014 +++ exited (status 0) +++
+102 10:00:00.000015 +++ exited (status 0) +++
+100 10:00:00.000016 SYS_exit_group(0 <no return ...>
+100 10:00:00.000017 +++ exited (status 0) +++
+"""
+
+
+def test_creators_come_from_clone_results_and_pthread_create_else_the_last_active_thread():
+    stream = parse(CLONES_LOG, extra_events=True)
+    events = list(stream)
+    starts, exits = lifetimes(events)
+    assert starts == [
+        (2, 101, 100),        # clone3 (-S: SYS_435) returned the new thread's id
+        (5, 102, 100),        # its clone was still running when the thread printed its first line
+        (11, 103, 102),       # the next thread after 102's pthread_create
+        (12, 104, 103),       # nothing says who made it: the thread active just before
+    ]
+    # A thread ends at its own exit call (-S) when the log shows it, else at its '+++ exited' line.
+    assert exits == [(8, 101), (13, 103), (14, 104), (15, 102), (17, 100)]
+    assert [e.kind for e in events if e.kind in KINDS] == ["malloc", "malloc", "free", "free", "malloc", "malloc"]
+    assert stream.report.events == 6 and stream.report.other_calls == 5

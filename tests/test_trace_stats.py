@@ -187,3 +187,59 @@ def test_trace_stats_command(capsys, tmp_path):
     bad.write_text("hello\n" * 30)
     assert main([str(bad)]) == 2
     assert "not an ltrace log" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- threads and the program's mappings
+def test_threads_alive_at_once_and_their_starts_and_exits():
+    """An ltrace log read with its thread lifetimes: the main thread (whose first call comes after its
+    workers exited, its exit line last) is alive from the start, so the 4 workers and it make 5."""
+    from scenc.trace.source import TraceSource
+    source = TraceSource(sample("mt_pthread_e.log"), extra_events=True)
+    stats = TraceStats(source.report).consume(source.events)
+    d = stats.to_dict()
+    assert d["threads_alive"]["peak"] == 5 and d["threads_alive"]["starts"] == 4
+    assert d["threads_alive"]["exits"] == 5
+    plain = trace_stats_file(sample("mt_pthread_e.log")).to_dict()
+    # the extra events change no figure of the calls
+    for key in ("events", "calls_by_kind", "peak", "frees", "size_hist_log2", "lifetime_ops_hist_log2"):
+        assert d[key] == plain[key], key
+    text = format_trace_stats(stats)
+    assert "threads alive at once: at most 5 at line 8" in text and "4 thread starts, 5 exits captured" in text
+
+
+OWN_MAPS_C = r"""
+#include <string.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+int main(void) {
+  void *volatile small = malloc(1000);
+  char *a = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  char *b = mmap(NULL, 3 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (a == MAP_FAILED || b == MAP_FAILED) return 1;
+  memset(a, 1, 1 << 20);
+  munmap(b + (1 << 20), 2 << 20);        /* two thirds of b go: 2 MiB mapped from here */
+  munmap(a, 1 << 20);
+  munmap(b, 1 << 20);
+  free(small);
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not __import__("shutil").which("gcc"), reason="gcc is not installed")
+def test_trace_stats_reports_the_programs_own_mappings_beside_the_heap(capsys, tmp_path):
+    from scenc.cli import main
+    from scenc.trace.preload import capture_preload
+    src = tmp_path / "maps.c"
+    src.write_text(OWN_MAPS_C)
+    subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "maps"), str(src)], check=True)
+    trace = tmp_path / "maps.trace"
+    assert capture_preload([str(tmp_path / "maps")], trace).ok
+    assert main(["trace-stats", "--json", str(trace)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    own = d["own_mappings"]
+    assert own["calls"] == {"mmap": 2, "munmap": 3, "mremap": 0}
+    assert own["peak_bytes"] == 4 << 20 and own["mapped_at_end"] == 0
+    assert d["peak"]["bytes"] == 1000 and own["peak_with_heap"] == (4 << 20) + 1000
+    assert main(["trace-stats", str(trace)]) == 0
+    assert "the program's own mappings: 2 mmap, 3 munmap, 0 mremap; peak 4194304 bytes" in capsys.readouterr().out

@@ -107,7 +107,7 @@ def _print_preload_capture(r, out: Path) -> bool:
 # --------------------------------------------------------------------------- trace-stats
 def cmd_trace_stats(args) -> int:
     from .stats import TraceStats, format_trace_stats
-    source = TraceSource(args.file)
+    source = TraceSource(args.file, extra_events=True)
     stats = TraceStats(source.report).consume(source.events)
     if args.json:
         d = stats.to_dict()
@@ -139,7 +139,7 @@ def _preload_header(text: str, stats, source) -> str:
 
 # --------------------------------------------------------------------------- convert
 def cmd_convert(args) -> int:
-    source = TraceSource(args.file, extra_events=not args.model)
+    source = TraceSource(args.file, extra_events=True)
     default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
     out = Path(args.output or default)
     if out.suffix != ".scn":
@@ -161,8 +161,7 @@ def cmd_convert(args) -> int:
         _print_losses(source)
     else:
         from .replay import write_replay
-        main_tid = source.events.info.pid if source.format == "preload" else None
-        report = write_replay(source.events, out, source.path.name, touch=args.touch, main_tid=main_tid)
+        report = write_replay(source.events, out, source.path.name, touch=args.touch, main_tid=source.main_tid())
         _check_calls(source, report.calls, [out, out.with_suffix(".ops")])
         _note_losses(out, source.losses())
         ops = out.with_suffix(".ops")

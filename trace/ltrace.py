@@ -49,6 +49,19 @@ Handled quirks (each counted as an anomaly, see ``events.ANOMALY_KINDS``):
   a truncated last line (no newline: ignored), garbage lines.
 * Input that is not an ltrace log at all raises :class:`TraceFormatError`
   (no recognisable line among the first ``sniff_lines`` non-empty lines).
+
+Thread lifetimes (``extra_events=True``, for the exact replay and the
+statistics): events of kinds ``thread_start`` (``size``: the creating thread)
+and ``thread_exit``, as the preload tracer's reader gives them
+(trace/preload_log.py EXTRA_KINDS). A thread ends at its ``+++ exited`` (or
+``killed``) line. A thread starts where its creator made it when the log shows
+that: a ``clone``/``clone3``/``fork`` whose return value is the new thread's id
+(``-S`` prints ``SYS_435(...) = TID``; a traced ``fork`` returns the pid), or a
+traced ``pthread_create`` (the next new thread is its creator's). Otherwise it
+starts at its own first line, made by the thread that was active just before
+(the last thread to print a line that has not exited): a plain ``-e`` log does
+not show who created a thread, and any thread alive then may stand for it.
+The log's first thread starts with the replay and has no ``thread_start``.
 """
 from __future__ import annotations
 
@@ -331,6 +344,8 @@ class EventStream(EventSource):
     yields them one by one (lazily: at most a few hundred are buffered).
     """
 
+    leader: Optional[int] = None   # parse_file(extra_events=True): the process's main thread, if the log shows it
+
     def __init__(self, chunks: Iterator[list], report: ParseReport):
         self._chunks = chunks
         self._events = chain.from_iterable(chunks)
@@ -342,12 +357,14 @@ class EventStream(EventSource):
 
 
 def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseReport] = None,
-          sniff_lines: int = 20, newlines: Optional[bool] = None) -> EventStream:
+          sniff_lines: int = 20, newlines: Optional[bool] = None, extra_events: bool = False) -> EventStream:
     """Parse ltrace output lines (str, or bytes decoded as UTF-8; or one string) lazily into AllocEvents.
 
     ``newlines``: True when every complete line ends with a newline (lines read from a
     file), so that a last line without one is a cut-off line (truncated-line); False
     for lines without newlines; None guesses from the first line.
+
+    ``extra_events``: also thread starts and exits (see the module doc).
 
     Raises TraceFormatError during iteration if none of the first ``sniff_lines``
     non-empty lines looks like ltrace output.  Nothing else raises.
@@ -356,21 +373,45 @@ def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseRepo
         lines = lines.splitlines(keepends=True)
     if report is None:
         report = ParseReport(filename)
-    return EventStream(_Parser(filename, report, sniff_lines).run(lines, newlines=newlines), report)
+    return EventStream(_Parser(filename, report, sniff_lines, extra_events).run(lines, newlines=newlines), report)
 
 
-def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20) -> EventStream:
+def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20,
+               extra_events: bool = False) -> EventStream:
     """parse() on a file (closed when the iteration ends); bytes that are not UTF-8 are replaced."""
     path = str(path)
     if report is None:
         report = ParseReport(path)
+    leader = _leader(path) if extra_events else None
     f = open(path, encoding="utf-8", errors="replace", newline="")
-    return EventStream(_Parser(path, report, sniff_lines).run(f, close=f.close, newlines=True), report)
+    stream = EventStream(_Parser(path, report, sniff_lines, extra_events, leader).run(f, close=f.close,
+                                                                                     newlines=True), report)
+    stream.leader = leader
+    return stream
+
+
+_EXIT_LINE = re.compile(rb"^(?:(\d+) |\[pid (\d+)\] )[^\n]*?\+\+\+ (?:exited|killed)", re.M)
+
+
+def _leader(path, tail: int = 1 << 16):
+    """The process's main thread: the tid of the log's last '+++ exited/killed' line (the kernel reports a
+    thread group leader's end only once its other threads are gone), read from the file's end; None when the
+    log has no such line there (cut short, or no thread ids)."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - tail))
+        data = f.read()
+    last = None
+    for last in _EXIT_LINE.finditer(data):
+        pass
+    return None if last is None else int(last.group(1) or last.group(2))
 
 
 class _Parser:
-    def __init__(self, filename: str, report: ParseReport, sniff_lines: int):
+    def __init__(self, filename: str, report: ParseReport, sniff_lines: int, extra_events: bool = False,
+                 leader: Optional[int] = None):
         self.filename = filename
+        self.lives = _ThreadLives(leader) if extra_events else None
         self.report = report
         self.sniff_lines = sniff_lines
         self.recognised = False
@@ -436,7 +477,11 @@ class _Parser:
             self.recognised = True
             if ts and self.rel_sum is not None:
                 self.time(ts)                   # -r stamps are relative to the previous line, whatever it is
-            self.special(int(tid_s or pid_s or 0), body, lineno, s)
+            tid = int(tid_s or pid_s or 0)
+            self.special(tid, body, lineno, s)
+            if self.lives is not None:
+                t = self.time(ts)[0] if ts and self.rel_sum is None else None
+                self.lives.special_line(tid, body, lineno, t, tid in self.seen)
             return None
         g = None
         if body.startswith("<... "):
@@ -574,6 +619,8 @@ class _Parser:
         rep = self.report
         stacks = self.stacks
         self.seen = seen = set()            # tids that appear in a non-exit line
+        lives = self.lives
+        fresh = False
         new = tuple.__new__
         Event = AllocEvent
         fn_cache: dict = {}
@@ -676,11 +723,15 @@ class _Parser:
                     # ---------------------------------------------- general regex, then the slow path
                     r = fallback(raw, lineno, fn_cache)
                     if r is None:
+                        if lives is not None and lives.out:
+                            out += lives.out
+                            lives.out.clear()
                         continue
                     tid, ts, info, args, ret, dur, unf, rname = r
                     if tid not in seen:
                         seen.add(tid)
                         rep.threads.add(tid)
+                        fresh = lives is not None
                     if tid_i >= 0:
                         self.learn_tid_token(raw, tid, nsplit, tid_i, tid_cache)
                     if nsplit < 0 and self.layout is not None:
@@ -696,6 +747,16 @@ class _Parser:
                             has_ts = True
                 else:
                     t = None
+                if lives is not None:
+                    if fresh:
+                        lives.appeared(tid, lineno, t)
+                        fresh = False
+                    else:
+                        lives.last = tid
+                    if lives.out:
+                        out += lives.out
+                        lives.out.clear()
+                        append = out.append
 
                 if info is not None:
                     # ------------------------------------------------ a call starts
@@ -708,6 +769,8 @@ class _Parser:
                                 note("libc-internal-plt", lineno, raw)
                             else:
                                 other += 1
+                                if lives is not None and name in _LIFE_CALLS:
+                                    lives.call(tid, name, ret, unf, lineno, t, out)
                             if unf:
                                 push(tid, [name, None, lineno, t, None, 1, None, None, F_IGNORED, None, None])
                             continue
@@ -765,6 +828,8 @@ class _Parser:
                         continue
                     flags = e[P_FLAGS]
                     if flags & (F_IGNORED | F_EMITTED):
+                        if lives is not None and e[P_NAME] in _CREATES:
+                            lives.call(tid, e[P_NAME], ret, None, lineno, t, out, resumed=True)
                         continue
                     kind = e[P_KIND]
                     if flags & F_NESTED:
@@ -902,6 +967,78 @@ class _Parser:
         if len(st) > _MAX_PENDING_PER_THREAD:
             self.abandon(st[:1], "too many pending calls on this thread")
             del st[0]
+
+
+#: Calls that create a thread or process: their return value is its id (clone, clone3 = syscall 435, fork), or
+#: (pthread_create) the next new thread is the caller's.
+_CREATES = frozenset({"SYS_clone", "SYS_clone3", "SYS_56", "SYS_435", "SYS_fork", "SYS_vfork", "fork", "vfork",
+                      "pthread_create"})
+#: A thread's own exit (-S): it ends there; its '+++ exited' line may come after a later creation (ltrace hears
+#: of the exit late), which would count one thread too many alive.
+_EXITS = frozenset({"SYS_exit", "SYS_60"})
+_LIFE_CALLS = _CREATES | _EXITS
+
+
+class _ThreadLives:
+    """Thread starts and exits as events (see the module doc), collected in ``out`` for the parser to hand out."""
+
+    def __init__(self, leader: Optional[int] = None):
+        """leader: the process's main thread if known (parse_file reads it from the log's end): alive from the
+        start, even when its first line comes after other threads' (a main thread that only creates threads
+        makes no traced call before them)."""
+        self.out: list = []
+        self.alive: dict = {} if leader is None else {leader: True}   # tid -> True, in order of appearance
+        self.announced: set = set()    # threads whose start a creation's return value gave (exited ones too)
+        self.creating: list = []       # callers of pthread_create (or of a clone still running), oldest first
+        self.last = None               # the thread of the last line
+
+    def _start(self, tid: int, creator, line: int, t) -> None:
+        self.out.append(AllocEvent(line, tid, t, "thread_start", creator, 1, None, None, None, False, line, None))
+
+    def appeared(self, tid: int, line: int, t) -> None:
+        """The first line of thread ``tid`` (not its exit line)."""
+        alive = self.alive
+        if tid not in alive and alive:       # announced, the leader and the first thread: no start
+            creator = None
+            while self.creating and creator is None:
+                c = self.creating.pop(0)
+                creator = c if c in alive and c != tid else None
+            if creator is None:
+                creator = self.last if self.last in alive else next(reversed(alive))
+            self._start(tid, creator, line, t)
+        alive[tid] = True
+        self.last = tid
+
+    def call(self, tid: int, name: str, ret, unf, line: int, t, out: list, resumed: bool = False) -> None:
+        """A call that creates a thread, started (``unf``), resumed, or whole; or a thread's own exit."""
+        if name in _EXITS:
+            self.exited(tid, line, t, out)
+            return
+        if unf:
+            self.creating.append(tid)
+            return
+        child = _ptr(ret) if name != "pthread_create" else None
+        if child is None or not 0 < child < 1 << 31:
+            if name == "pthread_create" and not resumed and ret == "0":
+                self.creating.append(tid)    # printed whole: its thread has not printed a line yet
+            return
+        if resumed and tid in self.creating:
+            self.creating.remove(tid)
+        if child not in self.alive and child not in self.announced:
+            self.announced.add(child)
+            self.alive[child] = True
+            out.append(AllocEvent(line, child, t, "thread_start", tid, 1, None, None, None, False, line, None))
+
+    def exited(self, tid: int, line: int, t, out: list) -> None:
+        if self.alive.pop(tid, None):
+            out.append(AllocEvent(line, tid, t, "thread_exit", None, 1, None, None, None, False, line, None))
+            self.creating = [c for c in self.creating if c != tid]
+
+    def special_line(self, tid: int, body: str, line: int, t, seen: bool) -> None:
+        if body.startswith("+++ "):
+            self.exited(tid, line, t, self.out)
+        elif tid not in self.alive and seen:
+            self.appeared(tid, line, t)      # a thread first seen in a signal line
 
 
 def _decoded(lines):

@@ -28,14 +28,32 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   objects, objects sent) and alike in activity per phase form one `thread
   NAME * N` group with the per-thread averages; the lowest tid is `main` when
   alone.
+* **Thread lifetimes** (captures with thread starts and exits: tracer logs,
+  ltrace logs): a group whose threads were not all alive at once churns,
+  `thread NAME * N at most K` with K the most of them alive at once in the
+  capture, its threads in the order they started. Its ring of handoffs does
+  not close (thread i hands to i + 1, the last frees its own: thread 0 would
+  wait for the last thread, which starts only after it ends), each channel
+  holds a thread's sends, and the ring's depth is divided among the K threads
+  alive, not all N. A barrier would wait for threads not yet started, so such
+  a model has one phase. A flow that the capture's first (or last) thread of
+  a group made alone stays that thread's (`T * (1 / (self + 1))`), not spread
+  over the group: a churning group's first thread takes what came before it.
 * **Sizes.** Requested bytes per group and phase, in `histogram("...csv")`
   files beside the scenario: exact below 1 KiB, above 16 classes per power of
-  two at their mean. Realloc targets per group in their own file.
+  two at their mean. Objects handed to another thread (`handed-sizes`) and
+  objects still live at the end (`kept-sizes`) have histograms of their own:
+  in programs they are often not the short-lived ones (a thread's results, a
+  queue's items, a program's tables). Realloc targets per group and phase in
+  their own file (a late burst of growth, e.g. a JSON text, stays in its phase).
+  With one thread, a phase's few (at most 32) objects kept to the end and
+  reallocs are written one by one with their sizes: drawn at random, the one
+  big size among them could come out twice, or not at all.
 * **Lifetimes.** An object freed by its own thread is a `lives` allocation; its
   lifetime is counted as the `lives` clock counts: in the thread's calls that
   the model makes with statements (allocations, reallocs, free(NULL), frees of
   received objects, ends of realloc chains), the `lives` frees not counted.
-  Objects still live at the end live to the end of their thread. A geometric
+  Objects still live at the end are `lives forever`. A geometric
   of the capture's mean (`geometric(mean = m + 1) - 1`) when a
   Kolmogorov-Smirnov test does not reject it (distance below
   max(0.05, 1.36/sqrt(n))), else a `weighted` table of the lifetime buckets,
@@ -73,8 +91,9 @@ a clock per thread and, per thread and window, counters and bucketed
 histograms, whose number is bounded. Left out, and said in the header when it
 happens: failed allocations, frees of pointers never seen allocated. Not
 modelled: the time between calls, which object a realloc grows when a thread
-grows several, any link between an object's size and its lifetime, and who
-exactly frees whose objects beyond the group (a ring stands for any pattern).
+grows several, any link between an object's size and its lifetime beyond the
+handed and kept objects' sizes, and who exactly frees whose objects beyond the
+group (a ring stands for any pattern).
 """
 
 from dataclasses import dataclass

@@ -11,7 +11,7 @@ from array import array
 from collections import Counter
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from .events import ALLOC_KINDS, FREE_KINDS, REALLOC_KINDS
+from .events import ALLOC_KINDS, FREE_KINDS, KINDS, REALLOC_KINDS
 
 WINDOW0 = 64                 # events per window at first
 MAX_WINDOWS = 128            # windows double in length past this many
@@ -71,6 +71,16 @@ def merge_hist(into: dict, other: dict) -> None:
             h[1] += s
 
 
+def hist_minus(hist: dict, part: dict) -> dict:
+    """``hist`` without ``part`` (a sub-histogram of it, same buckets)."""
+    out = {}
+    for b, (c, s) in hist.items():
+        pc, ps = part.get(b, (0, 0))
+        if c > pc:
+            out[b] = [c - pc, s - ps]
+    return out
+
+
 def hist_totals(hist: dict) -> Tuple[int, int]:
     return sum(c for c, _ in hist.values()), sum(s for _, s in hist.values())
 
@@ -101,21 +111,29 @@ class Cell:
 
     Categories: 'events', 'free_null', 'realloc', 'alloc_failed', 'realloc_failed',
     'free_unknown', 'realloc_unknown', 'realloc_as_free', 'free_missed', 'censored', ('lives', mk), ('send', mk, tid),
+    ('kept', mk) (still live at the end: `lives forever`),
     ('start', mk), ('end', how, tid), ('recv', tid); mk = (model kind, alignment).
     Objects are counted in the window of their allocation, chain ends and receives
-    in the window where they happen.
+    in the window where they happen. ``sent``: the sizes of the objects among ``sizes`` that another
+    thread freed (in a program they are often not the short-lived ones: a queue's items, a thread's
+    results), so that the model hands over objects of their sizes; ``kept``: those still live at the
+    end (buffers, tables, caches), likewise.
     """
-    __slots__ = ("c", "sizes", "rsizes", "lives")
+    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "kept")
 
     def __init__(self):
         self.c = Counter()
         self.sizes: dict = {}
         self.rsizes: dict = {}
         self.lives: dict = {}
+        self.sent: dict = {}
+        self.kept: dict = {}
 
     def merge(self, o: "Cell") -> "Cell":
         self.c.update(o.c)
         merge_hist(self.sizes, o.sizes)
+        merge_hist(self.sent, o.sent)
+        merge_hist(self.kept, o.kept)
         merge_hist(self.rsizes, o.rsizes)
         merge_hist(self.lives, o.lives)
         return self
@@ -146,6 +164,11 @@ class Collector:
         self.handoff_count = 0
         self.chains: Counter = Counter()      # tid -> realloc chains it holds now (blocks it reallocated last)
         self.max_chains: Counter = Counter()  # tid -> the most it held at once
+        # Thread lifetimes, in ordinals (events read with extra_events): a thread is alive from its captured
+        # start, or its first call, to its captured exit, or the end
+        self.born: Dict[int, int] = {}
+        self.died: Dict[int, int] = {}
+        self.thread_starts = 0
 
     # ---------------------------------------------------------------- the pass
     def _cell(self, tid: int, w: int) -> Cell:
@@ -184,8 +207,14 @@ class Collector:
         tick = self.tick
         free_kinds, realloc_kinds, alloc_kinds = FREE_KINDS, REALLOC_KINDS, ALLOC_KINDS
         trace_kinds = self.trace_kinds
+        born = self.born
         for ev in events:
             line, tid, t, kind, size, nmemb, align, old, res, failed, _start, _dur = ev
+            if kind not in KINDS:
+                self._extra(ev)
+                continue
+            if tid not in born:
+                born[tid] = self.ordinal
             o = self.ordinal
             self.ordinal = o + 1
             w = o // self.window
@@ -268,6 +297,7 @@ class Collector:
             acell.c["lives", mk] += 1
         else:
             acell.c["send", mk, freer] += 1
+            add(acell.sent, size_bucket(nbytes), nbytes)
             cell.c["recv", owner] += 1
             self.tick[freer] += 1
 
@@ -280,6 +310,32 @@ class Collector:
             spans = self.handoffs[owner, freer] = array("q")
         spans.append(o_alloc)
         spans.append(self.ordinal - 1)
+
+    def _extra(self, ev) -> None:
+        """A thread's start or exit; the program's own mappings are not modelled (malloc's heap only)."""
+        if ev.kind == "thread_start":
+            self.thread_starts += 1
+            self.born.setdefault(ev.tid, self.ordinal)
+            if ev.size:
+                self.born.setdefault(ev.size, self.ordinal)      # its creator was alive
+        elif ev.kind == "thread_exit":
+            self.born.setdefault(ev.tid, self.ordinal)
+            self.died[ev.tid] = self.ordinal
+
+    def alive_at_most(self, tids) -> int:
+        """Most of these threads alive at once (an exit at an ordinal before a start at the same one)."""
+        steps = []
+        for tid in tids:
+            if tid in self.born:
+                steps.append((self.born[tid], 1))
+                if tid in self.died:
+                    steps.append((self.died[tid], -1))
+        steps.sort()
+        most = level = 0
+        for _, step in steps:
+            level += step
+            most = max(most, level)
+        return most
 
     def in_flight(self, pairs) -> Optional[int]:
         """Most objects allocated by one thread and not yet freed by another at once, over the given
@@ -337,16 +393,16 @@ class Collector:
         self.live_bytes += nbytes
 
     def finish(self) -> None:
-        """Objects still live at the end: they live to the end of their thread."""
+        """Objects still live at the end: they live to the end of their thread (`lives forever`), with
+        sizes of their own (often not the others': a program's buffers and tables)."""
         last = max(len(self.wins) - 1, 0)
-        for owner, o_alloc, t_alloc, _nbytes, mk, chain in self.live.values():
+        for owner, o_alloc, t_alloc, nbytes, mk, chain in self.live.values():
             if chain:
                 self._cell(owner, last).c["end", "end", None] += 1
             else:
                 acell = self._cell(owner, o_alloc // self.window)
-                lifetime = self.tick[owner] - t_alloc + 1
-                add(acell.lives, life_bucket(lifetime), lifetime)
-                acell.c["lives", mk] += 1
+                add(acell.kept, size_bucket(nbytes), nbytes)
+                acell.c["kept", mk] += 1
                 acell.c["censored"] += 1
         self.live_at_end = len(self.live)
         self.live.clear()

@@ -176,7 +176,7 @@ class ThreadSummary:
         allocs = sent = recv = 0
         for k, v in c.items():
             if isinstance(k, tuple):
-                if k[0] in ("lives", "send", "start") and k[1] != REALLOC_START:
+                if k[0] in ("lives", "kept", "send", "start") and k[1] != REALLOC_START:
                     allocs += v
                 if k[0] == "send" or k[:2] == ("end", "send"):
                     sent += v

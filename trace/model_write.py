@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .events import FREE_KINDS, REALLOC_KINDS
-from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_totals, merge_hist
+from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_minus, hist_totals, merge_hist
 from .model_fit import Phase, ThreadSummary, detect_phases, fit_lifetimes, group_threads
 
 NOT_MEASURED = "not measured"
@@ -32,10 +32,15 @@ class Stmt:
     sent: int = 0                              # objects it hands to another thread
     local_frees: int = 0                       # objects of its own thread it frees (a realloc chain's end)
     draws: int = 0                             # sizes drawn from the phase's size histogram
+    handed: bool = False                       # ... from the sizes of the objects handed over instead
     place: str = "loop"                        # 'pre' and 'post' run before and after the phase's rounds
+    lumped: bool = False                       # its share is all one thread's: a loop of its own
+    kept: bool = False                         # its objects live to the end (`lives forever`): their own sizes
+    mean: Optional[float] = None               # the mean of its sizes, when not the phase's
 
     def max_count(self, threads: int) -> int:
-        return self.per_thread if self.share is None else -(-self.share[1] // threads)
+        return self.per_thread if self.share is None else self.share[1] if self.lumped \
+            else -(-self.share[1] // threads)
 
     def total(self, threads: int) -> int:
         return self.per_thread * threads if self.share is None else self.share[1]
@@ -88,7 +93,7 @@ class _Tally:
         self.sent = self.known_frees = self.draws = 0
         self.bytes = 0.0
 
-    def add(self, s: Stmt, threads: int, mean_size: float) -> None:
+    def add(self, s: Stmt, threads: int, mean_size: float, handed_mean: float, kept_mean: float = 0.0) -> None:
         total = s.total(threads)
         for kind, n in s.calls.items():
             self.calls[kind] += n * total
@@ -96,7 +101,8 @@ class _Tally:
         self.sent += s.sent * total
         self.known_frees += (s.lives + s.sent + s.local_frees) * total
         self.draws += s.draws * total
-        self.bytes += s.draws * total * mean_size
+        self.bytes += s.draws * total * (s.mean if s.mean is not None else kept_mean if s.kept and s.handed
+                                         else handed_mean if s.handed else mean_size)
 
 
 class ModelWriter:
@@ -109,11 +115,19 @@ class ModelWriter:
         self.source_name = source_name
         self.phases: List[Phase] = detect_phases(col.wins, col.has_time, max(1, max_phases), col.last_line)
         self.notes: List[str] = []
+        self._group_threads()
+        self.churn = self._churn()
+        if self.churn and len(self.phases) > 1:
+            # a barrier would wait for a churning group's threads not yet started: one phase
+            self.phases = detect_phases(col.wins, col.has_time, 1, col.last_line)
+            self._group_threads()
+            self.churn = self._churn()
+            self.notes.append("one phase: the threads of a group come and go (`at most`), and a barrier between "
+                              "phases would wait for threads not yet started")
         self.fits: List[str] = []
         self.data_files: List[Path] = []
         self.figures: List[Tuple[str, str, str]] = []
         self._explained = False         # the spreading formula is explained once, at its first use
-        self._group_threads()
         self._flows()
 
     # ---------------------------------------------------------------- groups and flows
@@ -142,6 +156,22 @@ class ModelWriter:
                 name = "worker" if workers == 1 else f"worker{workers}"
             self.groups.append(Group(name, [s.tid for s in members], members))
         self.group_of = {tid: g for g in self.groups for tid in g.tids}
+
+    def _churn(self) -> Dict[str, int]:
+        """Group name -> K for the groups whose threads were not all alive at once in the capture (its
+        thread starts and exits show it): `thread NAME * N at most K`. Their threads are put in the order
+        they started: the model starts thread i + K when thread i ends."""
+        if not self.col.thread_starts:
+            return {}
+        out = {}
+        born = self.col.born
+        for g in self.groups:
+            k = self.col.alive_at_most(g.tids)
+            if g.n > 1 and 0 < k < g.n:
+                out[g.name] = k
+                g.summaries.sort(key=lambda s: born.get(s.tid, 0))
+                g.tids[:] = [s.tid for s in g.summaries]
+        return out
 
     def _flows(self) -> None:
         """Objects handed between groups, over a forest of channels; each channel holds as many objects as
@@ -180,9 +210,9 @@ class ModelWriter:
         self.edges = kept
         self.capacity = {}
         tids = {g.name: g.tids for g in self.groups}
-        # objects the threads of a group handed to one another, in flight at once at most, per thread
+        # objects the threads of a group handed to one another, in flight at once at most, per thread alive
         self.ring_depth = {g.name: (self.col.in_flight([(a, b) for a in g.tids for b in g.tids if b != a]) or 0)
-                           // g.n for g in self.groups if g.n > 1}
+                           // self.churn.get(g.name, g.n) for g in self.groups if g.n > 1}
         for (src, dst), n in kept.items():
             most = self.col.in_flight([(a, b) for a in tids[src] for b in tids[dst]])
             if most is None:
@@ -218,8 +248,11 @@ class ModelWriter:
 
     # ---------------------------------------------------------------- statements
     def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_kinds,
-              local_end_credit: int, grow: str, pick: str = "") -> Tuple[List[Stmt], List[str]]:
-        """The statements of group g in phase pi, with per-thread counts; and variables they need."""
+              local_end_credit: int, grow: str, pick: str = "", handed: str = "",
+              kept_size: str = "") -> Tuple[List[Stmt], List[str]]:
+        """The statements of group g in phase pi, with per-thread counts; and variables they need.
+        handed: the size expression of the objects handed to another thread (default: size)."""
+        handed_size = handed or size
         n, c = g.n, agg.c
         stmts: List[Stmt] = []
         variables: List[str] = []
@@ -227,13 +260,22 @@ class ModelWriter:
         def per(total):
             return dict(per_thread=int(round(total / n)))
 
-        def exact(total: int, var: str):
+        def exact(total: int, var: str, member_counts=None):
+            """total over the threads: evenly, or all by the first (last) thread when the capture's first (last)
+            thread of the group made them all (a churning group's first thread takes what came before it)."""
+            if member_counts and n > 1 and sum(member_counts) == total:
+                if member_counts[0] == total:
+                    variables.append(f"{var} = {total} * (1 / (self + 1))      # thread 0 only, as captured")
+                    return dict(share=(var, total), lumped=True)
+                if member_counts[-1] == total:
+                    variables.append(f"{var} = {total} * ((self + 1) / {n})      # the last thread only, as captured")
+                    return dict(share=(var, total), lumped=True)
             if total % n == 0:
                 return dict(per_thread=total // n)
             variables.append(f"{var} = (self + 1) * {total} / {n} - self * {total} / {n}")
             return dict(share=(var, total))
 
-        local, sends, ring, recvs, ends = Counter(), Counter(), Counter(), Counter(), Counter()
+        local, sends, ring, recvs, ends, kept = Counter(), Counter(), Counter(), Counter(), Counter(), Counter()
         for k, v in c.items():
             if not isinstance(k, tuple):
                 continue
@@ -241,6 +283,8 @@ class ModelWriter:
                 src = self.group_of[k[1]]
                 if src is not g and (src.name, g.name) in self.edges:
                     recvs[src.name] += v
+            elif k[0] == "kept":
+                kept[k[1]] += v
             elif k[0] in ("lives", "send"):
                 dest = self.group_of[k[2]] if k[0] == "send" else g
                 if k[0] == "lives" or (dest is not g and (g.name, dest.name) not in self.edges):
@@ -258,18 +302,46 @@ class ModelWriter:
                 else:
                     ends["local"] += v
 
+        def members(match) -> list:
+            return [sum(v for k, v in m.phases[pi - 1].c.items() if isinstance(k, tuple) and match(k))
+                    for m in g.summaries]
+
         for src, total in sorted(recvs.items()):
-            stmts.append(Stmt(f"free(recv({src}_to_{g.name}))", **exact(total, f"from_{src}_p{pi}"),
+            src_tids = set(next(x for x in self.groups if x.name == src).tids)
+            counts = members(lambda k: k[0] == "recv" and k[1] in src_tids)
+            stmts.append(Stmt(f"free(recv({src}_to_{g.name}))", **exact(total, f"from_{src}_p{pi}", counts),
                               calls={"free": 1}))
         if c["free_null"]:
             stmts.append(Stmt("free(none[0])", **per(c["free_null"]), calls={"free": 1}))
         for mk, v in sorted(local.items(), key=lambda kv: _mk_key(kv[0])):
             stmts.append(Stmt(f"{alloc_text(mk, size)} lives {lives}", **per(v), calls={mk[0]: 1}, lives=1, draws=1))
+        exact_sizes = _few_sizes(agg.kept) if n == 1 else None
+        for mk, v in sorted(kept.items(), key=lambda kv: _mk_key(kv[0])):
+            if exact_sizes:
+                # A few objects kept to the end, each with its size, spread over the phase like the rest:
+                # drawn at random, a handful of big ones (a 256 KiB table) could come out twice, or not at all.
+                for nbytes in exact_sizes[:v]:
+                    stmts.append(Stmt(f"{alloc_text(mk, str(nbytes))} lives forever", per_thread=1,
+                                      calls={mk[0]: 1}, lives=1, draws=1, kept=True, mean=nbytes))
+                del exact_sizes[:v]
+                continue
+            stmts.append(Stmt(f"{alloc_text(mk, kept_size or size)} lives forever", **per(v), calls={mk[0]: 1},
+                              lives=1, draws=1, handed=bool(kept_size), kept=True))
         for (mk, dest), v in sorted(sends.items(), key=lambda kv: (_mk_key(kv[0][0]), kv[0][1])):
-            stmts.append(Stmt(f"p = {alloc_text(mk, size)}  send({g.name}_to_{dest}, p)",
-                              **exact(v, f"to_{dest}_{mk[0]}_p{pi}"), calls={mk[0]: 1}, sent=1, draws=1))
-        ring_send = f"send({g.name}_ring[(self + 1) % {n}], {{}})"
-        ring_recv = f"free(recv({g.name}_ring[self]))"
+            dest_tids = set(next(x for x in self.groups if x.name == dest).tids)
+            counts = members(lambda k: k[0] == "send" and k[1] == mk and k[2] in dest_tids)
+            stmts.append(Stmt(f"p = {alloc_text(mk, handed_size)}  send({g.name}_to_{dest}, p)",
+                              **exact(v, f"to_{dest}_{mk[0]}_p{pi}", counts), calls={mk[0]: 1}, sent=1, draws=1,
+                              handed=bool(handed)))
+        if g.name in self.churn:
+            # Threads come and go in order: thread i hands to i + 1, which starts after it; the ring does not
+            # close (thread 0 would wait for the last thread, which starts only after it ends). Its channels
+            # hold a thread's sends: none blocks, and thread i's receives wait only for thread i - 1.
+            ring_send = f"if self + 1 < {n} {{{{ send({g.name}_ring[self + 1], {{0}}) }}}} else {{{{ free({{0}}) }}}}"
+            ring_recv = f"if self > 0 {{ free(recv({g.name}_ring[self])) }}"
+        else:
+            ring_send = f"send({g.name}_ring[(self + 1) % {n}], {{0}})"
+            ring_recv = f"free(recv({g.name}_ring[self]))"
         # Objects handed around the ring stay in flight as long as in the capture: each thread first sends
         # `depth` objects, then sends one and frees one per step, and frees the last `depth` at the end.
         depth = self.ring_depth.get(g.name, 0)
@@ -277,12 +349,17 @@ class ModelWriter:
             steps = per(v)["per_thread"]
             d, depth = min(depth, steps), 0              # the most frequent kind carries the depth
             if d:
-                stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}", per_thread=d,
-                                  calls={mk[0]: 1}, sent=1, draws=1, place="pre"))
+                stmts.append(Stmt(f"p = {alloc_text(mk, handed_size)}  {ring_send.format('p')}", per_thread=d,
+                                  calls={mk[0]: 1}, sent=1, draws=1, place="pre", handed=bool(handed)))
                 stmts.append(Stmt(ring_recv, per_thread=d, calls={"free": 1}, place="post"))
-            stmts.append(Stmt(f"p = {alloc_text(mk, size)}  {ring_send.format('p')}  {ring_recv}",
-                              per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1))
-        if c["realloc"]:
+            stmts.append(Stmt(f"p = {alloc_text(mk, handed_size)}  {ring_send.format('p')}  {ring_recv}",
+                              per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1, handed=bool(handed)))
+        few_rsizes = _few_sizes(agg.rsizes) if n == 1 else None
+        if c["realloc"] and few_rsizes and len(few_rsizes) == c["realloc"]:
+            # a few reallocs, each to its own size (drawn at random, the one big size could come out twice)
+            for nbytes in few_rsizes:
+                stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {nbytes})", per_thread=1, calls={"realloc": 1}))
+        elif c["realloc"]:
             stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
         # A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
         # each kind as often as the capture's chains started with it.
@@ -363,9 +440,12 @@ class ModelWriter:
         # so the phases end one chain fewer per thread: the last phase that ends enough chains locally.
         credit_phase = next((i for i in reversed(range(len(self.phases))) if local_ends[i] >= g.n), None) \
             if initial else None
-        rsize = self._histogram(rsizes, "realloc-sizes", "realloc sizes", g, None) if rsizes else "0"
-        if rsizes:
-            rsize = f'histogram("{rsize}")'
+        # Realloc sizes per phase, as the sizes (a program that builds one big buffer late, e.g. a JSON
+        # text, grows its blocks far more in that phase); per group when there is one phase.
+        per_phase_rsizes = len(self.phases) > 1
+        rsize = "0"
+        if rsizes and not per_phase_rsizes:
+            rsize = f'histogram("{self._histogram(rsizes, "realloc-sizes", "realloc sizes", g, None)}")'
         group_fit = fit_lifetimes(group_lives)
         # A chain that the capture began with realloc(NULL, n) starts from an empty block: a pool slot, which
         # may be empty (the checker rightly refuses a variable that may hold a freed block).
@@ -385,24 +465,47 @@ class ModelWriter:
             agg = Cell()
             for s in g.summaries:
                 agg.merge(s.phases[pi - 1])
-            n_sizes, sum_sizes = hist_totals(agg.sizes)
-            size = f'histogram("{self._histogram(agg.sizes, "sizes", "requested sizes", g, pi)}")' if n_sizes \
+            # the objects handed to another thread get the sizes they had in the capture, the others theirs
+            own_sizes = hist_minus(agg.sizes, agg.sent) if agg.sent else agg.sizes
+            own_sizes = hist_minus(own_sizes, agg.kept) if agg.kept else own_sizes
+            n_sizes, sum_sizes = hist_totals(own_sizes)
+            n_sent, sum_sent = hist_totals(agg.sent)
+            n_kept, sum_kept = hist_totals(agg.kept)
+            kept_size = ""
+            one_by_one = g.n == 1 and _few_sizes(agg.kept)          # then _plan writes them with their sizes
+            if n_kept and (n_sizes or n_sent) and not one_by_one:
+                label = "sizes of the objects still live at the end"
+                kept_size = f'histogram("{self._histogram(agg.kept, "kept-sizes", label, g, pi)}")'
+            elif n_kept and not n_sizes and not n_sent:
+                n_sizes, sum_sizes, own_sizes = n_kept, sum_kept, agg.kept
+            size = f'histogram("{self._histogram(own_sizes, "sizes", "requested sizes", g, pi)}")' if n_sizes \
                 else (first_size or "64")
+            handed = ""
+            if n_sent and n_sizes:
+                label = "sizes of the objects handed to another thread"
+                handed = f'histogram("{self._histogram(agg.sent, "handed-sizes", label, g, pi)}")'
+            if n_sent and not n_sizes:
+                n_sizes, sum_sizes = n_sent, sum_sent
+                size = f'histogram("{self._histogram(agg.sent, "sizes", "requested sizes", g, pi)}")'
             first_size = first_size or (size if n_sizes else None)
             mean_size = sum_sizes / n_sizes if n_sizes else 64.0
+            handed_mean = sum_sent / n_sent if n_sent else mean_size
+            kept_mean = sum_kept / n_kept if n_kept else mean_size
             fit = fit_lifetimes(agg.lives) or group_fit
+            if per_phase_rsizes and agg.rsizes:
+                rsize = f'histogram("{self._histogram(agg.rsizes, "realloc-sizes", "realloc sizes", g, pi)}")'
             stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
-                                         g.n if credit_phase == pi - 1 else 0, grow, pick)
+                                         g.n if credit_phase == pi - 1 else 0, grow, pick, handed, kept_size)
             if not stmts:
                 blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
                               + (" (its objects' `lives` end them)" if agg.c["events"] else ""))
                 continue
             variables += new_vars
             for s in stmts:
-                tally.add(s, g.n, mean_size)
+                tally.add(s, g.n, mean_size, handed_mean, kept_mean)
                 if "_ring[" in s.text and s.sent:
                     ring_per_thread += s.per_thread
-            has_lives = any(s.lives for s in stmts)
+            has_lives = any(s.lives and not s.kept for s in stmts)
             # a group that frees none of its objects itself in the capture may still keep those whose
             # handoff was cut: they have no lifetimes to fit and are freed at once
             comment = (fit.comment() if fit else "objects whose handoff was cut are freed at once (`lives 0`)") \
@@ -418,7 +521,10 @@ class ModelWriter:
             return [], 0, False
         blocks = _drop_trailing_barriers(blocks)
         tids = ", ".join(map(str, g.tids[:8])) + (", ..." if g.n > 8 else "")
-        out = [f"thread {g.name}{f' * {g.n}' if g.n > 1 else ''} {{    # captured thread(s) {tids}"]
+        churn = f" at most {self.churn[g.name]}" if g.name in self.churn else ""
+        out = [f"thread {g.name}{f' * {g.n}' if g.n > 1 else ''}{churn} {{    # captured thread(s) {tids}"]
+        if churn:
+            out.append(f"    # at most {self.churn[g.name]} of these threads were alive at once in the capture")
         if any("none[0]" in b for b in blocks):
             out.append("    pool none[1]        # stays empty: free(none[0]) is the capture's free(NULL)")
         out += [f"    {v}" for v in variables]
@@ -474,6 +580,9 @@ class ModelWriter:
         share = col.cross_frees / col.known_frees if col.known_frees else 0.0
         model_share = tally.sent / tally.known_frees if tally.known_frees else 0.0
         rows.append(("cross-thread frees", f"{100 * share:.1f}%", f"{100 * model_share:.1f}%"))
+        if col.thread_starts:
+            alive = sum(self.churn.get(g.name, g.n) for g in self.groups)
+            rows.append(("threads alive, at most", f"{col.alive_at_most(col.born)}", f"{alive}"))
         rows.append(("live bytes, peak", f"{col.peak_bytes}", NOT_MEASURED))
         self.figures = rows
         h = [f"# Model of {self.source_name}, written by `scenc convert --model`: a scenario with the",
@@ -509,8 +618,8 @@ class ModelWriter:
             notes.append(f"{left['realloc_as_free']} realloc(p, 0) that freed their block are frees in the model "
                          f"(realloc(p, 0) frees only under some allocators)")
         if left["censored"]:
-            notes.append(f"{left['censored']} objects still live at the end of the capture live to the end of "
-                         f"their thread, where `lives` frees them")
+            notes.append(f"{left['censored']} objects still live at the end of the capture are `lives forever` "
+                         f"(freed at the end of their thread), with their own sizes")
         self.notes = notes + self.notes
         for note in self.notes:
             h += _wrap(note, "#   note: ", "#         ")
@@ -555,6 +664,18 @@ def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
         else:
             out += [head] + _statement_lines(s.text, 16) + ["            }"]
     return out + ["        }"] + once_each(post)
+
+
+#: At most this many objects kept to the end (or reallocs) in a phase are written one by one with their sizes.
+FEW_KEPT = 32
+
+
+def _few_sizes(hist: dict) -> Optional[List[int]]:
+    """The sizes of a histogram's objects one by one (each class at its mean), when there are few."""
+    n, _ = hist_totals(hist)
+    if not n or n > FEW_KEPT:
+        return None
+    return [round(s / c) for _, (c, s) in sorted(hist.items()) for _ in range(c)]
 
 
 def _split(total: int, weights) -> Counter:

@@ -5,6 +5,7 @@ events (one stream, either way) and, once they are consumed, its parse
 report and what the capture lost, in sentences.
 """
 
+from itertools import chain
 from pathlib import Path
 
 from .events import PRELOAD_MAGIC
@@ -37,8 +38,9 @@ class TraceSource:
     """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
 
     def __init__(self, path, extra_events: bool = False):
-        """extra_events: also the tracer log's records that are not allocator calls (thread starts and
-        exits, the program's own mappings), which only the exact replay uses."""
+        """extra_events: also the events that are not allocator calls: thread starts and exits (both
+        formats), the program's own mappings (tracer logs); the exact replay, the statistics and the
+        model read them."""
         self.path = Path(path)
         try:
             with open(self.path, "rb") as f:
@@ -59,8 +61,24 @@ class TraceSource:
                 self.report.pending_at_end = info.missing
                 self.report.anomaly_counts["records-missing"] = info.missing
         else:
-            self.events = parse_file(self.path)
+            self.events = parse_file(self.path, extra_events=extra_events)
             self.report = self.events.report
+
+    def main_tid(self):
+        """The captured process's main thread, which the replay runs on its own main thread: the tracer log's
+        pid; in an ltrace log read with extra_events, the thread whose exit line comes last (see
+        ltrace._leader), else the thread that starts with the replay (the first one, whose creation the log does
+        not show): the first event's thread, or the creator of the first thread start."""
+        if self.format == "preload":
+            return self.events.info.pid
+        stream = self.events
+        if stream.leader is not None:
+            return stream.leader
+        first = next(stream._events, None)
+        if first is None:
+            return None
+        stream._events = chain((first,), stream._events)
+        return first.size if first.kind == "thread_start" else first.tid
 
     def losses(self) -> list:
         """Plain sentences: what the capture lost or could not show (empty for a complete capture)."""

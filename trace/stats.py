@@ -25,6 +25,11 @@ Conventions
   it, see the parser); such blocks are counted as live and matched to the first
   later free of an unknown pointer that has the requested alignment
   (``posix_memalign_guessed``); this is a guess, reported as such.
+* Events that are not allocator calls (a source read with ``extra_events``):
+  thread starts and exits give the threads alive at once (a thread without a
+  captured start is alive from its first call); the program's own anonymous
+  mappings (tracer logs) give its mapped bytes, in pages, beside the heap's live
+  bytes, and the peak of the two together. Neither counts as an operation.
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ import sys
 from collections import defaultdict
 from typing import Iterable, Optional
 
-from .events import ALLOC_KINDS, ANOMALY_KINDS, FREE_KINDS, AllocEvent
+from .events import ALLOC_KINDS, ANOMALY_KINDS, FREE_KINDS, KINDS, AllocEvent
 from .ltrace import ParseReport, TraceFormatError, parse_file
 
 __all__ = ["TraceStats", "trace_stats_file", "format_trace_stats", "bucket_label", "main"]
@@ -109,6 +114,10 @@ class TraceStats:
         self.last_line = 0
         self.posix_memalign_guessed = 0
         self.unresolved: list = []             # posix_memalign blocks with unknown pointer: [align, entry]
+        self.lives = ThreadLives()
+        self.mapped = OwnMappings()
+        self.peak_total = 0                    # live heap bytes + the program's own mapped bytes, at most
+        self.peak_total_line: Optional[int] = None
 
     # ------------------------------------------------------------------ feeding
     def add(self, ev: AllocEvent) -> None:
@@ -130,11 +139,19 @@ class TraceStats:
         alloc_kinds, free_kinds = ALLOC_KINDS, FREE_KINDS
         first_time = self.first_time
         max_objects = self.max_objects
+        seen = self.lives.seen
         t = None
         line = self.last_line
         try:
             for ev in events:
                 line, tid, t, kind, size, nmemb, align, old, res, failed, _start, _dur = ev
+                if kind not in KINDS:
+                    self.live_bytes = live_bytes
+                    self._extra(ev)
+                    continue
+                if tid not in seen:
+                    seen.add(tid)
+                    self.lives.first_call(tid, line, t)
                 ops += 1
                 by_tk[tid, kind] += 1
                 if first_time is None and t is not None:
@@ -205,6 +222,8 @@ class TraceStats:
                     self.peak_objects = len(live) + len(self.unresolved)
                     self.peak_line = line
                     self.peak_time = t
+                if live_bytes + self.mapped.bytes > self.peak_total:
+                    self.peak_total, self.peak_total_line = live_bytes + self.mapped.bytes, line
                 if len(live) > max_objects:
                     max_objects = len(live)
         finally:
@@ -219,6 +238,19 @@ class TraceStats:
                 self.last_time = t
             self.last_line = line
         return self
+
+    def _extra(self, ev: AllocEvent) -> None:
+        """A thread start or exit, or one of the program's own mappings."""
+        kind = ev.kind
+        if kind == "thread_start":
+            self.lives.start(ev.tid, ev.size, ev.line, ev.time_s)
+        elif kind == "thread_exit":
+            self.lives.exit(ev.tid)
+        elif kind in OwnMappings.KINDS:
+            self.mapped.event(ev)
+            total = self.live_bytes + self.mapped.bytes
+            if total > self.peak_total:
+                self.peak_total, self.peak_total_line = total, ev.line
 
     def _unknown_free(self, ptr: int, line: int, kind: str):
         """A free/realloc of a pointer not live: match a posix_memalign block or report it."""
@@ -319,8 +351,103 @@ class TraceStats:
             "failed_allocations": {"total": self.failed_allocations, "by_kind": dict(sorted(self.failed.items()))},
             "duration_s": round(self.last_time - self.first_time, 6) if self.first_time is not None
             and self.last_time is not None else None,
+            "threads_alive": self.lives.to_dict(),
+            "own_mappings": {**self.mapped.to_dict(), "peak_with_heap": self.peak_total,
+                             "peak_with_heap_line": self.peak_total_line},
             "parse": rep.to_dict(),
         }
+
+
+class ThreadLives:
+    """Threads alive at once: from a captured start (or a thread's first call, when no start was captured)
+    to its captured exit."""
+
+    def __init__(self):
+        self.seen: set = set()          # threads that made a call or were started
+        self.alive: set = set()
+        self.starts = self.exits = 0
+        self.peak = 0
+        self.peak_line: Optional[int] = None
+        self.peak_time: Optional[float] = None
+
+    def _now(self, line: int, t) -> None:
+        if len(self.alive) > self.peak:
+            self.peak, self.peak_line, self.peak_time = len(self.alive), line, t
+
+    def first_call(self, tid: int, line: int, t) -> None:
+        self.alive.add(tid)
+        self._now(line, t)
+
+    def start(self, tid: int, creator: Optional[int], line: int, t) -> None:
+        if creator and creator not in self.seen:      # a creator is alive, whether it made a call yet or not
+            self.seen.add(creator)
+            self.alive.add(creator)
+        self.starts += 1
+        self.seen.add(tid)
+        self.alive.add(tid)
+        self._now(line, t)
+
+    def exit(self, tid: int) -> None:
+        self.exits += 1
+        self.seen.add(tid)
+        self.alive.discard(tid)
+
+    def to_dict(self) -> dict:
+        return {"peak": self.peak, "line": self.peak_line,
+                "time_s": None if self.peak_time is None else round(self.peak_time, 6),
+                "starts": self.starts, "exits": self.exits}
+
+
+PAGE = 4096
+
+
+class OwnMappings:
+    """The program's own anonymous mappings (mmap, munmap, mremap events): bytes mapped, in whole pages."""
+
+    KINDS = ("mmap", "munmap", "mremap")
+
+    def __init__(self):
+        self.regions: dict = {}         # start -> end
+        self.bytes = self.peak = 0
+        self.peak_line: Optional[int] = None
+        self.calls = {k: 0 for k in self.KINDS}
+
+    def event(self, ev: AllocEvent) -> None:
+        self.calls[ev.kind] += 1
+        if ev.failed:
+            return
+        if ev.kind == "mmap" and ev.result_ptr:
+            self._unmap(ev.result_ptr, ev.result_ptr + _pages(ev.size or 0))
+            self._map(ev.result_ptr, ev.result_ptr + _pages(ev.size or 0))
+        elif ev.kind == "munmap":
+            self._unmap(ev.old_ptr or 0, (ev.old_ptr or 0) + _pages(ev.size or 0))
+        elif ev.kind == "mremap" and ev.result_ptr:
+            self._unmap(ev.old_ptr or 0, (ev.old_ptr or 0) + _pages(ev.align or 0))
+            self._map(ev.result_ptr, ev.result_ptr + _pages(ev.size or 0))
+        if self.bytes > self.peak:
+            self.peak, self.peak_line = self.bytes, ev.line
+
+    def _map(self, lo: int, hi: int) -> None:
+        self.regions[lo] = hi
+        self.bytes += hi - lo
+
+    def _unmap(self, lo: int, hi: int) -> None:
+        """Cut [lo, hi) out of every region it overlaps (a program may unmap any page range)."""
+        for start, end in [(s, e) for s, e in self.regions.items() if s < hi and e > lo]:
+            del self.regions[start]
+            self.bytes -= end - start
+            if start < lo:
+                self._map(start, lo)
+            if hi < end:
+                self._map(hi, end)
+
+    def to_dict(self) -> dict:
+        return {"calls": dict(self.calls), "peak_bytes": self.peak, "peak_line": self.peak_line,
+                "mapped_at_end": self.bytes}
+
+
+def _pages(n: int) -> int:
+    return (n + PAGE - 1) // PAGE * PAGE
 
 
 def trace_stats_file(path, report: Optional[ParseReport] = None) -> TraceStats:
@@ -401,6 +528,18 @@ def format_trace_stats(stats: TraceStats, max_lines: int = 5) -> str:
     if stats.peak_time is not None:
         at += f" (t={stats.peak_time:.6f} s)"
     add(f"peak live: {stats.peak_bytes} bytes in {stats.peak_objects} blocks{at}")
+    mapped = stats.mapped
+    if any(mapped.calls.values()):
+        add(f"the program's own mappings: {mapped.calls['mmap']} mmap, {mapped.calls['munmap']} munmap, "
+            f"{mapped.calls['mremap']} mremap; peak {mapped.peak} bytes mapped (line {mapped.peak_line}), "
+            f"{mapped.bytes} at the end; heap and own mappings together peak at {stats.peak_total} bytes "
+            f"(line {stats.peak_total_line})")
+    lives = stats.lives
+    if lives.starts or lives.exits:
+        when = f" at line {lives.peak_line}" + (f" (t={lives.peak_time:.6f} s)" if lives.peak_time is not None
+                                                else "")
+        add(f"threads alive at once: at most {lives.peak}{when}; {lives.starts} thread starts, "
+            f"{lives.exits} exits captured")
     add(f"live at end: {stats.live_objects} blocks, {stats.live_bytes} bytes")
     add(f"frees: {stats.frees} of known blocks, {stats.free_null} of NULL, {stats.free_unknown} of unknown pointers")
     add(f"cross-thread frees: {stats.cross_thread_frees} of {stats.frees} "
