@@ -179,38 +179,47 @@ class _Cursor:
 class _ChunkCursor:
     """One thread's records of a version 3 log: its chunks read back and decoded in C, ``block`` at a time."""
 
-    __slots__ = ("f", "chunks", "next", "block", "buf", "pos", "head", "data", "cursor", "out")
+    __slots__ = ("f", "chunks", "next", "left", "block", "buf", "pos", "head", "data", "reader", "out")
 
     def __init__(self, f, chunks, block: int):
-        self.f, self.chunks, self.next, self.block = f, chunks, 0, block
+        self.f, self.chunks, self.next, self.left, self.block = f, chunks, 0, 0, block
         self.buf: list = []
         self.pos = 0
         self.head = None
-        self.data = None             # the chunk being decoded: the C cursor points into it
-        self.cursor = ctypes.create_string_buffer(_tracelog().scn_tl_cursor_size())
+        self.data = None             # the chunk being decoded: the C reader points into it
+        self.reader = ctypes.create_string_buffer(_tracelog().scn_tl_reader_size())
         self.out = ctypes.create_string_buffer(RECORD.size * block)
         self.advance()
 
     def advance(self):
         if self.pos >= len(self.buf):
-            lib = _tracelog()
-            n = lib.scn_tl_read(self.cursor, self.out, self.block) if self.data is not None else 0
+            n = self._decode() if self.left else 0
             while not n:
                 if self.next >= len(self.chunks):
                     self.head = None
                     return
-                offset, size = self.chunks[self.next]
+                offset, size, self.left = self.chunks[self.next]
                 self.next += 1
                 self.f.seek(offset)
                 self.data = self.f.read(_CHUNK_HEADER + size)
-                if not lib.scn_tl_open(self.cursor, self.data, len(self.data)):
-                    raise TraceFormatError(self.f.name, 1, 1, f"the chunk at byte {offset} changed since the log was "
-                                                              f"indexed")
-                n = lib.scn_tl_read(self.cursor, self.out, self.block)
+                if not _tracelog().scn_tl_open(self.reader, self.data, len(self.data)):
+                    raise TraceFormatError(self.f.name, 1, 1, f"the chunk at byte {offset} changed since the log "
+                                                              f"was indexed")
+                n = self._decode()
             self.buf = list(RECORD.iter_unpack(memoryview(self.out)[:n * RECORD.size]))
             self.pos = 0
         self.head = self.buf[self.pos]
         self.pos += 1
+
+    def _decode(self) -> int:
+        what, at = ctypes.c_char_p(), ctypes.c_uint64()
+        n = _tracelog().scn_tl_read(self.reader, self.out, min(self.block, self.left), ctypes.byref(what),
+                                    ctypes.byref(at))
+        if what.value and n < self.left:      # the index counted records it can no longer decode
+            offset = self.chunks[self.next - 1][0] + _CHUNK_HEADER + at.value
+            raise TraceFormatError(self.f.name, 1, 1, f"byte {offset}: {what.value.decode()}")
+        self.left -= n
+        return n
 
 
 class PreloadLog(EventSource):
@@ -355,35 +364,27 @@ class PreloadLog(EventSource):
                 info.calls_by_thread[tid][kind] += n
 
     def _index_chunks(self, f) -> None:
-        """Version 3: runtime/tracelog.c counts every record (tracelog.h's decoder) and lists the chunks."""
+        """Version 3: runtime/tracelog.c reads every chunk's header and census (not its records)."""
         info, lib = self.info, _tracelog()
-        scan = lib.scn_tl_scan_new(HEADER.size)
+        scan = lib.scn_tl_scan_file(f.fileno(), HEADER.size, info.size)
         if not scan:
-            raise MemoryError("scn_tl_scan_new")
+            raise MemoryError("scn_tl_scan_file")
         try:
-            pending = b""
-            while True:
-                block = f.read(_BLOCK)
-                data = pending + block if pending else block
-                used = lib.scn_tl_scan_feed(scan, data, len(data), not block)
-                pending = data[used:]
-                s = scan.contents
-                if not block or s.what:
-                    break
+            s = scan.contents
             counts: Dict[int, Counter] = {}
             for t in s.threads[:s.nthreads]:
                 info.threads.append(t.tid)
                 counts[t.tid] = Counter({c: n for c, n in enumerate(t.counts) if n and c in KIND_CODES})
                 self._runs[t.tid] = []
             for ch in s.chunks[:s.nchunks]:
-                self._runs[s.threads[ch.thread].tid].append((ch.offset, ch.bytes))
+                self._runs[s.threads[ch.thread].tid].append((ch.offset, ch.bytes, ch.count))
             info.moved_reallocs, info.thread_records, info.ended = s.moved, s.extra, bool(s.ended)
-            if s.calls or s.extra:
+            if s.any:
                 info.first_ns, info.last_ns = s.first_ns, s.last_ns
             info.chunks = s.nchunks
             if s.what:
                 info.stopped_at, info.stop_reason = s.stop, s.what.decode()
-            self._totals(counts, s.max_seq if s.calls or s.extra else -1, s.end_seq)
+            self._totals(counts, s.max_seq if s.any else -1, s.end_seq)
         finally:
             lib.scn_tl_scan_free(scan)
 
@@ -506,8 +507,7 @@ def _extra_event(r, base: int) -> AllocEvent:
 
 
 # --------------------------------------------------------------------------- the C decoder (version 3)
-_BLOCK = 4 << 20          # bytes fed to the counting pass at a time
-_CHUNK_HEADER = 56        # struct scn_tl_chunk
+_CHUNK_HEADER = 72        # struct scn_tl_chunk
 
 
 class _Thread(ctypes.Structure):
@@ -535,15 +535,14 @@ def _tracelog():
     """runtime/tracelog.c, built into the scenc cache on first use and loaded."""
     from .tracer_build import tracelog_library
     lib = ctypes.CDLL(str(tracelog_library()))
-    lib.scn_tl_scan_new.restype = ctypes.POINTER(_Scan)
-    lib.scn_tl_scan_new.argtypes = [ctypes.c_uint64]
+    lib.scn_tl_scan_file.restype = ctypes.POINTER(_Scan)
+    lib.scn_tl_scan_file.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64]
     lib.scn_tl_scan_free.argtypes = [ctypes.POINTER(_Scan)]
-    lib.scn_tl_scan_feed.restype = ctypes.c_size_t
-    lib.scn_tl_scan_feed.argtypes = [ctypes.POINTER(_Scan), ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
-    lib.scn_tl_cursor_size.restype = ctypes.c_size_t
+    lib.scn_tl_reader_size.restype = ctypes.c_size_t
     lib.scn_tl_open.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.scn_tl_read.restype = ctypes.c_size_t
-    lib.scn_tl_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    lib.scn_tl_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+                                ctypes.POINTER(ctypes.c_uint64)]
     return lib
 
 
