@@ -56,8 +56,8 @@ from typing import Dict, Iterator, List, Optional
 from .events import FREE_KINDS, PRELOAD_MAGIC, REALLOC_KINDS, AllocEvent, EventSource
 from .ltrace import ParseReport, TraceFormatError
 
-__all__ = ["parse_preload_log", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
-           "MAGIC", "EXTRA_KINDS"]
+__all__ = ["parse_preload_log", "raw_records", "stop_sentence", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
+           "MAGIC", "EXTRA_KINDS", "CHUNK_HEADER"]
 
 MAGIC = PRELOAD_MAGIC
 VERSION = 3
@@ -201,7 +201,7 @@ class _ChunkCursor:
                 offset, size, self.left = self.chunks[self.next]
                 self.next += 1
                 self.f.seek(offset)
-                self.data = self.f.read(_CHUNK_HEADER + size)
+                self.data = self.f.read(CHUNK_HEADER + size)
                 if not _tracelog().scn_tl_open(self.reader, self.data, len(self.data)):
                     raise TraceFormatError(self.f.name, 1, 1, f"the chunk at byte {offset} changed since the log "
                                                               f"was indexed")
@@ -216,7 +216,7 @@ class _ChunkCursor:
         n = _tracelog().scn_tl_read(self.reader, self.out, min(self.block, self.left), ctypes.byref(what),
                                     ctypes.byref(at))
         if what.value and n < self.left:      # the index counted records it can no longer decode
-            offset = self.chunks[self.next - 1][0] + _CHUNK_HEADER + at.value
+            offset = self.chunks[self.next - 1][0] + CHUNK_HEADER + at.value
             raise TraceFormatError(self.f.name, 1, 1, f"byte {offset}: {what.value.decode()}")
         self.left -= n
         return n
@@ -246,6 +246,7 @@ class PreloadLog(EventSource):
         rep.has_durations = info.version < 3      # version 3 does not record the time spent in a call
         if info.ended:
             rep.exits[info.pid] = "exited"
+        rep.truncated = info.stopped_at is not None
         return rep
 
     # ---------------------------------------------------------------- pass 1
@@ -275,12 +276,11 @@ class PreloadLog(EventSource):
                 self._error(1, f"tracer log version {version} with {rsize}-byte records; this scenc reads versions "
                                f"{', '.join(map(str, READS))} with {RECORD.size}-byte records (rebuild the tracer "
                                f"and capture again)")
-            size = os.fstat(f.fileno()).st_size
-            if (size - HEADER.size) % RECORD.size:
-                whole = (size - HEADER.size) // RECORD.size
-                self._error(whole + 2, f"truncated: the log ends {(size - HEADER.size) % RECORD.size} bytes into "
-                                       f"record {whole + 2} (the disk filled up, or the program was killed while "
-                                       f"writing); the first {whole} records are whole")
+            whole = (info.size - HEADER.size) // RECORD.size
+            if (info.size - HEADER.size) % RECORD.size:     # the disk filled up, or it was cut: read the whole ones
+                info.stopped_at = HEADER.size + whole * RECORD.size
+                info.stop_reason = (f"the log is cut short inside a record ({(info.size - HEADER.size) % RECORD.size} "
+                                    f"bytes of record {whole + 2})")
             last_by_tid: Dict[int, int] = {}
             counts: Dict[int, Counter] = {}
             kinds = KIND_CODES
@@ -291,8 +291,8 @@ class PreloadLog(EventSource):
             index = 0
             prev_tid = None
             current = None           # the run being extended: [start, count]
-            while True:
-                data = f.read(RECORD.size * 8192)
+            while index < whole:
+                data = f.read(RECORD.size * min(8192, whole - index))
                 if not data:
                     break
                 for seq, ns, tid, kind, span in _INDEX.iter_unpack(data):
@@ -507,7 +507,7 @@ def _extra_event(r, base: int) -> AllocEvent:
 
 
 # --------------------------------------------------------------------------- the C decoder (version 3)
-_CHUNK_HEADER = 72        # struct scn_tl_chunk
+CHUNK_HEADER = 72         # struct scn_tl_chunk of runtime/tracelog.h
 
 
 class _Thread(ctypes.Structure):
@@ -546,6 +546,11 @@ def _tracelog():
     return lib
 
 
+def stop_sentence(info: PreloadLogInfo) -> str:
+    """Where and why reading a cut or damaged log stopped, in words."""
+    return f"reading stopped at byte {info.stopped_at} of {info.size}: {info.stop_reason}"
+
+
 def is_preload_log(path) -> bool:
     """Does the file start like a tracer log (so `scenc trace-stats` can pick the right reader)?"""
     try:
@@ -553,6 +558,23 @@ def is_preload_log(path) -> bool:
             return f.read(len(MAGIC)) == MAGIC
     except OSError:
         return False
+
+
+def raw_records(path) -> Iterator[tuple]:
+    """Every record of a log as a RECORD tuple (the version 2 layout), in file order, end marks left out."""
+    log = PreloadLog(path)
+    with open(log.path, "rb") as f:
+        if log.info.version < 3:
+            f.seek(HEADER.size)
+            data = f.read()
+            data = data[:len(data) - len(data) % RECORD.size]
+            yield from (r for r in RECORD.iter_unpack(data) if r[3] != KIND_END)
+            return
+        for ref in sorted(ref for runs in log._runs.values() for ref in runs):
+            cursor = _ChunkCursor(f, [ref], 256)
+            while cursor.head is not None:
+                yield cursor.head
+                cursor.advance()
 
 
 def parse_preload_log(path, block_records: int = 256, extra_events: bool = False) -> PreloadLog:
