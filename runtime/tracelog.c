@@ -133,7 +133,8 @@ static void count_cut_chunk(struct scn_tl_scan *s, int fd, uint64_t at, const st
     t->last_seq = seq;
     add_ref(s, t, at, used, (uint32_t)total);
   }
-  stop(s, at + SCN_TL_CHUNK_SIZE + used, cut ? "the log is cut short inside a chunk" : "the census of the last chunk is cut off");
+  stop(s, at + SCN_TL_CHUNK_SIZE + used,
+       cut ? "the log is cut short inside a chunk" : "the log is cut short inside a chunk's census");
 }
 
 /* The counting pass: every chunk header and census of the log (fd, size bytes; chunks from offset), none of
