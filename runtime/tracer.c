@@ -9,10 +9,10 @@
  * binary record. trace/preload.py builds it, runs programs under it and reads
  * the log back as AllocEvents.
  *
- * Log format (native byte order: little-endian on x86-64/aarch64), 64-byte units:
- *   header  "SCNTRACE", u32 version (2), u32 record size (64), u32 pid, u32 ppid,
- *           u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 bytes 0
- *   records struct scn_trace_record below, written one thread's buffer at a time
+ * Log format (version 3, runtime/tracelog.h says it byte by byte): a 64-byte header, then chunks,
+ * each one thread's records in sequence order: a 72-byte chunk header (thread, first and last
+ * sequence numbers, two clock readings), the records (a kind byte, then deltas and sizes as
+ * varints: about 5-6 bytes a call) and a census (records by kind, so a summary reads no record).
  * Every record carries a global sequence number taken from one atomic counter
  * at the moment the call takes effect: before the real call for a release
  * (free, delete, realloc(p, 0)) -- so a block another thread gets back from the
@@ -22,16 +22,19 @@
  * numbers, records the second and the distance to the first (`span`), and the
  * reader uses that to put it before an allocation another thread made of the
  * old block in between. Within one thread records appear in sequence order;
- * across threads the reader merges them back into one causal order.
+ * across threads the reader merges them back into one causal order. The time
+ * of a call is one tick read at that moment (the time-stamp counter: no clock
+ * call per call); the time spent inside the real function is not recorded.
  *
- * Buffers: each thread fills its own 64 KiB buffer (mmap'ed, so the tracer
- * never allocates through the allocator it watches) and writes it whole with
- * write(2) under a spin lock on an O_APPEND descriptor: records from different
- * threads never interleave mid-record. Buffers are flushed when full, at
+ * Buffers: each thread encodes into its own 32 KiB buffer (mmap'ed, so the tracer
+ * never allocates through the allocator it watches; about 5000 calls) and writes it
+ * whole as one chunk with write(2) under a spin lock on an O_APPEND descriptor: chunks
+ * of different threads never interleave mid-chunk, and no lock is shared per call.
+ * Buffers are flushed when full, at
  * thread exit (pthread key destructor), and at process exit (atexit handler and
  * ELF destructor), _exit and exec; after the process-exit flush every record
- * is written as soon as it is made, so frees made by later destructors are
- * kept. Leaving, the process writes an end mark (kind 255, seq = numbers taken
+ * is written as soon as it is made (a chunk of one), so frees made by later destructors are
+ * kept. Leaving, the process writes an end mark (a chunk of type END, seq = numbers taken
  * so far). A program killed by a signal loses the records still in its
  * buffers and leaves no end mark; the reader counts the holes in the sequence
  * numbers and says how many calls are missing.

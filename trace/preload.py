@@ -10,7 +10,7 @@ The second capture method of ``scenc capture`` (``--method preload``). The
 tracer interposes malloc, free, calloc, realloc, reallocarray, posix_memalign,
 aligned_alloc, memalign, valloc, pvalloc and C++ operator new/delete (plain,
 sized, nothrow, aligned), forwards each call to the next definition (glibc, or
-an allocator preloaded after it) and writes one 64-byte record per call. Unlike
+an allocator preloaded after it) and logs each call in about 6 bytes. Unlike
 ltrace it sees calls made from inside libc and through pointers to malloc/free
 (``sort``, ``ls``: ltrace ``-e`` sees nothing there), shows the pointer
 posix_memalign stores, never crashes threaded programs, and costs a small
@@ -174,8 +174,9 @@ def _check(r: PreloadCapture, timeout) -> None:
     if r.tracee_status is None:
         w.append(f"the program was stopped after {timeout} s (timeout): the calls it made last are not in the log")
     elif r.signal:
-        w.append(f"the program was killed by {r.signal}: the calls still buffered in its threads (up to 1023 per "
-                 f"thread) are not in the log; if it also dies without the tracer, the crash is its own")
+        w.append(f"the program was killed by {r.signal}: the calls still buffered in its threads (a 32 KiB chunk, "
+                 f"some 5000 calls, per thread) are not in the log; if it also dies without the tracer, the crash "
+                 f"is its own")
     elif r.tracee_status:
         w.append(f"the program exited with status {r.tracee_status} (the log is complete; the program may have "
                  f"failed before doing its usual work)")

@@ -12,14 +12,31 @@ record's global sequence number + 1 (the position of the call in the causal
 order of the whole process), ``start_line`` differs only for a realloc that
 moved its block (the number it took when it released the old block),
 ``time_s`` counts from the earliest record, ``duration_s`` is the time spent in
-the real allocator function.
+the real allocator function in logs of versions 1 and 2 (None in version 3,
+which does not record it: no reader used it, and it cost a second clock read per call).
 
-Log format (little-endian; written by runtime/tracer.c, version 2; version 1 is read too)
---------------------------------------------------------------------------------------
-header, 64 bytes: ``"SCNTRACE"``, u32 version, u32 record size (64), u32 pid,
-u32 ppid, u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 zero
-bytes. Then records, 64 bytes each: u64 seq, u64 ns, u32 tid, u8 kind, u8 flags
-(1: operator new threw), u16 posix_memalign's return value, u32 duration ns,
+Log format (little-endian; written by runtime/tracer.c, version 3; versions 1 and 2 are read too)
+----------------------------------------------------------------------------------------------
+header, 64 bytes: ``"SCNTRACE"``, u32 version, u32 record size (64 in versions 1-2, 0 in 3),
+u32 pid, u32 ppid, u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 zero bytes.
+
+Version 3 (runtime/tracelog.h is the reference, and the one decoder: this module
+loads it as runtime/tracelog.c through ctypes) then has chunks, one thread's records
+each, in sequence order; chunks of different threads interleave in the file. A chunk
+header (72 bytes: record bytes, record count, tid, type, tick shift, mark, first and
+last sequence number, CLOCK_MONOTONIC and tick at its first record and their spans to
+its flush, census bytes, moved reallocs), the records, then the census (varint pairs:
+kind code, records of that kind). A record: a kind byte (bit 6: seq = previous + 1,
+bit 7: an extension byte follows with flags, error code, span, whole pointers), the
+seq delta unless bit 6, the time in ticks >> shift since the previous record, then the
+kind's fields: sizes as varints, pointers as zigzag varints of the distance to the
+previous pointer of the chunk, divided by 8 (0: NULL). About 5-6 bytes a call. A
+record's ns is its tick mapped linearly between the chunk's two clock readings. A chunk
+of type END (no records) is the end mark. Decoded, each record is the version 2 layout
+below (``dur_ns`` 0), so everything after decoding is shared.
+
+Versions 1 and 2: records, 64 bytes each: u64 seq, u64 ns, u32 tid, u8 kind, u8 flags
+(1: operator new threw; mremap's flags), u16 posix_memalign's return value, u32 duration ns,
 u32 span (moved realloc: seq minus the number taken before the call), u64
 arg[3] (the function's arguments in order, without posix_memalign's memptr and
 the nothrow tag), u64 result (pointer returned or stored; 0 for frees). Kind
@@ -32,14 +49,17 @@ pthread key destructor round); 42, 43, 44: the program's own anonymous mmap
 (len, prot, flags; result), munmap (addr, len; result = return value) and
 mremap (old, old len, new len; flags = mremap's flags; result). They are
 skipped unless ``extra_events=True`` (see EXTRA_KINDS). The
-records of one thread appear in sequence order, in chunks of up to 1023 (one
-flushed buffer); chunks of different threads interleave in the file.
+records of one thread appear in sequence order, in runs; runs of different threads
+interleave in the file.
 
-Memory of the reader: one pass indexes the file (per thread, the runs of its
-records: two integers per flushed buffer, about 1/4000 of the log's size), the
-second merges the threads' runs with a heap, holding ``block_records`` decoded
-records per thread. Memory is O(threads x block_records + log size / 64 KiB),
-never O(log size).
+Reading: the first pass indexes the file. Version 3: runtime/tracelog.c reads the chunk
+headers and censuses only (not the records), so ``.info`` -- what ``scenc capture``
+prints -- costs next to nothing whatever the log's size; a damaged record is found when
+the events are read. Versions 1-2: one Python pass over every record. The second pass
+merges the threads' records with a heap, holding ``block_records`` decoded records per
+thread (and one chunk's bytes, 32 KiB, in version 3). Memory is O(threads x
+block_records + chunks), never O(log size). A log cut short (a full disk, a copy cut
+off) is read up to its last whole record; ``info.stopped_at`` says at which byte.
 """
 
 from __future__ import annotations
