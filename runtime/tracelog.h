@@ -7,9 +7,11 @@
  * size 0, pid, ppid, CLOCK_MONOTONIC and CLOCK_REALTIME ns at open), then chunks. Versions 1 and 2
  * (fixed 64-byte records, struct scn_trace_record as is) are read by the callers' own code.
  *
- * Chunk: a 56-byte header (struct scn_tl_chunk) and `bytes` bytes holding `count` records of one
- * thread, in sequence order; chunks of different threads interleave in the file. A chunk of type
- * SCN_TL_END has no records: the process was leaving, `seq` is the count of numbers it took.
+ * Chunk: a 72-byte header (struct scn_tl_chunk), `bytes` bytes holding `count` records of one
+ * thread in sequence order, then `census` bytes: varint pairs (kind code, records of that kind),
+ * codes rising, so a summary needs no record. Chunks of different threads interleave in the
+ * file. A chunk of type SCN_TL_END is a header alone: the process was leaving, `seq` is the count
+ * of numbers it took.
  *
  * Record: a kind byte (bits 0-5 the kind code, bit 6 SCN_TL_SEQ_NEXT: seq = previous + 1, bit 7
  * SCN_TL_EXT: an extension byte follows), [the extension byte: SCN_TL_X_FLAGS a flags byte
@@ -28,16 +30,18 @@
  *     struct scn_tl_chunk ch; struct scn_tl_cursor c; struct scn_tl_error err;
  *     size_t at = sizeof(struct scn_trace_header);             -- version 3 checked by the caller
  *     while (scn_tl_chunk_parse(buf + at, len - at, &ch, &err) == 1) {
+ *       if (ch.type == SCN_TL_END) { ... ch.seq numbers taken ...; at += SCN_TL_CHUNK_SIZE; continue; }
  *       scn_tl_cursor_init(&c, &ch, buf + at + SCN_TL_CHUNK_SIZE, len - at - SCN_TL_CHUNK_SIZE);
  *       while ((n = scn_tl_decode(&c, out, cap, &err)) > 0) ... n records of thread ch.tid ...
  *       if (err.what) ... stopped at byte at + SCN_TL_CHUNK_SIZE + err.offset: a cut or damaged record
- *       at += SCN_TL_CHUNK_SIZE + ch.bytes;
+ *       at += SCN_TL_CHUNK_SIZE + ch.bytes + ch.census;
  *     }
- * scn_tl_chunk_parse returns 1 (a header), 0 (fewer than 56 bytes: the end, or a cut header),
+ * scn_tl_chunk_parse returns 1 (a header), 0 (fewer than 72 bytes: the end, or a cut header),
  * -1 (not a chunk header: err says why). scn_tl_decode returns the records it decoded (at most
  * cap) and 0 at the end of the chunk; err.what is NULL unless it stopped early, err.offset being
  * the offset in the payload of the first record it could not decode (payload cut short, unknown
  * kind). Records decode into the version 2 layout, struct scn_trace_record, ns in CLOCK_MONOTONIC.
+ * scn_tl_read_census gives a chunk's records by kind without decoding them.
  */
 #ifndef SCN_TRACELOG_H
 #define SCN_TRACELOG_H
