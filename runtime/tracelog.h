@@ -127,27 +127,28 @@ enum { SCN_TL_X_FLAGS = 1, SCN_TL_X_ERR = 2, SCN_TL_X_SPAN = 4, SCN_TL_X_RAW = 8
 
 /* Fields of arg[0], arg[1], arg[2], result: 2 bits each, low first. 0: absent, 1: size, 2: pointer.
  * A kind code without a layout (0) is unknown: the decoder stops there. */
-#define SCN_TL_L(a0, a1, a2, r) ((a0) | (a1) << 2 | (a2) << 4 | (r) << 6 | 0x100)
-enum { L_, L_U, L_P };
+#define SCN_TL_L(a0, a1, a2, r) \
+  (SCN_TL_F_##a0 | SCN_TL_F_##a1 << 2 | SCN_TL_F_##a2 << 4 | SCN_TL_F_##r << 6 | 0x100)
+enum { SCN_TL_F__, SCN_TL_F_S, SCN_TL_F_P };   /* absent, size, pointer */
 static const uint16_t scn_tl_layout[64] = {
-  [K_MALLOC] = SCN_TL_L(L_U, L_, L_, L_P), [K_CALLOC] = SCN_TL_L(L_U, L_U, L_, L_P),
-  [K_REALLOC] = SCN_TL_L(L_P, L_U, L_, L_P), [K_REALLOCARRAY] = SCN_TL_L(L_P, L_U, L_U, L_P),
-  [K_FREE] = SCN_TL_L(L_P, L_, L_, L_), [K_POSIX_MEMALIGN] = SCN_TL_L(L_U, L_U, L_, L_P),
-  [K_ALIGNED_ALLOC] = SCN_TL_L(L_U, L_U, L_, L_P), [K_MEMALIGN] = SCN_TL_L(L_U, L_U, L_, L_P),
-  [K_VALLOC] = SCN_TL_L(L_U, L_, L_, L_P), [K_PVALLOC] = SCN_TL_L(L_U, L_, L_, L_P),
-  [K_NEW] = SCN_TL_L(L_U, L_, L_, L_P), [K_NEW_NOTHROW] = SCN_TL_L(L_U, L_, L_, L_P),
-  [K_NEW_ALIGNED] = SCN_TL_L(L_U, L_U, L_, L_P), [K_NEW_ALIGNED_NOTHROW] = SCN_TL_L(L_U, L_U, L_, L_P),
-  [K_NEW_ARRAY] = SCN_TL_L(L_U, L_, L_, L_P), [K_NEW_ARRAY_NOTHROW] = SCN_TL_L(L_U, L_, L_, L_P),
-  [K_NEW_ARRAY_ALIGNED] = SCN_TL_L(L_U, L_U, L_, L_P), [K_NEW_ARRAY_ALIGNED_NOTHROW] = SCN_TL_L(L_U, L_U, L_, L_P),
-  [K_DELETE] = SCN_TL_L(L_P, L_, L_, L_), [K_DELETE_SIZED] = SCN_TL_L(L_P, L_U, L_, L_),
-  [K_DELETE_ALIGNED] = SCN_TL_L(L_P, L_U, L_, L_), [K_DELETE_SIZED_ALIGNED] = SCN_TL_L(L_P, L_U, L_U, L_),
-  [K_DELETE_NOTHROW] = SCN_TL_L(L_P, L_, L_, L_), [K_DELETE_ALIGNED_NOTHROW] = SCN_TL_L(L_P, L_U, L_, L_),
-  [K_DELETE_ARRAY] = SCN_TL_L(L_P, L_, L_, L_), [K_DELETE_ARRAY_SIZED] = SCN_TL_L(L_P, L_U, L_, L_),
-  [K_DELETE_ARRAY_ALIGNED] = SCN_TL_L(L_P, L_U, L_, L_), [K_DELETE_ARRAY_SIZED_ALIGNED] = SCN_TL_L(L_P, L_U, L_U, L_),
-  [K_DELETE_ARRAY_NOTHROW] = SCN_TL_L(L_P, L_, L_, L_), [K_DELETE_ARRAY_ALIGNED_NOTHROW] = SCN_TL_L(L_P, L_U, L_, L_),
-  [K_THREAD_START] = SCN_TL_L(L_U, L_, L_, L_), [K_THREAD_EXIT] = SCN_TL_L(L_, L_, L_, L_),
-  [K_MMAP] = SCN_TL_L(L_U, L_U, L_U, L_P), [K_MUNMAP] = SCN_TL_L(L_P, L_U, L_, L_U),
-  [K_MREMAP] = SCN_TL_L(L_P, L_U, L_U, L_P),
+  [K_MALLOC] = SCN_TL_L(S, _, _, P), [K_CALLOC] = SCN_TL_L(S, S, _, P),
+  [K_REALLOC] = SCN_TL_L(P, S, _, P), [K_REALLOCARRAY] = SCN_TL_L(P, S, S, P),
+  [K_FREE] = SCN_TL_L(P, _, _, _), [K_POSIX_MEMALIGN] = SCN_TL_L(S, S, _, P),
+  [K_ALIGNED_ALLOC] = SCN_TL_L(S, S, _, P), [K_MEMALIGN] = SCN_TL_L(S, S, _, P),
+  [K_VALLOC] = SCN_TL_L(S, _, _, P), [K_PVALLOC] = SCN_TL_L(S, _, _, P),
+  [K_NEW] = SCN_TL_L(S, _, _, P), [K_NEW_NOTHROW] = SCN_TL_L(S, _, _, P),
+  [K_NEW_ALIGNED] = SCN_TL_L(S, S, _, P), [K_NEW_ALIGNED_NOTHROW] = SCN_TL_L(S, S, _, P),
+  [K_NEW_ARRAY] = SCN_TL_L(S, _, _, P), [K_NEW_ARRAY_NOTHROW] = SCN_TL_L(S, _, _, P),
+  [K_NEW_ARRAY_ALIGNED] = SCN_TL_L(S, S, _, P), [K_NEW_ARRAY_ALIGNED_NOTHROW] = SCN_TL_L(S, S, _, P),
+  [K_DELETE] = SCN_TL_L(P, _, _, _), [K_DELETE_SIZED] = SCN_TL_L(P, S, _, _),
+  [K_DELETE_ALIGNED] = SCN_TL_L(P, S, _, _), [K_DELETE_SIZED_ALIGNED] = SCN_TL_L(P, S, S, _),
+  [K_DELETE_NOTHROW] = SCN_TL_L(P, _, _, _), [K_DELETE_ALIGNED_NOTHROW] = SCN_TL_L(P, S, _, _),
+  [K_DELETE_ARRAY] = SCN_TL_L(P, _, _, _), [K_DELETE_ARRAY_SIZED] = SCN_TL_L(P, S, _, _),
+  [K_DELETE_ARRAY_ALIGNED] = SCN_TL_L(P, S, _, _), [K_DELETE_ARRAY_SIZED_ALIGNED] = SCN_TL_L(P, S, S, _),
+  [K_DELETE_ARRAY_NOTHROW] = SCN_TL_L(P, _, _, _), [K_DELETE_ARRAY_ALIGNED_NOTHROW] = SCN_TL_L(P, S, _, _),
+  [K_THREAD_START] = SCN_TL_L(S, _, _, _), [K_THREAD_EXIT] = SCN_TL_L(_, _, _, _),
+  [K_MMAP] = SCN_TL_L(S, S, S, P), [K_MUNMAP] = SCN_TL_L(P, S, _, S),
+  [K_MREMAP] = SCN_TL_L(P, S, S, P),
 };
 
 static inline uint64_t scn_tl_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
@@ -181,7 +182,7 @@ static inline void scn_tl_encoder_start(struct scn_tl_encoder *e, uint64_t seq, 
 /* Pointers can be stored as deltas >> 3 when every one of the record is 8-aligned against the last. */
 __attribute__((always_inline)) static inline int scn_tl_aligned(uint16_t layout, const uint64_t v[4], uint64_t prev) {
   for (int i = 0; i < 4; i++)
-    if ((layout >> (2 * i) & 3) == L_P && v[i]) {
+    if ((layout >> (2 * i) & 3) == SCN_TL_F_P && v[i]) {
       if ((v[i] - prev) & 7) return 0;
       prev = v[i];
     }
@@ -211,9 +212,9 @@ __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_t
   e->units = units;
   for (int i = 0; i < 4; i++) {
     int f = layout >> (2 * i) & 3;
-    if (f == L_U) {
+    if (f == SCN_TL_F_S) {
       p = scn_tl_put(p, v[i]);
-    } else if (f == L_P) {
+    } else if (f == SCN_TL_F_P) {
       if (raw) {
         p = scn_tl_put(p, v[i]);
       } else if (!v[i]) {
@@ -353,9 +354,9 @@ static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_re
     int t = layout >> (2 * i) & 3;
     if (!t) continue;
     if (!scn_tl_get(&p, end, &v)) goto cut;
-    if (t == L_U || (x & SCN_TL_X_RAW)) f[i] = v;
+    if (t == SCN_TL_F_S || (x & SCN_TL_X_RAW)) f[i] = v;
     else if (v) f[i] = ptr + ((uint64_t)scn_tl_unzigzag(v - 1) << 3);
-    if (t == L_P && f[i]) ptr = f[i];
+    if (t == SCN_TL_F_P && f[i]) ptr = f[i];
   }
   r->seq = seq;
   r->tid = c->ch.tid;
