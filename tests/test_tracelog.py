@@ -87,8 +87,13 @@ def compile_c(tmp_path, name, source, *flags):
 
 @pytest.mark.parametrize("cc", [c for c in ("gcc", "clang") if shutil.which(c)])
 def test_the_codec_gives_back_every_field_of_every_kind_and_stops_cleanly_at_any_cut(tmp_path, cc):
+    """clang builds it with AddressSanitizer and UndefinedBehaviorSanitizer: a read past a cut aborts."""
+    warnings = ["-std=gnu11", "-Wall", "-Wextra", "-Werror"]
+    subprocess.run([cc, "-O2", "-fPIC", "-shared", *warnings, "-o", str(tmp_path / "lib.so"),
+                    str(RUNTIME / "tracelog.c")], check=True)
+    sanitize = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"] if cc == "clang" else []
     binary = tmp_path / f"roundtrip-{cc}"
-    subprocess.run([cc, "-O2", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-I", str(RUNTIME), "-o", str(binary),
+    subprocess.run([cc, "-O1", "-g", *sanitize, *warnings, "-I", str(RUNTIME), "-o", str(binary),
                     str(FIXTURES / "tracelog_roundtrip.c")], check=True)
     for seed in range(3):
         out = subprocess.run([str(binary), str(seed)], capture_output=True, text=True)
