@@ -195,7 +195,7 @@ def _check(r: PreloadCapture, timeout) -> None:
             w.append(f"{info.missing} call(s) are missing from the log (sequence numbers never written, last number "
                      f"{info.last_seq}): the process lost buffered records (killed, or it called exit from a signal "
                      f"handler) or threads were inside an allocator call when it exited")
-        if not info.ended and r.tracee_status is not None and r.tracee_status >= 0:
+        if not info.ended and info.stopped_at is None and r.tracee_status is not None and r.tracee_status >= 0:
             w.append("the log has no end mark: the process left without running the tracer's exit code (it was "
                      "killed by SIGKILL from outside, or a process image it exec'ed without the tracer); calls made "
                      "at the very end may be missing")

@@ -74,7 +74,7 @@ class TraceSource:
             if info.stopped_at is not None:
                 from .preload_log import stop_sentence
                 out.append(stop_sentence(info) + "; what comes before it is kept")
-            if not info.ended:
+            elif not info.ended:
                 out.append("the tracer log has no end mark: the process was killed, or exec'ed a program without "
                            "the tracer; the calls its threads still had buffered are lost")
             return out
