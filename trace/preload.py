@@ -10,7 +10,7 @@ The second capture method of ``scenc capture`` (``--method preload``). The
 tracer interposes malloc, free, calloc, realloc, reallocarray, posix_memalign,
 aligned_alloc, memalign, valloc, pvalloc and C++ operator new/delete (plain,
 sized, nothrow, aligned), forwards each call to the next definition (glibc, or
-an allocator preloaded after it) and writes one 64-byte record per call. Unlike
+an allocator preloaded after it) and logs each call in about 6 bytes. Unlike
 ltrace it sees calls made from inside libc and through pointers to malloc/free
 (``sort``, ``ls``: ltrace ``-e`` sees nothing there), shows the pointer
 posix_memalign stores, never crashes threaded programs, and costs a small
@@ -47,7 +47,7 @@ from ..elf import inspect as inspect_elf
 from ..process import signal_name
 from .capture import CaptureError, locate_program, run_in_own_session
 from .ltrace import TraceFormatError
-from .preload_log import PreloadLog, PreloadLogInfo
+from .preload_log import PreloadLog, PreloadLogInfo, stop_sentence
 from .tracer_build import tracer_library
 
 __all__ = ["capture_preload", "PreloadCapture"]
@@ -174,8 +174,9 @@ def _check(r: PreloadCapture, timeout) -> None:
     if r.tracee_status is None:
         w.append(f"the program was stopped after {timeout} s (timeout): the calls it made last are not in the log")
     elif r.signal:
-        w.append(f"the program was killed by {r.signal}: the calls still buffered in its threads (up to 1023 per "
-                 f"thread) are not in the log; if it also dies without the tracer, the crash is its own")
+        w.append(f"the program was killed by {r.signal}: the calls still buffered in its threads (a 32 KiB chunk, "
+                 f"some 5000 calls, per thread) are not in the log; if it also dies without the tracer, the crash "
+                 f"is its own")
     elif r.tracee_status:
         w.append(f"the program exited with status {r.tracee_status} (the log is complete; the program may have "
                  f"failed before doing its usual work)")
@@ -194,10 +195,13 @@ def _check(r: PreloadCapture, timeout) -> None:
             w.append(f"{info.missing} call(s) are missing from the log (sequence numbers never written, last number "
                      f"{info.last_seq}): the process lost buffered records (killed, or it called exit from a signal "
                      f"handler) or threads were inside an allocator call when it exited")
-        if not info.ended and r.tracee_status is not None and r.tracee_status >= 0:
+        if not info.ended and info.stopped_at is None and r.tracee_status is not None and r.tracee_status >= 0:
             w.append("the log has no end mark: the process left without running the tracer's exit code (it was "
                      "killed by SIGKILL from outside, or a process image it exec'ed without the tracer); calls made "
                      "at the very end may be missing")
+        if info.stopped_at is not None:
+            w.append(f"{stop_sentence(info)}; the records before it are read (the disk filled up, or the log was "
+                     f"cut or damaged after the capture)")
         if info.records == 0:
             w.append("the capture saw no allocator call: the program never allocates, or it has its own allocator "
                      "linked in (Go, a statically linked Rust/C++ allocator), which LD_PRELOAD cannot intercept")

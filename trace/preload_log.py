@@ -12,14 +12,31 @@ record's global sequence number + 1 (the position of the call in the causal
 order of the whole process), ``start_line`` differs only for a realloc that
 moved its block (the number it took when it released the old block),
 ``time_s`` counts from the earliest record, ``duration_s`` is the time spent in
-the real allocator function.
+the real allocator function in logs of versions 1 and 2 (None in version 3,
+which does not record it: no reader used it, and it cost a second clock read per call).
 
-Log format (little-endian; written by runtime/tracer.c, version 2; version 1 is read too)
---------------------------------------------------------------------------------------
-header, 64 bytes: ``"SCNTRACE"``, u32 version, u32 record size (64), u32 pid,
-u32 ppid, u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 zero
-bytes. Then records, 64 bytes each: u64 seq, u64 ns, u32 tid, u8 kind, u8 flags
-(1: operator new threw), u16 posix_memalign's return value, u32 duration ns,
+Log format (little-endian; written by runtime/tracer.c, version 3; versions 1 and 2 are read too)
+----------------------------------------------------------------------------------------------
+header, 64 bytes: ``"SCNTRACE"``, u32 version, u32 record size (64 in versions 1-2, 0 in 3),
+u32 pid, u32 ppid, u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 zero bytes.
+
+Version 3 (runtime/tracelog.h is the reference, and the one decoder: this module
+loads it as runtime/tracelog.c through ctypes) then has chunks, one thread's records
+each, in sequence order; chunks of different threads interleave in the file. A chunk
+header (72 bytes: record bytes, record count, tid, type, tick shift, mark, first and
+last sequence number, CLOCK_MONOTONIC and tick at its first record and their spans to
+its flush, census bytes, moved reallocs), the records, then the census (varint pairs:
+kind code, records of that kind). A record: a kind byte (bit 6: seq = previous + 1,
+bit 7: an extension byte follows with flags, error code, span, whole pointers), the
+seq delta unless bit 6, the time in ticks >> shift since the previous record, then the
+kind's fields: sizes as varints, pointers as zigzag varints of the distance to the
+previous pointer of the chunk, divided by 8 (0: NULL). About 5-6 bytes a call. A
+record's ns is its tick mapped linearly between the chunk's two clock readings. A chunk
+of type END (no records) is the end mark. Decoded, each record is the version 2 layout
+below (``dur_ns`` 0), so everything after decoding is shared.
+
+Versions 1 and 2: records, 64 bytes each: u64 seq, u64 ns, u32 tid, u8 kind, u8 flags
+(1: operator new threw; mremap's flags), u16 posix_memalign's return value, u32 duration ns,
 u32 span (moved realloc: seq minus the number taken before the call), u64
 arg[3] (the function's arguments in order, without posix_memalign's memptr and
 the nothrow tag), u64 result (pointer returned or stored; 0 for frees). Kind
@@ -32,18 +49,23 @@ pthread key destructor round); 42, 43, 44: the program's own anonymous mmap
 (len, prot, flags; result), munmap (addr, len; result = return value) and
 mremap (old, old len, new len; flags = mremap's flags; result). They are
 skipped unless ``extra_events=True`` (see EXTRA_KINDS). The
-records of one thread appear in sequence order, in chunks of up to 1023 (one
-flushed buffer); chunks of different threads interleave in the file.
+records of one thread appear in sequence order, in runs; runs of different threads
+interleave in the file.
 
-Memory of the reader: one pass indexes the file (per thread, the runs of its
-records: two integers per flushed buffer, about 1/4000 of the log's size), the
-second merges the threads' runs with a heap, holding ``block_records`` decoded
-records per thread. Memory is O(threads x block_records + log size / 64 KiB),
-never O(log size).
+Reading: the first pass indexes the file. Version 3: runtime/tracelog.c reads the chunk
+headers and censuses only (not the records), so ``.info`` -- what ``scenc capture``
+prints -- costs next to nothing whatever the log's size; a damaged record is found when
+the events are read. Versions 1-2: one Python pass over every record. The second pass
+merges the threads' records with a heap, holding ``block_records`` decoded records per
+thread (and one chunk's bytes, 32 KiB, in version 3). Memory is O(threads x
+block_records + chunks), never O(log size). A log cut short (a full disk, a copy cut
+off) is read up to its last whole record; ``info.stopped_at`` says at which byte.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import heapq
 import os
 import struct
@@ -54,12 +76,12 @@ from typing import Dict, Iterator, List, Optional
 from .events import FREE_KINDS, PRELOAD_MAGIC, REALLOC_KINDS, AllocEvent, EventSource
 from .ltrace import ParseReport, TraceFormatError
 
-__all__ = ["parse_preload_log", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
-           "MAGIC", "EXTRA_KINDS"]
+__all__ = ["parse_preload_log", "raw_records", "stop_sentence", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
+           "MAGIC", "EXTRA_KINDS", "CHUNK_HEADER"]
 
 MAGIC = PRELOAD_MAGIC
-VERSION = 2
-READS = (1, 2)         # version 1 has no thread records
+VERSION = 3
+READS = (1, 2, 3)      # version 1 has no thread records; 3 is compact (chunks of encoded records)
 HEADER = struct.Struct("<8sIIIIQQ24x")
 RECORD = struct.Struct("<QQIBBHIIQQQQ")
 _INDEX = struct.Struct("<QQIB7xI32x")          # seq, ns, tid, kind, span: what the indexing pass needs
@@ -131,6 +153,10 @@ class PreloadLogInfo:
     first_ns: Optional[int] = None
     last_ns: Optional[int] = None
     reordered_reallocs: int = 0  # set while iterating: moved reallocs put before another thread's reuse
+    version: int = 0
+    size: int = 0                # bytes of the log
+    stopped_at: Optional[int] = None  # a cut or damaged log (version 3): byte offset where reading stopped
+    stop_reason: str = ""             # why, in words
 
     @property
     def span_s(self) -> float:
@@ -170,6 +196,52 @@ class _Cursor:
         self.pos += 1
 
 
+class _ChunkCursor:
+    """One thread's records of a version 3 log: its chunks read back and decoded in C, ``block`` at a time."""
+
+    __slots__ = ("f", "chunks", "next", "left", "block", "buf", "pos", "head", "data", "reader", "out")
+
+    def __init__(self, f, chunks, block: int):
+        self.f, self.chunks, self.next, self.left, self.block = f, chunks, 0, 0, block
+        self.buf: list = []
+        self.pos = 0
+        self.head = None
+        self.data = None             # the chunk being decoded: the C reader points into it
+        self.reader = ctypes.create_string_buffer(_tracelog().scn_tl_reader_size())
+        self.out = ctypes.create_string_buffer(RECORD.size * block)
+        self.advance()
+
+    def advance(self):
+        if self.pos >= len(self.buf):
+            n = self._decode() if self.left else 0
+            while not n:
+                if self.next >= len(self.chunks):
+                    self.head = None
+                    return
+                offset, size, self.left = self.chunks[self.next]
+                self.next += 1
+                self.f.seek(offset)
+                self.data = self.f.read(CHUNK_HEADER + size)
+                if not _tracelog().scn_tl_open(self.reader, self.data, len(self.data)):
+                    raise TraceFormatError(self.f.name, 1, 1, f"the chunk at byte {offset} changed since the log "
+                                                              f"was indexed")
+                n = self._decode()
+            self.buf = list(RECORD.iter_unpack(memoryview(self.out)[:n * RECORD.size]))
+            self.pos = 0
+        self.head = self.buf[self.pos]
+        self.pos += 1
+
+    def _decode(self) -> int:
+        what, at = ctypes.c_char_p(), ctypes.c_uint64()
+        n = _tracelog().scn_tl_read(self.reader, self.out, min(self.block, self.left), ctypes.byref(what),
+                                    ctypes.byref(at))
+        if what.value and n < self.left:      # the index counted records it can no longer decode
+            offset = self.chunks[self.next - 1][0] + CHUNK_HEADER + at.value
+            raise TraceFormatError(self.f.name, 1, 1, f"byte {offset}: {what.value.decode()}")
+        self.left -= n
+        return n
+
+
 class PreloadLog(EventSource):
     """The events of a tracer log in causal global order; ``.info`` is the indexing pass's summary."""
 
@@ -190,9 +262,11 @@ class PreloadLog(EventSource):
         rep = ParseReport(self.path)
         rep.lines = rep.events = info.records
         rep.threads = set(info.threads)
-        rep.has_timestamps = rep.has_durations = True
+        rep.has_timestamps = True
+        rep.has_durations = info.version < 3      # version 3 does not record the time spent in a call
         if info.ended:
             rep.exits[info.pid] = "exited"
+        rep.truncated = info.stopped_at is not None
         return rep
 
     # ---------------------------------------------------------------- pass 1
@@ -213,16 +287,20 @@ class PreloadLog(EventSource):
                 self._error(1, f"not a scenc tracer log ({what}; expected a 64-byte header starting with "
                                f"'SCNTRACE')")
             _, version, rsize, info.pid, info.ppid, _, info.start_realtime_ns = HEADER.unpack(head)
+            info.version = version
+            info.size = os.fstat(f.fileno()).st_size
+            if version == 3 and rsize == 0:
+                self._index_chunks(f)
+                return
             if version not in READS or rsize != RECORD.size:
                 self._error(1, f"tracer log version {version} with {rsize}-byte records; this scenc reads versions "
                                f"{', '.join(map(str, READS))} with {RECORD.size}-byte records (rebuild the tracer "
                                f"and capture again)")
-            size = os.fstat(f.fileno()).st_size
-            if (size - HEADER.size) % RECORD.size:
-                whole = (size - HEADER.size) // RECORD.size
-                self._error(whole + 2, f"truncated: the log ends {(size - HEADER.size) % RECORD.size} bytes into "
-                                       f"record {whole + 2} (the disk filled up, or the program was killed while "
-                                       f"writing); the first {whole} records are whole")
+            whole = (info.size - HEADER.size) // RECORD.size
+            if (info.size - HEADER.size) % RECORD.size:     # the disk filled up, or it was cut: read the whole ones
+                info.stopped_at = HEADER.size + whole * RECORD.size
+                info.stop_reason = (f"the log is cut short inside a record ({(info.size - HEADER.size) % RECORD.size} "
+                                    f"bytes of record {whole + 2})")
             last_by_tid: Dict[int, int] = {}
             counts: Dict[int, Counter] = {}
             kinds = KIND_CODES
@@ -233,8 +311,8 @@ class PreloadLog(EventSource):
             index = 0
             prev_tid = None
             current = None           # the run being extended: [start, count]
-            while True:
-                data = f.read(RECORD.size * 8192)
+            while index < whole:
+                data = f.read(RECORD.size * min(8192, whole - index))
                 if not data:
                     break
                 for seq, ns, tid, kind, span in _INDEX.iter_unpack(data):
@@ -282,24 +360,53 @@ class PreloadLog(EventSource):
                         runs[tid].append(current)
                         prev_tid = tid
                     index += 1
-        info.records = sum(sum(c.values()) for c in counts.values())
         info.moved_reallocs = moved
         info.first_ns, info.last_ns = first_ns, last_ns
         info.chunks = sum(len(r) for r in runs.values())
-        used = info.records + moved + info.thread_records
+        self._totals(counts, max_seq, end_total)
+
+    def _totals(self, counts: Dict[int, Counter], max_seq: int, end_total: int) -> None:
+        """Calls by kind, function and thread from counts by thread and kind code; missing numbers."""
+        info = self.info
+        info.records = sum(sum(c.values()) for c in counts.values())
+        used = info.records + info.moved_reallocs + info.thread_records
         if used > max_seq + 1:
             self._error(1, f"{used - max_seq - 1} sequence numbers are used twice: the log is damaged or two "
                            f"processes wrote to it")
         info.last_seq = max(max_seq, end_total - 1)
         info.missing = info.last_seq + 1 - used
         for tid in info.threads:
-            by_code = counts[tid]
             info.calls_by_thread[tid] = Counter()
-            for code, n in by_code.items():
-                function, kind, _ = kinds[code]
+            for code, n in counts[tid].items():
+                function, kind, _ = KIND_CODES[code]
                 info.calls_by_kind[kind] += n
                 info.calls_by_function[function] += n
                 info.calls_by_thread[tid][kind] += n
+
+    def _index_chunks(self, f) -> None:
+        """Version 3: runtime/tracelog.c reads every chunk's header and census (not its records)."""
+        info, lib = self.info, _tracelog()
+        scan = lib.scn_tl_scan_file(f.fileno(), HEADER.size, info.size)
+        if not scan:
+            raise MemoryError("scn_tl_scan_file")
+        try:
+            s = scan.contents
+            counts: Dict[int, Counter] = {}
+            for t in s.threads[:s.nthreads]:
+                info.threads.append(t.tid)
+                counts[t.tid] = Counter({c: n for c, n in enumerate(t.counts) if n and c in KIND_CODES})
+                self._runs[t.tid] = []
+            for ch in s.chunks[:s.nchunks]:
+                self._runs[s.threads[ch.thread].tid].append((ch.offset, ch.bytes, ch.count))
+            info.moved_reallocs, info.thread_records, info.ended = s.moved, s.extra, bool(s.ended)
+            if s.any:
+                info.first_ns, info.last_ns = s.first_ns, s.last_ns
+            info.chunks = s.nchunks
+            if s.what:
+                info.stopped_at, info.stop_reason = s.stop, s.what.decode()
+            self._totals(counts, s.max_seq if s.any else -1, s.end_seq)
+        finally:
+            lib.scn_tl_scan_free(scan)
 
     # ---------------------------------------------------------------- pass 2
     def _merge(self) -> Iterator[AllocEvent]:
@@ -307,7 +414,8 @@ class PreloadLog(EventSource):
         base = info.first_ns or 0
         heappush, heappop = heapq.heappush, heapq.heappop
         with open(self.path, "rb") as f:
-            cursors = [_Cursor(f, self._runs[tid], self.block) for tid in info.threads]
+            cursor = _ChunkCursor if info.version >= 3 else _Cursor
+            cursors = [cursor(f, self._runs[tid], self.block) for tid in info.threads]
             heap = [(c.head[0], i) for i, c in enumerate(cursors) if c.head is not None]
             heapq.heapify(heap)
             # Moved reallocs at the head of a thread, by the block they released.
@@ -400,7 +508,7 @@ def _event(r, base: int) -> AllocEvent:
             result = None
     line = seq + 1
     return AllocEvent(line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, result, failed, line - span,
-                      dur / 1e9)
+                      dur / 1e9 if dur else None)
 
 
 def _extra_event(r, base: int) -> AllocEvent:
@@ -414,7 +522,53 @@ def _extra_event(r, base: int) -> AllocEvent:
     elif kind == "mremap":
         size, nmemb, align, old, res = a2, flags, a1, a0, result or None
     failed = kind in ("mmap", "mremap") and res is None
-    return AllocEvent(seq + 1, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, res, failed, seq + 1, dur / 1e9)
+    return AllocEvent(seq + 1, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, res, failed, seq + 1,
+                      dur / 1e9 if dur else None)
+
+
+# --------------------------------------------------------------------------- the C decoder (version 3)
+CHUNK_HEADER = 72         # struct scn_tl_chunk of runtime/tracelog.h
+
+
+class _Thread(ctypes.Structure):
+    _fields_ = [("tid", ctypes.c_uint32), ("chunks", ctypes.c_uint32), ("last_seq", ctypes.c_uint64),
+                ("records", ctypes.c_uint64), ("counts", ctypes.c_uint64 * 64)]
+
+
+class _ChunkRef(ctypes.Structure):
+    _fields_ = [("offset", ctypes.c_uint64), ("bytes", ctypes.c_uint32), ("count", ctypes.c_uint32),
+                ("thread", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
+class _Scan(ctypes.Structure):
+    """struct scn_tl_scan of runtime/tracelog.c."""
+    _fields_ = [(name, ctypes.c_uint64) for name in ("offset", "calls", "extra", "moved", "max_seq", "end_seq",
+                                                     "first_ns", "last_ns")] + \
+               [(name, ctypes.c_uint32) for name in ("ended", "any", "nthreads", "nchunks")] + \
+               [("stop", ctypes.c_uint64), ("what", ctypes.c_char_p), ("threads", ctypes.POINTER(_Thread)),
+                ("chunks", ctypes.POINTER(_ChunkRef))] + \
+               [(name, ctypes.c_uint32) for name in ("cap_threads", "cap_chunks", "last_thread", "pad")]
+
+
+@functools.lru_cache(maxsize=None)
+def _tracelog():
+    """runtime/tracelog.c, built into the scenc cache on first use and loaded."""
+    from .tracer_build import tracelog_library
+    lib = ctypes.CDLL(str(tracelog_library()))
+    lib.scn_tl_scan_file.restype = ctypes.POINTER(_Scan)
+    lib.scn_tl_scan_file.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64]
+    lib.scn_tl_scan_free.argtypes = [ctypes.POINTER(_Scan)]
+    lib.scn_tl_reader_size.restype = ctypes.c_size_t
+    lib.scn_tl_open.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.scn_tl_read.restype = ctypes.c_size_t
+    lib.scn_tl_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+                                ctypes.POINTER(ctypes.c_uint64)]
+    return lib
+
+
+def stop_sentence(info: PreloadLogInfo) -> str:
+    """Where and why reading a cut or damaged log stopped, in words."""
+    return f"reading stopped at byte {info.stopped_at} of {info.size}: {info.stop_reason}"
 
 
 def is_preload_log(path) -> bool:
@@ -424,6 +578,23 @@ def is_preload_log(path) -> bool:
             return f.read(len(MAGIC)) == MAGIC
     except OSError:
         return False
+
+
+def raw_records(path) -> Iterator[tuple]:
+    """Every record of a log as a RECORD tuple (the version 2 layout), in file order, end marks left out."""
+    log = PreloadLog(path)
+    with open(log.path, "rb") as f:
+        if log.info.version < 3:
+            f.seek(HEADER.size)
+            data = f.read()
+            data = data[:len(data) - len(data) % RECORD.size]
+            yield from (r for r in RECORD.iter_unpack(data) if r[3] != KIND_END)
+            return
+        for ref in sorted(ref for runs in log._runs.values() for ref in runs):
+            cursor = _ChunkCursor(f, [ref], 256)
+            while cursor.head is not None:
+                yield cursor.head
+                cursor.advance()
 
 
 def parse_preload_log(path, block_records: int = 256, extra_events: bool = False) -> PreloadLog:

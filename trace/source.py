@@ -89,7 +89,10 @@ class TraceSource:
             if info.missing:
                 out.append(f"{info.missing} call(s) are missing from the tracer log (sequence numbers never written, "
                            f"last number {info.last_seq}): records still buffered when the process was killed")
-            if not info.ended:
+            if info.stopped_at is not None:
+                from .preload_log import stop_sentence
+                out.append(stop_sentence(info) + "; what comes before it is kept")
+            elif not info.ended:
                 out.append("the tracer log has no end mark: the process was killed, or exec'ed a program without "
                            "the tracer; the calls its threads still had buffered are lost")
             return out
