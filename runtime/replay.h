@@ -164,7 +164,7 @@ static void scn_replay_load(const char *path) {
   if (need != (uint64_t)st.st_size)
     scn_die("%s is truncated or damaged (%lld bytes, expected %llu)", path, (long long)st.st_size,
             (unsigned long long)need);
-  int sane = sec[0] == 0 && h.slots <= h.ops && h.touch <= SCN_R_TOUCH_ALL;
+  int sane = sec[0] == 0 && h.slots <= h.ops && h.ops <= sec[h.threads] && h.touch <= SCN_R_TOUCH_ALL;
   for (uint32_t i = 0; sane && i < h.threads; i++) sane = sec[i] <= sec[i + 1];
   if (!sane) scn_die("%s is damaged (an index points outside it)", path);
   scn_replay.slots = scn_arena_alloc((h.slots ? h.slots : 1) * sizeof *scn_replay.slots);

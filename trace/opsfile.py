@@ -60,7 +60,7 @@ import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 VERSION = 4
 MAGIC = b"SCNOPS%d\0" % VERSION
@@ -249,6 +249,22 @@ class OpsWriter:
         for f in self._files:
             f.close()
         shutil.rmtree(self._spool, ignore_errors=True)
+
+
+def write_ops(path, threads: List[List[Tuple]], flags: Optional[List[int]] = None, touch: str = "none",
+              window: int = 0) -> None:
+    """An ops file from per-thread op tuples as `read_ops` gives them (tests, tools that edit ops files)."""
+    writer = OpsWriter(path)
+    writer.touch, writer.window = touch, window
+    for i, ops in enumerate(threads):
+        thread = writer.add_thread(flags[i] if flags else 0)
+        for kind, *fields in ops:
+            writer.buffer(thread).extend(OP.pack(KIND_CODE[kind], *fields))
+            slot = fields[2] if kind not in ("spawn", "join") else NONE
+            for s in (slot, fields[3] if kind in ("realloc", "remap") else NONE):
+                if s != NONE:
+                    writer.slots = max(writer.slots, s + 1)
+    writer.close()
 
 
 def _flags_table(flags: List[int]) -> bytes:
