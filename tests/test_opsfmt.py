@@ -86,6 +86,19 @@ def test_c_and_python_encode_every_op_alike_and_decode_it_back(driver, tmp_path)
     assert len(one) == 5
 
 
+@pytest.mark.sanitizers
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_the_c_codec_runs_clean_under_address_and_undefined_behaviour_sanitizers(cc, tmp_path):
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} not installed")
+    driver = tmp_path / "roundtrip"
+    subprocess.run([cc, "-O1", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=undefined", "-I", str(ROOT / "runtime"), "-o", str(driver), str(DRIVER)],
+                   check=True, capture_output=True)
+    ops = every_op()
+    assert run_driver(driver, tmp_path, ops)[1] == ops
+
+
 def test_python_reader_gives_back_every_field_of_a_waiting_op():
     """Ops that wait carry their generations: the reader returns every field as written."""
     ops = [op for op in every_op() if op[1] & WAIT and op[1] & WAIT_OLD and op[0] not in THREAD_KINDS]
