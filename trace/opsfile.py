@@ -144,9 +144,10 @@ class OpsWriter:
     """Collects ops per thread; `close()` writes the final file atomically.
 
     Each thread's ops gather as OP records in a bytearray that is encoded
-    into the thread's spool file past SPILL bytes. A converter in a hurry appends ``OP.pack(...)`` to
-    ``buffer(thread)`` itself, calls ``spill(thread)`` when it grew past SPILL,
-    and sets ``slots``; ``op()`` does all of that for one op.
+    (encode_ops) into the thread's spool file past SPILL bytes. A converter in
+    a hurry appends ``OP.pack(...)`` to ``buffer(thread)`` itself, calls
+    ``spill(thread)`` when it grew past SPILL, and sets ``slots``; ``op()``
+    does all of that for one op.
     """
 
     SPILL = 1 << 16
