@@ -44,13 +44,17 @@ whole mapping; writable mappings are touched like blocks.
 """
 
 import bisect
+import json
+import struct
+import subprocess
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from .events import AllocEvent
-from .opsfile import COUNTED_AS, DEFERRED, KIND_CODE, LAST_PIECE, MAIN, NONE, OP, WAIT, WAIT_OLD, WRITABLE, OpsWriter
+from .ltrace import TraceFormatError
+from .opsfile import COUNTED_AS, DEFERRED, KIND_CODE, LAST_PIECE, MAIN, NONE, OP, TOUCH_MODES, WAIT, WAIT_OLD, WRITABLE, OpsWriter
 
 # Trace kinds to the replay op that performs the same kind of call.
 REPLAY_KIND = {
@@ -95,7 +99,7 @@ class ReplayReport:
 OWN_SLOTS = 256
 
 
-def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
+def _python_convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
                    main_tid: Optional[int] = None) -> ReplayReport:
     """Write the ops file for a stream of events; returns what was converted.
 
@@ -472,6 +476,112 @@ class _Mappings:
         self._cut(thread, ev.result_ptr, ev.result_ptr + length, ev.line, stale=True)
         self._add(ev.result_ptr, ev.result_ptr + length, slot, ev.result_ptr)
         self._bytes(length - (end - old))
+
+
+# --------------------------------------------------------------------------- the converter (runtime/convert.c)
+#: Event kinds as the converter numbers them (runtime/trace_read.h, EV_*): the allocator calls, then the rest.
+EVENT_CODE = {k: i for i, k in enumerate((*REPLAY_KIND, "thread_start", "thread_exit", "mmap", "munmap", "mremap"))}
+#: One event on the converter's stdin (runtime/trace_read.h, tr_event).
+EVENT = struct.Struct("<QQQQQQIBB2x")
+_BATCH = 4096
+
+
+class ConvertError(RuntimeError):
+    """The converter could not write the ops file (disk full, unwritable folder); the message says why."""
+
+
+def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
+                   main_tid: Optional[int] = None) -> ReplayReport:
+    """Write the ops file for a stream of events; returns what was converted.
+
+    The events are packed (EVENT) and piped to the converter. A tracer log read by
+    scenc.trace.preload_log is not: the converter reads its file itself (see convert_log).
+    """
+    from .preload_log import PreloadLog
+    if isinstance(events, PreloadLog):
+        return convert_log(events.path, ops_path, touch, main_tid, extra=events.extra_events)[0]
+    return _run(["--events"], ops_path, touch, main_tid, lambda pipe: _feed(events, pipe))[0]
+
+
+def convert_log(path, ops_path, touch: str = "none", main_tid: Optional[int] = None,
+                extra: bool = True) -> Tuple[ReplayReport, dict]:
+    """Convert a tracer log (runtime/tracer.c) in C, reading and merging it there: (report, what the log held:
+    runtime/convert.c's "log" object, PreloadLogInfo's fields). extra=False skips its thread and mapping records.
+    Raises TraceFormatError for a log that is not one or is damaged (nothing is written then)."""
+    return _run(["--log", str(path)] + ([] if extra else ["--no-extra"]), ops_path, touch, main_tid, None,
+                error_path=str(path))
+
+
+def _feed(events: Iterable[AllocEvent], pipe) -> None:
+    pack, codes, batch = EVENT.pack, EVENT_CODE, []
+    for line, tid, _t, kind, size, nmemb, align, old, res, failed, _s, _d in events:
+        code = codes.get(kind)
+        if code is None:
+            raise ValueError(f"line {line}: the replay cannot convert a {kind!r} event")
+        batch.append(pack(line, size or 0, nmemb, align or 0, old or 0, res or 0, tid or 0, code, bool(failed)))
+        if len(batch) == _BATCH:
+            pipe.write(b"".join(batch))
+            batch.clear()
+    pipe.write(b"".join(batch))
+
+
+def _run(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, error_path: str = ""):
+    from .tracer_build import converter_program
+    cmd = [str(converter_program()), *args, "--ops", str(ops_path), "--touch", str(TOUCH_MODES.index(touch))]
+    if main_tid is not None:
+        cmd += ["--main-tid", str(main_tid)]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if feed else subprocess.DEVNULL, stdout=subprocess.PIPE)
+    try:
+        if feed:
+            try:
+                feed(proc.stdin)
+                proc.stdin.close()
+            except BrokenPipeError:           # the converter stopped early: its report says why
+                pass
+        out = proc.stdout.read()
+        status = proc.wait()
+    except BaseException:
+        # A parse error in the events, or Ctrl-C: the converter removes its temporary files on SIGTERM.
+        proc.terminate()
+        proc.wait()
+        raise
+    finally:
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe:
+                try:
+                    pipe.close()
+                except BrokenPipeError:
+                    pass
+    data = json.loads(out) if out.strip() else {}
+    if status or "error" in data:
+        if status == 130 or status < 0:
+            raise KeyboardInterrupt
+        message = data.get("error") or f"the converter failed (exit status {status})"
+        if error_path and data.get("record"):
+            raise TraceFormatError(error_path, data["record"], 1, message)
+        raise ConvertError(message)
+    return _report(data, touch), data.get("log")
+
+
+def _report(data: dict, touch: str) -> ReplayReport:
+    report = ReplayReport(touch=touch)
+    for name in ("threads", "tids", "cross_thread_waits", "peak_live_bytes", "peak_line", "live_at_end", "slots",
+                 "spawned", "joined", "peak_threads", "maps", "mapped_peak"):
+        setattr(report, name, data[name])
+    for row in data["by_kind"]:
+        counts: Dict[str, int] = {}
+        for kind, n in zip(REPLAY_KIND, row):
+            if n:
+                replayed = REPLAY_KIND[kind]
+                counted = COUNTED_AS.get(replayed, replayed)
+                counts[counted] = counts.get(counted, 0) + n
+                report.trace_kinds[kind] += n
+        report.counts.append(counts)
+    report.calls = sum(report.trace_kinds.values())
+    for what, count, lines in data["notes"]:
+        report.degraded[what] = count
+        report.degraded_lines[what] = lines
+    return report
 
 
 def scenario_text(name: str, ops_file: str, source: str, report: ReplayReport) -> str:
