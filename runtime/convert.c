@@ -580,6 +580,9 @@ static void other_event(cv *c, const tr_event *ev) {
 }
 
 /* ---------------------------------------------------------------- allocator calls */
+/* Element count of a realloc and of a position: none is one (calloc's own nmemb is taken as it is). */
+static uint64_t nmemb_or_1(const tr_event *ev) { return ev->nmemb ? ev->nmemb : 1; }
+
 static void free_call(cv *c, uint32_t i, const tr_event *ev, cv_live *entry) {
   cv_thread *t = &c->t[i];
   if (!entry) {
@@ -616,7 +619,7 @@ static uint32_t place(cv *c, uint32_t i, const tr_event *ev, uint64_t nbytes, ui
 }
 
 static void realloc_call(cv *c, uint32_t i, const tr_event *ev, cv_live *entry) {
-  uint64_t size = ev->size * ev->nmemb;
+  uint64_t size = ev->size * nmemb_or_1(ev);
   if (ev->old && !entry) note_line(c, N_REALLOC_UNKNOWN, ev->line);
   if (ev->failed) {
     /* The old block stays alive in the trace; realloc(NULL, n) keeps the call without risking a block the
@@ -676,7 +679,7 @@ static int convert_event(void *arg, const tr_event *ev) {
    * free. A call that failed in the capture allocated and freed nothing. */
   uint64_t freed = entry ? entry->nbytes : 0;
   uint8_t op = op_of[ev->kind];
-  pace(c, i, ev->failed ? 0 : op == OP_FREE ? freed : freed + ev->size * ev->nmemb);
+  pace(c, i, ev->failed ? 0 : op == OP_FREE ? freed : freed + ev->size * nmemb_or_1(ev));
   if (op == OP_FREE) free_call(c, i, ev, entry);
   else if (op == OP_REALLOC) realloc_call(c, i, ev, entry);
   else alloc_call(c, i, ev);
