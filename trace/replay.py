@@ -614,12 +614,19 @@ def threads_line(report: ReplayReport) -> str:
             f"{report.joined} joined before a later creation; at most {report.peak_threads} alive at once")
 
 
-def write_replay(events: Iterable[AllocEvent], scn_path, source_name: str,
-                 ops_path: Optional[Path] = None, touch: str = "none", main_tid: Optional[int] = None) -> ReplayReport:
-    """main_tid: the captured process's main thread (its pid), replayed on the replay's main thread."""
+def write_replay(events, scn_path, source_name: str, ops_path: Optional[Path] = None, touch: str = "none",
+                 main_tid: Optional[int] = None, found=None) -> ReplayReport:
+    """events: AllocEvents, or the path of a tracer log (runtime/convert.c reads it itself; `found` then gets
+    what the log held, convert_log's second value). main_tid: the captured process's main thread (its pid),
+    replayed on the replay's main thread."""
     scn_path = Path(scn_path)
     ops_path = Path(ops_path) if ops_path else scn_path.with_suffix(".ops")
-    report = convert_events(events, ops_path, touch, main_tid)
+    if isinstance(events, (str, Path)):
+        report, log = convert_log(events, ops_path, touch, main_tid)
+        if found:
+            found(log)
+    else:
+        report = convert_events(events, ops_path, touch, main_tid)
     try:
         ref = ops_path.resolve().relative_to(scn_path.resolve().parent)
     except ValueError:

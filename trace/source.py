@@ -6,6 +6,7 @@ report and what the capture lost, in sentences.
 """
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from .events import PRELOAD_MAGIC
 from .ltrace import parse_file
@@ -36,9 +37,10 @@ class TraceInputError(Exception):
 class TraceSource:
     """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
 
-    def __init__(self, path, extra_events: bool = False):
+    def __init__(self, path, extra_events: bool = False, index: bool = True):
         """extra_events: also the tracer log's records that are not allocator calls (thread starts and
-        exits, the program's own mappings), which only the exact replay uses."""
+        exits, the program's own mappings), which only the exact replay uses. index=False: a tracer log is
+        not read here (the converter reads it: `adopt_log_info` then gives what it found)."""
         self.path = Path(path)
         try:
             with open(self.path, "rb") as f:
@@ -48,19 +50,46 @@ class TraceSource:
         if self.path.is_dir():
             raise TraceInputError(f"{path}: is a directory, not a capture")
         self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
+        self.cut = None                 # a tracer log's last record cut short: (its number, bytes of it, whole records)
         if self.format == "preload":
-            # The tracer log's reader loads for tracer logs only: every command's parser imports this module.
-            from .preload_log import parse_preload_log
-            log = parse_preload_log(self.path, extra_events=extra_events)   # indexes: format errors raise here
-            self.events = log
-            self.report = log.report
-            info = log.info
-            if info.missing:                        # records lost: the figures cover what was written
-                self.report.pending_at_end = info.missing
-                self.report.anomaly_counts["records-missing"] = info.missing
+            if index:
+                # The tracer log's reader loads for tracer logs only: every command's parser imports this module.
+                from .preload_log import parse_preload_log
+                log = parse_preload_log(self.path, extra_events=extra_events)   # indexes: format errors raise here
+                self._adopt(log, log.report)
         else:
             self.events = parse_file(self.path)
             self.report = self.events.report
+
+    def _adopt(self, log, report) -> None:
+        self.events, self.report = log, report
+        info = log.info
+        if info.missing:                        # records lost: the figures cover what was written
+            self.report.pending_at_end = info.missing
+            self.report.anomaly_counts["records-missing"] = info.missing
+
+    def adopt_log_info(self, found: dict) -> None:
+        """What the converter (runtime/convert.c) found reading the tracer log itself, in place of indexing
+        it here: ``events.info`` and ``report`` as a PreloadLog gives them."""
+        from .preload_log import PreloadLog, PreloadLogInfo
+        names = {f for f in PreloadLogInfo.__dataclass_fields__}
+        info = PreloadLogInfo(str(self.path), **{k: v for k, v in found.items() if k in names})
+        if not found.get("has_ns"):
+            info.first_ns = info.last_ns = None
+        if found.get("cut_bytes"):
+            self.cut = (found["whole_records"] + 2, found["cut_bytes"], found["whole_records"])
+        read = SimpleNamespace(path=str(self.path), info=info)      # what PreloadLog.report reads
+        self._adopt(read, PreloadLog.report.fget(read))
+
+    def main_tid(self):
+        """The captured process's main thread (its pid, from a tracer log's header), replayed on the replay's
+        main thread; None for ltrace logs."""
+        if self.format != "preload":
+            return None
+        from .preload_log import HEADER
+        with open(self.path, "rb") as f:
+            head = f.read(HEADER.size)
+        return HEADER.unpack(head)[3] if len(head) == HEADER.size else None
 
     def losses(self) -> list:
         """Plain sentences: what the capture lost or could not show (empty for a complete capture)."""
@@ -71,6 +100,11 @@ class TraceSource:
             if info.missing:
                 out.append(f"{info.missing} call(s) are missing from the tracer log (sequence numbers never written, "
                            f"last number {info.last_seq}): records still buffered when the process was killed")
+            if self.cut:
+                record, part, whole = self.cut
+                out.append(f"the log ends {part} bytes into record {record} (byte {64 * (record - 1)}): the disk "
+                           f"filled up, or the program was killed while writing; the {whole} whole records before "
+                           f"it are converted")
             if not info.ended:
                 out.append("the tracer log has no end mark: the process was killed, or exec'ed a program without "
                            "the tracer; the calls its threads still had buffered are lost")
@@ -88,3 +122,4 @@ class TraceSource:
         if not rep.exits and not rep.killed_by:
             out.append("the log has no '+++ exited' line: the capture may have stopped before the program ended")
         return out
+
