@@ -93,16 +93,16 @@ typedef struct {
   cv_live *live;
   size_t nlive, live_cap;          /* live_cap: a power of two */
   uint64_t live_bytes, peak, peak_line, waits;
-  /* back-pressure (_Pacer) */
+  /* back-pressure */
   uint64_t position, prev_position, foreign;
   int64_t prev_thread, pending;
-  /* thread lifetimes (_Lifetimes) */
+  /* thread lifetimes */
   uint32_t spawns;
   uint32_t *ended;
   size_t nended, ended_cap;
   int64_t alive;
   uint64_t peak_threads, spawned, joined;
-  /* mappings (_Mappings) */
+  /* the program's own mappings */
   cv_piece *pieces;
   size_t npieces, pieces_cap;
   uint32_t *held;
@@ -120,7 +120,7 @@ static cv *cv_current;             /* for the clean-up on the way out */
 
 static void oom(void) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
 
-/* ---------------------------------------------------------------- notes (ReplayReport.note) */
+/* ---------------------------------------------------------------- notes: calls replayed in a degraded way */
 static void note_line(cv *c, int what, uint64_t line) {
   cv_note *n = &c->notes[what];
   if (!n->count) c->order[c->norder++] = what;
@@ -225,7 +225,7 @@ static int copy_spool(cv *c, int out, uint32_t i) {
 }
 
 static uint64_t window_of(const cv *c) {
-  uint64_t w = (c->peak + c->mapped_peak) >> 4;    /* WINDOW_SHARE = 1/16 of the peak */
+  uint64_t w = (c->peak + c->mapped_peak) >> 4;    /* W: 1/16 of the peak of live and mapped bytes */
   return w ? w : 1;
 }
 
@@ -397,7 +397,7 @@ static void live_del(cv *c, cv_live *e) {
   c->nlive--;
 }
 
-/* ---------------------------------------------------------------- back-pressure (_Pacer) */
+/* ---------------------------------------------------------------- back-pressure */
 /* A SYNC asked for in the previous event that found no op of its thread is withdrawn. */
 static void settle(cv *c) {
   if (c->pending < 0) return;
@@ -424,7 +424,7 @@ static uint64_t pace(cv *c, uint32_t i, uint64_t nbytes) {
   return position;
 }
 
-/* ---------------------------------------------------------------- thread lifetimes (_Lifetimes) */
+/* ---------------------------------------------------------------- thread lifetimes */
 static void spawn(cv *c, uint32_t creator, uint32_t child, uint64_t position) {
   for (size_t k = 0; k < c->nended; k++) emit(c, creator, OP_JOIN, 0, c->ended[k], NONE, 0, 0, 0);
   c->joined += c->nended;
@@ -441,7 +441,7 @@ static void thread_exit(cv *c, uint32_t i) {
   alive(c, -1);
 }
 
-/* ---------------------------------------------------------------- the program's own mappings (_Mappings) */
+/* ---------------------------------------------------------------- the program's own mappings */
 static uint64_t pages(uint64_t n) { return (n + PAGE - 1) / PAGE * PAGE; }
 
 static size_t piece_after(const cv *c, uint64_t at) {      /* bisect_right over the starts */
@@ -667,7 +667,8 @@ static void alloc_call(cv *c, uint32_t i, const tr_event *ev) {
   if (c->live_bytes > c->peak) { c->peak = c->live_bytes; c->peak_line = ev->line; }
 }
 
-/* One event (trace/replay.py's loop body, in the same order of effects). */
+/* One event. The order of effects (counts, position, slots, notes) is the conversion's definition: the ops
+ * files of tests/fixtures/trace/converted.json depend on it. */
 static int convert_event(void *arg, const tr_event *ev) {
   cv *c = arg;
   if (cv_stop) return -1;

@@ -29,15 +29,13 @@ Versions 1 (SCNOPS1: no touch, no thread lifetimes) and 2 (SCNOPS2: no
 back-pressure) are refused with a message asking to convert again; the
 runtime (runtime/replay.h) does the same.
 
-Ops arrive interleaved across threads; the writer spools each thread's ops to
-its own temporary file (through a 64 KiB buffer) and concatenates them at the
-end, so memory stays constant however long the trace is.
+The writer is the converter, runtime/convert.c (it spools each thread's ops to
+a temporary file and concatenates them at the end, so its memory follows the
+live objects, not the trace); this module reads ops files (tests, `scenc
+trace-stats` on .ops files) and names the format's constants for Python.
 """
 
-import os
-import shutil
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
@@ -66,110 +64,6 @@ DEFAULT_TOUCH = "pages"
 
 class OpsFileError(ValueError):
     pass
-
-
-class OpsWriter:
-    """Collects ops per thread; `close()` writes the final file atomically.
-
-    Each thread's ops gather in a bytearray that spills to the thread's spool
-    file past SPILL bytes. A converter in a hurry appends ``OP.pack(...)`` to
-    ``buffer(thread)`` itself, calls ``spill(thread)`` when it grew past SPILL,
-    and sets ``slots``; ``op()`` does all of that for one op.
-    """
-
-    SPILL = 1 << 16
-
-    def __init__(self, path):
-        self.path = Path(path)
-        self._spool = Path(tempfile.mkdtemp(prefix=".ops-", dir=self.path.parent))
-        self._files: List = []
-        self._buffers: List[bytearray] = []
-        self._counts: List[int] = []
-        self.flags: List[int] = []
-        self.slots = 0
-        self.touch = "none"
-        self.window = 0
-        self.synced: List[int] = []          # per thread: the position its last SYNC op publishes
-        self._pending: Dict[int, Tuple[int, int]] = {}    # thread -> (offset in its buffer, position before)
-
-    def add_thread(self, flags: int = 0, position: int = 0) -> int:
-        """position: where the replay thread starts (0, or its creation's position)."""
-        index = len(self._files)
-        self._files.append(open(self._spool / f"t{index}", "wb"))
-        self._buffers.append(bytearray())
-        self._counts.append(0)
-        self.flags.append(flags)
-        self.synced.append(position)
-        return index
-
-    def sync(self, thread: int, position: int) -> None:
-        """The next op appended to the thread's buffer gets flag SYNC at `position`. Call `settle()`
-        once the ops of that event are appended: an event that appended none leaves no SYNC."""
-        self._pending[thread] = (len(self._buffers[thread]), self.synced[thread])
-        self.synced[thread] = position
-
-    def settle(self) -> None:
-        for thread, (at, before) in self._pending.items():
-            buf = self._buffers[thread]
-            if len(buf) <= at:
-                self.synced[thread] = before
-                continue
-            step = self.synced[thread] - before
-            if not 0 < step < MAX_SYNC_STEP:
-                raise ValueError(f"a thread's position moved by {step} between two SYNC ops")
-            buf[at + 1] |= SYNC
-            struct.pack_into("<H", buf, at + 2, step >> 32)
-            struct.pack_into("<I", buf, at + 20, step & 0xFFFFFFFF)
-        self._pending.clear()
-
-    def buffer(self, thread: int) -> bytearray:
-        return self._buffers[thread]
-
-    def spill(self, thread: int) -> None:
-        if self._pending:
-            self.settle()
-        buf = self._buffers[thread]
-        self._files[thread].write(buf)
-        self._counts[thread] += len(buf) // OP.size
-        buf.clear()
-
-    def op(self, thread: int, kind: str, flags: int = 0, slot: int = NONE, aux: int = NONE,
-           gen: int = 0, aux_gen: int = 0, size: int = 0) -> None:
-        buf = self._buffers[thread]
-        buf += OP.pack(KIND_CODE[kind], flags, 0, slot, aux & 0xFFFFFFFF, gen, aux_gen, 0, size & 0xFFFFFFFFFFFFFFFF)
-        if len(buf) >= self.SPILL:
-            self.spill(thread)
-        if slot != NONE and slot + 1 > self.slots:
-            self.slots = slot + 1
-
-    def close(self) -> None:
-        for i, f in enumerate(self._files):
-            self.spill(i)
-            f.close()
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        try:
-            with open(tmp, "wb") as out:
-                out.write(HEADER.pack(MAGIC, len(self._files), TOUCH_MODES.index(self.touch), self.slots,
-                                      sum(self._counts), self.window))
-                offset = 0
-                for count in self._counts:
-                    out.write(struct.pack("<Q", offset))
-                    offset += count
-                out.write(struct.pack("<Q", offset))
-                out.write(_flags_table(self.flags))
-                for i in range(len(self._files)):
-                    with open(self._spool / f"t{i}", "rb") as part:
-                        shutil.copyfileobj(part, out, 1 << 20)
-            os.replace(tmp, self.path)
-        finally:
-            shutil.rmtree(self._spool, ignore_errors=True)
-            if tmp.exists():
-                tmp.unlink()
-
-    def abort(self) -> None:
-        for f in self._files:
-            f.close()
-        shutil.rmtree(self._spool, ignore_errors=True)
 
 
 def _flags_table(flags: List[int]) -> bytes:
