@@ -44,6 +44,8 @@ never O(log size).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import heapq
 import os
 import struct
@@ -58,8 +60,8 @@ __all__ = ["parse_preload_log", "is_preload_log", "PreloadLog", "PreloadLogInfo"
            "MAGIC", "EXTRA_KINDS"]
 
 MAGIC = PRELOAD_MAGIC
-VERSION = 2
-READS = (1, 2)         # version 1 has no thread records
+VERSION = 3
+READS = (1, 2, 3)      # version 1 has no thread records; 3 is compact (chunks of encoded records)
 HEADER = struct.Struct("<8sIIIIQQ24x")
 RECORD = struct.Struct("<QQIBBHIIQQQQ")
 _INDEX = struct.Struct("<QQIB7xI32x")          # seq, ns, tid, kind, span: what the indexing pass needs
@@ -131,6 +133,10 @@ class PreloadLogInfo:
     first_ns: Optional[int] = None
     last_ns: Optional[int] = None
     reordered_reallocs: int = 0  # set while iterating: moved reallocs put before another thread's reuse
+    version: int = 0
+    size: int = 0                # bytes of the log
+    stopped_at: Optional[int] = None  # a cut or damaged log (version 3): byte offset where reading stopped
+    stop_reason: str = ""             # why, in words
 
     @property
     def span_s(self) -> float:
@@ -170,6 +176,43 @@ class _Cursor:
         self.pos += 1
 
 
+class _ChunkCursor:
+    """One thread's records of a version 3 log: its chunks read back and decoded in C, ``block`` at a time."""
+
+    __slots__ = ("f", "chunks", "next", "block", "buf", "pos", "head", "data", "cursor", "out")
+
+    def __init__(self, f, chunks, block: int):
+        self.f, self.chunks, self.next, self.block = f, chunks, 0, block
+        self.buf: list = []
+        self.pos = 0
+        self.head = None
+        self.data = None             # the chunk being decoded: the C cursor points into it
+        self.cursor = ctypes.create_string_buffer(_tracelog().scn_tl_cursor_size())
+        self.out = ctypes.create_string_buffer(RECORD.size * block)
+        self.advance()
+
+    def advance(self):
+        if self.pos >= len(self.buf):
+            lib = _tracelog()
+            n = lib.scn_tl_read(self.cursor, self.out, self.block) if self.data is not None else 0
+            while not n:
+                if self.next >= len(self.chunks):
+                    self.head = None
+                    return
+                offset, size = self.chunks[self.next]
+                self.next += 1
+                self.f.seek(offset)
+                self.data = self.f.read(_CHUNK_HEADER + size)
+                if not lib.scn_tl_open(self.cursor, self.data, len(self.data)):
+                    raise TraceFormatError(self.f.name, 1, 1, f"the chunk at byte {offset} changed since the log was "
+                                                              f"indexed")
+                n = lib.scn_tl_read(self.cursor, self.out, self.block)
+            self.buf = list(RECORD.iter_unpack(memoryview(self.out)[:n * RECORD.size]))
+            self.pos = 0
+        self.head = self.buf[self.pos]
+        self.pos += 1
+
+
 class PreloadLog(EventSource):
     """The events of a tracer log in causal global order; ``.info`` is the indexing pass's summary."""
 
@@ -190,7 +233,8 @@ class PreloadLog(EventSource):
         rep = ParseReport(self.path)
         rep.lines = rep.events = info.records
         rep.threads = set(info.threads)
-        rep.has_timestamps = rep.has_durations = True
+        rep.has_timestamps = True
+        rep.has_durations = info.version < 3      # version 3 does not record the time spent in a call
         if info.ended:
             rep.exits[info.pid] = "exited"
         return rep
@@ -213,6 +257,11 @@ class PreloadLog(EventSource):
                 self._error(1, f"not a scenc tracer log ({what}; expected a 64-byte header starting with "
                                f"'SCNTRACE')")
             _, version, rsize, info.pid, info.ppid, _, info.start_realtime_ns = HEADER.unpack(head)
+            info.version = version
+            info.size = os.fstat(f.fileno()).st_size
+            if version == 3 and rsize == 0:
+                self._index_chunks(f)
+                return
             if version not in READS or rsize != RECORD.size:
                 self._error(1, f"tracer log version {version} with {rsize}-byte records; this scenc reads versions "
                                f"{', '.join(map(str, READS))} with {RECORD.size}-byte records (rebuild the tracer "
@@ -282,24 +331,61 @@ class PreloadLog(EventSource):
                         runs[tid].append(current)
                         prev_tid = tid
                     index += 1
-        info.records = sum(sum(c.values()) for c in counts.values())
         info.moved_reallocs = moved
         info.first_ns, info.last_ns = first_ns, last_ns
         info.chunks = sum(len(r) for r in runs.values())
-        used = info.records + moved + info.thread_records
+        self._totals(counts, max_seq, end_total)
+
+    def _totals(self, counts: Dict[int, Counter], max_seq: int, end_total: int) -> None:
+        """Calls by kind, function and thread from counts by thread and kind code; missing numbers."""
+        info = self.info
+        info.records = sum(sum(c.values()) for c in counts.values())
+        used = info.records + info.moved_reallocs + info.thread_records
         if used > max_seq + 1:
             self._error(1, f"{used - max_seq - 1} sequence numbers are used twice: the log is damaged or two "
                            f"processes wrote to it")
         info.last_seq = max(max_seq, end_total - 1)
         info.missing = info.last_seq + 1 - used
         for tid in info.threads:
-            by_code = counts[tid]
             info.calls_by_thread[tid] = Counter()
-            for code, n in by_code.items():
-                function, kind, _ = kinds[code]
+            for code, n in counts[tid].items():
+                function, kind, _ = KIND_CODES[code]
                 info.calls_by_kind[kind] += n
                 info.calls_by_function[function] += n
                 info.calls_by_thread[tid][kind] += n
+
+    def _index_chunks(self, f) -> None:
+        """Version 3: runtime/tracelog.c counts every record (tracelog.h's decoder) and lists the chunks."""
+        info, lib = self.info, _tracelog()
+        scan = lib.scn_tl_scan_new(HEADER.size)
+        if not scan:
+            raise MemoryError("scn_tl_scan_new")
+        try:
+            pending = b""
+            while True:
+                block = f.read(_BLOCK)
+                data = pending + block if pending else block
+                used = lib.scn_tl_scan_feed(scan, data, len(data), not block)
+                pending = data[used:]
+                s = scan.contents
+                if not block or s.what:
+                    break
+            counts: Dict[int, Counter] = {}
+            for t in s.threads[:s.nthreads]:
+                info.threads.append(t.tid)
+                counts[t.tid] = Counter({c: n for c, n in enumerate(t.counts) if n and c in KIND_CODES})
+                self._runs[t.tid] = []
+            for ch in s.chunks[:s.nchunks]:
+                self._runs[s.threads[ch.thread].tid].append((ch.offset, ch.bytes))
+            info.moved_reallocs, info.thread_records, info.ended = s.moved, s.extra, bool(s.ended)
+            if s.calls or s.extra:
+                info.first_ns, info.last_ns = s.first_ns, s.last_ns
+            info.chunks = s.nchunks
+            if s.what:
+                info.stopped_at, info.stop_reason = s.stop, s.what.decode()
+            self._totals(counts, s.max_seq if s.calls or s.extra else -1, s.end_seq)
+        finally:
+            lib.scn_tl_scan_free(scan)
 
     # ---------------------------------------------------------------- pass 2
     def _merge(self) -> Iterator[AllocEvent]:
@@ -307,7 +393,8 @@ class PreloadLog(EventSource):
         base = info.first_ns or 0
         heappush, heappop = heapq.heappush, heapq.heappop
         with open(self.path, "rb") as f:
-            cursors = [_Cursor(f, self._runs[tid], self.block) for tid in info.threads]
+            cursor = _ChunkCursor if info.version >= 3 else _Cursor
+            cursors = [cursor(f, self._runs[tid], self.block) for tid in info.threads]
             heap = [(c.head[0], i) for i, c in enumerate(cursors) if c.head is not None]
             heapq.heapify(heap)
             # Moved reallocs at the head of a thread, by the block they released.
@@ -400,7 +487,7 @@ def _event(r, base: int) -> AllocEvent:
             result = None
     line = seq + 1
     return AllocEvent(line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, result, failed, line - span,
-                      dur / 1e9)
+                      dur / 1e9 if dur else None)
 
 
 def _extra_event(r, base: int) -> AllocEvent:
@@ -414,7 +501,50 @@ def _extra_event(r, base: int) -> AllocEvent:
     elif kind == "mremap":
         size, nmemb, align, old, res = a2, flags, a1, a0, result or None
     failed = kind in ("mmap", "mremap") and res is None
-    return AllocEvent(seq + 1, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, res, failed, seq + 1, dur / 1e9)
+    return AllocEvent(seq + 1, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, res, failed, seq + 1,
+                      dur / 1e9 if dur else None)
+
+
+# --------------------------------------------------------------------------- the C decoder (version 3)
+_BLOCK = 4 << 20          # bytes fed to the counting pass at a time
+_CHUNK_HEADER = 56        # struct scn_tl_chunk
+
+
+class _Thread(ctypes.Structure):
+    _fields_ = [("tid", ctypes.c_uint32), ("chunks", ctypes.c_uint32), ("last_seq", ctypes.c_uint64),
+                ("records", ctypes.c_uint64), ("counts", ctypes.c_uint64 * 64)]
+
+
+class _ChunkRef(ctypes.Structure):
+    _fields_ = [("offset", ctypes.c_uint64), ("bytes", ctypes.c_uint32), ("count", ctypes.c_uint32),
+                ("thread", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
+class _Scan(ctypes.Structure):
+    """struct scn_tl_scan of runtime/tracelog.c."""
+    _fields_ = [(name, ctypes.c_uint64) for name in ("offset", "calls", "extra", "moved", "max_seq", "end_seq",
+                                                     "first_ns", "last_ns")] + \
+               [(name, ctypes.c_uint32) for name in ("ended", "any", "nthreads", "nchunks")] + \
+               [("stop", ctypes.c_uint64), ("what", ctypes.c_char_p), ("threads", ctypes.POINTER(_Thread)),
+                ("chunks", ctypes.POINTER(_ChunkRef))] + \
+               [(name, ctypes.c_uint32) for name in ("cap_threads", "cap_chunks", "last_thread", "pad")]
+
+
+@functools.lru_cache(maxsize=None)
+def _tracelog():
+    """runtime/tracelog.c, built into the scenc cache on first use and loaded."""
+    from .tracer_build import tracelog_library
+    lib = ctypes.CDLL(str(tracelog_library()))
+    lib.scn_tl_scan_new.restype = ctypes.POINTER(_Scan)
+    lib.scn_tl_scan_new.argtypes = [ctypes.c_uint64]
+    lib.scn_tl_scan_free.argtypes = [ctypes.POINTER(_Scan)]
+    lib.scn_tl_scan_feed.restype = ctypes.c_size_t
+    lib.scn_tl_scan_feed.argtypes = [ctypes.POINTER(_Scan), ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+    lib.scn_tl_cursor_size.restype = ctypes.c_size_t
+    lib.scn_tl_open.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.scn_tl_read.restype = ctypes.c_size_t
+    lib.scn_tl_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return lib
 
 
 def is_preload_log(path) -> bool:

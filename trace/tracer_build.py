@@ -16,12 +16,22 @@ CONVERTER_FLAGS = ("-O2", "-g", "-std=gnu11")
 def tracer_library(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
     """runtime/tracer.c compiled with the project's compiler into the scenc cache (once per source and flags)."""
     return helper_build(cc, TRACER_SOURCE, "libscntrace.so", (*TRACER_FLAGS, *WARNINGS, *extra_flags), ("-ldl",),
-                        headers=(RUNTIME / "clock.h",),  # the one header tracer.c includes
+                        headers=(RUNTIME / "clock.h", RUNTIME / "tracelog.h"),  # the headers tracer.c includes
                         what="the allocation tracer (runtime/tracer.c)")
 
 
 def converter_program(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
     """runtime/convert.c (with the log reader it includes) compiled into the scenc cache."""
     return helper_build(cc, CONVERTER_SOURCE, "scenc-convert", (*CONVERTER_FLAGS, *WARNINGS, *extra_flags),
-                        headers=(RUNTIME / "trace_read.h",),
+                        headers=(RUNTIME / "trace_read.h", RUNTIME / "tracelog.h"),
                         what="the trace converter (runtime/convert.c)")
+
+
+TRACELOG_SOURCE = RUNTIME / "tracelog.c"
+
+
+def tracelog_library(cc: str = "gcc") -> Path:
+    """runtime/tracelog.c (tracelog.h's decoder, for trace/preload_log.py) compiled into the scenc cache."""
+    return helper_build(cc, TRACELOG_SOURCE, "libscntracelog.so",
+                        ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-std=gnu11", *WARNINGS), (),
+                        headers=(RUNTIME / "tracelog.h",), what="the tracer log's decoder (runtime/tracelog.c)")
