@@ -281,7 +281,7 @@ static size_t tid_probe(const cv *c, uint32_t tid) {
   return h;
 }
 
-static int64_t thread_of(const cv *c, uint32_t tid) {
+static int64_t thread_index(const cv *c, uint32_t tid) {
   if (!c->tslot_cap) return -1;
   uint32_t s = c->tslot[tid_probe(c, tid)];
   return s ? (int64_t)s - 1 : -1;
@@ -320,7 +320,7 @@ static uint32_t new_thread(cv *c, uint32_t tid, uint32_t flags, uint64_t positio
 }
 
 static uint32_t thread_for(cv *c, uint32_t tid) {
-  int64_t i = thread_of(c, tid);
+  int64_t i = thread_index(c, tid);
   return i >= 0 ? (uint32_t)i : new_thread(c, tid, 0, 0);
 }
 
@@ -560,7 +560,7 @@ static void remap_event(cv *c, uint32_t i, const tr_event *ev) {
 
 /* ---------------------------------------------------------------- events that are not allocator calls */
 static void other_event(cv *c, const tr_event *ev) {
-  int64_t known = thread_of(c, ev->tid);
+  int64_t known = thread_index(c, ev->tid);
   if (ev->kind == EV_THREAD_START) {
     if (known >= 0 || !ev->size || ev->size == ev->tid) return;
     uint32_t creator = thread_for(c, (uint32_t)ev->size);
@@ -732,14 +732,17 @@ static void report(const cv *c, const tr_log *log) {
   printf("]");
   if (log) {
     const tr_info *f = &log->info;
+    char stopped[24] = "null";
+    if (f->stopped_at >= 0) snprintf(stopped, sizeof stopped, "%" PRId64, f->stopped_at);
     printf(",\n \"log\": {\"version\": %" PRIu32 ", \"pid\": %" PRIu32 ", \"ppid\": %" PRIu32 ", \"start_realtime_ns\": %"
            PRIu64 ", \"records\": %" PRIu64 ", \"last_seq\": %" PRId64 ", \"ended\": %s, \"missing\": %" PRIu64
            ", \"moved_reallocs\": %" PRIu64 ", \"thread_records\": %" PRIu64 ", \"chunks\": %" PRIu64
            ", \"reordered_reallocs\": %" PRIu64 ", \"has_ns\": %s, \"first_ns\": %" PRIu64 ", \"last_ns\": %" PRIu64
-           ", \"whole_records\": %" PRIu64 ", \"cut_bytes\": %" PRIu64 ", \"threads\": [",
+           ", \"whole_records\": %" PRIu64 ", \"cut_bytes\": %" PRIu64 ", \"stopped_at\": %s, \"stop_reason\": \"%s\""
+           ", \"threads\": [",
            f->version, f->pid, f->ppid, f->start_realtime_ns, f->records, f->last_seq, f->ended ? "true" : "false",
            f->missing, f->moved, f->thread_records, f->chunks, f->reordered, f->have_ns ? "true" : "false",
-           f->first_ns, f->last_ns, f->whole, f->cut);
+           f->first_ns, f->last_ns, f->whole, f->cut, stopped, f->stop_reason);
     for (size_t i = 0; i < log->nthreads; i++) printf("%s%" PRIu32, i ? ", " : "", log->threads[i].tid);
     printf("]}");
   }

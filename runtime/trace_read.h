@@ -1,16 +1,18 @@
 /* Reading the preload tracer's log (runtime/tracer.c writes it; the format is
- * in trace/preload_log.py's docstring) for the converter (runtime/convert.c).
+ * in trace/preload_log.py's docstring and runtime/tracelog.h) for the converter
+ * (runtime/convert.c).
  *
  * Two passes, as trace/preload_log.py does: the index pass reads the file once
- * and keeps, per thread, the runs of its records (one pair per flushed buffer,
- * about 1/4000 of the log); the merge pass reads each thread's runs back
- * through a small buffer and merges the threads by sequence number with a
- * heap. Memory: O(threads x TR_BLOCK + runs), never O(log).
+ * and keeps, per thread, the runs of its records (one per flushed buffer, about
+ * 1/4000 of the log); the merge pass reads each thread's runs back through a
+ * small buffer and merges the threads by sequence number with a heap. Memory:
+ * O(threads x TR_BLOCK + runs), never O(log).
  *
- * Versions 1 and 2 store 64-byte records as they are. A version 3 log (a
- * compact encoding, runtime/tracelog.h) plugs in at two points only: its
- * index pass (tr_index_v3: chunk offsets instead of record runs) and its
- * block decoder (tr_fill_v3: chunk bytes -> tr_rec), both marked below.
+ * Versions 1 and 2 store 64-byte records as they are: the index pass checks
+ * them here (tr_index_v2) and a run is a range of records. Version 3 stores
+ * chunks of encoded records: the index pass is runtime/tracelog.c's counting
+ * pass (tr_index_v3) and a run is a chunk, decoded by runtime/tracelog.h's
+ * decoder when the merge reaches it (tr_fill_v3): one decoder for every reader.
  *
  * Errors are the reader's own messages, the same sentences as the Python
  * reader's, with the 1-based record number (the header is record 1). */
@@ -28,21 +30,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tracelog.c"           /* version 3: the counting pass (scn_tl_scan) and tracelog.h's decoder */
+
 #define TR_RECORD 64
 #define TR_BLOCK 512            /* records per thread buffer: 32 KiB */
-#define TR_KIND_END 255
-#define TR_F_THREW 1
+#define TR_KIND_END K_END
+#define TR_F_THREW F_THREW
 
-/* One record, as version 1 and 2 store it (and as a version 3 chunk decodes). */
-typedef struct {
-  uint64_t seq, ns;
-  uint32_t tid;
-  uint8_t kind, flags;
-  uint16_t err;           /* posix_memalign's return value */
-  uint32_t dur, span;     /* span: a moved realloc's seq minus the number it took first */
-  uint64_t arg[3], result;
-} tr_rec;
-_Static_assert(sizeof(tr_rec) == TR_RECORD, "a record is 64 bytes");
+/* One record, as version 1 and 2 store it and as a version 3 chunk decodes. */
+typedef struct scn_trace_record tr_rec;
 
 /* What the converter consumes: an AllocEvent (trace/events.py) without times;
  * None is 0 (the converter reads `x or 0` everywhere). */
@@ -126,7 +122,10 @@ static void *tr_grow(void *p, size_t *cap, size_t need, size_t elem) {
 }
 
 /* --------------------------------------------------------------- the index pass */
-typedef struct { uint64_t start, count; } tr_run;     /* records [start, start+count) of the file */
+typedef struct {              /* version 1, 2: records [start, start+count) of the file; 3: the chunk at byte start */
+  uint64_t start, count;
+  uint32_t bytes;             /* version 3: its payload bytes */
+} tr_run;
 
 typedef struct {
   uint32_t tid;
@@ -136,6 +135,9 @@ typedef struct {
   /* merge cursor */
   size_t run;
   uint64_t left, at;          /* records left in the current run, the next one's index */
+  uint8_t *chunk;             /* version 3: the current chunk's bytes, and the decoder's cursor in them */
+  size_t chunk_cap;
+  struct scn_tl_cursor cur;
   tr_rec *buf;
   uint32_t n, pos;
   const tr_rec *head;         /* NULL: no more records */
@@ -146,8 +148,10 @@ typedef struct {              /* what the index pass found (trace/preload_log.py
   uint64_t start_realtime_ns, records, moved, thread_records, chunks, missing, reordered, first_ns, last_ns;
   int64_t last_seq;
   int ended, have_ns;
-  uint64_t whole;             /* whole records in the file */
-  uint64_t cut;               /* bytes of a record cut short at the end (0: none) */
+  uint64_t whole;             /* version 1, 2: whole records in the file */
+  uint64_t cut;               /* version 1, 2: bytes of a record cut short at the end (0: none) */
+  int64_t stopped_at;         /* version 3: byte where a cut or damaged log stops being read (-1: it does not) */
+  char stop_reason[128];
 } tr_info;
 
 typedef struct {
@@ -226,7 +230,7 @@ static int tr_index_record(tr_log *log, tr_scan *s, const tr_rec *r, uint64_t in
   if (t == s->prev) t->runs[t->nruns - 1].count++;
   else {
     t->runs = tr_grow(t->runs, &t->cap, t->nruns + 1, sizeof *t->runs);
-    t->runs[t->nruns++] = (tr_run){index, 1};
+    t->runs[t->nruns++] = (tr_run){index, 1, 0};
     s->prev = t;
   }
   return 0;
@@ -251,7 +255,53 @@ static int tr_index_v2(tr_log *log, tr_scan *s, tr_error *e) {
   return 0;
 }
 
-/* (tr_index_v3 goes here: walk the chunks, decode each with runtime/tracelog.h, feed tr_index_record.) */
+/* Version 3: runtime/tracelog.c's counting pass over the chunks (it decodes and checks every record); a chunk
+ * is a run. A cut or damaged log is read up to where it stops (info.stopped_at), as the Python reader does. */
+static int tr_index_v3(tr_log *log, tr_scan *s, tr_error *e) {
+  struct scn_tl_scan *scan = scn_tl_scan_new(TR_RECORD);
+  size_t cap = 4 << 20, have = 0;
+  uint8_t *buf = malloc(cap);
+  if (!scan || !buf) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
+  for (uint64_t at = TR_RECORD;;) {
+    ssize_t got = pread(log->fd, buf + have, cap - have, (off_t)at);
+    if (got < 0) { free(buf); scn_tl_scan_free(scan); return tr_fail(e, 1, "cannot read the trace log: %s", strerror(errno)); }
+    at += (uint64_t)got;
+    have += (size_t)got;
+    size_t used = scn_tl_scan_feed(scan, buf, have, got == 0);
+    memmove(buf, buf + used, have - used);
+    have -= used;
+    if (got == 0 || scan->what) break;
+    if (have == cap) buf = tr_grow(buf, &cap, cap + 1, 1);       /* a chunk longer than the buffer */
+  }
+  free(buf);
+  for (uint32_t i = 0; i < scan->nthreads; i++) {
+    int fresh;
+    tr_thread_of(log, scan->threads[i].tid, &fresh);
+  }
+  for (uint32_t i = 0; i < scan->nchunks; i++) {
+    const struct scn_tl_ref *ref = &scan->chunks[i];
+    tr_thread *t = &log->threads[ref->thread];
+    if (!ref->count) continue;
+    t->runs = tr_grow(t->runs, &t->cap, t->nruns + 1, sizeof *t->runs);
+    t->runs[t->nruns++] = (tr_run){ref->offset, ref->count, ref->bytes};
+  }
+  tr_info *info = &log->info;
+  info->records = scan->calls;
+  info->thread_records = scan->extra;
+  info->moved = scan->moved;
+  info->ended = scan->ended != 0;
+  info->have_ns = scan->any != 0;
+  info->first_ns = scan->first_ns;
+  info->last_ns = scan->last_ns;
+  s->max_seq = scan->any ? (int64_t)scan->max_seq : -1;
+  s->end_total = scan->end_seq;
+  if (scan->what) {
+    info->stopped_at = (int64_t)scan->stop;
+    snprintf(info->stop_reason, sizeof info->stop_reason, "%s", scan->what);
+  }
+  scn_tl_scan_free(scan);
+  return 0;
+}
 
 static int tr_header(tr_log *log, tr_error *e) {
   unsigned char h[TR_RECORD];
@@ -268,8 +318,9 @@ static int tr_header(tr_log *log, tr_error *e) {
   memcpy(&log->info.pid, h + 16, 4);
   memcpy(&log->info.ppid, h + 20, 4);
   memcpy(&log->info.start_realtime_ns, h + 32, 8);
+  if (log->info.version == SCN_TRACE_VERSION && rsize == 0) return 0;
   if ((log->info.version != 1 && log->info.version != 2) || rsize != TR_RECORD)
-    return tr_fail(e, 1, "tracer log version %" PRIu32 " with %" PRIu32 "-byte records; this scenc reads versions 1, 2 "
+    return tr_fail(e, 1, "tracer log version %" PRIu32 " with %" PRIu32 "-byte records; this scenc reads versions 1, 2, 3 "
                    "with 64-byte records (rebuild the tracer and capture again)", log->info.version, rsize);
   uint64_t body = (uint64_t)st.st_size - TR_RECORD;
   log->info.whole = body / TR_RECORD;
@@ -284,11 +335,12 @@ static int tr_open(tr_log *log, const char *path, int extra, tr_error *e) {
   log->path = path;
   log->extra = extra;
   log->info.last_seq = -1;
+  log->info.stopped_at = -1;
   log->fd = open(path, O_RDONLY | O_CLOEXEC);
   if (log->fd < 0) return tr_fail(e, 1, "cannot read the trace log: %s", strerror(errno));
   if (tr_header(log, e)) return -1;
   tr_scan s = {-1, 0, NULL};
-  if (tr_index_v2(log, &s, e)) return -1;
+  if ((log->info.version == SCN_TRACE_VERSION ? tr_index_v3 : tr_index_v2)(log, &s, e)) return -1;
   tr_info *info = &log->info;
   for (size_t i = 0; i < log->nthreads; i++) info->chunks += log->threads[i].nruns;
   uint64_t used = info->records + info->moved + info->thread_records;
@@ -314,17 +366,41 @@ static int tr_fill_v2(tr_log *log, tr_thread *t, tr_error *e) {
   return 0;
 }
 
-/* (tr_fill_v3 goes here: decode the thread's next chunk with runtime/tracelog.h into t->buf.) */
+/* Version 3: the thread's next records decoded from its current chunk (read when the run began). */
+static int tr_fill_v3(tr_log *log, tr_thread *t, tr_error *e) {
+  (void)log;
+  struct scn_tl_error err;
+  size_t n = scn_tl_decode(&t->cur, t->buf, t->left < TR_BLOCK ? (size_t)t->left : TR_BLOCK, &err);
+  if (!n) return tr_fail(e, 1, "the chunk at byte %" PRIu64 " changed since the log was indexed", t->at);
+  t->left -= n;
+  t->n = (uint32_t)n;
+  t->pos = 0;
+  return 0;
+}
+
+/* Version 3: a run is a chunk; its header and payload are read whole (at most a flushed buffer's worth). */
+static int tr_open_chunk(tr_log *log, tr_thread *t, const tr_run *run, tr_error *e) {
+  size_t len = SCN_TL_CHUNK_SIZE + run->bytes;
+  t->chunk = tr_grow(t->chunk, &t->chunk_cap, len, 1);
+  struct scn_tl_chunk ch;
+  struct scn_tl_error err;
+  if (pread(log->fd, t->chunk, len, (off_t)run->start) != (ssize_t)len || scn_tl_chunk_parse(t->chunk, len, &ch, &err) != 1)
+    return tr_fail(e, 1, "the chunk at byte %" PRIu64 " changed since the log was indexed", run->start);
+  scn_tl_cursor_init(&t->cur, &ch, t->chunk + SCN_TL_CHUNK_SIZE, run->bytes);
+  return 0;
+}
 
 static int tr_advance(tr_log *log, tr_thread *t, tr_error *e) {
+  int v3 = log->info.version == SCN_TRACE_VERSION;
   if (t->pos >= t->n) {
     if (!t->left) {
       if (t->run >= t->nruns) { t->head = NULL; return 0; }
-      t->at = t->runs[t->run].start;
-      t->left = t->runs[t->run].count;
-      t->run++;
+      const tr_run *run = &t->runs[t->run++];
+      t->at = run->start;
+      t->left = run->count;
+      if (v3 && tr_open_chunk(log, t, run, e)) return -1;
     }
-    if (tr_fill_v2(log, t, e)) return -1;
+    if ((v3 ? tr_fill_v3 : tr_fill_v2)(log, t, e)) return -1;
   }
   t->head = &t->buf[t->pos++];
   return 0;
@@ -506,7 +582,11 @@ out:
 }
 
 static void tr_close(tr_log *log) {
-  for (size_t i = 0; i < log->nthreads; i++) { free(log->threads[i].runs); free(log->threads[i].buf); }
+  for (size_t i = 0; i < log->nthreads; i++) {
+    free(log->threads[i].runs);
+    free(log->threads[i].buf);
+    free(log->threads[i].chunk);
+  }
   free(log->threads);
   free(log->slot_of);
   if (log->fd >= 0) close(log->fd);

@@ -23,6 +23,7 @@ import lzma
 import os
 import random
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -255,3 +256,20 @@ def test_a_log_cut_inside_a_record_converts_what_it_holds_and_says_where(tmp_pat
     assert where in proc.stderr and where in (tmp_path / "cut.scn").read_text()
     _, threads = read_ops(tmp_path / "cut.ops")
     assert sum(len(t) for t in threads) > 0
+
+
+def test_a_version_3_log_cut_anywhere_converts_what_the_python_reader_reads(captures, tmp_path):
+    """The converter reads version 3 chunks with the one decoder (runtime/tracelog.h): a log cut at any byte
+    converts the records the Python reader gives, and both say where the log stops."""
+    data = captures["mt_handoff"].read_bytes()
+    assert struct.unpack_from("<I", data, 8)[0] == 3
+    for at in [64, 64 + 30, len(data) // 3, len(data) // 2 + 7, len(data) - 5, len(data)]:
+        cut = tmp_path / "cut.trace"
+        cut.write_bytes(data[:at])
+        read, log = convert_log(cut, tmp_path / "read.ops", "pages", log_pid(cut))
+        python = parse_preload_log(cut, extra_events=True)
+        streamed = convert_events(iter(list(python)), tmp_path / "streamed.ops", "pages", log_pid(cut))
+        assert (tmp_path / "read.ops").read_bytes() == (tmp_path / "streamed.ops").read_bytes(), at
+        assert report_dict(read) == report_dict(streamed), at
+        assert (log["stopped_at"], log["stop_reason"] or "", log["records"]) == \
+            (python.info.stopped_at, python.info.stop_reason, python.info.records), at

@@ -176,7 +176,7 @@ def cmd_convert(args) -> int:
             print("  " + line)
         _print_losses(source)
     print(f"run it: scenc run {out} --allocators glibc,jemalloc,mimalloc")
-    return EXIT_INCOMPLETE if source.cut else EXIT_OK      # a log cut inside a record: converted, but damaged
+    return EXIT_INCOMPLETE if source.damaged else EXIT_OK      # a log cut inside a record: converted, but damaged
 
 
 def _note_losses(scn: Path, losses: list) -> None:

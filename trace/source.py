@@ -81,6 +81,11 @@ class TraceSource:
         read = SimpleNamespace(path=str(self.path), info=info)      # what PreloadLog.report reads
         self._adopt(read, PreloadLog.report.fget(read))
 
+    @property
+    def damaged(self) -> bool:
+        """A tracer log cut inside a record, or damaged part way: read up to there, but not whole."""
+        return bool(self.cut) or (self.format == "preload" and getattr(self.events.info, "stopped_at", None) is not None)
+
     def main_tid(self):
         """The captured process's main thread (its pid, from a tracer log's header), replayed on the replay's
         main thread; None for ltrace logs."""
@@ -105,6 +110,9 @@ class TraceSource:
                 out.append(f"the log ends {part} bytes into record {record} (byte {64 * (record - 1)}): the disk "
                            f"filled up, or the program was killed while writing; the {whole} whole records before "
                            f"it are converted")
+            if getattr(info, "stopped_at", None) is not None:
+                out.append(f"the log stops at byte {info.stopped_at} ({info.stop_reason}): the records before it are "
+                           f"read, the rest is lost")
             if not info.ended:
                 out.append("the tracer log has no end mark: the process was killed, or exec'ed a program without "
                            "the tracer; the calls its threads still had buffered are lost")
