@@ -1,4 +1,4 @@
-/* scenc's exact-replay converter: a capture's events -> an ops file (trace/opsfile.py, version 3) and a JSON
+/* scenc's exact-replay converter: a capture's events -> an ops file (trace/opsfile.py, version 4) and a JSON
  * report on stdout (trace/replay.py turns it into the summary and the .scn file).
  *
  *   scenc-convert --log app.trace [--no-extra] --ops app.ops [--touch N] [--main-tid TID]
@@ -12,40 +12,28 @@
  * temporary file through a 64 KiB buffer, the final file written beside the target and renamed into place
  * (Ctrl-C, or a damaged log, leaves no half-written ops file).
  *
- * Every op goes through emit_op() and the file's layout through ops_finish(): the two places a new ops
- * format (runtime/opsfmt.h) changes. */
+ * Every op goes through emit_op(), runtime/opsfmt.h's encoder (the replay decodes with the same header), and
+ * the file's layout through ops_finish(). */
 #define _GNU_SOURCE                /* copy_file_range */
+#include "opsfmt.h"
 #include "trace_read.h"
 
 #include <limits.h>
 #include <signal.h>
 
-/* ---------------------------------------------------------------- the ops file's vocabulary (runtime/replay.h) */
-enum { OP_MALLOC, OP_CALLOC, OP_REALLOC, OP_FREE, OP_ALIGNED_ALLOC, OP_MEMALIGN, OP_POSIX_MEMALIGN, OP_VALLOC,
-       OP_SPAWN, OP_JOIN, OP_EXIT, OP_MAP, OP_UNMAP, OP_REMAP };
-enum { F_WAIT = 1, F_WAIT_OLD = 2, F_LAST_PIECE = 4, F_WRITABLE = 8, F_SYNC = 16 };
-enum { T_DEFERRED = 1, T_MAIN = 2 };
-#define NONE 0xffffffffu
+/* ---------------------------------------------------------------- the ops file (runtime/opsfmt.h: its vocabulary and encoder) */
 #define OWN_SLOTS 256              /* freed slots a thread keeps for itself; the rest go to a shared stack */
-#define SPILL_OPS 2048             /* 64 KiB of ops per thread before they go to its spool file */
+#define SPILL_BYTES (64 << 10)     /* encoded ops a thread gathers before they go to its spool file */
 #define KEEP_OPEN 256              /* spool files kept open (more threads: opened per spill, no fd limit) */
 #define MAX_SYNC_STEP (1ull << 48)
 #define PAGE 4096ull
 #define MAP_FIXED_FLAG 0x10
 #define PROT_WRITE_FLAG 2
 
-typedef struct {                   /* 32 bytes, trace/opsfile.py's OP */
-  uint8_t kind, flags;
-  uint16_t pos_hi;
-  uint32_t slot, aux, gen, aux_gen, pos_lo;
-  uint64_t size;
-} cv_op;
-_Static_assert(sizeof(cv_op) == 32, "an op is 32 bytes");
-
 /* Event kind -> the op performing the same kind of call (trace/replay.py's REPLAY_KIND). */
 static const uint8_t op_of[EV_CALLS] = {
-  OP_MALLOC, OP_MALLOC, OP_MALLOC, OP_CALLOC, OP_REALLOC, OP_REALLOC, OP_FREE, OP_FREE, OP_FREE,
-  OP_ALIGNED_ALLOC, OP_MEMALIGN, OP_POSIX_MEMALIGN, OP_VALLOC, OP_VALLOC };
+  SCN_R_MALLOC, SCN_R_MALLOC, SCN_R_MALLOC, SCN_R_CALLOC, SCN_R_REALLOC, SCN_R_REALLOC, SCN_R_FREE, SCN_R_FREE, SCN_R_FREE,
+  SCN_R_ALIGNED_ALLOC, SCN_R_MEMALIGN, SCN_R_POSIX_MEMALIGN, SCN_R_VALLOC, SCN_R_VALLOC };
 static const char *const kind_name[EV_KINDS] = {
   "malloc", "operator_new", "operator_new_array", "calloc", "realloc", "reallocarray", "free", "operator_delete",
   "operator_delete_array", "aligned_alloc", "memalign", "posix_memalign", "valloc", "pvalloc",
@@ -54,10 +42,11 @@ static const char *const kind_name[EV_KINDS] = {
 /* ---------------------------------------------------------------- state */
 typedef struct {
   uint32_t tid, flags;
-  cv_op *buf;
-  uint32_t n;                      /* ops in buf */
+  uint8_t *buf;                    /* encoded ops not yet in the spool file */
+  size_t len;
+  scn_ops_state enc;               /* the encoder's state for this thread's section */
   int fd;                          /* its spool file, while kept open */
-  uint64_t spilled;                /* ops in the spool file */
+  uint64_t ops, bytes;             /* ops emitted; bytes in the spool file */
   uint64_t synced, sync_before;    /* position of the last SYNC (before the pending one) */
   int sync_pending;                /* the next op of this event gets SYNC */
   uint32_t nown;
@@ -148,29 +137,26 @@ static void spool_name(const cv *c, uint32_t i, char *name) { snprintf(name, SPO
 
 static int spool_write(cv *c, uint32_t i) {
   cv_thread *t = &c->t[i];
-  if (!t->n) return 0;
+  if (!t->len) return 0;
   char name[SPOOL_NAME];
   spool_name(c, i, name);
   int fd = t->fd >= 0 ? t->fd : open(name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return tr_fail(&c->err, 0, "cannot write %s: %s", name, strerror(errno));
-  size_t len = (size_t)t->n * sizeof(cv_op);
-  const char *p = (const char *)t->buf;
-  while (len) {
-    ssize_t w = write(fd, p, len);
+  for (const uint8_t *p = t->buf; p < t->buf + t->len;) {
+    ssize_t w = write(fd, p, (size_t)(t->buf + t->len - p));
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) { if (t->fd < 0) close(fd); return tr_fail(&c->err, 0, "cannot write %s: %s", name, strerror(errno)); }
     p += w;
-    len -= (size_t)w;
   }
   if (i < KEEP_OPEN) t->fd = fd;
   else close(fd);
-  t->spilled += t->n;
-  t->n = 0;
+  t->bytes += t->len;
+  t->len = 0;
   return 0;
 }
 
 /* The one way an op enters the file: a pending SYNC lands on the thread's first op of the event. */
-static void emit_op(cv *c, uint32_t i, cv_op op) {
+static void emit_op(cv *c, uint32_t i, scn_replay_op op) {
   cv_thread *t = &c->t[i];
   if (t->sync_pending) {
     uint64_t step = t->synced - t->sync_before;
@@ -178,18 +164,18 @@ static void emit_op(cv *c, uint32_t i, cv_op op) {
       tr_fail(&c->err, 0, "a thread's position moved by %" PRIu64 " between two SYNC ops", step);
       cv_stop = -1;
     }
-    op.flags |= F_SYNC;
-    op.pos_hi = (uint16_t)(step >> 32);
-    op.pos_lo = (uint32_t)step;
+    op.flags |= SCN_R_SYNC;
+    op.step = step;
     t->sync_pending = 0;
   }
-  t->buf[t->n++] = op;
-  if (t->n == SPILL_OPS && spool_write(c, i)) cv_stop = -1;
+  t->len += scn_ops_encode(t->buf + t->len, &op, &t->enc);
+  t->ops++;
+  if (t->len >= SPILL_BYTES && spool_write(c, i)) cv_stop = -1;
 }
 
 static void emit(cv *c, uint32_t i, uint8_t kind, uint8_t flags, uint32_t slot, uint32_t aux, uint32_t gen,
                  uint32_t aux_gen, uint64_t size) {
-  emit_op(c, i, (cv_op){kind, flags, 0, slot, aux, gen, aux_gen, 0, size});
+  emit_op(c, i, (scn_replay_op){kind, flags, slot, aux, gen, aux_gen, size, 0});
 }
 
 static int write_all(int fd, const void *p, size_t len) {
@@ -229,23 +215,23 @@ static uint64_t window_of(const cv *c) {
   return w ? w : 1;
 }
 
-/* The header, sections and thread flags, then each thread's ops; into a temporary name, renamed at the end. */
+/* The header, sections (byte offsets from the first op) and thread flags, then each thread's ops; into a
+ * temporary name, renamed at the end. */
 static int ops_finish(cv *c) {
   uint64_t total = 0;
   for (uint32_t i = 0; i < c->nt; i++) {
     if (spool_write(c, i)) return -1;
     if (c->t[i].fd >= 0) { close(c->t[i].fd); c->t[i].fd = -1; }
-    total += c->t[i].spilled;
+    total += c->t[i].ops;
   }
   int out = open(c->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) return tr_fail(&c->err, 0, "cannot write %s: %s", c->tmp, strerror(errno));
-  struct __attribute__((packed)) { char magic[8]; uint32_t threads, touch; uint64_t slots, ops, window; } h = {
-    "SCNOPS3", (uint32_t)c->nt, (uint32_t)c->touch, c->nslots, total, window_of(c) };
+  scn_replay_header h = {SCN_R_MAGIC, (uint32_t)c->nt, (uint32_t)c->touch, c->nslots, total, window_of(c)};
   int bad = write_all(out, &h, sizeof h);
   uint64_t at = 0;
   for (uint32_t i = 0; i <= c->nt && !bad; i++) {
     bad = write_all(out, &at, 8);
-    if (i < c->nt) at += c->t[i].spilled;
+    if (i < c->nt) at += c->t[i].bytes;
   }
   for (uint32_t i = 0; i < c->nt && !bad; i++) bad = write_all(out, &c->t[i].flags, 4);
   if (c->nt % 2 && !bad) bad = write_all(out, "\0\0\0\0", 4);
@@ -309,13 +295,13 @@ static uint32_t new_thread(cv *c, uint32_t tid, uint32_t flags, uint64_t positio
   cv_thread *t = &c->t[i];
   memset(t, 0, sizeof *t);
   t->tid = tid;
-  t->flags = flags | ((int64_t)tid == c->main_tid ? T_MAIN : 0);
+  t->flags = flags | ((int64_t)tid == c->main_tid ? SCN_R_MAIN : 0);
   t->fd = -1;
   t->synced = position;
-  t->buf = malloc(SPILL_OPS * sizeof(cv_op));
+  t->buf = malloc(SPILL_BYTES + SCN_OPS_MAX);     /* room for one more op past the spill mark */
   if (!t->buf) oom();
   c->tslot[tid_probe(c, tid)] = i + 1;
-  if (!(flags & T_DEFERRED)) alive(c, +1);        /* alive from the start, as far as the replay knows */
+  if (!(flags & SCN_R_DEFERRED)) alive(c, +1);        /* alive from the start, as far as the replay knows */
   return i;
 }
 
@@ -426,16 +412,16 @@ static uint64_t pace(cv *c, uint32_t i, uint64_t nbytes) {
 
 /* ---------------------------------------------------------------- thread lifetimes */
 static void spawn(cv *c, uint32_t creator, uint32_t child, uint64_t position) {
-  for (size_t k = 0; k < c->nended; k++) emit(c, creator, OP_JOIN, 0, c->ended[k], NONE, 0, 0, 0);
+  for (size_t k = 0; k < c->nended; k++) emit(c, creator, SCN_R_JOIN, 0, c->ended[k], SCN_R_NONE, 0, 0, 0);
   c->joined += c->nended;
   c->nended = 0;
-  emit(c, creator, OP_SPAWN, 0, child, c->spawns++, 0, 0, position);
+  emit(c, creator, SCN_R_SPAWN, 0, child, c->spawns++, 0, 0, position);
   c->spawned++;
   alive(c, +1);
 }
 
 static void thread_exit(cv *c, uint32_t i) {
-  emit(c, i, OP_EXIT, 0, NONE, c->spawns, 0, 0, 0);
+  emit(c, i, SCN_R_EXIT, 0, SCN_R_NONE, c->spawns, 0, 0, 0);
   c->ended = tr_grow(c->ended, &c->ended_cap, c->nended + 1, sizeof *c->ended);
   c->ended[c->nended++] = i;
   alive(c, -1);
@@ -513,9 +499,9 @@ static void cut(cv *c, uint32_t i, uint64_t lo, uint64_t hi, uint64_t line, int 
       if (!held) note_line(c, N_UNMAPPED_UNSEEN, line);
       continue;
     }
-    uint8_t flags = (c->last[p.slot] != (int32_t)i ? F_WAIT : 0) | (held ? 0 : F_LAST_PIECE);
+    uint8_t flags = (c->last[p.slot] != (int32_t)i ? SCN_R_WAIT : 0) | (held ? 0 : SCN_R_LAST_PIECE);
     c->last[p.slot] = (int32_t)i;
-    emit(c, i, OP_UNMAP, flags, p.slot, (uint32_t)((a - p.base) / PAGE), c->gen[p.slot], 0, b - a);
+    emit(c, i, SCN_R_UNMAP, flags, p.slot, (uint32_t)((a - p.base) / PAGE), c->gen[p.slot], 0, b - a);
     if (!held) c->gen[p.slot]++;
   }
 }
@@ -526,8 +512,8 @@ static void map_event(cv *c, uint32_t i, const tr_event *ev) {
   uint64_t start = ev->res, length = pages(ev->size);
   cut(c, i, start, start + length, ev->line, 1);
   uint32_t slot = new_slot(c, (int32_t)i);
-  uint8_t flags = ev->nmemb & PROT_WRITE_FLAG ? F_WRITABLE : 0;
-  emit(c, i, OP_MAP, flags, slot, NONE, 0, 0, length);
+  uint8_t flags = ev->nmemb & PROT_WRITE_FLAG ? SCN_R_WRITABLE : 0;
+  emit(c, i, SCN_R_MAP, flags, slot, SCN_R_NONE, 0, 0, length);
   piece_insert(c, piece_after(c, start), start, start + length, slot, start);
   if (flags) set_writable(c, slot);
   c->maps++;
@@ -547,11 +533,11 @@ static void remap_event(cv *c, uint32_t i, const tr_event *ev) {
   piece_remove(c, k - 1);
   c->held[old_slot] = 0;
   uint32_t slot = new_slot(c, (int32_t)i);
-  uint8_t flags = c->last[old_slot] != (int32_t)i ? F_WAIT_OLD : 0;
-  if (is_writable(c, old_slot)) { flags |= F_WRITABLE; set_writable(c, slot); }
+  uint8_t flags = c->last[old_slot] != (int32_t)i ? SCN_R_WAIT_OLD : 0;
+  if (is_writable(c, old_slot)) { flags |= SCN_R_WRITABLE; set_writable(c, slot); }
   c->last[old_slot] = (int32_t)i;
   uint64_t length = pages(ev->size);
-  emit(c, i, OP_REMAP, flags, slot, old_slot, 0, c->gen[old_slot], length);
+  emit(c, i, SCN_R_REMAP, flags, slot, old_slot, 0, c->gen[old_slot], length);
   c->gen[old_slot]++;
   cut(c, i, ev->res, ev->res + length, ev->line, 1);
   piece_insert(c, piece_after(c, ev->res), ev->res, ev->res + length, slot, ev->res);
@@ -565,7 +551,7 @@ static void other_event(cv *c, const tr_event *ev) {
     if (known >= 0 || !ev->size || ev->size == ev->tid) return;
     uint32_t creator = thread_for(c, (uint32_t)ev->size);
     uint64_t at = pace(c, creator, 0);
-    spawn(c, creator, new_thread(c, ev->tid, T_DEFERRED, at), at);
+    spawn(c, creator, new_thread(c, ev->tid, SCN_R_DEFERRED, at), at);
   } else if (ev->kind == EV_THREAD_EXIT) {
     if (known < 0) return;
     pace(c, (uint32_t)known, 0);
@@ -587,16 +573,16 @@ static void free_call(cv *c, uint32_t i, const tr_event *ev, cv_live *entry) {
   cv_thread *t = &c->t[i];
   if (!entry) {
     if (ev->old) note_line(c, N_FREE_UNKNOWN, ev->line);
-    emit(c, i, OP_FREE, 0, NONE, NONE, 0, 0, 0);
+    emit(c, i, SCN_R_FREE, 0, SCN_R_NONE, SCN_R_NONE, 0, 0, 0);
     return;
   }
   uint32_t slot = entry->slot;
   c->live_bytes -= entry->nbytes;
   live_del(c, entry);
-  uint8_t flags = c->last[slot] != (int32_t)i ? F_WAIT : 0;
+  uint8_t flags = c->last[slot] != (int32_t)i ? SCN_R_WAIT : 0;
   c->waits += flags;
   c->last[slot] = (int32_t)i;
-  emit(c, i, OP_FREE, flags, slot, NONE, c->gen[slot], 0, 0);
+  emit(c, i, SCN_R_FREE, flags, slot, SCN_R_NONE, c->gen[slot], 0, 0);
   c->gen[slot]++;
   release_slot(c, t, slot);
 }
@@ -611,7 +597,7 @@ static uint32_t place(cv *c, uint32_t i, const tr_event *ev, uint64_t nbytes, ui
     note_line(c, N_RETURNED_AGAIN, ev->line);
   }
   uint32_t slot = take_slot(c, &c->t[i]);
-  if (c->last[slot] != -1 && c->last[slot] != (int32_t)i) *flags |= F_WAIT;
+  if (c->last[slot] != -1 && c->last[slot] != (int32_t)i) *flags |= SCN_R_WAIT;
   c->last[slot] = (int32_t)i;
   live_put(c, ev->res, slot, nbytes);
   c->live_bytes += nbytes;
@@ -625,15 +611,15 @@ static void realloc_call(cv *c, uint32_t i, const tr_event *ev, cv_live *entry) 
     /* The old block stays alive in the trace; realloc(NULL, n) keeps the call without risking a block the
      * trace goes on using. */
     note_line(c, N_REALLOC_FAILED, ev->line);
-    emit(c, i, OP_REALLOC, 0, NONE, NONE, 0, 0, size);
+    emit(c, i, SCN_R_REALLOC, 0, SCN_R_NONE, SCN_R_NONE, 0, 0, size);
     return;
   }
   uint8_t flags = 0;
-  uint32_t aux = NONE, aux_gen = 0, slot = NONE, gen_new = 0;
+  uint32_t aux = SCN_R_NONE, aux_gen = 0, slot = SCN_R_NONE, gen_new = 0;
   if (entry) {
     aux = entry->slot;
     aux_gen = c->gen[aux];
-    if (c->last[aux] != (int32_t)i) { flags = F_WAIT_OLD; c->last[aux] = (int32_t)i; }
+    if (c->last[aux] != (int32_t)i) { flags = SCN_R_WAIT_OLD; c->last[aux] = (int32_t)i; }
     c->live_bytes -= entry->nbytes;
     live_del(c, entry);
   }
@@ -642,8 +628,8 @@ static void realloc_call(cv *c, uint32_t i, const tr_event *ev, cv_live *entry) 
     gen_new = c->gen[slot];
   }
   c->waits += flags != 0;
-  emit(c, i, OP_REALLOC, flags, slot, aux, gen_new, aux_gen, size);
-  if (aux != NONE) {                         /* release the old block's slot */
+  emit(c, i, SCN_R_REALLOC, flags, slot, aux, gen_new, aux_gen, size);
+  if (aux != SCN_R_NONE) {                         /* release the old block's slot */
     c->gen[aux]++;
     release_slot(c, &c->t[i], aux);
   }
@@ -653,11 +639,11 @@ static void realloc_call(cv *c, uint32_t i, const tr_event *ev, cv_live *entry) 
 static void alloc_call(cv *c, uint32_t i, const tr_event *ev) {
   uint8_t op = op_of[ev->kind];
   uint64_t aux, nbytes;
-  if (op == OP_CALLOC) { aux = ev->nmemb; nbytes = ev->size * ev->nmemb; }
-  else { aux = ev->align ? ev->align : op == OP_MALLOC ? NONE : 16; nbytes = ev->size; }
+  if (op == SCN_R_CALLOC) { aux = ev->nmemb; nbytes = ev->size * ev->nmemb; }
+  else { aux = ev->align ? ev->align : op == SCN_R_MALLOC ? SCN_R_NONE : 16; nbytes = ev->size; }
   if (ev->failed || !ev->res) {
     if (!ev->failed) note_line(c, N_RESULT_UNKNOWN + ev->kind, ev->line);
-    emit(c, i, op, 0, NONE, (uint32_t)aux, 0, 0, ev->size);
+    emit(c, i, op, 0, SCN_R_NONE, (uint32_t)aux, 0, 0, ev->size);
     return;
   }
   uint8_t flags = 0;
@@ -680,9 +666,9 @@ static int convert_event(void *arg, const tr_event *ev) {
    * free. A call that failed in the capture allocated and freed nothing. */
   uint64_t freed = entry ? entry->nbytes : 0;
   uint8_t op = op_of[ev->kind];
-  pace(c, i, ev->failed ? 0 : op == OP_FREE ? freed : freed + ev->size * nmemb_or_1(ev));
-  if (op == OP_FREE) free_call(c, i, ev, entry);
-  else if (op == OP_REALLOC) realloc_call(c, i, ev, entry);
+  pace(c, i, ev->failed ? 0 : op == SCN_R_FREE ? freed : freed + ev->size * nmemb_or_1(ev));
+  if (op == SCN_R_FREE) free_call(c, i, ev, entry);
+  else if (op == SCN_R_REALLOC) realloc_call(c, i, ev, entry);
   else alloc_call(c, i, ev);
   return 0;
 }

@@ -1,14 +1,15 @@
 /* Exact replay of a captured trace (`replay "app.ops"`).
  *
- * The ops file (format in trace/opsfile.py) holds each captured thread's calls
- * in order, one section per thread. Pointers became slots; every slot carries
+ * The ops file (format in trace/opsfile.py; ops encoded as in opsfmt.h, a
+ * byte of kind and flags then varints: 2-6 bytes an op) holds each captured
+ * thread's calls in order, one section per thread. Pointers became slots; every slot carries
  * a state counter (2g: free for generation g, 2g+1: live). An op that the
  * trace shows depending on another thread (a cross-thread free, or reuse of a
  * slot another thread freed) waits for the state it expects, so the replay
  * keeps the handoffs and their order without serialising the whole trace.
  *
- * Memory: each thread reads its section through a window of SCN_R_WINDOW ops
- * (pread into a buffer mapped when the thread starts and unmapped when it
+ * Memory: each thread reads its section through a window of SCN_R_WINDOW bytes,
+ * decoding an op at a time (pread into a buffer mapped when the thread starts and unmapped when it
  * ends), so the replay's own resident memory is a few pages per live thread
  * and the slot table (live objects), whatever the trace's length; the file's
  * pages are page cache, not the process's RSS.
@@ -29,8 +30,7 @@
  * each captured event adds 1 plus the bytes it allocates, frees, maps or
  * unmaps, so threads W positions apart have at most about W bytes of
  * allocations done or frees undone that the capture had not at that point. Some ops carry flag SCN_R_SYNC and the
- * distance in positions from the thread's previous SYNC (48 bits in pos_hi,
- * pos_lo); at such an op the thread publishes its position (an atomic on a
+ * distance in positions from the thread's previous SYNC (op step, < 2^48); at such an op the thread publishes its position (an atomic on a
  * cache line of its own) and waits while it exceeds the least published
  * position of the live threads by more than the header's window W. A thread
  * not yet started publishes nothing (UINT64_MAX), one that ended likewise;
@@ -90,33 +90,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-enum { SCN_R_MALLOC, SCN_R_CALLOC, SCN_R_REALLOC, SCN_R_FREE, SCN_R_ALIGNED_ALLOC, SCN_R_MEMALIGN,
-       SCN_R_POSIX_MEMALIGN, SCN_R_VALLOC, SCN_R_SPAWN, SCN_R_JOIN, SCN_R_EXIT, SCN_R_MAP, SCN_R_UNMAP,
-       SCN_R_REMAP };
-enum { SCN_R_WAIT = 1, SCN_R_WAIT_OLD = 2, SCN_R_LAST_PIECE = 4, SCN_R_WRITABLE = 8, SCN_R_SYNC = 16 };
-enum { SCN_R_TOUCH_NONE, SCN_R_TOUCH_FIRST, SCN_R_TOUCH_PAGES, SCN_R_TOUCH_ALL };
-enum { SCN_R_DEFERRED = 1, SCN_R_MAIN = 2 };   /* thread flags: started by a SPAWN op; the process's main thread */
-#define SCN_R_NONE 0xffffffffu
-#define SCN_R_VERSION 3
-#define SCN_R_WINDOW 2048      /* ops per read: 64 KiB */
-
-typedef struct {
-  uint8_t kind, flags;
-  uint16_t pos_hi;    /* SYNC: positions since the thread's previous SYNC, bits 32-47 */
-  uint32_t slot;      /* the object this op creates, or frees (free); SPAWN, JOIN: the thread */
-  uint32_t aux;       /* realloc: the old slot; calloc: nmemb; aligned: alignment; SPAWN, EXIT: creations before */
-  uint32_t gen;       /* the slot's generation this op creates or frees */
-  uint32_t aux_gen;   /* realloc: generation of the old slot */
-  uint32_t pos_lo;    /* SYNC: the same, bits 0-31 */
-  uint64_t size;      /* SPAWN: the creation's position, the child's first */
-} scn_replay_op;
-
-typedef struct {
-  char magic[8];      /* "SCNOPS3\0" */
-  uint32_t threads, touch;
-  uint64_t slots, ops;
-  uint64_t window;    /* W, in positions (0: no SYNC op) */
-} scn_replay_header;
+#include "opsfmt.h"
+#define SCN_R_WINDOW 65536     /* bytes per read */
 
 /* A thread's published position, alone on its cache line: every SYNC of every
  * thread reads them all. */
@@ -134,9 +109,9 @@ typedef struct {
 static struct {
   int fd;
   const char *path;
-  uint64_t *section;         /* threads + 1 op indexes */
+  uint64_t *section;         /* threads + 1 byte offsets from ops_at */
   uint32_t *thread_flags;
-  off_t ops_at;              /* file offset of op 0 */
+  off_t ops_at;              /* file offset of the first op's byte */
   scn_replay_slot *slots;
   scn_replay_pos *pos;       /* per thread */
   uint64_t n_slots, window;
@@ -171,14 +146,12 @@ static void scn_replay_load(const char *path) {
   if (memcmp(h.magic, "SCNOPS", 6) != 0 || h.magic[7] != 0) scn_die("%s is not a scenc replay file (bad magic)", path);
   /* The version byte is printed as a number: a damaged file may hold any byte there,
      and a raw byte would make the message itself unreadable (not UTF-8). */
-  if (h.magic[6] != '0' + SCN_R_VERSION)
+  if (h.magic[6] != '0' + SCN_R_VERSION)   /* versions 1-3: fixed 32-byte ops; see trace/opsfile.py */
     scn_die("%s is a version %d replay file; this program reads version %d: convert the capture again", path,
             (int)(unsigned char)h.magic[6] - '0', SCN_R_VERSION);
   size_t table = (h.threads + 1) * sizeof(uint64_t) + ((h.threads * sizeof(uint32_t) + 7) & ~(size_t)7);
-  size_t need = sizeof h + table + h.ops * sizeof(scn_replay_op);
-  if (h.threads == 0 || h.threads > (1u << 16) || h.ops > (uint64_t)st.st_size / sizeof(scn_replay_op) ||
-      (size_t)st.st_size != need)
-    scn_die("%s is truncated or damaged (%lld bytes, expected %zu)", path, (long long)st.st_size, need);
+  if (h.threads == 0 || h.threads > (1u << 16) || sizeof h + table > (size_t)st.st_size)
+    scn_die("%s is truncated or damaged (%lld bytes)", path, (long long)st.st_size);
   scn_replay.section = scn_arena_alloc(table);
   scn_replay_read(scn_replay.section, table, sizeof h);
   scn_replay.thread_flags = (uint32_t *)(scn_replay.section + h.threads + 1);
@@ -187,7 +160,11 @@ static void scn_replay_load(const char *path) {
   scn_replay.touch = h.touch;
   scn_replay.n_slots = h.slots;
   const uint64_t *sec = scn_replay.section;
-  int sane = sec[0] == 0 && sec[h.threads] == h.ops && h.slots <= h.ops && h.touch <= SCN_R_TOUCH_ALL;
+  uint64_t need = sizeof h + table + sec[h.threads];
+  if (need != (uint64_t)st.st_size)
+    scn_die("%s is truncated or damaged (%lld bytes, expected %llu)", path, (long long)st.st_size,
+            (unsigned long long)need);
+  int sane = sec[0] == 0 && h.slots <= h.ops && h.ops <= sec[h.threads] && h.touch <= SCN_R_TOUCH_ALL;
   for (uint32_t i = 0; sane && i < h.threads; i++) sane = sec[i] <= sec[i + 1];
   if (!sane) scn_die("%s is damaged (an index points outside it)", path);
   scn_replay.slots = scn_arena_alloc((h.slots ? h.slots : 1) * sizeof *scn_replay.slots);
@@ -223,36 +200,50 @@ static int scn_replay_op_sane(const scn_replay_op *op) {
   }
 }
 
+/* A thread's section, read SCN_R_WINDOW bytes at a time and decoded an op at a
+ * time. The buffer has SCN_OPS_MAX bytes more than a window, so an op is
+ * decoded in place whatever its bytes hold; it is refilled (its undecoded
+ * tail moved to the front) once fewer than SCN_OPS_MAX bytes are left. */
 typedef struct {
-  scn_replay_op *buf;
-  uint64_t next, end;       /* ops of the section not yet read */
-  uint32_t pos, n;
+  uint8_t *buf;
+  const uint8_t *at, *end;   /* bytes read, not yet decoded */
+  uint64_t next, last;       /* bytes of the section not yet read, from ops_at */
+  scn_ops_state state;
 } scn_replay_cursor;
 
-static const scn_replay_op *scn_replay_next(scn_replay_cursor *c) {
-  if (c->pos == c->n) {
-    if (c->next == c->end) return NULL;
-    uint64_t left = c->end - c->next;
-    c->n = left < SCN_R_WINDOW ? (uint32_t)left : SCN_R_WINDOW;
-    c->pos = 0;
-    scn_replay_read(c->buf, c->n * sizeof *c->buf, scn_replay.ops_at + (off_t)(c->next * sizeof *c->buf));
-    c->next += c->n;
-    for (uint32_t i = 0; i < c->n; i++)
-      if (!scn_replay_op_sane(&c->buf[i])) scn_die("%s is damaged (an index points outside it)", scn_replay.path);
-  }
-  return &c->buf[c->pos++];
+static void scn_replay_refill(scn_replay_cursor *c) {
+  size_t kept = (size_t)(c->end - c->at);
+  memmove(c->buf, c->at, kept);
+  uint64_t left = c->last - c->next;
+  size_t n = left < SCN_R_WINDOW - kept ? (size_t)left : SCN_R_WINDOW - kept;
+  scn_replay_read(c->buf + kept, n, scn_replay.ops_at + (off_t)c->next);
+  c->next += n;
+  c->at = c->buf;
+  c->end = c->buf + kept + n;
 }
 
-/* Wait until a slot reaches the state this op expects; the other thread's
- * release store publishes the object with it. */
-static inline scn_replay_slot *scn_replay_await(uint32_t slot, uint64_t state, int wait) {
-  scn_replay_slot *s = &scn_replay.slots[slot];
-  if (wait) {
-    unsigned spins = 0;
-    while (atomic_load_explicit(&s->state, memory_order_acquire) != state)
-      if (++spins > 64) sched_yield();
+static inline int scn_replay_next(scn_replay_cursor *c, scn_replay_op *op) {
+  if (__builtin_expect(c->end - c->at < SCN_OPS_MAX, 0)) {
+    if (c->next < c->last) scn_replay_refill(c);
+    if (c->at == c->end) return 0;
   }
-  return s;
+  c->at = scn_ops_decode(c->at, op, &c->state);
+  if (__builtin_expect(c->at > c->end, 0) || !scn_replay_op_sane(op))
+    scn_die("%s is damaged (an index points outside it)", scn_replay.path);
+  return 1;
+}
+
+/* The slot's state before this op. An op that waits names it (from its
+ * generation) and waits until the slot reaches it; the other thread's release
+ * store publishes the object with it. One that does not wait is on a slot this
+ * thread touched last (the ops file leaves its generation out): its state is
+ * this thread's own last store. */
+static inline uint64_t scn_replay_await(scn_replay_slot *s, uint64_t state, int wait) {
+  if (!wait) return atomic_load_explicit(&s->state, memory_order_relaxed);
+  unsigned spins = 0;
+  while (atomic_load_explicit(&s->state, memory_order_acquire) != state)
+    if (++spins > 64) sched_yield();
+  return state;
 }
 
 static inline void scn_replay_publish(scn_replay_slot *s, scn_obj o, uint64_t state) {
@@ -299,48 +290,54 @@ static void scn_replay_free(scn_thread *t, const scn_replay_op *op) {
     scn_free(t, none);
     return;
   }
-  scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen + 1, op->flags & SCN_R_WAIT);
+  scn_replay_slot *s = &scn_replay.slots[op->slot];
+  uint64_t state = scn_replay_await(s, 2ull * op->gen + 1, op->flags & SCN_R_WAIT);
   scn_free(t, s->obj);
-  scn_replay_publish(s, SCN_NULL_OBJ, 2ull * op->gen + 2);
+  scn_replay_publish(s, SCN_NULL_OBJ, state + 1);
 }
 
 static void scn_replay_realloc(scn_thread *t, const scn_replay_op *op) {
   scn_obj old = SCN_NULL_OBJ;
   scn_replay_slot *o = NULL;
+  uint64_t old_state = 0;
   if (op->aux != SCN_R_NONE) {
-    o = scn_replay_await(op->aux, 2ull * op->aux_gen + 1, op->flags & SCN_R_WAIT_OLD);
+    o = &scn_replay.slots[op->aux];
+    old_state = scn_replay_await(o, 2ull * op->aux_gen + 1, op->flags & SCN_R_WAIT_OLD);
     old = o->obj;
   }
   size_t kept = old.size;
   scn_obj r = scn_realloc(t, old, op->size);
   scn_replay_touch(r, kept);
-  if (o) scn_replay_publish(o, SCN_NULL_OBJ, 2ull * op->aux_gen + 2);
+  if (o) scn_replay_publish(o, SCN_NULL_OBJ, old_state + 1);
   if (op->slot != SCN_R_NONE) {
-    scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
-    scn_replay_publish(s, r, 2ull * op->gen + 1);
+    scn_replay_slot *s = &scn_replay.slots[op->slot];
+    scn_replay_publish(s, r, scn_replay_await(s, 2ull * op->gen, op->flags & SCN_R_WAIT) + 1);
   }
 }
 
 /* The program's own mappings: not allocator calls, so not counted; touched
  * like blocks when writable. */
 static void scn_replay_map(const scn_replay_op *op) {
-  scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
+  scn_replay_slot *s = &scn_replay.slots[op->slot];
+  uint64_t state = scn_replay_await(s, 2ull * op->gen, op->flags & SCN_R_WAIT);
   int writable = op->flags & SCN_R_WRITABLE;
   void *p = mmap(NULL, op->size, writable ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   scn_obj o = { p == MAP_FAILED ? NULL : p, p == MAP_FAILED ? 0 : op->size };
   if (writable) scn_replay_touch(o, 0);
-  scn_replay_publish(s, o, 2ull * op->gen + 1);
+  scn_replay_publish(s, o, state + 1);
 }
 
 static void scn_replay_unmap(const scn_replay_op *op) {
-  scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen + 1, op->flags & SCN_R_WAIT);
+  scn_replay_slot *s = &scn_replay.slots[op->slot];
+  uint64_t state = scn_replay_await(s, 2ull * op->gen + 1, op->flags & SCN_R_WAIT);
   size_t at = (size_t)op->aux * 4096;
   if (s->obj.ptr && at + op->size <= s->obj.size) munmap((char *)s->obj.ptr + at, op->size);
-  if (op->flags & SCN_R_LAST_PIECE) scn_replay_publish(s, SCN_NULL_OBJ, 2ull * op->gen + 2);
+  if (op->flags & SCN_R_LAST_PIECE) scn_replay_publish(s, SCN_NULL_OBJ, state + 1);
 }
 
 static void scn_replay_remap(const scn_replay_op *op) {
-  scn_replay_slot *o = scn_replay_await(op->aux, 2ull * op->aux_gen + 1, op->flags & SCN_R_WAIT_OLD);
+  scn_replay_slot *o = &scn_replay.slots[op->aux];
+  uint64_t old_state = scn_replay_await(o, 2ull * op->aux_gen + 1, op->flags & SCN_R_WAIT_OLD);
   scn_obj old = o->obj, r = SCN_NULL_OBJ;
   if (old.ptr) {
     /* The system call: mremap's declaration needs _GNU_SOURCE, which generated programs do not define. */
@@ -348,9 +345,9 @@ static void scn_replay_remap(const scn_replay_op *op) {
     if (p != MAP_FAILED) r = (scn_obj){ p, op->size };
   }
   if (op->flags & SCN_R_WRITABLE) scn_replay_touch(r, old.size);
-  scn_replay_publish(o, SCN_NULL_OBJ, 2ull * op->aux_gen + 2);
-  scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
-  scn_replay_publish(s, r, 2ull * op->gen + 1);
+  scn_replay_publish(o, SCN_NULL_OBJ, old_state + 1);
+  scn_replay_slot *s = &scn_replay.slots[op->slot];
+  scn_replay_publish(s, r, scn_replay_await(s, 2ull * op->gen, op->flags & SCN_R_WAIT) + 1);
 }
 
 /* Thread creations happen one after another in the captured order. */
@@ -411,14 +408,17 @@ static void scn_replay_thread_op(scn_thread *t, const scn_replay_op *op, uint64_
 }
 
 static void scn_replay_body(scn_thread *t) {
-  const size_t window = SCN_R_WINDOW * sizeof(scn_replay_op);
-  scn_replay_cursor c = { NULL, scn_replay.section[t->index], scn_replay.section[t->index + 1], 0, 0 };
+  const size_t window = SCN_R_WINDOW + SCN_OPS_MAX;
+  scn_replay_cursor c = { NULL, NULL, NULL, scn_replay.section[t->index], scn_replay.section[t->index + 1], { 0 } };
   c.buf = mmap(NULL, window, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (c.buf == MAP_FAILED) scn_die("out of memory for the replay's read window");
+  c.at = c.end = c.buf;
   uint64_t at = atomic_load_explicit(&scn_replay.pos[t->index].at, memory_order_relaxed);
-  for (const scn_replay_op *op; (op = scn_replay_next(&c));) {
+  scn_replay_op o;
+  const scn_replay_op *op = &o;
+  while (scn_replay_next(&c, &o)) {
     if (op->flags & SCN_R_SYNC) {
-      at += (uint64_t)op->pos_hi << 32 | op->pos_lo;
+      at += op->step;
       scn_replay_sync((uint32_t)t->index, at);
     }
     switch (op->kind) {
@@ -434,8 +434,9 @@ static void scn_replay_body(scn_thread *t) {
            * call and leaves whatever this allocator returns to the end. */
           (void)scn_replay_alloc(t, op);
         } else {
-          scn_replay_slot *s = scn_replay_await(op->slot, 2ull * op->gen, op->flags & SCN_R_WAIT);
-          scn_replay_publish(s, scn_replay_alloc(t, op), 2ull * op->gen + 1);
+          scn_replay_slot *s = &scn_replay.slots[op->slot];
+          uint64_t state = scn_replay_await(s, 2ull * op->gen, op->flags & SCN_R_WAIT);
+          scn_replay_publish(s, scn_replay_alloc(t, op), state + 1);
         }
     }
   }

@@ -21,7 +21,7 @@ import pytest
 from scenc import probes
 from scenc.compiler.pipeline import build
 from scenc.trace.events import AllocEvent
-from scenc.trace.opsfile import HEADER, OP, SYNC, read_header, read_ops
+from scenc.trace.opsfile import HEADER, SYNC, read_header, read_ops, write_ops
 from scenc.trace.preload import capture_preload
 from scenc.trace.replay import write_replay
 
@@ -87,16 +87,14 @@ def test_a_thread_waiting_on_data_publishes_its_position_first(tmp_path):
     # Without that SYNC the consumer would wait on data with the position it started at, and P, more than the
     # window ahead of it, would wait for it forever: the replay hangs.
     ops = scn.with_suffix(".ops")
-    data = bytearray(ops.read_bytes())
-    h = read_header(bytes(data), ops)
-    at = h.ops_at + OP.size * 1                                      # the consumer's section comes first
-    assert OP.unpack_from(data, at)[:2] == (3, consumer[1][1])       # free, with SYNC
-    data[at + 1] &= ~SYNC
-    data[at + 2:at + 4] = b"\0\0"
-    data[at + 20:at + 24] = b"\0\0\0\0"
+    h = read_header(ops.read_bytes(), ops)
+    free = consumer[1]
+    assert free[0] == "free" and free[2] << 32 | free[7] > 0             # its SYNC step
+    consumer[1] = (free[0], free[1] & ~SYNC, 0) + free[3:7] + (0,) + free[8:]
     stale = tmp_path / "stale"
     stale.mkdir()
-    (stale / "blocked.ops").write_bytes(bytes(data))
+    write_ops(stale / "blocked.ops", threads, h.flags, h.touch, h.window)
+    assert read_ops(stale / "blocked.ops")[1] == threads
     (stale / "blocked.scn").write_text(scn.read_text())
     with pytest.raises(subprocess.TimeoutExpired):
         live_peak(stale / "blocked.scn", timeout=5)

@@ -1,13 +1,28 @@
 """The replay data file that `replay "app.ops"` scenarios read (runtime/replay.h).
 
-Layout, little-endian (version 3):
-    header   magic "SCNOPS3\\0", u32 threads, u32 touch, u64 slots, u64 ops, u64 window
-    sections u64[threads + 1]: index of each thread's first op, then the total
+Layout, little-endian (version 4):
+    header   magic "SCNOPS4\\0", u32 threads, u32 touch, u64 slots, u64 ops, u64 window
+    sections u64[threads + 1]: byte offset of each thread's first op from the first op's byte,
+             then the total
     flags    u32[threads], then 4 zero bytes if threads is odd: bit 0 (DEFERRED) = the thread is
              started by a SPAWN op of another thread, not at the start of the replay; bit 1 (MAIN) = the
              process's main thread, replayed on the replay's main thread
-    ops      32-byte records, thread 0's in order, then thread 1's, ...
-             u8 kind, u8 flags, u16 pos_hi, u32 slot, u32 aux, u32 gen, u32 aux_gen, u32 pos_lo, u64 size
+    ops      thread 0's in order, then thread 1's, ...; each op 1 to 42 bytes (2 to 6 in practice):
+             byte     bits 0-3 kind, 4 WAIT, 5 SYNC, 6 SIZE (size follows), 7 EXT (ext follows)
+             [ext]    bits 0 WAIT_OLD, 1 LAST_PIECE, 2 WRITABLE, 3 NO_SLOT (slot NONE), 4 AUX_FLIP
+             [step]   SYNC: varint
+             [slot]   zigzag varint of its difference from the thread's previous slot (slot or
+                      realloc/remap aux; 0 at the section's start); SPAWN, JOIN: the thread, a varint
+             [gen]    WAIT: varint
+             [aux]    present for kinds in AUX_KINDS unless AUX_FLIP (then NONE), absent (NONE) for
+                      the others unless AUX_FLIP; realloc, remap: a slot, zigzag as above; others: varint
+             [aux_gen] WAIT_OLD: varint
+             [size]   SIZE: varint (else 0)
+             varints are LEB128 (7 bits a byte, low first, high bit = more follow).
+    An op that does not wait (no WAIT; no WAIT_OLD for the old slot) is on a slot its own thread
+    touched last, or a fresh one: its generation is left out and the replay takes the slot's state
+    (`read_ops` follows each thread's slots to give it back). runtime/opsfmt.h holds the C encoder
+    and decoder, the converter's and the replay's.
 
 touch: what the replay stores into each new block and into the grown part of a
 realloc (TOUCH_MODES: none, its first and last byte, one byte per page and the
@@ -20,30 +35,35 @@ for). MAP (slot, gen, size: an anonymous mapping of the program's own), UNMAP
 when that ends the mapping), REMAP (like realloc: slot, aux = old slot, size).
 Back-pressure (runtime/replay.h has the design and why it cannot deadlock):
 positions count the capture's events in order, each adding 1 plus the bytes
-it allocates, frees, maps or unmaps. An op with flag SYNC carries in pos_hi:pos_lo (48 bits)
+it allocates, frees, maps or unmaps. An op with flag SYNC carries in step (< 2^48)
 how many positions lie between the thread's previous SYNC (or its start: 0,
 or its SPAWN's size) and this op; there the replay thread publishes its
 position and waits while it is more than `window` positions ahead of the
 least published one.
-Versions 1 (SCNOPS1: no touch, no thread lifetimes) and 2 (SCNOPS2: no
-back-pressure) are refused with a message asking to convert again; the
-runtime (runtime/replay.h) does the same.
+Versions 1 (SCNOPS1: no touch, no thread lifetimes), 2 (SCNOPS2: no
+back-pressure) and 3 (SCNOPS3: 32-byte ops) are refused with a message naming
+the version and asking to convert again (a capture converts in seconds, and one
+reader per format keeps the replay's hot loop single); the runtime
+(runtime/replay.h) does the same.
 
-The writer is the converter, runtime/convert.c (it spools each thread's ops to
-a temporary file and concatenates them at the end, so its memory follows the
-live objects, not the trace); this module reads ops files (tests, `scenc
-trace-stats` on .ops files) and names the format's constants for Python.
+The writer is the converter, runtime/convert.c, with runtime/opsfmt.h's
+encoder (it spools each thread's ops to a temporary file and concatenates them
+at the end, so its memory follows the live objects, not the trace). This
+module reads ops files (tests, `scenc trace-stats` on .ops files), names the
+format's constants for Python, and has a Python encoder (encode_ops, checked
+against the C one byte for byte) for write_ops: tests and tools that write
+ops files of their own.
 """
 
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
-VERSION = 3
+VERSION = 4
 MAGIC = b"SCNOPS%d\0" % VERSION
 HEADER = struct.Struct("<8sIIQQQ")
-OP = struct.Struct("<BBHIIIIIQ")
+OP = struct.Struct("<BBHIIIIIQ")    # an op's fields (version 3's layout): encode_ops' input, read_ops' output
 NONE = 0xFFFFFFFF
 
 # Op kinds (runtime/replay.h enum) and the runtime's counter each one lands in.
@@ -57,6 +77,14 @@ LAST_PIECE, WRITABLE = 4, 8     # unmap: the slot's last mapped piece goes; map,
 SYNC = 16                       # publish the position and wait for the window (back-pressure)
 MAX_SYNC_STEP = 1 << 48         # pos_hi:pos_lo
 DEFERRED, MAIN = 1, 2     # thread flags
+# The encoding (module doc; runtime/opsfmt.h): header and ext bits, and the kinds whose aux is usually set,
+# whose slot is a thread, whose aux is a slot.
+E_WAIT, E_SYNC, E_SIZE, E_EXT = 0x10, 0x20, 0x40, 0x80
+X_NO_SLOT, X_AUX_FLIP = 8, 16       # ext bits 0-2 are flags WAIT_OLD, LAST_PIECE, WRITABLE shifted right by one
+AUX_KINDS = frozenset(KIND_CODE[k] for k in ("calloc", "realloc", "aligned_alloc", "memalign", "posix_memalign",
+                                             "valloc", "spawn", "exit", "unmap", "remap"))
+THREAD_KINDS = frozenset((KIND_CODE["spawn"], KIND_CODE["join"]))
+SLOT_AUX = frozenset((KIND_CODE["realloc"], KIND_CODE["remap"]))
 TOUCH_MODES = ("none", "first", "pages", "all")
 #: The default of `scenc convert --touch`: the mode whose rankings agree with real programs (docs/capture.md).
 DEFAULT_TOUCH = "pages"
@@ -64,6 +92,78 @@ DEFAULT_TOUCH = "pages"
 
 class OpsFileError(ValueError):
     pass
+
+
+def _put(out: bytearray, v: int) -> None:
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _zigzag(prev: int, slot: int) -> int:
+    d = ((slot - prev + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+    return d << 1 if d >= 0 else (-d << 1) - 1
+
+
+def encode_ops(records, out: bytearray, prev: int) -> int:
+    """Append the OP records' encoding to `out`; prev: the thread's previous slot. Returns the new one."""
+    put = _put
+    for kind, flags, pos_hi, slot, aux, gen, aux_gen, pos_lo, size in OP.iter_unpack(records):
+        ext = (flags >> 1 & 7) | (X_NO_SLOT if slot == NONE else 0) | \
+            (X_AUX_FLIP if (aux != NONE) != (kind in AUX_KINDS) else 0)
+        out.append(kind | (flags & WAIT) << 4 | (flags & SYNC) << 1 | (E_SIZE if size else 0) | (E_EXT if ext else 0))
+        if ext:
+            out.append(ext)
+        if flags & SYNC:
+            put(out, pos_hi << 32 | pos_lo)
+        if slot != NONE:
+            if kind in THREAD_KINDS:
+                put(out, slot)
+            else:
+                put(out, _zigzag(prev, slot))
+                prev = slot
+        if flags & WAIT:
+            put(out, gen)
+        if aux != NONE:
+            if kind in SLOT_AUX:
+                put(out, _zigzag(prev, aux))
+                prev = aux
+            else:
+                put(out, aux)
+        if flags & WAIT_OLD:
+            put(out, aux_gen)
+        if size:
+            put(out, size)
+    return prev
+
+
+def write_ops(path, threads: List[List[Tuple]], flags: Optional[List[int]] = None, touch: str = "none",
+              window: int = 0) -> None:
+    """An ops file from per-thread op tuples as `read_ops` gives them (tests, tools that edit ops files; the
+    converter, runtime/convert.c, writes its own with runtime/opsfmt.h)."""
+    sections, slots = [], 0
+    for ops in threads:
+        records = bytearray()
+        for kind, *fields in ops:
+            records += OP.pack(KIND_CODE[kind], *fields)
+            slot = fields[2] if kind not in ("spawn", "join") else NONE
+            for s in (slot, fields[3] if kind in ("realloc", "remap") else NONE):
+                if s != NONE:
+                    slots = max(slots, s + 1)
+        out = bytearray()
+        encode_ops(records, out, 0)
+        sections.append(bytes(out))
+    offsets, at = [], 0
+    for section in sections:
+        offsets.append(at)
+        at += len(section)
+    offsets.append(at)
+    data = HEADER.pack(MAGIC, len(threads), TOUCH_MODES.index(touch), slots, sum(map(len, threads)), window)
+    data += struct.pack(f"<{len(offsets)}Q", *offsets) + _flags_table(flags or [0] * len(threads))
+    tmp = Path(path).with_name(f".{Path(path).name}.tmp")
+    tmp.write_bytes(data + b"".join(sections))
+    tmp.replace(path)
 
 
 def _flags_table(flags: List[int]) -> bytes:
@@ -103,19 +203,93 @@ def read_header(data: bytes, path) -> OpsHeader:
 
 
 def read_ops(path) -> Tuple[int, List[List[Tuple]]]:
-    """(slots, ops per thread) — for tests and `scenc trace-stats` on .ops files."""
+    """(slots, ops per thread) — for tests and `scenc trace-stats` on .ops files. Each op is a tuple of
+    OP's fields with its kind's name first: (kind, flags, pos_hi, slot, aux, gen, aux_gen, pos_lo, size)."""
     data = Path(path).read_bytes()
     h = read_header(data, path)
-    if len(data) != h.ops_at + OP.size * h.ops:
-        raise OpsFileError(f"{path}: truncated or damaged")
     sections = struct.unpack_from(f"<{h.threads + 1}Q", data, HEADER.size)
+    if len(data) != h.ops_at + sections[-1] or any(a > b for a, b in zip(sections, sections[1:])):
+        raise OpsFileError(f"{path}: truncated or damaged")
     per_thread = []
     for t in range(h.threads):
-        ops = [OP.unpack_from(data, h.ops_at + OP.size * i) for i in range(sections[t], sections[t + 1])]
-        per_thread.append([(KINDS[o[0]],) + o[1:] for o in ops])
+        try:
+            per_thread.append(decode_ops(data, h.ops_at + sections[t], h.ops_at + sections[t + 1]))
+        except (IndexError, ValueError):
+            raise OpsFileError(f"{path}: thread {t}'s ops are damaged") from None
+    if sum(map(len, per_thread)) != h.ops:
+        raise OpsFileError(f"{path}: {h.ops} ops announced, {sum(map(len, per_thread))} found: damaged")
     return h.slots, per_thread
 
 
+def _unzigzag(prev: int, z: int) -> int:
+    return (prev + (-(z >> 1) - 1 if z & 1 else z >> 1)) & 0xFFFFFFFF
+
+
+_FREES = frozenset(KIND_CODE[k] for k in ("free", "unmap"))    # the op ends the slot's life (unmap: LAST_PIECE)
+_NOT_SLOTS = THREAD_KINDS | {KIND_CODE["exit"]}
+
+
+def _with_generations(state: Dict[int, int], kind: int, flags: int, step: int, slot: int, aux: int,
+                      gen, aux_gen, size: int) -> Tuple:
+    """The op's tuple, its left-out generations filled in from `state` (slot -> 2g or 2g+1), which it updates."""
+    if aux != NONE and kind in SLOT_AUX:            # the old block of a realloc or remap goes first
+        was = 2 * aux_gen + 1 if aux_gen is not None else state.get(aux, 1)
+        aux_gen, state[aux] = was >> 1, was + 1
+    if slot != NONE and kind not in _NOT_SLOTS:
+        if kind in _FREES:
+            was = 2 * gen + 1 if gen is not None else state.get(slot, 1)
+            state[slot] = was + 1 if kind == KIND_CODE["free"] or flags & LAST_PIECE else was
+        else:
+            was = 2 * gen if gen is not None else state.get(slot, 0)
+            state[slot] = was + 1
+        gen = was >> 1
+    return (KINDS[kind], flags, step >> 32, slot, aux, gen or 0, aux_gen or 0, step & 0xFFFFFFFF, size)
+
+
+def decode_ops(data: bytes, at: int, end: int) -> List[Tuple]:
+    """One thread's section. The generations an op leaves out (it does not wait) come from the state
+    its thread last left the slot in (2g: free for generation g, 2g+1: live), as in the replay."""
+    ops, prev, state = [], 0, {}
+
+    def get():
+        nonlocal at
+        v = shift = 0
+        while True:
+            b = data[at]
+            at += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80 or shift >= 70:
+                return v
+    while at < end:
+        h = data[at]
+        at += 1
+        ext = 0
+        if h & E_EXT:
+            ext = data[at]
+            at += 1
+        kind = h & 15
+        if kind >= len(KINDS):
+            raise ValueError(kind)
+        flags = (h & E_WAIT) >> 4 | (h & E_SYNC) >> 1 | (ext & 7) << 1
+        step = get() if h & E_SYNC else 0
+        slot = aux = NONE
+        if not ext & X_NO_SLOT:
+            if kind in THREAD_KINDS:
+                slot = get()
+            else:
+                slot = prev = _unzigzag(prev, get())
+        gen = get() if h & E_WAIT else None
+        if (kind in AUX_KINDS) != bool(ext & X_AUX_FLIP):
+            aux = get()
+            if kind in SLOT_AUX:
+                aux = prev = _unzigzag(prev, aux)
+        aux_gen = get() if flags & WAIT_OLD else None
+        size = get() if h & E_SIZE else 0
+        ops.append(_with_generations(state, kind, flags, step, slot, aux, gen, aux_gen, size))
+    if at != end:
+        raise ValueError("past the section's end")
+    return ops
 def iter_counts(path) -> Iterator[Dict[str, int]]:
     """Calls per runtime counter kind, per thread, as the replay program will report them."""
     _, threads = read_ops(path)

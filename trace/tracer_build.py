@@ -23,7 +23,8 @@ def tracer_library(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
 def converter_program(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
     """runtime/convert.c (with the log reader it includes) compiled into the scenc cache."""
     return helper_build(cc, CONVERTER_SOURCE, "scenc-convert", (*CONVERTER_FLAGS, *WARNINGS, *extra_flags),
-                        headers=(RUNTIME / "trace_read.h", RUNTIME / "tracelog.h"),
+                        headers=(RUNTIME / "trace_read.h", RUNTIME / "tracelog.h", RUNTIME / "tracelog.c",
+                                 RUNTIME / "opsfmt.h"),
                         what="the trace converter (runtime/convert.c)")
 
 
