@@ -21,7 +21,7 @@
 #include <limits.h>
 #include <signal.h>
 
-/* ---------------------------------------------------------------- the ops file (runtime/opsfmt.h: its vocabulary and encoder) */
+/* ---------------------------------------------------------------- the ops file (vocabulary, encoder: opsfmt.h) */
 #define OWN_SLOTS 256              /* freed slots a thread keeps for itself; the rest go to a shared stack */
 #define SPILL_BYTES (64 << 10)     /* encoded ops a thread gathers before they go to its spool file */
 #define KEEP_OPEN 256              /* spool files kept open (more threads: opened per spill, no fd limit) */
@@ -32,7 +32,8 @@
 
 /* Event kind -> the op performing the same kind of call (trace/replay.py's REPLAY_KIND). */
 static const uint8_t op_of[EV_CALLS] = {
-  SCN_R_MALLOC, SCN_R_MALLOC, SCN_R_MALLOC, SCN_R_CALLOC, SCN_R_REALLOC, SCN_R_REALLOC, SCN_R_FREE, SCN_R_FREE, SCN_R_FREE,
+  SCN_R_MALLOC, SCN_R_MALLOC, SCN_R_MALLOC, SCN_R_CALLOC, SCN_R_REALLOC, SCN_R_REALLOC,
+  SCN_R_FREE, SCN_R_FREE, SCN_R_FREE,
   SCN_R_ALIGNED_ALLOC, SCN_R_MEMALIGN, SCN_R_POSIX_MEMALIGN, SCN_R_VALLOC, SCN_R_VALLOC };
 static const char *const kind_name[EV_KINDS] = {
   "malloc", "operator_new", "operator_new_array", "calloc", "realloc", "reallocarray", "free", "operator_delete",
@@ -127,7 +128,8 @@ static void note_text(int what, char *out, size_t len) {
     [N_UNMAPPED_UNSEEN] = "a mapping unmapped without a captured munmap (left mapped)",
     [N_MREMAP_PART] = "mremap of part of a mapping, or of one not seen mapped (not replayed)" };
   if (what >= N_RESULT_UNKNOWN && what < N_RESULT_UNKNOWN + EV_CALLS)
-    snprintf(out, len, "%s result not shown by the capture (replayed, never freed)", kind_name[what - N_RESULT_UNKNOWN]);
+    snprintf(out, len, "%s result not shown by the capture (replayed, never freed)",
+             kind_name[what - N_RESULT_UNKNOWN]);
   else snprintf(out, len, "%s", fixed[what]);
 }
 
@@ -720,7 +722,8 @@ static void report(const cv *c, const tr_log *log) {
     const tr_info *f = &log->info;
     char stopped[24] = "null";
     if (f->stopped_at >= 0) snprintf(stopped, sizeof stopped, "%" PRId64, f->stopped_at);
-    printf(",\n \"log\": {\"version\": %" PRIu32 ", \"pid\": %" PRIu32 ", \"ppid\": %" PRIu32 ", \"start_realtime_ns\": %"
+    printf(",\n \"log\": {\"version\": %" PRIu32 ", \"pid\": %" PRIu32 ", \"ppid\": %" PRIu32
+           ", \"start_realtime_ns\": %"
            PRIu64 ", \"records\": %" PRIu64 ", \"last_seq\": %" PRId64 ", \"ended\": %s, \"missing\": %" PRIu64
            ", \"moved_reallocs\": %" PRIu64 ", \"thread_records\": %" PRIu64 ", \"chunks\": %" PRIu64
            ", \"reordered_reallocs\": %" PRIu64 ", \"has_ns\": %s, \"first_ns\": %" PRIu64 ", \"last_ns\": %" PRIu64

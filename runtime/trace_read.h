@@ -206,7 +206,8 @@ static int tr_index_record(tr_log *log, tr_scan *s, const tr_rec *r, uint64_t in
     return 0;
   }
   int fresh;
-  if (!r->tid) return tr_fail(e, n, "record %" PRIu64 " (byte %" PRIu64 ") has thread id 0: the log is damaged", n, byte);
+  if (!r->tid)
+    return tr_fail(e, n, "record %" PRIu64 " (byte %" PRIu64 ") has thread id 0: the log is damaged", n, byte);
   tr_thread *t = tr_thread_of(log, r->tid, &fresh);
   if (!fresh && r->seq <= t->last_seq)
     return tr_fail(e, n, "record %" PRIu64 " (byte %" PRIu64 "): sequence number %" PRIu64 " after %" PRIu64
@@ -245,7 +246,10 @@ static int tr_index_v2(tr_log *log, tr_scan *s, tr_error *e) {
   for (uint64_t left = log->info.whole; left;) {
     size_t want = left < BATCH ? (size_t)left : BATCH;
     ssize_t got = pread(log->fd, buf, want * TR_RECORD, (off_t)(TR_RECORD + index * TR_RECORD));
-    if (got <= 0) { free(buf); return tr_fail(e, index + 2, "cannot read the trace log: %s", strerror(got ? errno : EIO)); }
+    if (got <= 0) {
+      free(buf);
+      return tr_fail(e, index + 2, "cannot read the trace log: %s", strerror(got ? errno : EIO));
+    }
     size_t n = (size_t)got / TR_RECORD;
     for (size_t i = 0; i < n; i++, index++)
       if (tr_index_record(log, s, &buf[i], index, e)) { free(buf); return -1; }
@@ -264,7 +268,11 @@ static int tr_index_v3(tr_log *log, tr_scan *s, tr_error *e) {
   if (!scan || !buf) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
   for (uint64_t at = TR_RECORD;;) {
     ssize_t got = pread(log->fd, buf + have, cap - have, (off_t)at);
-    if (got < 0) { free(buf); scn_tl_scan_free(scan); return tr_fail(e, 1, "cannot read the trace log: %s", strerror(errno)); }
+    if (got < 0) {
+      free(buf);
+      scn_tl_scan_free(scan);
+      return tr_fail(e, 1, "cannot read the trace log: %s", strerror(errno));
+    }
     at += (uint64_t)got;
     have += (size_t)got;
     size_t used = scn_tl_scan_feed(scan, buf, have, got == 0);
@@ -320,8 +328,8 @@ static int tr_header(tr_log *log, tr_error *e) {
   memcpy(&log->info.start_realtime_ns, h + 32, 8);
   if (log->info.version == SCN_TRACE_VERSION && rsize == 0) return 0;
   if ((log->info.version != 1 && log->info.version != 2) || rsize != TR_RECORD)
-    return tr_fail(e, 1, "tracer log version %" PRIu32 " with %" PRIu32 "-byte records; this scenc reads versions 1, 2, 3 "
-                   "with 64-byte records (rebuild the tracer and capture again)", log->info.version, rsize);
+    return tr_fail(e, 1, "tracer log version %" PRIu32 " with %" PRIu32 "-byte records; this scenc reads versions "
+                   "1, 2, 3 with 64-byte records (rebuild the tracer and capture again)", log->info.version, rsize);
   uint64_t body = (uint64_t)st.st_size - TR_RECORD;
   log->info.whole = body / TR_RECORD;
   log->info.cut = body % TR_RECORD;
@@ -358,7 +366,8 @@ static int tr_fill_v2(tr_log *log, tr_thread *t, tr_error *e) {
   uint32_t n = t->left < TR_BLOCK ? (uint32_t)t->left : TR_BLOCK;
   size_t want = (size_t)n * TR_RECORD;
   ssize_t got = pread(log->fd, t->buf, want, (off_t)(TR_RECORD + t->at * TR_RECORD));
-  if (got != (ssize_t)want) return tr_fail(e, t->at + 2, "cannot read the trace log: %s", strerror(got < 0 ? errno : EIO));
+  if (got != (ssize_t)want)
+    return tr_fail(e, t->at + 2, "cannot read the trace log: %s", strerror(got < 0 ? errno : EIO));
   t->at += n;
   t->left -= n;
   t->n = n;
@@ -384,7 +393,8 @@ static int tr_open_chunk(tr_log *log, tr_thread *t, const tr_run *run, tr_error 
   t->chunk = tr_grow(t->chunk, &t->chunk_cap, len, 1);
   struct scn_tl_chunk ch;
   struct scn_tl_error err;
-  if (pread(log->fd, t->chunk, len, (off_t)run->start) != (ssize_t)len || scn_tl_chunk_parse(t->chunk, len, &ch, &err) != 1)
+  if (pread(log->fd, t->chunk, len, (off_t)run->start) != (ssize_t)len ||
+      scn_tl_chunk_parse(t->chunk, len, &ch, &err) != 1)
     return tr_fail(e, 1, "the chunk at byte %" PRIu64 " changed since the log was indexed", run->start);
   scn_tl_cursor_init(&t->cur, &ch, t->chunk + SCN_TL_CHUNK_SIZE, run->bytes);
   return 0;
@@ -541,7 +551,8 @@ static int tr_run_thread(tr_log *log, uint32_t i, tr_heap *h, tr_inflight *m, in
       }
     }
     if ((int64_t)seq <= *last)
-      return tr_fail(e, 1, "sequence number %" PRIu64 " appears twice (threads' chunks overlap): the log is damaged", seq);
+      return tr_fail(e, 1, "sequence number %" PRIu64 " appears twice (threads' chunks overlap): the log is damaged",
+                     seq);
     *last = (int64_t)seq;
     int rc = tr_yield(log, r, sink, arg);
     if (rc) return rc;

@@ -45,11 +45,12 @@ peak more than the capture did at the same point.
 stores into each new block and the grown part of each realloc.
 
 The program's own anonymous mappings (mmap, munmap, mremap events) are
-remembered as pieces (munmap may cut any page range out of one) and replayed with slots of their own: MAP where it mapped, UNMAP for
-each piece it unmapped (partial unmaps included), REMAP where it resized a
-whole mapping; writable mappings are touched like blocks. What cannot be
-replayed is noted and skipped: MAP_FIXED mappings (they replace part of
-another), mremap of part of a mapping.
+remembered as pieces (munmap may cut any page range out of one) and replayed
+with slots of their own: MAP where it mapped, UNMAP for each piece it unmapped
+(partial unmaps included), REMAP where it resized a whole mapping; writable
+mappings are touched like blocks. What cannot be replayed is noted and
+skipped: MAP_FIXED mappings (they replace part of another), mremap of part of
+a mapping.
 """
 
 import json

@@ -84,7 +84,9 @@ class TraceSource:
     @property
     def damaged(self) -> bool:
         """A tracer log cut inside a record, or damaged part way: read up to there, but not whole."""
-        return bool(self.cut) or (self.format == "preload" and getattr(self.events.info, "stopped_at", None) is not None)
+        if self.cut:
+            return True
+        return self.format == "preload" and getattr(self.events.info, "stopped_at", None) is not None
 
     def main_tid(self):
         """The captured process's main thread (its pid, from a tracer log's header), replayed on the replay's
