@@ -727,11 +727,11 @@ static void report(const cv *c, const tr_log *log) {
            PRIu64 ", \"records\": %" PRIu64 ", \"last_seq\": %" PRId64 ", \"ended\": %s, \"missing\": %" PRIu64
            ", \"moved_reallocs\": %" PRIu64 ", \"thread_records\": %" PRIu64 ", \"chunks\": %" PRIu64
            ", \"reordered_reallocs\": %" PRIu64 ", \"has_ns\": %s, \"first_ns\": %" PRIu64 ", \"last_ns\": %" PRIu64
-           ", \"whole_records\": %" PRIu64 ", \"cut_bytes\": %" PRIu64 ", \"stopped_at\": %s, \"stop_reason\": \"%s\""
+           ", \"size\": %" PRIu64 ", \"stopped_at\": %s, \"stop_reason\": \"%s\""
            ", \"threads\": [",
            f->version, f->pid, f->ppid, f->start_realtime_ns, f->records, f->last_seq, f->ended ? "true" : "false",
            f->missing, f->moved, f->thread_records, f->chunks, f->reordered, f->have_ns ? "true" : "false",
-           f->first_ns, f->last_ns, f->whole, f->cut, stopped, f->stop_reason);
+           f->first_ns, f->last_ns, f->size, stopped, f->stop_reason);
     for (size_t i = 0; i < log->nthreads; i++) printf("%s%" PRIu32, i ? ", " : "", log->threads[i].tid);
     printf("]}");
   }

@@ -145,12 +145,12 @@ typedef struct {
 
 typedef struct {              /* what the index pass found (trace/preload_log.py's PreloadLogInfo) */
   uint32_t version, pid, ppid;
-  uint64_t start_realtime_ns, records, moved, thread_records, chunks, missing, reordered, first_ns, last_ns;
+  uint64_t size, start_realtime_ns, records, moved, thread_records, chunks, missing, reordered, first_ns, last_ns;
   int64_t last_seq;
   int ended, have_ns;
   uint64_t whole;             /* version 1, 2: whole records in the file */
   uint64_t cut;               /* version 1, 2: bytes of a record cut short at the end (0: none) */
-  int64_t stopped_at;         /* version 3: byte where a cut or damaged log stops being read (-1: it does not) */
+  int64_t stopped_at;         /* byte where a cut or damaged log stops being read (-1: it does not) */
   char stop_reason[128];
 } tr_info;
 
@@ -259,29 +259,13 @@ static int tr_index_v2(tr_log *log, tr_scan *s, tr_error *e) {
   return 0;
 }
 
-/* Version 3: runtime/tracelog.c's counting pass over the chunks (it decodes and checks every record); a chunk
- * is a run. A cut or damaged log is read up to where it stops (info.stopped_at), as the Python reader does. */
+/* Version 3: runtime/tracelog.c's counting pass (chunk headers and censuses; the records are decoded when the
+ * merge reaches them); a chunk is a run. A cut or damaged log is read up to where it stops (info.stopped_at),
+ * as the Python reader does. */
 static int tr_index_v3(tr_log *log, tr_scan *s, tr_error *e) {
-  struct scn_tl_scan *scan = scn_tl_scan_new(TR_RECORD);
-  size_t cap = 4 << 20, have = 0;
-  uint8_t *buf = malloc(cap);
-  if (!scan || !buf) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
-  for (uint64_t at = TR_RECORD;;) {
-    ssize_t got = pread(log->fd, buf + have, cap - have, (off_t)at);
-    if (got < 0) {
-      free(buf);
-      scn_tl_scan_free(scan);
-      return tr_fail(e, 1, "cannot read the trace log: %s", strerror(errno));
-    }
-    at += (uint64_t)got;
-    have += (size_t)got;
-    size_t used = scn_tl_scan_feed(scan, buf, have, got == 0);
-    memmove(buf, buf + used, have - used);
-    have -= used;
-    if (got == 0 || scan->what) break;
-    if (have == cap) buf = tr_grow(buf, &cap, cap + 1, 1);       /* a chunk longer than the buffer */
-  }
-  free(buf);
+  struct scn_tl_scan *scan = scn_tl_scan_file(log->fd, TR_RECORD, log->info.size);
+  if (!scan) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
+  (void)e;
   for (uint32_t i = 0; i < scan->nthreads; i++) {
     int fresh;
     tr_thread_of(log, scan->threads[i].tid, &fresh);
@@ -326,6 +310,7 @@ static int tr_header(tr_log *log, tr_error *e) {
   memcpy(&log->info.pid, h + 16, 4);
   memcpy(&log->info.ppid, h + 20, 4);
   memcpy(&log->info.start_realtime_ns, h + 32, 8);
+  log->info.size = (uint64_t)st.st_size;
   if (log->info.version == SCN_TRACE_VERSION && rsize == 0) return 0;
   if ((log->info.version != 1 && log->info.version != 2) || rsize != TR_RECORD)
     return tr_fail(e, 1, "tracer log version %" PRIu32 " with %" PRIu32 "-byte records; this scenc reads versions "
@@ -333,6 +318,11 @@ static int tr_header(tr_log *log, tr_error *e) {
   uint64_t body = (uint64_t)st.st_size - TR_RECORD;
   log->info.whole = body / TR_RECORD;
   log->info.cut = body % TR_RECORD;
+  if (log->info.cut) {      /* the disk filled up, or it was cut: the whole records are read (as the Python reader) */
+    log->info.stopped_at = (int64_t)(TR_RECORD + log->info.whole * TR_RECORD);
+    snprintf(log->info.stop_reason, sizeof log->info.stop_reason, "the log is cut short inside a record (%" PRIu64
+             " bytes of record %" PRIu64 ")", log->info.cut, log->info.whole + 2);
+  }
   return 0;
 }
 
@@ -380,7 +370,10 @@ static int tr_fill_v3(tr_log *log, tr_thread *t, tr_error *e) {
   (void)log;
   struct scn_tl_error err;
   size_t n = scn_tl_decode(&t->cur, t->buf, t->left < TR_BLOCK ? (size_t)t->left : TR_BLOCK, &err);
-  if (!n) return tr_fail(e, 1, "the chunk at byte %" PRIu64 " changed since the log was indexed", t->at);
+  if (n < (t->left < TR_BLOCK ? t->left : TR_BLOCK)) {     /* the index counted records it cannot decode */
+    if (err.what) return tr_fail(e, 1, "byte %" PRIu64 ": %s", t->at + SCN_TL_CHUNK_SIZE + err.offset, err.what);
+    return tr_fail(e, 1, "the chunk at byte %" PRIu64 " changed since the log was indexed", t->at);
+  }
   t->left -= n;
   t->n = (uint32_t)n;
   t->pos = 0;

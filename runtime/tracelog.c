@@ -1,16 +1,16 @@
 /* tracelog.c -- the reading side of tracelog.h as a shared library (libscntracelog.so), for
- * trace/preload_log.py (ctypes): one counting pass over a version 3 log, then its chunks decoded
- * into version 2 records a block at a time. Every record goes through tracelog.h's decoder.
+ * trace/preload_log.py (ctypes). Every record it reads goes through tracelog.h's decoder.
  *
- * Counting pass: the caller reads the file after its 64-byte header in blocks and feeds them,
- *     struct scn_tl_scan *s = scn_tl_scan_new(64);               -- 64: the file offset of the first chunk
- *     consumed = scn_tl_scan_feed(s, block, len, at_eof);        -- whole chunks only; keep the rest
- *     ... s->threads[0..nthreads), s->chunks[0..nchunks), totals; s->what when it stopped early ...
+ * The counting pass reads chunk headers and censuses only (a few hundred bytes per chunk of about
+ * 5000 calls), so a capture's summary costs next to nothing whatever the log's size:
+ *     struct scn_tl_scan *s = scn_tl_scan_file(fd, 64, file size);   -- chunks start after the header
+ *     ... s->threads[0..nthreads), s->chunks[0..nchunks), totals; s->what: it stopped early, at s->stop ...
  *     scn_tl_scan_free(s);
- * Reading a chunk: scn_tl_open(cursor, bytes of the chunk header and payload, their length), then
- * scn_tl_read(cursor, out, cap) until it returns 0; cursor memory: scn_tl_cursor_size() bytes.
+ * Reading a chunk: scn_tl_open(reader, its header and payload, their length), then
+ * scn_tl_read(reader, out, cap, &what, &offset) until it returns 0; reader memory: scn_tl_reader_size().
  */
 #include <stdlib.h>
+#include <unistd.h>
 #include "tracelog.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -28,7 +28,7 @@ struct scn_tl_ref {             /* one chunk of records */
 };
 
 struct scn_tl_scan {
-  uint64_t offset;              /* file offset of the next byte to feed */
+  uint64_t offset;              /* file offset where the pass ended */
   uint64_t calls, extra, moved, max_seq, end_seq, first_ns, last_ns;
   uint32_t ended, any, nthreads, nchunks;
   uint64_t stop;                /* file offset where reading stopped early (cut, damaged); valid when what */
@@ -37,12 +37,6 @@ struct scn_tl_scan {
   struct scn_tl_ref *chunks;
   uint32_t cap_threads, cap_chunks, last_thread, pad;
 };
-
-EXPORT struct scn_tl_scan *scn_tl_scan_new(uint64_t offset) {
-  struct scn_tl_scan *s = calloc(1, sizeof *s);
-  if (s) s->offset = offset;
-  return s;
-}
 
 EXPORT void scn_tl_scan_free(struct scn_tl_scan *s) {
   if (!s) return;
@@ -71,99 +65,159 @@ static struct scn_tl_thread *thread_of(struct scn_tl_scan *s, uint32_t tid) {
   return t;
 }
 
-static int is_resize(uint8_t kind) { return kind == K_REALLOC || kind == K_REALLOCARRAY; }
-
 static int stop(struct scn_tl_scan *s, uint64_t at, const char *what) {
   s->stop = at;
   s->what = what;
   return 0;
 }
 
-/* Counts the records of one chunk (avail payload bytes present); 0 when it stopped early. */
-static int count_chunk(struct scn_tl_scan *s, const struct scn_tl_chunk *ch, const uint8_t *payload, size_t avail) {
-  uint64_t at = s->offset + SCN_TL_CHUNK_SIZE;
-  struct scn_tl_thread *t = thread_of(s, ch->tid);
-  if (!t || (s->nchunks == s->cap_chunks && !grow((void **)&s->chunks, &s->cap_chunks, sizeof *s->chunks)))
-    return stop(s, s->offset, "out of memory");
+static int add_ref(struct scn_tl_scan *s, struct scn_tl_thread *t, uint64_t at, uint32_t bytes, uint32_t count) {
+  if (s->nchunks == s->cap_chunks && !grow((void **)&s->chunks, &s->cap_chunks, sizeof *s->chunks)) return 0;
   struct scn_tl_ref *ref = &s->chunks[s->nchunks++];
-  ref->offset = s->offset;
+  ref->offset = at;
+  ref->bytes = bytes;
+  ref->count = count;
   ref->thread = (uint32_t)(t - s->threads);
-  ref->count = 0;
   t->chunks++;
-  struct scn_tl_cursor c;
-  struct scn_tl_error err;
-  struct scn_trace_record rec[256];
-  scn_tl_cursor_init(&c, ch, payload, avail);
-  size_t n;
-  do {
-    n = scn_tl_decode(&c, rec, 256, &err);
-    for (size_t i = 0; i < n; i++) {
-      const struct scn_trace_record *r = &rec[i];
-      if (t->records && r->seq <= t->last_seq) return stop(s, at + err.offset, "sequence numbers go back in a thread");
-      if (r->span && (r->span > r->seq || !is_resize(r->kind))) return stop(s, at + err.offset, "a span on a record "
-                                                                           "that is no moved realloc: damaged");
-      t->last_seq = r->seq;
-      t->records++;
-      t->counts[r->kind]++;
-      ref->count++;
-      if (r->kind >= K_THREAD_START) s->extra++;
-      else s->calls++;
-      if (r->span) s->moved++;
-      if (!s->any || r->seq > s->max_seq) s->max_seq = r->seq;
-      if (!s->any || r->ns < s->first_ns) s->first_ns = r->ns;
-      if (!s->any || r->ns > s->last_ns) s->last_ns = r->ns;
-      s->any = 1;
-    }
-  } while (n);
-  ref->bytes = (uint32_t)(c.p - c.start);
-  if (err.what) return stop(s, at + err.offset, err.what);
   return 1;
 }
 
-/* Counts the whole chunks in buf (file offset s->offset); returns the bytes consumed. At eof a cut
- * chunk is counted up to its last whole record. Stops for good when s->what is set. */
-EXPORT size_t scn_tl_scan_feed(struct scn_tl_scan *s, const uint8_t *buf, size_t len, int eof) {
-  size_t at = 0;
-  while (!s->what) {
+static void add_times(struct scn_tl_scan *s, uint64_t first_ns, uint64_t last_ns, uint64_t last_seq) {
+  if (!s->any || first_ns < s->first_ns) s->first_ns = first_ns;
+  if (!s->any || last_ns > s->last_ns) s->last_ns = last_ns;
+  if (!s->any || last_seq > s->max_seq) s->max_seq = last_seq;
+  s->any = 1;
+}
+
+static void add_counts(struct scn_tl_scan *s, struct scn_tl_thread *t, const uint64_t counts[64], uint64_t moved) {
+  for (int k = 1; k < 64; k++) {
+    t->counts[k] += counts[k];
+    t->records += counts[k];
+    if (k >= K_THREAD_START) s->extra += counts[k];
+    else s->calls += counts[k];
+  }
+  s->moved += moved;
+}
+
+/* A chunk cut short by the end of the file: its whole records, decoded. */
+static void count_cut_chunk(struct scn_tl_scan *s, int fd, uint64_t at, const struct scn_tl_chunk *ch, uint64_t size,
+                            struct scn_tl_thread *t) {
+  size_t avail = size - at - SCN_TL_CHUNK_SIZE < ch->bytes ? (size_t)(size - at - SCN_TL_CHUNK_SIZE) : ch->bytes;
+  uint8_t *payload = malloc(avail + 1);
+  if (!payload || pread(fd, payload, avail, (off_t)(at + SCN_TL_CHUNK_SIZE)) != (ssize_t)avail) {
+    free(payload);
+    stop(s, at, "cannot read the log");
+    return;
+  }
+  struct scn_tl_cursor c;
+  struct scn_tl_error err;
+  struct scn_trace_record rec[256];
+  uint64_t counts[64] = {0}, moved = 0, first = 0, last = 0, seq = 0, n, total = 0;
+  scn_tl_cursor_init(&c, ch, payload, avail);
+  while ((n = scn_tl_decode(&c, rec, 256, &err)) > 0) {
+    if (!total) first = rec[0].ns;
+    for (size_t i = 0; i < n; i++) {
+      counts[rec[i].kind]++;
+      moved += rec[i].span != 0;
+    }
+    last = rec[n - 1].ns;
+    seq = rec[n - 1].seq;
+    total += n;
+  }
+  uint32_t used = (uint32_t)(c.p - c.start);
+  int cut = avail < ch->bytes;
+  free(payload);
+  if (total) {
+    add_counts(s, t, counts, moved);
+    add_times(s, first, last, seq);
+    t->last_seq = seq;
+    add_ref(s, t, at, used, (uint32_t)total);
+  }
+  stop(s, at + SCN_TL_CHUNK_SIZE + used,
+       cut ? "the log is cut short inside a chunk" : "the log is cut short inside a chunk's census");
+}
+
+/* The counting pass: every chunk header and census of the log (fd, size bytes; chunks from offset), none of
+ * the records, but those of a chunk cut short at the end. Stops early with s->what set. */
+EXPORT struct scn_tl_scan *scn_tl_scan_file(int fd, uint64_t offset, uint64_t size) {
+  struct scn_tl_scan *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  uint64_t at = offset;
+  uint8_t census[SCN_TL_MAX_CENSUS];
+  while (at < size) {
     struct scn_tl_chunk ch;
     struct scn_tl_error err;
-    int got = scn_tl_chunk_parse(buf + at, len - at, &ch, &err);
+    uint8_t head[SCN_TL_CHUNK_SIZE];
+    ssize_t got = pread(fd, head, sizeof head, (off_t)at);
     if (got < 0) {
-      stop(s, s->offset, err.what);
+      stop(s, at, "cannot read the log");
       break;
     }
-    if (!got) {
-      if (eof && at < len) stop(s, s->offset, "the log is cut short inside a chunk header");
-      break;
-    }
-    if (len - at - SCN_TL_CHUNK_SIZE < ch.bytes) {   /* a cut chunk: its whole records count */
-      if (eof) count_chunk(s, &ch, buf + at + SCN_TL_CHUNK_SIZE, len - at - SCN_TL_CHUNK_SIZE);
+    if (scn_tl_chunk_parse(head, (size_t)got, &ch, &err) != 1) {
+      stop(s, at, err.what ? err.what : "the log is cut short inside a chunk header");
       break;
     }
     if (ch.type == SCN_TL_END) {
       s->ended = 1;
       if (ch.seq > s->end_seq) s->end_seq = ch.seq;
-    } else if (!count_chunk(s, &ch, buf + at + SCN_TL_CHUNK_SIZE, len - at - SCN_TL_CHUNK_SIZE)) {
+      at += SCN_TL_CHUNK_SIZE;
+      continue;
+    }
+    struct scn_tl_thread *t = thread_of(s, ch.tid);
+    if (!t) {
+      stop(s, at, "out of memory");
       break;
     }
-    at += SCN_TL_CHUNK_SIZE + ch.bytes;
-    s->offset += SCN_TL_CHUNK_SIZE + ch.bytes;
+    if (t->records && ch.seq <= t->last_seq) {
+      stop(s, at, "sequence numbers go back in a thread: the log is damaged");
+      break;
+    }
+    uint64_t next = at + SCN_TL_CHUNK_SIZE + ch.bytes + ch.census;
+    if (next > size) {
+      count_cut_chunk(s, fd, at, &ch, size, t);
+      break;
+    }
+    uint64_t counts[64] = {0};
+    if (pread(fd, census, ch.census, (off_t)(next - ch.census)) != (ssize_t)ch.census ||
+        scn_tl_read_census(census, ch.census, counts) != (int64_t)ch.count) {
+      stop(s, at, "a chunk's census does not match its records: the log is damaged");
+      break;
+    }
+    add_counts(s, t, counts, ch.moved);
+    add_times(s, ch.ns, ch.ns + ch.ns_span, ch.last_seq);
+    t->last_seq = ch.last_seq;
+    if (!add_ref(s, t, at, ch.bytes, ch.count)) {
+      stop(s, at, "out of memory");
+      break;
+    }
+    at = next;
   }
-  return at;
+  s->offset = at;
+  return s;
 }
 
-EXPORT size_t scn_tl_cursor_size(void) { return sizeof(struct scn_tl_cursor); }
+/* Reading a chunk: tracelog.h's cursor and where it stopped. */
+struct reader {
+  struct scn_tl_cursor c;
+  struct scn_tl_error err;
+};
+
+EXPORT size_t scn_tl_reader_size(void) { return sizeof(struct reader); }
 
 /* A chunk (header and payload, len bytes: fewer when the log is cut) to read with scn_tl_read. */
-EXPORT int scn_tl_open(struct scn_tl_cursor *c, const uint8_t *chunk, size_t len) {
+EXPORT int scn_tl_open(struct reader *r, const uint8_t *chunk, size_t len) {
   struct scn_tl_chunk ch;
-  struct scn_tl_error err;
-  if (scn_tl_chunk_parse(chunk, len, &ch, &err) != 1) return 0;
-  scn_tl_cursor_init(c, &ch, chunk + SCN_TL_CHUNK_SIZE, len - SCN_TL_CHUNK_SIZE);
+  memset(r, 0, sizeof *r);
+  if (scn_tl_chunk_parse(chunk, len, &ch, &r->err) != 1) return 0;
+  scn_tl_cursor_init(&r->c, &ch, chunk + SCN_TL_CHUNK_SIZE, len - SCN_TL_CHUNK_SIZE);
   return 1;
 }
 
-EXPORT size_t scn_tl_read(struct scn_tl_cursor *c, struct scn_trace_record *out, size_t cap) {
-  struct scn_tl_error err;
-  return scn_tl_decode(c, out, cap, &err);
+/* Up to cap records; 0 at the chunk's end. *what: NULL, or why it stopped early (at byte *offset of the payload). */
+EXPORT size_t scn_tl_read(struct reader *r, struct scn_trace_record *out, size_t cap, const char **what,
+                          uint64_t *offset) {
+  size_t n = scn_tl_decode(&r->c, out, cap, &r->err);
+  *what = r->err.what;
+  *offset = r->err.offset;
+  return n;
 }

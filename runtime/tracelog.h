@@ -102,16 +102,20 @@ struct scn_tl_chunk {
   uint8_t tick_shift;   /* record times are in units of 2^tick_shift ticks */
   uint16_t mark;        /* SCN_TL_MARK */
   uint64_t seq;         /* the first record's seq (SCN_TL_END: numbers taken) */
+  uint64_t last_seq;    /* the last record's */
   uint64_t ns;          /* CLOCK_MONOTONIC read beside the first record's tick */
   uint64_t ns_span;     /* CLOCK_MONOTONIC at the flush, minus ns */
   uint64_t tick;        /* the first record's tick */
   uint64_t tick_span;   /* tick at the flush, minus tick */
+  uint32_t census;      /* bytes of the census after the records: varint pairs (kind code, records), codes rising */
+  uint32_t moved;       /* records with a span (moved reallocs: two numbers each) */
 };
-#define SCN_TL_CHUNK_SIZE 56
+#define SCN_TL_CHUNK_SIZE 72
+#define SCN_TL_MAX_CENSUS 192   /* 45 codes at most, 4 bytes a pair at most in a chunk */
 
 _Static_assert(sizeof(struct scn_trace_record) == 64, "records are 64 bytes");
 _Static_assert(sizeof(struct scn_trace_header) == 64, "the header is one record long");
-_Static_assert(sizeof(struct scn_tl_chunk) == SCN_TL_CHUNK_SIZE, "chunk headers are 56 bytes");
+_Static_assert(sizeof(struct scn_tl_chunk) == SCN_TL_CHUNK_SIZE, "chunk headers are 72 bytes");
 
 enum { SCN_TL_SEQ_NEXT = 0x40, SCN_TL_EXT = 0x80, SCN_TL_CODE = 0x3f };
 enum { SCN_TL_X_FLAGS = 1, SCN_TL_X_ERR = 2, SCN_TL_X_SPAN = 4, SCN_TL_X_RAW = 8 };
@@ -171,7 +175,7 @@ static inline void scn_tl_encoder_start(struct scn_tl_encoder *e, uint64_t seq, 
 }
 
 /* Pointers can be stored as deltas >> 3 when every one of the record is 8-aligned against the last. */
-static inline int scn_tl_aligned(uint16_t layout, const uint64_t v[4], uint64_t prev) {
+__attribute__((always_inline)) static inline int scn_tl_aligned(uint16_t layout, const uint64_t v[4], uint64_t prev) {
   for (int i = 0; i < 4; i++)
     if ((layout >> (2 * i) & 3) == L_P && v[i]) {
       if ((v[i] - prev) & 7) return 0;
@@ -180,8 +184,9 @@ static inline int scn_tl_aligned(uint16_t layout, const uint64_t v[4], uint64_t 
   return 1;
 }
 
-/* Encodes r (r->ns holding its tick) at p; returns the end. At most SCN_TL_MAX_RECORD bytes. */
-static inline uint8_t *scn_tl_encode(struct scn_tl_encoder *e, uint8_t *p, const struct scn_trace_record *r) {
+/* Encodes r (r->ns holding its tick) at p; returns the end. At most SCN_TL_MAX_RECORD bytes.
+ * Always inlined: with a constant kind the layout's loops and branches fold away. */
+__attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_tl_encoder *e, uint8_t *p, const struct scn_trace_record *r) {
   uint16_t layout = scn_tl_layout[r->kind & SCN_TL_CODE];
   const uint64_t v[4] = {r->arg[0], r->arg[1], r->arg[2], r->result};
   int raw = !scn_tl_aligned(layout, v, e->ptr);
@@ -219,6 +224,16 @@ static inline uint8_t *scn_tl_encode(struct scn_tl_encoder *e, uint8_t *p, const
   return p;
 }
 
+/* The census of a chunk: records by kind code, so a summary need not decode them. */
+static inline uint8_t *scn_tl_put_census(uint8_t *p, const uint32_t counts[64]) {
+  for (int k = 1; k < 64; k++)
+    if (counts[k]) {
+      p = scn_tl_put(p, (uint64_t)k);
+      p = scn_tl_put(p, counts[k]);
+    }
+  return p;
+}
+
 /* ------------------------------------------------------------------ decoding */
 struct scn_tl_error {
   uint64_t offset;      /* where decoding stopped: bytes into the chunk's payload (or into the buffer given) */
@@ -230,6 +245,7 @@ struct scn_tl_cursor {
   struct scn_tl_chunk ch;
   uint32_t left;        /* records still to decode */
   uint64_t seq, ptr, units;
+  uint64_t scale;       /* ns per tick, fixed point with 32 fraction bits */
 };
 
 static inline int scn_tl_chunk_parse(const uint8_t *p, size_t avail, struct scn_tl_chunk *ch,
@@ -241,7 +257,9 @@ static inline int scn_tl_chunk_parse(const uint8_t *p, size_t avail, struct scn_
   if (ch->mark != SCN_TL_MARK) err->what = "not a chunk header (no chunk mark): the log is damaged";
   else if (ch->type != SCN_TL_RECORDS && ch->type != SCN_TL_END) err->what = "unknown chunk type: the log is damaged";
   else if (ch->type == SCN_TL_END && (ch->count || ch->bytes)) err->what = "an end mark with records: damaged";
-  else if (ch->count > ch->bytes || ch->tick_shift > 63) err->what = "chunk header out of range: damaged";
+  else if (ch->count > ch->bytes || ch->tick_shift > 63 || ch->census > SCN_TL_MAX_CENSUS || ch->moved > ch->count ||
+           (ch->type == SCN_TL_RECORDS && ch->last_seq < ch->seq))
+    err->what = "chunk header out of range: damaged";
   else if (ch->type == SCN_TL_RECORDS && !ch->tid) err->what = "a chunk of thread id 0: the log is damaged";
   return err->what ? -1 : 1;
 }
@@ -256,10 +274,16 @@ static inline void scn_tl_cursor_init(struct scn_tl_cursor *c, const struct scn_
   c->seq = ch->seq - 1;
   c->ptr = 0;
   c->units = 0;
+  c->scale = ch->tick_span ? (uint64_t)(((unsigned __int128)ch->ns_span << 32) / ch->tick_span) : 0;
 }
 
 static inline int scn_tl_get(const uint8_t **pp, const uint8_t *end, uint64_t *v) {
   const uint8_t *p = *pp;
+  if (__builtin_expect(p < end && *p < 0x80, 1)) {   /* most deltas and sizes fit in one byte */
+    *v = *p;
+    *pp = p + 1;
+    return 1;
+  }
   uint64_t x = 0;
   for (int s = 0; s < 70; s += 7) {
     if (p >= end) return 0;
@@ -274,17 +298,16 @@ static inline int scn_tl_get(const uint8_t **pp, const uint8_t *end, uint64_t *v
   return 0;
 }
 
-static inline uint64_t scn_tl_ns(const struct scn_tl_chunk *ch, uint64_t ticks) {
-  if (!ch->tick_span || !ticks) return ch->ns;
-  if (ticks >= ch->tick_span) return ch->ns + ch->ns_span;
-  return ch->ns + (uint64_t)((unsigned __int128)ticks * ch->ns_span / ch->tick_span);
+/* A tick (since the chunk's first) in CLOCK_MONOTONIC ns: within [ns, ns + ns_span]. */
+static inline uint64_t scn_tl_ns(const struct scn_tl_cursor *c, uint64_t ticks) {
+  if (ticks >= c->ch.tick_span) return c->ch.ns + c->ch.ns_span;
+  return c->ch.ns + (uint64_t)(((unsigned __int128)ticks * c->scale) >> 32);
 }
 
 /* One record at c->p; 0 when it is cut short or damaged (err says which), c->p unchanged. */
 static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_record *r, struct scn_tl_error *err) {
   const uint8_t *p = c->p, *end = c->end;
   uint64_t v, seq = c->seq, ptr = c->ptr, units = c->units;
-  memset(r, 0, sizeof *r);
   if (p >= end) goto cut;
   uint8_t k = *p++, x = 0;
   uint16_t layout = scn_tl_layout[k & SCN_TL_CODE];
@@ -293,6 +316,10 @@ static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_re
     goto stop;
   }
   r->kind = k & SCN_TL_CODE;
+  r->flags = 0;
+  r->err = 0;
+  r->dur_ns = 0;
+  r->span = 0;
   if (k & SCN_TL_EXT) {
     if (p >= end) goto cut;
     x = *p++;
@@ -328,7 +355,7 @@ static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_re
   }
   r->seq = seq;
   r->tid = c->ch.tid;
-  r->ns = scn_tl_ns(&c->ch, units << c->ch.tick_shift);
+  r->ns = scn_tl_ns(c, units << c->ch.tick_shift);
   r->arg[0] = f[0];
   r->arg[1] = f[1];
   r->arg[2] = f[2];
@@ -344,6 +371,21 @@ cut:
 stop:
   err->offset = (uint64_t)(c->p - c->start);
   return 0;
+}
+
+
+/* Adds a census (len bytes) to counts; its total, or -1 when it is damaged. */
+static inline int64_t scn_tl_read_census(const uint8_t *p, size_t len, uint64_t counts[64]) {
+  const uint8_t *end = p + len;
+  uint64_t k, n, prev = 0;
+  int64_t total = 0;
+  while (p < end) {
+    if (!scn_tl_get(&p, end, &k) || !scn_tl_get(&p, end, &n) || k <= prev || k > 63 || !scn_tl_layout[k]) return -1;
+    counts[k] += n;
+    total += (int64_t)n;
+    prev = k;
+  }
+  return total;
 }
 
 /* Up to cap records of the chunk; 0 at its end or when it stopped early (err.what set). */

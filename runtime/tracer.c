@@ -116,7 +116,8 @@ struct buffer {
   struct buffer *next;             /* every buffer ever made: never unlinked, reused when released */
   struct scn_tl_chunk head;        /* tid, first seq, ns and tick of the chunk being filled */
   struct scn_tl_encoder enc;
-  _Alignas(64) uint8_t data[SCN_TL_CHUNK_SIZE + BUF_BYTES];
+  uint32_t counts[64];             /* its records by kind: the census */
+  _Alignas(64) uint8_t data[SCN_TL_CHUNK_SIZE + BUF_BYTES + SCN_TL_MAX_CENSUS];
 };
 
 struct tstate {
@@ -405,15 +406,25 @@ static void write_locked(const void *bytes, size_t left) {
   }
 }
 
+/* The program's errno survives: the wrappers of the common calls do not save it (the only system
+ * calls on their path are here and in claim_buffer). */
 static void write_bytes(const void *bytes, size_t n) {
-  if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_DISABLED || !lock_writes()) return;
-  write_locked(bytes, n);
-  unlock_writes();
+  if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_DISABLED) return;
+  int err = errno;
+  if (lock_writes()) {
+    write_locked(bytes, n);
+    unlock_writes();
+  }
+  errno = err;
 }
 
-/* A chunk's header is finished at its flush: the second clock reading, so its ticks map to ns. */
-static void seal_chunk(struct scn_tl_chunk *h, uint32_t n, uint32_t bytes) {
+/* A chunk is finished at its flush: the second clock reading (so its ticks map to ns), the census
+ * after its records (chunk: header and records). Returns its length. */
+static size_t seal_chunk(struct scn_tl_chunk *h, uint8_t *chunk, uint32_t n, uint32_t bytes, uint32_t counts[64]) {
   uint64_t tick = now_tick(), ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
+  uint8_t *census = chunk + SCN_TL_CHUNK_SIZE + bytes;
+  h->census = (uint32_t)(scn_tl_put_census(census, counts) - census);
+  memset(counts, 0, 64 * sizeof *counts);
   h->bytes = bytes;
   h->count = n;
   h->type = SCN_TL_RECORDS;
@@ -421,6 +432,15 @@ static void seal_chunk(struct scn_tl_chunk *h, uint32_t n, uint32_t bytes) {
   h->mark = SCN_TL_MARK;
   h->ns_span = ns > h->ns ? ns - h->ns : 0;
   h->tick_span = tick > h->tick ? tick - h->tick : 0;
+  memcpy(chunk, h, sizeof *h);
+  return SCN_TL_CHUNK_SIZE + bytes + h->census;
+}
+
+/* What a chunk's header and census count of each record. */
+static inline void census_add(struct scn_tl_chunk *h, uint32_t counts[64], const struct scn_trace_record *r) {
+  counts[r->kind & SCN_TL_CODE]++;
+  h->moved += r->span != 0;
+  h->last_seq = r->seq;
 }
 
 static void start_chunk(struct scn_tl_chunk *h, struct scn_tl_encoder *enc, const struct scn_trace_record *r) {
@@ -434,14 +454,14 @@ static void start_chunk(struct scn_tl_chunk *h, struct scn_tl_encoder *enc, cons
 
 /* A chunk of one record, written at once (threads that are leaving, the process after its exit flush). */
 static void write_record(const struct scn_trace_record *r) {
-  uint8_t chunk[SCN_TL_CHUNK_SIZE + SCN_TL_MAX_RECORD];
+  uint8_t chunk[SCN_TL_CHUNK_SIZE + SCN_TL_MAX_RECORD + SCN_TL_MAX_CENSUS];
+  uint32_t counts[64] = {0};
   struct scn_tl_chunk h;
   struct scn_tl_encoder enc;
   start_chunk(&h, &enc, r);
   size_t n = (size_t)(scn_tl_encode(&enc, chunk + SCN_TL_CHUNK_SIZE, r) - (chunk + SCN_TL_CHUNK_SIZE));
-  seal_chunk(&h, 1, (uint32_t)n);
-  memcpy(chunk, &h, sizeof h);
-  write_bytes(chunk, SCN_TL_CHUNK_SIZE + n);
+  census_add(&h, counts, r);
+  write_bytes(chunk, seal_chunk(&h, chunk, 1, (uint32_t)n, counts));
 }
 
 static int lock_buffer(struct buffer *b) {
@@ -459,14 +479,12 @@ static int buffer_full(const struct buffer *b) {
 static void flush_locked(struct buffer *b) {
   /* Before the constructor has found the log's name, keep what fits. */
   if (!b->n || (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_STARTUP && !buffer_full(b))) return;
-  seal_chunk(&b->head, b->n, b->used);
-  memcpy(b->data, &b->head, sizeof b->head);
-  write_bytes(b->data, SCN_TL_CHUNK_SIZE + b->used);
+  write_bytes(b->data, seal_chunk(&b->head, b->data, b->n, b->used, b->counts));
   b->n = b->used = 0;
 }
 
-static void put(int kind, uint64_t seq, uint64_t tick, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t result,
-                int err, int flags, uint64_t span);
+static inline void put(int kind, uint64_t seq, uint64_t tick, uint64_t a0, uint64_t a1, uint64_t a2,
+                       uint64_t result, int err, int flags, uint64_t span);
 static inline uint64_t take_seq(void);
 
 /* The thread's key destructor. It re-arms itself for later rounds of the
@@ -502,7 +520,9 @@ static struct buffer *claim_buffer(void) {
       return b;
   }
   /* The system call itself: the tracer's own memory is never the program's mapping. */
+  int err = errno;
   void *m = (void *)syscall(SYS_mmap, NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  errno = err;
   if (m == MAP_FAILED) return NULL;
   b = m;
   atomic_store(&b->owned, 1);
@@ -511,32 +531,39 @@ static struct buffer *claim_buffer(void) {
   return b;
 }
 
-static void emit(const struct scn_trace_record *r) {
+/* The thread's buffer, locked, with room for r; NULL when r was written at once (or dropped). */
+static struct buffer *buffer_for(const struct scn_trace_record *r) {
   if (UNLIKELY(T.exiting)) {
     write_record(r);
-    return;
+    return NULL;
   }
   struct buffer *b = T.buf;
   if (UNLIKELY(!b)) {
     b = T.buf = claim_buffer();
     if (!b) {
       write_record(r);
-      return;
+      return NULL;
     }
   }
   if (UNLIKELY(!T.keyed) && atomic_load_explicit(&g_key_ok, memory_order_acquire)) {
     T.keyed = 1;
     pthread_setspecific(g_key, b);
   }
-  if (!lock_buffer(b)) return;   /* cannot happen: the guard keeps handlers out of a wrapper */
-  if (UNLIKELY(buffer_full(b))) flush_locked(b);   /* still full: the constructor has not run yet */
-  if (!buffer_full(b)) {
-    if (!b->n) start_chunk(&b->head, &b->enc, r);
-    uint8_t *at = b->data + SCN_TL_CHUNK_SIZE + b->used;
-    b->used += (uint32_t)(scn_tl_encode(&b->enc, at, r) - at);
-    b->n++;
+  if (!lock_buffer(b)) return NULL;   /* cannot happen: the guard keeps handlers out of a wrapper */
+  if (UNLIKELY(buffer_full(b))) {
+    flush_locked(b);
+    if (buffer_full(b)) {   /* still full: the constructor has not run yet, keep what fitted */
+      unlock_buffer(b);
+      return NULL;
+    }
   }
-  if (buffer_full(b) || atomic_load_explicit(&g_unbuffered, memory_order_relaxed)) flush_locked(b);
+  if (UNLIKELY(!b->n)) start_chunk(&b->head, &b->enc, r);
+  return b;
+}
+
+static void buffer_done(struct buffer *b) {
+  b->n++;
+  if (UNLIKELY(buffer_full(b) || atomic_load_explicit(&g_unbuffered, memory_order_relaxed))) flush_locked(b);
   unlock_buffer(b);
 }
 
@@ -588,6 +615,7 @@ static void at_fork_child(void) {
   for (struct buffer *b = atomic_load(&g_buffers); b; b = b->next) {
     atomic_store(&b->busy, 0);
     b->n = b->used = 0;
+    memset(b->counts, 0, sizeof b->counts);
     atomic_store(&b->owned, b == T.buf);
   }
   T.tid = 0;
@@ -659,22 +687,27 @@ static inline uint32_t sat32(uint64_t v) {
   return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 }
 
-/* tick goes in the record's ns field: the encoder turns it into a delta of tick units. */
-static void put(int kind, uint64_t seq, uint64_t tick, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t result,
-                int err, int flags, uint64_t span) {
+/* tick goes in the record's ns field: the encoder turns it into a delta of tick units. Inlined
+ * into each wrapper, where the kind is a constant: the encoder then has no loop over the layout. */
+__attribute__((always_inline)) static inline void put(int kind, uint64_t seq, uint64_t tick, uint64_t a0,
+                                                      uint64_t a1, uint64_t a2, uint64_t result, int err,
+                                                      int flags, uint64_t span) {
   struct scn_trace_record r = {
       .seq = seq, .ns = tick, .tid = tid(), .kind = (uint8_t)kind, .flags = (uint8_t)flags,
       .err = (uint16_t)err, .span = sat32(span), .arg = {a0, a1, a2}, .result = result};
-  emit(&r);
+  struct buffer *b = buffer_for(&r);
+  if (!b) return;
+  uint8_t *at = b->data + SCN_TL_CHUNK_SIZE + b->used;
+  b->used += (uint32_t)(scn_tl_encode(&b->enc, at, &r) - at);
+  census_add(&b->head, b->counts, &r);
+  buffer_done(b);
 }
 
 /* An allocation has taken effect when the real function returns. */
-static inline void *end_alloc(struct call *c, int kind, uint64_t a0, uint64_t a1, uint64_t a2, void *p) {
+__attribute__((always_inline)) static inline void *end_alloc(struct call *c, int kind, uint64_t a0, uint64_t a1, uint64_t a2, void *p) {
   (void)c;
-  int err = errno;
-  put(kind, take_seq(), now_tick(), a0, a1, a2, (uintptr_t)p, 0, 0, 0);
+  put(kind, take_seq(), now_tick(), a0, a1, a2, (uintptr_t)p, 0, 0, 0);   /* leaves errno alone */
   T.guard = 0;
-  errno = err;
   return p;
 }
 
@@ -685,11 +718,9 @@ static inline uint64_t begin_release(struct call *c) {
   return take_seq();
 }
 
-static inline void end_release(struct call *c, uint64_t seq, int kind, uint64_t a0, uint64_t a1, uint64_t a2) {
-  int err = errno;
-  put(kind, seq, c->t0, a0, a1, a2, 0, 0, 0, 0);
+__attribute__((always_inline)) static inline void end_release(struct call *c, uint64_t seq, int kind, uint64_t a0, uint64_t a1, uint64_t a2) {
+  put(kind, seq, c->t0, a0, a1, a2, 0, 0, 0, 0);   /* leaves errno alone */
   T.guard = 0;
-  errno = err;
 }
 
 /* ------------------------------------------------------------- C interface */

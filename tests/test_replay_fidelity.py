@@ -28,7 +28,7 @@ import pytest
 from scenc.compiler.pipeline import build
 from scenc.trace.opsfile import HEADER, OpsFileError, read_header
 from scenc.trace.preload import capture_preload
-from scenc.trace.preload_log import EXTRA_KINDS, HEADER as LOG_HEADER, RECORD, parse_preload_log
+from scenc.trace.preload_log import EXTRA_KINDS, HEADER as LOG_HEADER, RECORD, parse_preload_log, raw_records
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "bench" / "programs"
@@ -268,20 +268,17 @@ def test_a_version_1_tracer_log_still_converts_with_every_thread_from_the_start(
     churn = compile_c(PROGRAMS / "thread_churn.c", tmp_path / "churn")
     trace = tmp_path / "churn.trace"
     assert capture_preload([str(churn), "6", "50"], trace).ok
-    data = trace.read_bytes()
-    head = bytearray(data[:LOG_HEADER.size])
-    struct.pack_into("<I", head, 8, 1)                       # version 1, without the thread records
-    records = [data[i:i + RECORD.size] for i in range(LOG_HEADER.size, len(data), RECORD.size)]
-    kept = [r for r in records if RECORD.unpack(r)[3] not in EXTRA_KINDS]
+    head = bytearray(trace.read_bytes()[:LOG_HEADER.size])
+    struct.pack_into("<II", head, 8, 1, RECORD.size)          # version 1, without the thread records
+    kept = [r for r in raw_records(trace) if r[3] not in EXTRA_KINDS]
     old = tmp_path / "old.trace"
-    # Version 1 numbered only calls: renumber so the log has no holes.
-    seqs = sorted(RECORD.unpack(r)[0] for r in kept if RECORD.unpack(r)[3] != 255)
+    # Version 1 numbered only calls: renumber so the log has no holes; then the end mark.
+    seqs = sorted(r[0] for r in kept)
     renumber = {s: i for i, s in enumerate(seqs)}
     out = bytearray(head)
     for r in kept:
-        fields = list(RECORD.unpack(r))
-        fields[0] = renumber.get(fields[0], len(seqs)) if fields[3] != 255 else len(seqs)
-        out += RECORD.pack(*fields)
+        out += RECORD.pack(renumber[r[0]], *r[1:])
+    out += RECORD.pack(len(seqs), 0, kept[0][2], 255, 0, 0, 0, 0, 0, 0, 0, 0)
     old.write_bytes(bytes(out))
     text = convert(old, tmp_path / "old.scn")
     assert "every thread starts with the replay" in text

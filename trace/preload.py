@@ -47,7 +47,7 @@ from ..elf import inspect as inspect_elf
 from ..process import signal_name
 from .capture import CaptureError, locate_program, run_in_own_session
 from .ltrace import TraceFormatError
-from .preload_log import PreloadLog, PreloadLogInfo
+from .preload_log import PreloadLog, PreloadLogInfo, stop_sentence
 from .tracer_build import tracer_library
 
 __all__ = ["capture_preload", "PreloadCapture"]
@@ -198,6 +198,9 @@ def _check(r: PreloadCapture, timeout) -> None:
             w.append("the log has no end mark: the process left without running the tracer's exit code (it was "
                      "killed by SIGKILL from outside, or a process image it exec'ed without the tracer); calls made "
                      "at the very end may be missing")
+        if info.stopped_at is not None:
+            w.append(f"{stop_sentence(info)}; the records before it are read (the disk filled up, or the log was "
+                     f"cut or damaged after the capture)")
         if info.records == 0:
             w.append("the capture saw no allocator call: the program never allocates, or it has its own allocator "
                      "linked in (Go, a statically linked Rust/C++ allocator), which LD_PRELOAD cannot intercept")

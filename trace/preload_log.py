@@ -56,8 +56,8 @@ from typing import Dict, Iterator, List, Optional
 from .events import FREE_KINDS, PRELOAD_MAGIC, REALLOC_KINDS, AllocEvent, EventSource
 from .ltrace import ParseReport, TraceFormatError
 
-__all__ = ["parse_preload_log", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
-           "MAGIC", "EXTRA_KINDS"]
+__all__ = ["parse_preload_log", "raw_records", "stop_sentence", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
+           "MAGIC", "EXTRA_KINDS", "CHUNK_HEADER"]
 
 MAGIC = PRELOAD_MAGIC
 VERSION = 3
@@ -179,38 +179,47 @@ class _Cursor:
 class _ChunkCursor:
     """One thread's records of a version 3 log: its chunks read back and decoded in C, ``block`` at a time."""
 
-    __slots__ = ("f", "chunks", "next", "block", "buf", "pos", "head", "data", "cursor", "out")
+    __slots__ = ("f", "chunks", "next", "left", "block", "buf", "pos", "head", "data", "reader", "out")
 
     def __init__(self, f, chunks, block: int):
-        self.f, self.chunks, self.next, self.block = f, chunks, 0, block
+        self.f, self.chunks, self.next, self.left, self.block = f, chunks, 0, 0, block
         self.buf: list = []
         self.pos = 0
         self.head = None
-        self.data = None             # the chunk being decoded: the C cursor points into it
-        self.cursor = ctypes.create_string_buffer(_tracelog().scn_tl_cursor_size())
+        self.data = None             # the chunk being decoded: the C reader points into it
+        self.reader = ctypes.create_string_buffer(_tracelog().scn_tl_reader_size())
         self.out = ctypes.create_string_buffer(RECORD.size * block)
         self.advance()
 
     def advance(self):
         if self.pos >= len(self.buf):
-            lib = _tracelog()
-            n = lib.scn_tl_read(self.cursor, self.out, self.block) if self.data is not None else 0
+            n = self._decode() if self.left else 0
             while not n:
                 if self.next >= len(self.chunks):
                     self.head = None
                     return
-                offset, size = self.chunks[self.next]
+                offset, size, self.left = self.chunks[self.next]
                 self.next += 1
                 self.f.seek(offset)
-                self.data = self.f.read(_CHUNK_HEADER + size)
-                if not lib.scn_tl_open(self.cursor, self.data, len(self.data)):
-                    raise TraceFormatError(self.f.name, 1, 1, f"the chunk at byte {offset} changed since the log was "
-                                                              f"indexed")
-                n = lib.scn_tl_read(self.cursor, self.out, self.block)
+                self.data = self.f.read(CHUNK_HEADER + size)
+                if not _tracelog().scn_tl_open(self.reader, self.data, len(self.data)):
+                    raise TraceFormatError(self.f.name, 1, 1, f"the chunk at byte {offset} changed since the log "
+                                                              f"was indexed")
+                n = self._decode()
             self.buf = list(RECORD.iter_unpack(memoryview(self.out)[:n * RECORD.size]))
             self.pos = 0
         self.head = self.buf[self.pos]
         self.pos += 1
+
+    def _decode(self) -> int:
+        what, at = ctypes.c_char_p(), ctypes.c_uint64()
+        n = _tracelog().scn_tl_read(self.reader, self.out, min(self.block, self.left), ctypes.byref(what),
+                                    ctypes.byref(at))
+        if what.value and n < self.left:      # the index counted records it can no longer decode
+            offset = self.chunks[self.next - 1][0] + CHUNK_HEADER + at.value
+            raise TraceFormatError(self.f.name, 1, 1, f"byte {offset}: {what.value.decode()}")
+        self.left -= n
+        return n
 
 
 class PreloadLog(EventSource):
@@ -237,6 +246,7 @@ class PreloadLog(EventSource):
         rep.has_durations = info.version < 3      # version 3 does not record the time spent in a call
         if info.ended:
             rep.exits[info.pid] = "exited"
+        rep.truncated = info.stopped_at is not None
         return rep
 
     # ---------------------------------------------------------------- pass 1
@@ -266,12 +276,11 @@ class PreloadLog(EventSource):
                 self._error(1, f"tracer log version {version} with {rsize}-byte records; this scenc reads versions "
                                f"{', '.join(map(str, READS))} with {RECORD.size}-byte records (rebuild the tracer "
                                f"and capture again)")
-            size = os.fstat(f.fileno()).st_size
-            if (size - HEADER.size) % RECORD.size:
-                whole = (size - HEADER.size) // RECORD.size
-                self._error(whole + 2, f"truncated: the log ends {(size - HEADER.size) % RECORD.size} bytes into "
-                                       f"record {whole + 2} (the disk filled up, or the program was killed while "
-                                       f"writing); the first {whole} records are whole")
+            whole = (info.size - HEADER.size) // RECORD.size
+            if (info.size - HEADER.size) % RECORD.size:     # the disk filled up, or it was cut: read the whole ones
+                info.stopped_at = HEADER.size + whole * RECORD.size
+                info.stop_reason = (f"the log is cut short inside a record ({(info.size - HEADER.size) % RECORD.size} "
+                                    f"bytes of record {whole + 2})")
             last_by_tid: Dict[int, int] = {}
             counts: Dict[int, Counter] = {}
             kinds = KIND_CODES
@@ -282,8 +291,8 @@ class PreloadLog(EventSource):
             index = 0
             prev_tid = None
             current = None           # the run being extended: [start, count]
-            while True:
-                data = f.read(RECORD.size * 8192)
+            while index < whole:
+                data = f.read(RECORD.size * min(8192, whole - index))
                 if not data:
                     break
                 for seq, ns, tid, kind, span in _INDEX.iter_unpack(data):
@@ -355,35 +364,27 @@ class PreloadLog(EventSource):
                 info.calls_by_thread[tid][kind] += n
 
     def _index_chunks(self, f) -> None:
-        """Version 3: runtime/tracelog.c counts every record (tracelog.h's decoder) and lists the chunks."""
+        """Version 3: runtime/tracelog.c reads every chunk's header and census (not its records)."""
         info, lib = self.info, _tracelog()
-        scan = lib.scn_tl_scan_new(HEADER.size)
+        scan = lib.scn_tl_scan_file(f.fileno(), HEADER.size, info.size)
         if not scan:
-            raise MemoryError("scn_tl_scan_new")
+            raise MemoryError("scn_tl_scan_file")
         try:
-            pending = b""
-            while True:
-                block = f.read(_BLOCK)
-                data = pending + block if pending else block
-                used = lib.scn_tl_scan_feed(scan, data, len(data), not block)
-                pending = data[used:]
-                s = scan.contents
-                if not block or s.what:
-                    break
+            s = scan.contents
             counts: Dict[int, Counter] = {}
             for t in s.threads[:s.nthreads]:
                 info.threads.append(t.tid)
                 counts[t.tid] = Counter({c: n for c, n in enumerate(t.counts) if n and c in KIND_CODES})
                 self._runs[t.tid] = []
             for ch in s.chunks[:s.nchunks]:
-                self._runs[s.threads[ch.thread].tid].append((ch.offset, ch.bytes))
+                self._runs[s.threads[ch.thread].tid].append((ch.offset, ch.bytes, ch.count))
             info.moved_reallocs, info.thread_records, info.ended = s.moved, s.extra, bool(s.ended)
-            if s.calls or s.extra:
+            if s.any:
                 info.first_ns, info.last_ns = s.first_ns, s.last_ns
             info.chunks = s.nchunks
             if s.what:
                 info.stopped_at, info.stop_reason = s.stop, s.what.decode()
-            self._totals(counts, s.max_seq if s.calls or s.extra else -1, s.end_seq)
+            self._totals(counts, s.max_seq if s.any else -1, s.end_seq)
         finally:
             lib.scn_tl_scan_free(scan)
 
@@ -506,8 +507,7 @@ def _extra_event(r, base: int) -> AllocEvent:
 
 
 # --------------------------------------------------------------------------- the C decoder (version 3)
-_BLOCK = 4 << 20          # bytes fed to the counting pass at a time
-_CHUNK_HEADER = 56        # struct scn_tl_chunk
+CHUNK_HEADER = 72         # struct scn_tl_chunk of runtime/tracelog.h
 
 
 class _Thread(ctypes.Structure):
@@ -535,16 +535,20 @@ def _tracelog():
     """runtime/tracelog.c, built into the scenc cache on first use and loaded."""
     from .tracer_build import tracelog_library
     lib = ctypes.CDLL(str(tracelog_library()))
-    lib.scn_tl_scan_new.restype = ctypes.POINTER(_Scan)
-    lib.scn_tl_scan_new.argtypes = [ctypes.c_uint64]
+    lib.scn_tl_scan_file.restype = ctypes.POINTER(_Scan)
+    lib.scn_tl_scan_file.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64]
     lib.scn_tl_scan_free.argtypes = [ctypes.POINTER(_Scan)]
-    lib.scn_tl_scan_feed.restype = ctypes.c_size_t
-    lib.scn_tl_scan_feed.argtypes = [ctypes.POINTER(_Scan), ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
-    lib.scn_tl_cursor_size.restype = ctypes.c_size_t
+    lib.scn_tl_reader_size.restype = ctypes.c_size_t
     lib.scn_tl_open.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.scn_tl_read.restype = ctypes.c_size_t
-    lib.scn_tl_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    lib.scn_tl_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+                                ctypes.POINTER(ctypes.c_uint64)]
     return lib
+
+
+def stop_sentence(info: PreloadLogInfo) -> str:
+    """Where and why reading a cut or damaged log stopped, in words."""
+    return f"reading stopped at byte {info.stopped_at} of {info.size}: {info.stop_reason}"
 
 
 def is_preload_log(path) -> bool:
@@ -554,6 +558,23 @@ def is_preload_log(path) -> bool:
             return f.read(len(MAGIC)) == MAGIC
     except OSError:
         return False
+
+
+def raw_records(path) -> Iterator[tuple]:
+    """Every record of a log as a RECORD tuple (the version 2 layout), in file order, end marks left out."""
+    log = PreloadLog(path)
+    with open(log.path, "rb") as f:
+        if log.info.version < 3:
+            f.seek(HEADER.size)
+            data = f.read()
+            data = data[:len(data) - len(data) % RECORD.size]
+            yield from (r for r in RECORD.iter_unpack(data) if r[3] != KIND_END)
+            return
+        for ref in sorted(ref for runs in log._runs.values() for ref in runs):
+            cursor = _ChunkCursor(f, [ref], 256)
+            while cursor.head is not None:
+                yield cursor.head
+                cursor.advance()
 
 
 def parse_preload_log(path, block_records: int = 256, extra_events: bool = False) -> PreloadLog:

@@ -50,7 +50,6 @@ class TraceSource:
         if self.path.is_dir():
             raise TraceInputError(f"{path}: is a directory, not a capture")
         self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
-        self.cut = None                 # a tracer log's last record cut short: (its number, bytes of it, whole records)
         if self.format == "preload":
             if index:
                 # The tracer log's reader loads for tracer logs only: every command's parser imports this module.
@@ -76,17 +75,13 @@ class TraceSource:
         info = PreloadLogInfo(str(self.path), **{k: v for k, v in found.items() if k in names})
         if not found.get("has_ns"):
             info.first_ns = info.last_ns = None
-        if found.get("cut_bytes"):
-            self.cut = (found["whole_records"] + 2, found["cut_bytes"], found["whole_records"])
         read = SimpleNamespace(path=str(self.path), info=info)      # what PreloadLog.report reads
         self._adopt(read, PreloadLog.report.fget(read))
 
     @property
     def damaged(self) -> bool:
         """A tracer log cut inside a record, or damaged part way: read up to there, but not whole."""
-        if self.cut:
-            return True
-        return self.format == "preload" and getattr(self.events.info, "stopped_at", None) is not None
+        return self.format == "preload" and self.events.info.stopped_at is not None
 
     def main_tid(self):
         """The captured process's main thread (its pid, from a tracer log's header), replayed on the replay's
@@ -107,14 +102,9 @@ class TraceSource:
             if info.missing:
                 out.append(f"{info.missing} call(s) are missing from the tracer log (sequence numbers never written, "
                            f"last number {info.last_seq}): records still buffered when the process was killed")
-            if self.cut:
-                record, part, whole = self.cut
-                out.append(f"the log ends {part} bytes into record {record} (byte {64 * (record - 1)}): the disk "
-                           f"filled up, or the program was killed while writing; the {whole} whole records before "
-                           f"it are converted")
-            if getattr(info, "stopped_at", None) is not None:
-                out.append(f"the log stops at byte {info.stopped_at} ({info.stop_reason}): the records before it are "
-                           f"read, the rest is lost")
+            if info.stopped_at is not None:
+                from .preload_log import stop_sentence
+                out.append(stop_sentence(info) + "; what comes before it is kept")
             if not info.ended:
                 out.append("the tracer log has no end mark: the process was killed, or exec'ed a program without "
                            "the tracer; the calls its threads still had buffered are lost")
