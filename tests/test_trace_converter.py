@@ -122,7 +122,7 @@ def race_log(path: Path) -> Path:
 
 # name -> (how to get the capture, touch, main_tid, extra records)
 LTRACE = sorted(p.name for p in FIXTURES.glob("*.log")) + sorted(p.name for p in SAMPLES.glob("*.log.xz"))
-TRACES = sorted(p.name for p in FIXTURES.glob("*.trace"))
+TRACES = ["cxx_new.trace", "main_exits.trace", "mt_handoff_3x20.trace", "own_maps.trace"]    # version 2, see above
 CASES = ([(f"ltrace:{n}", touch, tid) for n in LTRACE for touch, tid in (("pages", None), ("none", 0))]
          + [(f"log:{n}", touch, extra) for n in TRACES for touch, extra in (("pages", True), ("first", False))]
          + [(f"random:{seed}", touch, tid) for seed in range(8) for touch, tid in (("all", 100), ("none", None))]
@@ -252,7 +252,8 @@ def test_a_log_cut_inside_a_record_converts_what_it_holds_and_says_where(tmp_pat
     proc = subprocess.run([sys.executable, "-m", "scenc.cli", "convert", str(cut), "-o", str(tmp_path / "cut.scn")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4, proc.stderr
-    where = f"the log ends 24 bytes into record {whole + 1} (byte {64 * whole})"
+    where = f"reading stopped at byte {64 * whole} of {len(data) - 40}: the log is cut short inside a record " \
+            f"(24 bytes of record {whole + 1})"
     assert where in proc.stderr and where in (tmp_path / "cut.scn").read_text()
     _, threads = read_ops(tmp_path / "cut.ops")
     assert sum(len(t) for t in threads) > 0
