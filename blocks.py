@@ -16,7 +16,7 @@ import json
 import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .plan import DEFAULT_PROBE_SET
+from .plan import DEFAULT_PROBE_SET, params_label
 
 # What tells two machines apart: the figures of one are not comparable with
 # the other's. The hostname is in: two nodes of a cluster are two machines.
@@ -31,8 +31,7 @@ def block_key(params: Mapping, probe_set: str = DEFAULT_PROBE_SET) -> str:
 
 def block_label(key: str) -> str:
     params, probe_set = json.loads(key)
-    text = " ".join(f"{k}={v}" for k, v in params.items()) or "(defaults)"
-    return text + (f" [{probe_set}]" if probe_set != DEFAULT_PROBE_SET else "")
+    return params_label(params) + (f" [{probe_set}]" if probe_set != DEFAULT_PROBE_SET else "")
 
 
 def plan_blocks(plan_json: Mapping) -> List[str]:

@@ -8,7 +8,6 @@ scenario's runs if there is one, and the header keeps the command so
 `--resume` and `scenc report` know it.
 """
 
-import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -69,22 +68,6 @@ def describe(header: dict, target: CommandTarget) -> dict:
     header["targets"] = dict(header.get("targets") or {}, **{COMMAND: target.to_json()})
     header["command_note"] = SCHEMA_NOTE
     return header
-
-
-def command_only_header(args, plan, allocators, target: CommandTarget, cc: str, allocator_entry) -> dict:
-    """The header of a session that runs a command and no scenario."""
-    from . import metadata
-    from .report import metrics as metric_defs
-    from .resultfile import make_header
-    machine = metadata.collect_machine(cc=cc)
-    return make_header(
-        scenario=target.name, source="", params={}, seed=None, machine=machine,
-        allocators={name: allocator_entry(a) for name, a in allocators.items()},
-        probes=[], plan=plan.to_json(), command=["scenc"] + sys.argv[1:], cc=cc,
-        baseline=args.baseline or plan.allocators[0], param_sets=[],
-        metrics={m.name: {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
-                 for m in metric_defs.all_metrics()},
-    )
 
 
 def check_resumable(target: CommandTarget) -> None:

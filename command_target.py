@@ -170,10 +170,10 @@ def target_of(header: Mapping) -> Optional[CommandTarget]:
 def register_reported_metrics(header: Mapping) -> None:
     """Make the figures a command reports known to the tables, with their direction."""
     from .report import metrics as metric_defs
-    command = (header.get("targets") or {}).get(COMMAND)
-    if not command or not command.get("metric"):
+    command = target_of(header)
+    if command is None or command.metric is None:
         return
-    reported = ReportedMetric.from_json(command["metric"])
+    reported = command.metric
     metric_defs.register(metric_defs.Metric(
         reported.metric_name, f"{reported.name} (reported by the command)", "", reported.lower_is_better,
         reported.name, lambda _report: None, best="best"))

@@ -141,20 +141,24 @@ class Session:
             reference = max(same)
         return max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * reference)
 
+    def _runs_left(self, st: _ConfigState) -> int:
+        return max(0, self.plan.max_rounds - st.done) + (0 if st.warm else self.plan.warmup)
+
     def remaining_runs(self) -> int:
-        return sum(max(0, self.plan.max_rounds - st.done) + (0 if st.warm else self.plan.warmup)
-                   for st in self.state.values() if st.dropped is None)
+        return sum(self._runs_left(st) for st in self.state.values() if st.dropped is None)
 
     def _eta_of_plan(self) -> float:
-        return sum((max(0, self.plan.max_rounds - st.done) + (0 if st.warm else self.plan.warmup))
-                   * self._estimate(c) for c, st in self.state.items() if st.dropped is None)
+        return sum(self._runs_left(st) * self._estimate(c) for c, st in self.state.items()
+                   if st.dropped is None)
+
+    def _within_budget(self, planned: float) -> float:
+        if self.plan.time_budget_s is not None:
+            return min(planned, max(0.0, self.plan.time_budget_s - self.elapsed()))
+        return planned
 
     def eta(self) -> float:
         """Seconds until the last planned run, or until the time budget ends the session."""
-        eta = self._eta_of_plan()
-        if self.plan.time_budget_s is not None:
-            eta = min(eta, max(0.0, self.plan.time_budget_s - self.elapsed()))
-        return eta
+        return self._within_budget(self._eta_of_plan())
 
     # -- running
 
@@ -254,7 +258,8 @@ class Session:
 
     def _tick(self, config: RunConfig, label: str) -> None:
         done, remaining = self.runs_this_session, self.remaining_runs()
-        eta, planned = self.eta(), self._eta_of_plan()
+        planned = self._eta_of_plan()
+        eta = self._within_budget(planned)
         if eta < planned:
             # The time budget ends the session first: count only the runs that fit.
             remaining = math.ceil(remaining * eta / planned)

@@ -21,6 +21,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 
 from . import blocks
 from .cli_common import EXIT_OK, UsageError
+from .plan import Plan
 
 # Header keys that must be equal in every part: the same scenario, params and plan.
 _SAME = (("source_sha256", "the scenario source"), ("params", "the params"), ("seed", "the scenario seed"),
@@ -149,7 +150,7 @@ def merge(paths: Sequence[str], output: str, allow_missing: bool = False, force:
               if k not in ("schema", "format", "status", "status_updated", "created", "shard")}
     first_shard = parts[0].header["shard"]
     header["plan"] = first_shard["plan"]
-    header["probes"] = list(dict.fromkeys(c.get("probe_set") for c in first_shard["plan"]["configs"]))
+    header["probes"] = Plan.from_json(first_shard["plan"]).probe_sets
     header["machines"] = machines
     header["block_machines"] = [
         {"params": params, "probe_set": probe_set, "machine": machine, "shard": p.header["shard"]["index"]}

@@ -37,6 +37,7 @@ import tempfile
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import runrecord
+from .plan import COMMAND, SCENARIO
 from .runrecord import RUN_STATUSES
 
 __all__ = [
@@ -145,8 +146,8 @@ def _check_run(run: Any) -> None:
     status = _require(run, "status", (str,), "run")
     if status not in RUN_STATUSES:
         raise _Invalid(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
-    target = run.get("target", "scenario")
-    if target not in ("scenario", "command"):
+    target = runrecord.target(run)
+    if target not in (SCENARIO, COMMAND):
         raise _Invalid(f"run target {target!r} is not 'scenario' or 'command'")
     metrics = _require(run, "metrics", (dict,), "run")
     for name, value in metrics.items():
@@ -537,7 +538,7 @@ def export_csv(result: Union[ResultFile, PathLike], out_path: PathLike) -> int:
         metrics = run["metrics"] or {"": None}
         for metric, value in metrics.items():
             writer.writerow(prefix + [metric, _format_value(value), run["status"],
-                             run.get("target", "scenario")])
+                             runrecord.target(run)])
             rows += 1
     _atomic_write(os.fspath(out_path), buffer.getvalue().encode("utf-8"))
     return rows

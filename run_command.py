@@ -285,8 +285,7 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
         finished = session.warm_up()
         preload.join()
         if finished and plan.warmup and session.runs_this_session:
-            measured = sum(max(0, plan.max_rounds - st.done) for st in session.state.values()
-                           if st.dropped is None)
+            measured = session.remaining_runs()  # every configuration left is warm now
             progress.info(f"warm-up done in {format_duration(session.elapsed())}; "
                           f"{measured} measured runs{' at most' if plan.auto else ''}, "
                           f"about {format_duration(session.eta())}")

@@ -110,9 +110,24 @@ def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progre
     return programs
 
 
+def _header(args, plan: Plan, allocators, cc: str, machine: Mapping, **fields) -> dict:
+    """A new session's header: what every session records, and `fields` of its target."""
+    from .resultfile import make_header
+    return make_header(
+        machine=machine,
+        allocators={name: _allocator_entry(a) for name, a in allocators.items()},
+        plan=plan.to_json(),
+        command=["scenc"] + sys.argv[1:],
+        cc=cc,
+        baseline=args.baseline or plan.allocators[0],
+        metrics={m.name: {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
+                 for m in metric_defs.all_metrics()},
+        **fields,
+    )
+
+
 def _new_session_header(args, scenario_path: Path, plan: Plan, allocators, sweep_params, cc):
     from . import metadata
-    from .resultfile import make_header
     from .scenario.parser import parse
     from .scenario.resolve import resolve
     source = scenario_path.read_text()
@@ -121,25 +136,25 @@ def _new_session_header(args, scenario_path: Path, plan: Plan, allocators, sweep
     resolved = {params_key(p): resolve(scenario, p) for p in plan.param_sets}
     first = next(iter(resolved.values()))
     machine = metadata.collect_machine(cc=cc)
-    return make_header(
+    return _header(
+        args, plan, allocators, cc, machine,
         scenario=scenario.name or scenario_path.stem,
         source=source,
         params=sweep_params,
         seed=first.seed,
-        machine=machine,
-        allocators={name: _allocator_entry(a) for name, a in allocators.items()},
         probes=plan.probe_sets,
-        plan=plan.to_json(),
-        command=["scenc"] + sys.argv[1:],
         scenario_path=str(scenario_path.resolve()),
-        cc=cc,
         compiler=machine.get("compiler"),
-        baseline=args.baseline or plan.allocators[0],
         param_sets=[{"params": p, "resolved": dict(resolved[params_key(p)].params)}
                     for p in plan.param_sets],
-        metrics={m.name: {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
-                 for m in metric_defs.all_metrics()},
     )
+
+
+def _command_only_header(args, plan: Plan, allocators, command, cc: str) -> dict:
+    """The header of a session that runs a command and no scenario."""
+    from . import metadata
+    return _header(args, plan, allocators, cc, metadata.collect_machine(cc=cc),
+                   scenario=command.name, source="", params={}, seed=None, probes=[], param_sets=[])
 
 
 def _resolve_allocators(args) -> Dict[str, object]:
@@ -226,7 +241,7 @@ def prepare_new(args, progress, check=lambda: None):
     if scenario_path is not None:
         header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
     else:
-        header = command_setup.command_only_header(args, plan, allocators, command, cc, _allocator_entry)
+        header = _command_only_header(args, plan, allocators, command, cc)
     if command is not None:
         command_setup.describe(header, command)
     if getattr(args, "shard", None):

@@ -262,6 +262,18 @@ def _fieller_interval(
     return (min(low, high), max(low, high))
 
 
+def _welch_terms(baseline: np.ndarray, other: np.ndarray) -> Tuple[float, float, Optional[float]]:
+    """Welch's mean(other) - mean(baseline), the variance of that difference and its
+    Welch-Satterthwaite df (None when both variances are 0): what the test and the interval share."""
+    vo = float(other.var(ddof=1)) / len(other)
+    vb = float(baseline.var(ddof=1)) / len(baseline)
+    difference = float(other.mean()) - float(baseline.mean())
+    if vo == 0.0 and vb == 0.0:
+        return difference, 0.0, None
+    df = (vo + vb) ** 2 / (vo**2 / (len(other) - 1) + vb**2 / (len(baseline) - 1))
+    return difference, vo + vb, df
+
+
 def _welch_p(baseline: np.ndarray, other: np.ndarray) -> Optional[float]:
     """Two-sided p of Welch's t-test, as scipy.stats.ttest_ind(equal_var=False) computes it."""
     from scipy.special import stdtr
@@ -270,10 +282,8 @@ def _welch_p(baseline: np.ndarray, other: np.ndarray) -> Optional[float]:
         # Both constant: scipy gives NaN (equal) or 0 (different); make the
         # equal case explicit instead of leaking NaN.
         return 1.0 if baseline[0] == other[0] else 0.0
-    vo = float(other.var(ddof=1)) / len(other)
-    vb = float(baseline.var(ddof=1)) / len(baseline)
-    df = (vo + vb) ** 2 / (vo**2 / (len(other) - 1) + vb**2 / (len(baseline) - 1))
-    t = (float(other.mean()) - float(baseline.mean())) / math.sqrt(vo + vb)
+    difference, variance, df = _welch_terms(baseline, other)
+    t = difference / math.sqrt(variance)
     p = float(2.0 * stdtr(df, -abs(t)))
     return min(p, 1.0) if math.isfinite(p) else None
 
@@ -309,13 +319,10 @@ def _constant(values: np.ndarray) -> bool:
 def _difference_interval(baseline: np.ndarray, other: np.ndarray, confidence: float) -> Interval:
     """Welch CI of mean(other) - mean(baseline): the comparison when a ratio means nothing
     (a baseline mean of 0, or an other mean of 0, which no "x times" can express)."""
-    vo = float(other.var(ddof=1)) / len(other)
-    vb = float(baseline.var(ddof=1)) / len(baseline)
-    difference = float(other.mean()) - float(baseline.mean())
-    if vo == 0.0 and vb == 0.0:
+    difference, variance, df = _welch_terms(baseline, other)
+    if df is None:
         return (difference, difference)
-    df = (vo + vb) ** 2 / (vo**2 / (len(other) - 1) + vb**2 / (len(baseline) - 1))
-    halfwidth = _t_quantile(confidence, df) * math.sqrt(vo + vb)
+    halfwidth = _t_quantile(confidence, df) * math.sqrt(variance)
     return (difference - halfwidth, difference + halfwidth)
 
 
@@ -437,8 +444,7 @@ class Comparison:
             phrase = template.format(f=self._factor()[0]) if self.by_ratio else template.replace(" {f}x", "")
             return f"{name} {phrase} {baseline_name}: {values[0]} vs {values[1]} in every run ({counts})"
         if not self.by_ratio:
-            interval = ("difference " + "–".join(format_values(*self.difference_ci))
-                        if self.difference_ci else "difference interval unknown")
+            interval = self.interval_text()
             if not self.significant:
                 return (f"{name}: no significant difference from {baseline_name} "
                         f"({values[0]} vs {values[1]} on average, {interval})")
@@ -455,6 +461,15 @@ class Comparison:
         assert self.ratio_ci is not None  # significant implies a bounded interval
         factor, bounds = self._factor()
         return f"{name} {template.format(f=factor)} {baseline_name} ({bounds}), significant"
+
+    def interval_text(self) -> str:
+        """The interval the significance rule reads, printed: "ratio 0.95–1.08" (other/baseline),
+        "ratio interval unbounded", or, where no ratio can say it, "difference 0–2" (other − baseline)."""
+        if self.by_ratio:
+            return ("ratio " + "–".join(_format_number(v, 2) for v in self.ratio_ci) if self.ratio_ci
+                    else "ratio interval unbounded")
+        return ("difference " + "–".join(format_values(*self.difference_ci)) if self.difference_ci
+                else "difference interval unknown")
 
     def _factor(self) -> Tuple[str, str]:
         """The ratio as a factor >= 1 and its interval, printed: ("1.31", "1.27–1.35")."""

@@ -39,8 +39,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from bench_harness import SCENC, environment   # bench/bench_harness.py, beside this file
+
 ROOT = Path(__file__).resolve().parents[1]
-SCENC = [sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit(main())"]
 ALLOCATORS = "glibc,jemalloc"
 MAX_OVERHEAD = 0.02
 MAX_STARTUP_S = 1.0
@@ -76,8 +77,7 @@ def _sort_input(folder: Path, lines: int) -> Path:
 
 def _session(command: list, runs: int, folder: Path) -> dict:
     out = folder / f"r-{time.monotonic_ns()}.json"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+    env = environment(bytecode_dir=folder / "pycache")
     t0 = time.perf_counter()
     proc = subprocess.Popen([*SCENC, "run", "--allocators", ALLOCATORS, "--runs", str(runs), "--warmup", "0",
                              "-q", "-o", str(out), "--", *command], stdout=subprocess.DEVNULL,

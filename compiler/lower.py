@@ -17,7 +17,7 @@ from ..scenario import nodes as n
 from ..scenario.errors import Reporter
 from ..scenario.resolve import (CHAN, CHAN_ARRAY, INT, LOOP, PARAM, POOL, PTR, SELF, SHARED,
                                 NotConstant, Resolved, ThreadGroup, const_value)
-from ..scenario.walk import calls_in, stmt_exprs, walk
+from ..scenario.walk import scenario_calls
 from . import tables
 
 LIVES_WHEEL_BITS = 12
@@ -438,10 +438,7 @@ def reads_sizes(resolved: Resolved) -> bool:
     `write` fills its object's bytes, a `touch` its pages. (An object moves
     between variables, pools and channels, so one reader anywhere needs the
     size kept everywhere.)"""
-    return any(call.func in SIZE_READERS
-               for g in resolved.groups
-               for st, _loops in walk(g.node.body, resolved.params)
-               for e in stmt_exprs(st) for call in calls_in(e))
+    return any(call.func in SIZE_READERS for call in scenario_calls(resolved))
 
 
 def lower(resolved: Resolved, base_dir: Path, probes_read_sizes: bool = False) -> CProgram:

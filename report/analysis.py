@@ -67,14 +67,9 @@ class Verdict:
             [value] = format_values(c.other_mean)
             return (f"{self.word}: {self.best} and {self.runner_up} tie, {value} in every run "
                     f"(n={c.other_n} vs n={c.baseline_n})")
-        if c.by_ratio:
-            interval = (f"{self.best}/{self.runner_up} ratio {'–'.join(f'{v:.2f}' for v in c.ratio_ci)}"
-                        if c.ratio_ci else f"{self.best}/{self.runner_up} ratio interval unbounded")
-        else:
-            interval = f"{self.best} − {self.runner_up} difference " + "–".join(
-                format_values(*c.difference_ci))
+        sides = f"{self.best}/{self.runner_up}" if c.by_ratio else f"{self.best} − {self.runner_up}"
         return (f"{self.word}: {self.best} by its mean, but not significantly "
-                f"{'ahead of' if self.ahead else 'behind'} {self.runner_up} ({interval})")
+                f"{'ahead of' if self.ahead else 'behind'} {self.runner_up} ({sides} {c.interval_text()})")
 
     def to_json(self) -> dict:
         return {"metric": self.metric, "word": self.word, "best": self.best, "ahead": self.ahead,

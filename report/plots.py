@@ -51,12 +51,12 @@ def _params_text(params) -> str:
 
 def _scenario_blocks(analysis) -> list:
     """The blocks a sweep is drawn from: a real command's runs have no params."""
-    return [b for b in analysis.blocks if getattr(b, "target", "scenario") == "scenario"]
+    return [b for b in analysis.blocks if b.target == "scenario"]
 
 
 def _block_text(block, params) -> str:
     """A group's name on an axis: its params, or "the program" for a real command's runs."""
-    return "the program" if getattr(block, "target", "scenario") == "command" else _params_text(params)
+    return "the program" if block.target == "command" else _params_text(params)
 
 
 def _axis_label(metric: str, factor_unit) -> str:

@@ -16,7 +16,15 @@
  *   touched last (or a fresh one), so the replay knows the generation from
  *   the slot's state, and the decoder gives 0. The converter sets WAIT
  *   exactly when another thread touched the slot last, so that holds;
- * - SCN_R_NONE in slot or aux costs nothing; size 0 costs nothing.
+ * - SCN_R_NONE in slot or aux costs nothing, nor does size 0;
+ * - SYNC is a flag of the op itself: a converter that decides an event
+ *   syncs before emitting its ops sets it (and step) on the event's first op
+ *   (trace/replay.py's writer patches it in after the fact: same bytes).
+ * A file: scn_replay_header (magic SCN_R_MAGIC, ops = the number of ops,
+ * slots = 1 + the highest slot named), u64[threads + 1] byte offsets of each
+ * thread's encoded ops from the first one's (the last is their total), the
+ * u32 thread flags padded with zeros to a multiple of 8 bytes, then the
+ * threads' ops, each thread's encoded with its own state from zero.
  * The decoder reads at most SCN_OPS_MAX bytes from `in` whatever they hold
  * (each varint stops after 10 bytes): a reader that keeps SCN_OPS_MAX
  * readable bytes past the data it has can decode without bounds checks and

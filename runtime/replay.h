@@ -2,15 +2,15 @@
  *
  * The ops file (format in trace/opsfile.py; ops encoded as in opsfmt.h, a
  * byte of kind and flags then varints: 2-6 bytes an op) holds each captured
- * thread's calls in order, one section per thread. Pointers became slots; every slot carries
- * a state counter (2g: free for generation g, 2g+1: live). An op that the
+ * thread's calls in order, one section per thread. Pointers became slots;
+ * every slot carries a state counter (2g: free for generation g, 2g+1: live). An op that the
  * trace shows depending on another thread (a cross-thread free, or reuse of a
  * slot another thread freed) waits for the state it expects, so the replay
  * keeps the handoffs and their order without serialising the whole trace.
  *
- * Memory: each thread reads its section through a window of SCN_R_WINDOW bytes,
- * decoding an op at a time (pread into a buffer mapped when the thread starts and unmapped when it
- * ends), so the replay's own resident memory is a few pages per live thread
+ * Memory: each thread reads its section through a window of SCN_R_WINDOW
+ * bytes and decodes an op at a time (pread into a buffer mapped when the
+ * thread starts and unmapped when it ends), so the replay's own resident memory is a few pages per live thread
  * and the slot table (live objects), whatever the trace's length; the file's
  * pages are page cache, not the process's RSS.
  *
@@ -30,8 +30,9 @@
  * each captured event adds 1 plus the bytes it allocates, frees, maps or
  * unmaps, so threads W positions apart have at most about W bytes of
  * allocations done or frees undone that the capture had not at that point. Some ops carry flag SCN_R_SYNC and the
- * distance in positions from the thread's previous SYNC (op step, < 2^48); at such an op the thread publishes its position (an atomic on a
- * cache line of its own) and waits while it exceeds the least published
+ * distance in positions from the thread's previous SYNC (op step, < 2^48);
+ * at such an op the thread publishes its position (an atomic on a cache line
+ * of its own) and waits while it exceeds the least published
  * position of the live threads by more than the header's window W. A thread
  * not yet started publishes nothing (UINT64_MAX), one that ended likewise;
  * SPAWN gives the child its creator's position of the creation (op size).
@@ -161,7 +162,7 @@ static void scn_replay_load(const char *path) {
   scn_replay.n_slots = h.slots;
   const uint64_t *sec = scn_replay.section;
   uint64_t need = sizeof h + table + sec[h.threads];
-  if (need != (uint64_t)st.st_size)
+  if (sec[h.threads] > (uint64_t)st.st_size || need != (uint64_t)st.st_size)
     scn_die("%s is truncated or damaged (%lld bytes, expected %llu)", path, (long long)st.st_size,
             (unsigned long long)need);
   int sane = sec[0] == 0 && h.slots <= h.ops && h.ops <= sec[h.threads] && h.touch <= SCN_R_TOUCH_ALL;

@@ -120,11 +120,12 @@ enum { SCN_T_LATER, SCN_T_STARTED, SCN_T_JOINING, SCN_T_JOINED };
 static struct {
   pthread_mutex_t lock;
   pthread_cond_t changed;
+  int n;                         /* threads in the program */
   int live;                      /* started and not yet ended */
   int on_main;                   /* the thread run by the process's main thread, or -1 */
   int *state;                    /* SCN_T_* per thread id */
   int (*where)(const scn_group *g, int index);   /* enum scn_start; NULL: every thread SCN_START_NOW */
-} g_life = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1, NULL, NULL };
+} g_life = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, -1, NULL, NULL };
 
 void scn_threads_place(int (*where)(const scn_group *g, int index)) {
   g_life.where = where;
@@ -163,32 +164,32 @@ static void churn_ended(const scn_thread *t) {
 }
 
 static void *thread_main(void *arg);
+static void thread_join_id(int id);
 
-static void start_thread(int id, int of) {
+static void start_thread(int id) {
   pthread_mutex_lock(&g_life.lock);
   g_life.state[id] = SCN_T_STARTED;
   g_life.live++;
   pthread_mutex_unlock(&g_life.lock);
   int err = pthread_create(&g_tids[id], NULL, thread_main, g_threads[id]);
-  if (err) scn_die("cannot start thread %d of %d: %s", id + 1, of, strerror(err));
+  if (err) scn_die("cannot start thread %d of %d: %s", id + 1, g_life.n, strerror(err));
 }
 
 static int churns(const scn_program *p, int g) { return group_alive(p, g) < p->groups[g].count; }
 
-/* Main's part in churn: as each churning thread ends, join it and start the
- * next. The last thread of a lane leaves the barrier only once joined, so a
- * thread waiting at a barrier for the others (a last clean-up thread) starts
- * after they have really gone. */
-static void churn(int n, int ends, char *joined) {
+/* Main's part in churn: as each churning thread ends, join it (marking it
+ * joined, as scn_thread_join does) and start the next. The last thread of a
+ * lane leaves the barrier only once joined, so a thread waiting at a barrier
+ * for the others (a last clean-up thread) starts after they have really gone. */
+static void churn(int ends) {
   while (ends-- > 0) {
     pthread_mutex_lock(&g_ended.lock);
     while (g_ended.head == g_ended.tail) pthread_cond_wait(&g_ended.changed, &g_ended.lock);
     int id = g_ended.ids[g_ended.head++];
     pthread_mutex_unlock(&g_ended.lock);
-    pthread_join(g_tids[id], NULL);
-    joined[id] = 1;
+    thread_join_id(id);
     int next = successor(g_threads[id]);
-    if (next >= 0) start_thread(next, n);
+    if (next >= 0) start_thread(next);
     else barrier_leave();
   }
 }
@@ -238,9 +239,7 @@ void scn_thread_spawn(int group, int index) {
   pthread_mutex_unlock(&g_life.lock);
   if (!later) scn_die("thread %d of group %d is started twice", index, group);
   barrier_join();
-  int n = 0;
-  for (int g = 0; g < g_prog->n_groups; g++) n += g_prog->groups[g].count;
-  start_thread(id, n);
+  start_thread(id);
 }
 
 /* Waits until the thread has started and ended; one caller joins it, the
@@ -387,6 +386,7 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   scn_thread **threads = g_threads = scn_arena_alloc((size_t)n * sizeof *threads);
   g_tids = scn_arena_alloc((size_t)n * sizeof *g_tids);
   g_life.state = scn_arena_alloc((size_t)n * sizeof *g_life.state);
+  g_life.n = n;
   int first = 0;  /* threads started at the gate; with churn, the rest follow */
   for (int g = 0; g < p->n_groups; g++) first += group_alive(p, g);
   if (first < n) g_ended.ids = scn_arena_alloc((size_t)n * sizeof *g_ended.ids);  /* before any thread */
@@ -407,7 +407,7 @@ int scn_main(const scn_program *p, int argc, char **argv) {
       g_life.live++;
       continue;
     }
-    start_thread(i, n);
+    start_thread(i);
     at_gate++;
   }
   pthread_mutex_lock(&g_barrier.lock);
@@ -426,12 +426,10 @@ int scn_main(const scn_program *p, int argc, char **argv) {
     pthread_cond_broadcast(&g_life.changed);
     pthread_mutex_unlock(&g_life.lock);
   }
-  char *joined = scn_arena_alloc((size_t)n);
   int ends = 0;  /* threads of churning groups, all joined by churn() */
   for (int g = 0; g < p->n_groups; g++) ends += churns(p, g) ? p->groups[g].count : 0;
-  if (ends) churn(n, ends, joined);
-  for (int i = 0; i < n; i++)
-    if (!joined[i]) thread_join_id(i);
+  if (ends) churn(ends);
+  for (int i = 0; i < n; i++) thread_join_id(i);  /* returns at once for those already joined */
   int64_t wall = scn_clock_ns(CLOCK_MONOTONIC) - start;
   if (p->program_end) p->program_end();
   report(stdout, p, threads, n, wall, baseline_kib);

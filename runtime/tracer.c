@@ -672,6 +672,11 @@ static inline int tracing(void) {
   return !T.guard && atomic_load_explicit(&g_state, memory_order_relaxed) != ST_DISABLED;
 }
 
+/* Tracing, and the constructor has run: the mapping wrappers record only then. */
+static inline int recording(void) {
+  return !T.guard && atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED;
+}
+
 /* A call's moment: the tick read with its sequence number (one clock read per call; the time
  * spent inside the real function is not recorded since log version 3: no reader used it). */
 struct call {
@@ -1012,7 +1017,7 @@ static void *traced_mmap(_Atomic(void *) *real, const char *name, void *addr, si
                          int fd, off_t off) {
   mmap_fn f = (mmap_fn)libc_symbol(real, name);
   if (!f) return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-  if (!(flags & MAP_ANONYMOUS) || !tracing() || atomic_load_explicit(&g_state, memory_order_relaxed) != ST_ENABLED)
+  if (!(flags & MAP_ANONYMOUS) || !recording())
     return f(addr, len, prot, flags, fd, off);
   struct call c;
   begin(&c);
@@ -1035,7 +1040,7 @@ EXPORT int munmap(void *addr, size_t len) {
   static _Atomic(void *) real;
   int (*f)(void *, size_t) = (int (*)(void *, size_t))libc_symbol(&real, "munmap");
   if (!f) return (int)syscall(SYS_munmap, addr, len);
-  if (!tracing() || atomic_load_explicit(&g_state, memory_order_relaxed) != ST_ENABLED) return f(addr, len);
+  if (!recording()) return f(addr, len);
   struct call c;
   uint64_t seq = begin_release(&c);
   int rc = f(addr, len);
@@ -1061,7 +1066,7 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
     errno = ENOSYS;
     return MAP_FAILED;
   }
-  if (!tracing() || atomic_load_explicit(&g_state, memory_order_relaxed) != ST_ENABLED)
+  if (!recording())
     return f(old, old_len, new_len, flags, want);
   struct call c;
   begin(&c);

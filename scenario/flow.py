@@ -27,7 +27,7 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 from . import nodes as n
 from .errors import Reporter
 from .resolve import POOL, PTR, Resolved, ThreadGroup
-from .walk import calls_in, condition_holds, const_or_none, loop_of, names_in, show, stmt_exprs, walk
+from .walk import condition_holds, const_or_none, loop_of, names_in, scenario_calls, show, walk
 
 # Pointer variables. NOTHING: known to hold nothing (the other side of `if held(p)`),
 # where using it is harmless (free(NULL), a write of nothing) and nothing leaks.
@@ -117,8 +117,7 @@ def analyze(resolved: Resolved, rep: Reporter) -> Dict[int, FlowFacts]:
 
 def _shared_leaks(resolved: Resolved, rep: Reporter) -> None:
     """A shared pool that no thread empties with free_all keeps whatever is in it at the end."""
-    calls = [c for g in resolved.groups for st, _ in walk(g.node.body, resolved.params)
-             for e in stmt_exprs(st) for c in calls_in(e)]
+    calls = list(scenario_calls(resolved))
     emptied = {c.args[0].id for c in calls if c.func == "free_all"}
     swapped = {c.args[0].base.id for c in calls if c.func == "swap"}
     for sp in resolved.scenario.shared:

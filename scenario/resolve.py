@@ -13,7 +13,7 @@ from . import nodes as n
 from .builtins import BUILTINS
 from .consts import NotConstant, Number, const_value
 from .errors import Reporter, ScenarioError
-from .walk import subexprs
+from .walk import show, subexprs
 
 # Kinds of names inside a thread.
 PARAM, LOOP, INT, PTR, POOL, CHAN, CHAN_ARRAY, SELF, SHARED = (
@@ -362,7 +362,7 @@ class _Resolver:
                 return CHAN
             if base == SHARED:
                 self.rep.error(expr.pos, f"a slot of the shared pool '{expr.base.id}' is read only by an atomic "
-                               "swap", f"p = swap({show_index(expr)}, p)")
+                               "swap", f"p = swap({show(expr)}, p)")
                 return None
             if base is None:
                 self.rep.error(expr.pos, f"unknown name '{expr.base.id}'", _did_you_mean(expr.base.id, self.symbols))
@@ -498,11 +498,6 @@ class _Resolver:
             seen.add(k)
             self._expect(v, "int", f"{b.name}'s {k}")
         return True
-
-
-def show_index(e: n.Index) -> str:
-    from .walk import show
-    return show(e)
 
 
 def _article(kind) -> str:

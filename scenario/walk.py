@@ -124,6 +124,12 @@ def calls_in(expr) -> Iterator[n.Call]:
     return (e for e in subexprs(expr) if isinstance(e, n.Call))
 
 
+def scenario_calls(resolved) -> Iterator[n.Call]:
+    """Every call in the bodies of all thread groups of a resolved scenario."""
+    return (c for g in resolved.groups for st, _loops in walk(g.node.body, resolved.params)
+            for e in stmt_exprs(st) for c in calls_in(e))
+
+
 def names_in(expr) -> Iterator[str]:
     """The names an expression reads, in source order (an index's base is not one: see `children`)."""
     return (e.id for e in subexprs(expr) if isinstance(e, n.Name))
