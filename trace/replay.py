@@ -58,6 +58,7 @@ import struct
 import subprocess
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -132,16 +133,18 @@ def convert_log(path, ops_path, touch: str = "none", main_tid: Optional[int] = N
 
 
 def _feed(events: Iterable[AllocEvent], pipe) -> None:
-    pack, codes, batch = EVENT.pack, EVENT_CODE, []
-    for line, tid, _t, kind, size, nmemb, align, old, res, failed, _s, _d in events:
-        code = codes.get(kind)
-        if code is None:
-            raise ValueError(f"line {line}: the replay cannot convert a {kind!r} event")
-        batch.append(pack(line, size or 0, nmemb, align or 0, old or 0, res or 0, tid or 0, code, bool(failed)))
-        if len(batch) == _BATCH:
-            pipe.write(b"".join(batch))
-            batch.clear()
-    pipe.write(b"".join(batch))
+    """The events packed (EVENT) in batches: one list comprehension per batch is the cheapest way Python has."""
+    pack, codes, events = EVENT.pack, EVENT_CODE, iter(events)
+    while True:
+        batch = list(islice(events, _BATCH))
+        if not batch:
+            return
+        try:
+            pipe.write(b"".join([pack(line, size or 0, nmemb, align or 0, old or 0, res or 0, tid or 0, codes[kind],
+                                      failed)
+                                 for line, tid, _t, kind, size, nmemb, align, old, res, failed, _s, _d in batch]))
+        except KeyError as e:
+            raise ValueError(f"the replay cannot convert a {e.args[0]!r} event") from None
 
 
 def _run(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, error_path: str = ""):
