@@ -25,7 +25,7 @@ RUNTIME = PACKAGE / "runtime"
 PROBES = PACKAGE / "probes"
 RUNTIME_SOURCES = ("runtime.c", "channel.c")
 # Runtime files no scenario program contains: editing them must not invalidate builds.
-NOT_IN_PROGRAMS = {"tracer.c", "tracelog.c", "tracelog.h", "spawn.c", "proof.c"}
+NOT_IN_PROGRAMS = {"tracer.c", "tracelog.c", "tracelog.h", "spawn.c", "proof.c", "convert.c", "trace_read.h"}
 WARNINGS = ("-Wall", "-Wextra", "-Werror")
 BASE_FLAGS = ("-O2", "-pthread", "-std=gnu11", "-g")
 

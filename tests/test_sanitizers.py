@@ -389,3 +389,31 @@ def test_the_sanitizers_do_catch_a_broken_program_here(tmp_path, sanitizer):
     proc = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60, env=sanitizer_env())
     assert proc.returncode != 0
     assert marker in proc.stderr
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_the_converter_runs_clean(tmp_path, cc):
+    """runtime/convert.c under AddressSanitizer and UBSan, reading real tracer logs (threads, mappings, the
+    moved-realloc race) and a stream of random events; it must write what the plain build writes."""
+    from scenc.trace.replay import _feed
+    from scenc.trace.tracer_build import converter_program
+    from test_trace_converter import FIXTURES, TRACES, race_log, random_events
+    checked = converter_program(cc, SANITIZERS["address"])
+    plain = converter_program(cc)
+    stream = tmp_path / "events.bin"
+    with open(stream, "wb") as f:
+        _feed(iter(random_events(3, 20000)), f)
+    inputs = [["--log", str(FIXTURES / name)] for name in TRACES]
+    inputs += [["--log", str(race_log(tmp_path / "race.trace"))], ["--events"]]
+    for args in inputs:
+        outputs = []
+        for binary in (checked, plain):
+            ops = tmp_path / f"{binary.parent.name}.ops"
+            with open(stream, "rb") as stdin:
+                proc = subprocess.run([str(binary), *args, "--ops", str(ops), "--touch", "2"], stdin=stdin,
+                                      capture_output=True, text=True, timeout=120, env=sanitizer_env())
+            assert proc.returncode == 0, (args, proc.stderr[-4000:])
+            for marker in REPORTS:
+                assert marker not in proc.stderr, proc.stderr[-4000:]
+            outputs.append((ops.read_bytes(), proc.stdout))
+        assert outputs[0] == outputs[1], args

@@ -139,7 +139,8 @@ def _preload_header(text: str, stats, source) -> str:
 
 # --------------------------------------------------------------------------- convert
 def cmd_convert(args) -> int:
-    source = TraceSource(args.file, extra_events=True)
+    # The exact replay's converter reads a tracer log itself (runtime/convert.c): no indexing here.
+    source = TraceSource(args.file, extra_events=True, index=args.model)
     default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
     out = Path(args.output or default)
     if out.suffix != ".scn":
@@ -161,7 +162,11 @@ def cmd_convert(args) -> int:
         _print_losses(source)
     else:
         from .replay import write_replay
-        report = write_replay(source.events, out, source.path.name, touch=args.touch, main_tid=source.main_tid())
+        if source.format == "preload":
+            report = write_replay(source.path, out, source.path.name, touch=args.touch, main_tid=source.main_tid(),
+                                  found=source.adopt_log_info)
+        else:
+            report = write_replay(source.events, out, source.path.name, touch=args.touch, main_tid=source.main_tid())
         _check_calls(source, report.calls, [out, out.with_suffix(".ops")])
         _note_losses(out, source.losses())
         ops = out.with_suffix(".ops")
@@ -171,7 +176,7 @@ def cmd_convert(args) -> int:
             print("  " + line)
         _print_losses(source)
     print(f"run it: scenc run {out} --allocators glibc,jemalloc,mimalloc")
-    return EXIT_OK
+    return EXIT_INCOMPLETE if source.damaged else EXIT_OK      # a log cut inside a record: converted, but damaged
 
 
 def _note_losses(scn: Path, losses: list) -> None:

@@ -46,18 +46,16 @@ the version and asking to convert again (a capture converts in seconds, and one
 reader per format keeps the replay's hot loop single); the runtime
 (runtime/replay.h) does the same.
 
-Ops arrive interleaved across threads; the writer gathers each thread's as
-fixed 32-byte records (OP, version 3's layout: the converter appends them
-cheaply and settle() patches SYNC in place), encodes them at each spill into
-the thread's own temporary file, and concatenates those at the end, so memory
-stays constant however long the trace is. (The Python encoder goes when the
-converter is C: runtime/opsfmt.h.)
+The writer is the converter, runtime/convert.c, with runtime/opsfmt.h's
+encoder (it spools each thread's ops to a temporary file and concatenates them
+at the end, so its memory follows the live objects, not the trace). This
+module reads ops files (tests, `scenc trace-stats` on .ops files), names the
+format's constants for Python, and has a Python encoder (encode_ops, checked
+against the C one byte for byte) for write_ops: tests and tools that write
+ops files of their own.
 """
 
-import os
-import shutil
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -65,7 +63,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 VERSION = 4
 MAGIC = b"SCNOPS%d\0" % VERSION
 HEADER = struct.Struct("<8sIIQQQ")
-OP = struct.Struct("<BBHIIIIIQ")    # the writer's in-memory record (see the module doc), not the file's
+OP = struct.Struct("<BBHIIIIIQ")    # an op's fields (version 3's layout): encode_ops' input, read_ops' output
 NONE = 0xFFFFFFFF
 
 # Op kinds (runtime/replay.h enum) and the runtime's counter each one lands in.
@@ -140,132 +138,32 @@ def encode_ops(records, out: bytearray, prev: int) -> int:
     return prev
 
 
-class OpsWriter:
-    """Collects ops per thread; `close()` writes the final file atomically.
-
-    Each thread's ops gather as OP records in a bytearray that is encoded
-    (encode_ops) into the thread's spool file past SPILL bytes. A converter in
-    a hurry appends ``OP.pack(...)`` to ``buffer(thread)`` itself, calls
-    ``spill(thread)`` when it grew past SPILL, and sets ``slots``; ``op()``
-    does all of that for one op.
-    """
-
-    SPILL = 1 << 16
-
-    def __init__(self, path):
-        self.path = Path(path)
-        self._spool = Path(tempfile.mkdtemp(prefix=".ops-", dir=self.path.parent))
-        self._files: List = []
-        self._buffers: List[bytearray] = []
-        self._counts: List[int] = []
-        self._bytes: List[int] = []          # per thread: bytes in its spool file
-        self._prev: List[int] = []           # per thread: the encoder's previous slot
-        self.flags: List[int] = []
-        self.slots = 0
-        self.touch = "none"
-        self.window = 0
-        self.synced: List[int] = []          # per thread: the position its last SYNC op publishes
-        self._pending: Dict[int, Tuple[int, int]] = {}    # thread -> (offset in its buffer, position before)
-
-    def add_thread(self, flags: int = 0, position: int = 0) -> int:
-        """position: where the replay thread starts (0, or its creation's position)."""
-        index = len(self._files)
-        self._files.append(open(self._spool / f"t{index}", "wb"))
-        self._buffers.append(bytearray())
-        self._counts.append(0)
-        self._bytes.append(0)
-        self._prev.append(0)
-        self.flags.append(flags)
-        self.synced.append(position)
-        return index
-
-    def sync(self, thread: int, position: int) -> None:
-        """The next op appended to the thread's buffer gets flag SYNC at `position`. Call `settle()`
-        once the ops of that event are appended: an event that appended none leaves no SYNC."""
-        self._pending[thread] = (len(self._buffers[thread]), self.synced[thread])
-        self.synced[thread] = position
-
-    def settle(self) -> None:
-        for thread, (at, before) in self._pending.items():
-            buf = self._buffers[thread]
-            if len(buf) <= at:
-                self.synced[thread] = before
-                continue
-            step = self.synced[thread] - before
-            if not 0 < step < MAX_SYNC_STEP:
-                raise ValueError(f"a thread's position moved by {step} between two SYNC ops")
-            buf[at + 1] |= SYNC
-            struct.pack_into("<H", buf, at + 2, step >> 32)
-            struct.pack_into("<I", buf, at + 20, step & 0xFFFFFFFF)
-        self._pending.clear()
-
-    def buffer(self, thread: int) -> bytearray:
-        return self._buffers[thread]
-
-    def spill(self, thread: int) -> None:
-        if self._pending:
-            self.settle()
-        buf = self._buffers[thread]
-        out = bytearray()
-        self._prev[thread] = encode_ops(buf, out, self._prev[thread])
-        self._files[thread].write(out)
-        self._counts[thread] += len(buf) // OP.size
-        self._bytes[thread] += len(out)
-        buf.clear()
-
-    def op(self, thread: int, kind: str, flags: int = 0, slot: int = NONE, aux: int = NONE,
-           gen: int = 0, aux_gen: int = 0, size: int = 0) -> None:
-        buf = self._buffers[thread]
-        buf += OP.pack(KIND_CODE[kind], flags, 0, slot, aux & 0xFFFFFFFF, gen, aux_gen, 0, size & 0xFFFFFFFFFFFFFFFF)
-        if len(buf) >= self.SPILL:
-            self.spill(thread)
-        if slot != NONE and slot + 1 > self.slots:
-            self.slots = slot + 1
-
-    def close(self) -> None:
-        for i, f in enumerate(self._files):
-            self.spill(i)
-            f.close()
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        try:
-            with open(tmp, "wb") as out:
-                out.write(HEADER.pack(MAGIC, len(self._files), TOUCH_MODES.index(self.touch), self.slots,
-                                      sum(self._counts), self.window))
-                offset = 0
-                for size in self._bytes:
-                    out.write(struct.pack("<Q", offset))
-                    offset += size
-                out.write(struct.pack("<Q", offset))
-                out.write(_flags_table(self.flags))
-                for i in range(len(self._files)):
-                    with open(self._spool / f"t{i}", "rb") as part:
-                        shutil.copyfileobj(part, out, 1 << 20)
-            os.replace(tmp, self.path)
-        finally:
-            shutil.rmtree(self._spool, ignore_errors=True)
-            if tmp.exists():
-                tmp.unlink()
-
-    def abort(self) -> None:
-        for f in self._files:
-            f.close()
-        shutil.rmtree(self._spool, ignore_errors=True)
-
-
 def write_ops(path, threads: List[List[Tuple]], flags: Optional[List[int]] = None, touch: str = "none",
               window: int = 0) -> None:
-    """An ops file from per-thread op tuples as `read_ops` gives them (tests, tools that edit ops files)."""
-    writer = OpsWriter(path)
-    writer.touch, writer.window = touch, window
-    for i, ops in enumerate(threads):
-        thread = writer.add_thread(flags[i] if flags else 0)
+    """An ops file from per-thread op tuples as `read_ops` gives them (tests, tools that edit ops files; the
+    converter, runtime/convert.c, writes its own with runtime/opsfmt.h)."""
+    sections, slots = [], 0
+    for ops in threads:
+        records = bytearray()
         for kind, *fields in ops:
-            writer.buffer(thread).extend(OP.pack(KIND_CODE[kind], *fields))
+            records += OP.pack(KIND_CODE[kind], *fields)
             slot = fields[2] if kind not in ("spawn", "join") else NONE
             for s in (slot, fields[3] if kind in ("realloc", "remap") else NONE):
                 if s != NONE:
-                    writer.slots = max(writer.slots, s + 1)
-    writer.close()
+                    slots = max(slots, s + 1)
+        out = bytearray()
+        encode_ops(records, out, 0)
+        sections.append(bytes(out))
+    offsets, at = [], 0
+    for section in sections:
+        offsets.append(at)
+        at += len(section)
+    offsets.append(at)
+    data = HEADER.pack(MAGIC, len(threads), TOUCH_MODES.index(touch), slots, sum(map(len, threads)), window)
+    data += struct.pack(f"<{len(offsets)}Q", *offsets) + _flags_table(flags or [0] * len(threads))
+    tmp = Path(path).with_name(f".{Path(path).name}.tmp")
+    tmp.write_bytes(data + b"".join(sections))
+    tmp.replace(path)
 
 
 def _flags_table(flags: List[int]) -> bytes:

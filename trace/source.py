@@ -7,6 +7,7 @@ report and what the capture lost, in sentences.
 
 from itertools import chain
 from pathlib import Path
+from types import SimpleNamespace
 
 from .events import PRELOAD_MAGIC
 from .ltrace import parse_file
@@ -37,10 +38,11 @@ class TraceInputError(Exception):
 class TraceSource:
     """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
 
-    def __init__(self, path, extra_events: bool = False):
+    def __init__(self, path, extra_events: bool = False, index: bool = True):
         """extra_events: also the events that are not allocator calls: thread starts and exits (both
         formats), the program's own mappings (tracer logs); the exact replay, the statistics and the
-        model read them."""
+        model read them. index=False: a tracer log is not read here (the converter reads it:
+        `adopt_log_info` then gives what it found)."""
         self.path = Path(path)
         try:
             with open(self.path, "rb") as f:
@@ -51,26 +53,49 @@ class TraceSource:
             raise TraceInputError(f"{path}: is a directory, not a capture")
         self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
         if self.format == "preload":
-            # The tracer log's reader loads for tracer logs only: every command's parser imports this module.
-            from .preload_log import parse_preload_log
-            log = parse_preload_log(self.path, extra_events=extra_events)   # indexes: format errors raise here
-            self.events = log
-            self.report = log.report
-            info = log.info
-            if info.missing:                        # records lost: the figures cover what was written
-                self.report.pending_at_end = info.missing
-                self.report.anomaly_counts["records-missing"] = info.missing
+            if index:
+                # The tracer log's reader loads for tracer logs only: every command's parser imports this module.
+                from .preload_log import parse_preload_log
+                log = parse_preload_log(self.path, extra_events=extra_events)   # indexes: format errors raise here
+                self._adopt(log, log.report)
         else:
             self.events = parse_file(self.path, extra_events=extra_events)
             self.report = self.events.report
 
+    def _adopt(self, log, report) -> None:
+        self.events, self.report = log, report
+        info = log.info
+        if info.missing:                        # records lost: the figures cover what was written
+            self.report.pending_at_end = info.missing
+            self.report.anomaly_counts["records-missing"] = info.missing
+
+    def adopt_log_info(self, found: dict) -> None:
+        """What the converter (runtime/convert.c) found reading the tracer log itself, in place of indexing
+        it here: ``events.info`` and ``report`` as a PreloadLog gives them."""
+        from .preload_log import PreloadLog, PreloadLogInfo
+        names = {f for f in PreloadLogInfo.__dataclass_fields__}
+        info = PreloadLogInfo(str(self.path), **{k: v for k, v in found.items() if k in names})
+        if not found.get("has_ns"):
+            info.first_ns = info.last_ns = None
+        read = SimpleNamespace(path=str(self.path), info=info)      # what PreloadLog.report reads
+        self._adopt(read, PreloadLog.report.fget(read))
+
+    @property
+    def damaged(self) -> bool:
+        """A tracer log cut inside a record, or damaged part way: read up to there, but not whole."""
+        return self.format == "preload" and self.events.info.stopped_at is not None
+
     def main_tid(self):
         """The captured process's main thread, which the replay runs on its own main thread: the tracer log's
-        pid; in an ltrace log read with extra_events, the thread whose exit line comes last (see
-        ltrace._leader), else the thread that starts with the replay (the first one, whose creation the log does
-        not show): the first event's thread, or the creator of the first thread start."""
+        pid (from its header: the log may not be indexed here); in an ltrace log read with extra_events, the
+        thread whose exit line comes last (see ltrace._leader), else the thread that starts with the replay
+        (the first one, whose creation the log does not show): the first event's thread, or the creator of
+        the first thread start."""
         if self.format == "preload":
-            return self.events.info.pid
+            from .preload_log import HEADER
+            with open(self.path, "rb") as f:
+                head = f.read(HEADER.size)
+            return HEADER.unpack(head)[3] if len(head) == HEADER.size else None
         stream = self.events
         if stream.leader is not None:
             return stream.leader
@@ -109,3 +134,4 @@ class TraceSource:
         if not rep.exits and not rep.killed_by:
             out.append("the log has no '+++ exited' line: the capture may have stopped before the program ended")
         return out
+
