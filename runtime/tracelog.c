@@ -36,6 +36,8 @@ struct scn_tl_scan {
   struct scn_tl_thread *threads;
   struct scn_tl_ref *chunks;
   uint32_t cap_threads, cap_chunks, last_thread, pad;
+  uint32_t faulted, pad2;         /* an end mark held a page-fault reading: the last one's, below */
+  uint64_t faults_start, faults_end, tracer_pages;
 };
 
 EXPORT void scn_tl_scan_free(struct scn_tl_scan *s) {
@@ -160,6 +162,7 @@ EXPORT struct scn_tl_scan *scn_tl_scan_file(int fd, uint64_t offset, uint64_t si
     if (ch.type == SCN_TL_END) {
       s->ended = 1;
       if (ch.seq > s->end_seq) s->end_seq = ch.seq;
+      if (scn_tl_end_faults(&ch, &s->faults_start, &s->faults_end, &s->tracer_pages)) s->faulted = 1;
       at += SCN_TL_CHUNK_SIZE;
       continue;
     }

@@ -11,7 +11,8 @@
  * thread in sequence order, then `census` bytes: varint pairs (kind code, records of that kind),
  * codes rising, so a summary needs no record. Chunks of different threads interleave in the
  * file. A chunk of type SCN_TL_END is a header alone: the process was leaving, `seq` is the count
- * of numbers it took.
+ * of numbers it took; a tracer that reads the process's minor page faults also stores them there
+ * (scn_tl_end_faults: fields an end mark left 0 before, so version 3 stays as it was).
  *
  * Record: a kind byte (bits 0-5 the kind code, bit 6 SCN_TL_SEQ_NEXT: seq = previous + 1, bit 7
  * SCN_TL_EXT: an extension byte follows), [the extension byte: SCN_TL_X_FLAGS a flags byte
@@ -150,6 +151,24 @@ static const uint16_t scn_tl_layout[64] = {
   [K_MMAP] = SCN_TL_L(S, S, S, P), [K_MUNMAP] = SCN_TL_L(P, S, _, S),
   [K_MREMAP] = SCN_TL_L(P, S, S, P),
 };
+
+/* An end mark's page-fault reading, for `convert --touch auto`: the process's minor faults when tracing
+ * started (the constructor; a forked child: at the fork) in ns_span, at the end mark in last_seq, the pages
+ * of the tracer's own buffers written in tick_span. last_seq 0 (a process always has faulted by then): not
+ * measured, as in logs of older tracers. */
+static inline void scn_tl_end_set_faults(struct scn_tl_chunk *ch, uint64_t start, uint64_t end, uint64_t own) {
+  ch->ns_span = start;
+  ch->last_seq = end;
+  ch->tick_span = own;
+}
+
+static inline int scn_tl_end_faults(const struct scn_tl_chunk *ch, uint64_t *start, uint64_t *end, uint64_t *own) {
+  if (ch->type != SCN_TL_END || !ch->last_seq || ch->last_seq < ch->ns_span) return 0;
+  *start = ch->ns_span;
+  *end = ch->last_seq;
+  *own = ch->tick_span;
+  return 1;
+}
 
 static inline uint64_t scn_tl_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static inline int64_t scn_tl_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }

@@ -35,7 +35,8 @@
  * ELF destructor), _exit and exec; after the process-exit flush every record
  * is written as soon as it is made (a chunk of one), so frees made by later destructors are
  * kept. Leaving, the process writes an end mark (a chunk of type END, seq = numbers taken
- * so far). A program killed by a signal loses the records still in its
+ * so far, with the minor page faults it took since tracing started and the pages of
+ * the tracer's own buffers: `convert --touch auto` compares them with the heap's pages). A program killed by a signal loses the records still in its
  * buffers and leaves no end mark; the reader counts the holes in the sequence
  * numbers and says how many calls are missing.
  *
@@ -77,6 +78,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -116,6 +118,7 @@ struct buffer {
   _Alignas(64) _Atomic uint32_t busy;   /* tid of the holder: the owner appending, a flush at exit */
   _Atomic int owned;               /* a live thread records into it */
   uint32_t n, used;                /* records, their bytes */
+  _Atomic uint32_t high;           /* most bytes it ever held: its pages the tracer itself faulted in */
   struct buffer *next;             /* every buffer ever made: never unlinked, reused when released */
   struct scn_tl_chunk head;        /* tid, first seq, ns and tick of the chunk being filled */
   struct scn_tl_encoder enc;
@@ -149,6 +152,7 @@ static char g_path[4096];                 /* SCENC_TRACE_OUT */
 static char g_name[4096 + 48];            /* the log this process writes */
 static pthread_key_t g_key;
 static _Atomic int g_key_ok;
+static uint64_t g_faults_start;           /* minor page faults when tracing started (or at the fork) */
 
 /* ------------------------------------------------------ the real functions */
 static void *(*real_malloc)(size_t);
@@ -482,6 +486,8 @@ static int buffer_full(const struct buffer *b) {
 static void flush_locked(struct buffer *b) {
   /* Before the constructor has found the log's name, keep what fits. */
   if (!b->n || (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_STARTUP && !buffer_full(b))) return;
+  if (b->used > atomic_load_explicit(&b->high, memory_order_relaxed))
+    atomic_store_explicit(&b->high, b->used, memory_order_relaxed);
   write_bytes(b->data, seal_chunk(&b->head, b->data, b->n, b->used, b->counts));
   b->n = b->used = 0;
 }
@@ -580,6 +586,24 @@ static void flush_buffers(void) {
   T.guard--;
 }
 
+/* Minor page faults of the process so far (a system call: no allocation); 0 if it cannot tell. */
+static uint64_t minor_faults(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) ? 0 : (uint64_t)ru.ru_minflt;
+}
+
+/* Pages of the tracer's own buffers it wrote: faults the program did not take. */
+static uint64_t own_pages(void) {
+  uint64_t pages = 0;
+  for (struct buffer *b = atomic_load(&g_buffers); b; b = b->next) {
+    uint64_t bytes = offsetof(struct buffer, data) + SCN_TL_CHUNK_SIZE +
+                     atomic_load_explicit(&b->high, memory_order_relaxed) + SCN_TL_MAX_CENSUS;
+    uint64_t most = (sizeof *b + 4095) / 4096;
+    pages += (bytes + 4095) / 4096 < most ? (bytes + 4095) / 4096 : most;
+  }
+  return pages;
+}
+
 /* The end mark: without it the reader knows the process died before its
  * exit handlers; with it, it can count calls lost at the very end too. */
 static void write_end(void) {
@@ -598,6 +622,7 @@ static void write_end(void) {
     h.ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
     h.tick = now_tick();
     h.tid = tid();
+    scn_tl_end_set_faults(&h, g_faults_start, minor_faults(), own_pages());
     write_locked(&h, sizeof h);
   }
   if (mine) unlock_writes();
@@ -622,6 +647,7 @@ static void at_fork_child(void) {
     atomic_store(&b->owned, b == T.buf);
   }
   T.tid = 0;
+  g_faults_start = minor_faults();   /* a child's count starts at the fork */
   atomic_store(&g_seq, 0);
   atomic_store(&g_unbuffered, 0);
   if (g_fd >= 0) close(g_fd);
@@ -632,6 +658,7 @@ static void at_fork_child(void) {
 
 __attribute__((constructor)) static void tracer_init(void) {
   T.guard++;
+  g_faults_start = minor_faults();
   resolve();
   const char *path = getenv("SCENC_TRACE_OUT");
   if (!path || !*path || strlen(path) >= sizeof g_path) {

@@ -157,6 +157,8 @@ class PreloadLogInfo:
     size: int = 0                # bytes of the log
     stopped_at: Optional[int] = None  # a cut or damaged log (version 3): byte offset where reading stopped
     stop_reason: str = ""             # why, in words
+    page_faults: Optional[int] = None  # minor faults from tracing start to the end mark (None: not measured)
+    tracer_pages: int = 0              # of them, pages of the tracer's own buffers
 
     @property
     def span_s(self) -> float:
@@ -402,6 +404,8 @@ class PreloadLog(EventSource):
             if s.any:
                 info.first_ns, info.last_ns = s.first_ns, s.last_ns
             info.chunks = s.nchunks
+            if s.faulted:
+                info.page_faults, info.tracer_pages = s.faults_end - s.faults_start, s.tracer_pages
             if s.what:
                 info.stopped_at, info.stop_reason = s.stop, s.what.decode()
             self._totals(counts, s.max_seq if s.any else -1, s.end_seq)
@@ -547,7 +551,9 @@ class _Scan(ctypes.Structure):
                [(name, ctypes.c_uint32) for name in ("ended", "any", "nthreads", "nchunks")] + \
                [("stop", ctypes.c_uint64), ("what", ctypes.c_char_p), ("threads", ctypes.POINTER(_Thread)),
                 ("chunks", ctypes.POINTER(_ChunkRef))] + \
-               [(name, ctypes.c_uint32) for name in ("cap_threads", "cap_chunks", "last_thread", "pad")]
+               [(name, ctypes.c_uint32) for name in ("cap_threads", "cap_chunks", "last_thread", "pad",
+                                                     "faulted", "pad2")] + \
+               [(name, ctypes.c_uint64) for name in ("faults_start", "faults_end", "tracer_pages")]
 
 
 @functools.lru_cache(maxsize=None)
