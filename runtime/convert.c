@@ -469,8 +469,11 @@ static void copied(cv *c, uint64_t p, uint64_t n) {
   if (c->touch_auto) fault_span(c, p, p + n, (1u << SEEN_MODES) - 1);
 }
 
-/* The mode whose pages come closest to the faults measured (less the tracer's and FAULT_ALLOWANCE); ties go to
- * pages. Without a reading: pages, and why. */
+/* The mode for --touch auto. First the tracer's sample of blocks' inner pages (not resident at the malloc:
+ * did the program back them before the free?): most of them left alone, `first`; most written, `pages`. With
+ * fewer than MIN_SAMPLED such pages, the mode whose pages come closest to the faults measured (less the tracer's
+ * and FAULT_ALLOWANCE); ties go to pages. Without a reading: pages, and why. */
+#define MIN_SAMPLED 16
 static const char *choose_touch(cv *c, const tr_info *info, int64_t *heap_faults) {
   *heap_faults = -1;
   c->touch = TOUCH_PAGES;
@@ -480,6 +483,11 @@ static const char *choose_touch(cv *c, const tr_info *info, int64_t *heap_faults
                        : "the capture holds no page-fault reading (the log has no end mark: cut short or killed)";
   int64_t f = (int64_t)info->page_faults - (int64_t)info->tracer_pages - FAULT_ALLOWANCE;
   *heap_faults = f > 0 ? f : 0;
+  if (info->fresh_pages >= MIN_SAMPLED) {
+    c->touch = 2 * info->written_pages < info->fresh_pages ? TOUCH_FIRST : TOUCH_PAGES;
+    return c->touch == TOUCH_FIRST ? "the program left most inner pages of the sampled blocks unwritten"
+                                   : "the program wrote most inner pages of the sampled blocks";
+  }
   uint64_t best = UINT64_MAX;
   for (int m = SEEN_PAGES; m >= SEEN_NONE; m--) {
     int64_t d = (int64_t)c->faults[m] - *heap_faults;
@@ -816,9 +824,11 @@ static void report(const cv *c, const tr_log *log, const char *why, int64_t heap
     const tr_info *f = log ? &log->info : NULL;
     printf("\"touch_auto\": {\"why\": \"%s\", \"pages\": {\"none\": %" PRIu64 ", \"first\": %" PRIu64 ", \"pages\": %" PRIu64 ", "
            "\"all\": %" PRIu64 "}, \"measured\": %s, \"page_faults\": %" PRIu64 ", \"tracer_pages\": %" PRIu64
-           ", \"allowance\": %d, \"heap_faults\": %" PRId64 "},\n ", why, c->faults[SEEN_NONE],
+           ", \"allowance\": %d, \"heap_faults\": %" PRId64 ", \"fresh_pages\": %" PRIu64 ", \"written_pages\": %"
+           PRIu64 "},\n ", why, c->faults[SEEN_NONE],
            c->faults[SEEN_FIRST], c->faults[SEEN_PAGES], c->faults[SEEN_PAGES], f && f->faulted ? "true" : "false",
-           f ? f->page_faults : 0, f ? f->tracer_pages : 0, FAULT_ALLOWANCE, heap_faults);
+           f ? f->page_faults : 0, f ? f->tracer_pages : 0, FAULT_ALLOWANCE, heap_faults, f ? f->fresh_pages : 0,
+           f ? f->written_pages : 0);
   }
   printf("\"threads\": %zu, \"slots\": %zu, \"window\": %" PRIu64 ", \"cross_thread_waits\": %" PRIu64
          ", \"peak_live_bytes\": %" PRIu64 ", \"peak_line\": %" PRIu64 ", \"live_at_end\": %zu, \"spawned\": %"

@@ -154,6 +154,7 @@ typedef struct {              /* what the index pass found (trace/preload_log.py
   char stop_reason[128];
   int faulted;                /* the end mark held the process's minor page faults (tracers since issue 15t) */
   uint64_t page_faults, tracer_pages;   /* from tracing start to the end mark; of them, the tracer's buffers */
+  uint64_t fresh_pages, written_pages;  /* sampled blocks' inner pages not resident at malloc; of them, at free */
 } tr_info;
 
 typedef struct {
@@ -293,6 +294,8 @@ static int tr_index_v3(tr_log *log, tr_scan *s, tr_error *e) {
     info->faulted = 1;
     info->page_faults = scan->faults_end - scan->faults_start;
     info->tracer_pages = scan->tracer_pages;
+    info->fresh_pages = scan->fresh_pages;
+    info->written_pages = scan->written_pages;
   }
   if (scan->what) {
     info->stopped_at = (int64_t)scan->stop;

@@ -153,20 +153,29 @@ static const uint16_t scn_tl_layout[64] = {
 };
 
 /* An end mark's page-fault reading, for `convert --touch auto`: the process's minor faults when tracing
- * started (the constructor; a forked child: at the fork) in ns_span, at the end mark in last_seq, the pages
- * of the tracer's own buffers written in tick_span. last_seq 0 (a process always has faulted by then): not
- * measured, as in logs of older tracers. */
-static inline void scn_tl_end_set_faults(struct scn_tl_chunk *ch, uint64_t start, uint64_t end, uint64_t own) {
+ * started (the constructor; a forked child: at the fork) in ns_span, at the end mark in last_seq; tick_span
+ * packs the pages of the tracer's own buffers written (bits 0-19), the inner pages of sampled blocks not
+ * resident when they were malloc'ed (bits 20-41) and, of them, those resident when they were freed (42-63),
+ * each saturating. last_seq 0 (a process always has faulted by then): not measured, as in logs of older
+ * tracers. */
+struct scn_tl_faults { uint64_t start, end, own, fresh, written; };
+
+static inline uint64_t scn_tl_sat(uint64_t v, int bits) { return v < (1ull << bits) ? v : (1ull << bits) - 1; }
+
+static inline void scn_tl_end_set_faults(struct scn_tl_chunk *ch, uint64_t start, uint64_t end, uint64_t own,
+                                         uint64_t fresh, uint64_t written) {
   ch->ns_span = start;
   ch->last_seq = end;
-  ch->tick_span = own;
+  ch->tick_span = scn_tl_sat(own, 20) | scn_tl_sat(fresh, 22) << 20 | scn_tl_sat(written, 22) << 42;
 }
 
-static inline int scn_tl_end_faults(const struct scn_tl_chunk *ch, uint64_t *start, uint64_t *end, uint64_t *own) {
+static inline int scn_tl_end_faults(const struct scn_tl_chunk *ch, struct scn_tl_faults *f) {
   if (ch->type != SCN_TL_END || !ch->last_seq || ch->last_seq < ch->ns_span) return 0;
-  *start = ch->ns_span;
-  *end = ch->last_seq;
-  *own = ch->tick_span;
+  f->start = ch->ns_span;
+  f->end = ch->last_seq;
+  f->own = ch->tick_span & 0xfffff;
+  f->fresh = ch->tick_span >> 20 & 0x3fffff;
+  f->written = ch->tick_span >> 42;
   return 1;
 }
 

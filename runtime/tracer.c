@@ -132,6 +132,7 @@ struct tstate {
   int resolving;      /* this thread runs dlsym for the real functions */
   int exiting;        /* its key destructor ran: log record by record */
   int keyed;          /* the key destructor is armed */
+  uint32_t mallocs;   /* of blocks with inner pages: one in SAMPLE_EVERY is sampled */
   uint32_t tid;
   struct buffer *buf;
 };
@@ -586,6 +587,64 @@ static void flush_buffers(void) {
   T.guard--;
 }
 
+/* ------------------------------------------------- the insides of blocks
+ * For `convert --touch auto`: does the program write the insides of its blocks? One malloc'ed block in
+ * SAMPLE_EVERY (per thread) with inner pages (neither its first byte's nor its last's) some of which are not
+ * resident yet is remembered with those pages (mincore); when it is freed or realloc'ed, mincore tells how
+ * many of them the program backed meanwhile. A slot per hash of the pointer, claimed and released with one
+ * compare-and-swap; a block whose slot is taken is not sampled. */
+#define SAMPLE_SLOTS 256
+#define SAMPLE_EVERY 8
+#define SAMPLE_BUSY ((uintptr_t)1)
+struct sample {
+  _Atomic uintptr_t p;    /* the block; 0: free; SAMPLE_BUSY: being filled or read */
+  uintptr_t first;        /* its first inner page */
+  uint64_t fresh;         /* of the 64 inner pages from there, those not resident at the malloc */
+  uint32_t n;             /* inner pages looked at */
+};
+static struct sample g_samples[SAMPLE_SLOTS];
+static _Atomic uint32_t g_sampled;         /* slots holding a block */
+static _Atomic uint64_t g_fresh, g_written;   /* inner pages not resident at the malloc; of them, resident at the free */
+
+static struct sample *sample_slot(uintptr_t p) { return &g_samples[(uint32_t)(p >> 4) * 2654435761u >> 24]; }
+
+static uint64_t resident(uintptr_t first, uint32_t n) {
+  unsigned char vec[64];
+  uint64_t bits = 0;
+  if (mincore((void *)(first * 4096), (size_t)n * 4096, vec)) return ~0ull;   /* unmapped: nothing to learn */
+  for (uint32_t i = 0; i < n; i++) bits |= (uint64_t)(vec[i] & 1) << i;
+  return bits;
+}
+
+static void sample_malloc(void *block, size_t size) {
+  uintptr_t p = (uintptr_t)block, first = p / 4096 + 1, last = block ? (p + size - 1) / 4096 : 0;
+  if (last <= first || ++T.mallocs % SAMPLE_EVERY) return;
+  uint32_t n = last - first < 64 ? (uint32_t)(last - first) : 64;
+  uint64_t fresh = ~resident(first, n) & (n < 64 ? (1ull << n) - 1 : ~0ull);
+  struct sample *s = sample_slot(p);
+  uintptr_t none = 0;
+  if (!fresh || !atomic_compare_exchange_strong(&s->p, &none, SAMPLE_BUSY)) return;
+  s->first = first;
+  s->fresh = fresh;
+  s->n = n;
+  atomic_fetch_add_explicit(&g_sampled, 1, memory_order_relaxed);
+  atomic_store_explicit(&s->p, p, memory_order_release);
+}
+
+static void sample_free(void *block) {
+  uintptr_t p = (uintptr_t)block;
+  if (!p || !atomic_load_explicit(&g_sampled, memory_order_relaxed)) return;
+  struct sample *s = sample_slot(p);
+  if (atomic_load_explicit(&s->p, memory_order_relaxed) != p ||
+      !atomic_compare_exchange_strong_explicit(&s->p, &p, SAMPLE_BUSY, memory_order_acquire, memory_order_relaxed))
+    return;
+  uint64_t now = resident(s->first, s->n);
+  atomic_fetch_add_explicit(&g_fresh, (uint64_t)__builtin_popcountll(s->fresh), memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_written, (uint64_t)__builtin_popcountll(s->fresh & now), memory_order_relaxed);
+  atomic_fetch_sub_explicit(&g_sampled, 1, memory_order_relaxed);
+  atomic_store_explicit(&s->p, 0, memory_order_release);
+}
+
 /* Minor page faults of the process so far (a system call: no allocation); 0 if it cannot tell. */
 static uint64_t minor_faults(void) {
   struct rusage ru;
@@ -622,7 +681,7 @@ static void write_end(void) {
     h.ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
     h.tick = now_tick();
     h.tid = tid();
-    scn_tl_end_set_faults(&h, g_faults_start, minor_faults(), own_pages());
+    scn_tl_end_set_faults(&h, g_faults_start, minor_faults(), own_pages(), atomic_load(&g_fresh), atomic_load(&g_written));
     write_locked(&h, sizeof h);
   }
   if (mine) unlock_writes();
@@ -764,7 +823,9 @@ EXPORT void *malloc(size_t size) {
   if (!tracing()) return real_malloc(size);
   struct call c;
   begin(&c);
-  return end_alloc(&c, K_MALLOC, size, 0, 0, real_malloc(size));
+  void *p = real_malloc(size);
+  sample_malloc(p, size);
+  return end_alloc(&c, K_MALLOC, size, 0, 0, p);
 }
 
 EXPORT void free(void *p) {
@@ -776,6 +837,7 @@ EXPORT void free(void *p) {
   }
   struct call c;
   uint64_t seq = begin_release(&c);
+  sample_free(p);
   real_free(p);
   end_release(&c, seq, K_FREE, (uintptr_t)p, 0, 0);
 }
@@ -803,6 +865,7 @@ static void *boot_realloc(void *old, size_t size) {
 /* A realloc that moves its block both releases and acquires: see the header. */
 static void *traced_realloc(int kind, void *old, size_t nmemb, size_t size, int array) {
   T.guard = 1;
+  sample_free(old);
   uint64_t at = old ? now_tick() : 0;
   uint64_t before = old ? take_seq() : 0;
   void *p = array ? real_reallocarray(old, nmemb, size) : real_realloc(old, size);

@@ -243,9 +243,11 @@ def touch_line(report: ReplayReport) -> str:
     if a["heap_faults"] < 0:
         return f"{report.touch} ({a['why']})"
     counted = ", ".join(f"{m} {a['pages'][m]}" for m in ("none", "first", "pages"))
-    return (f"{report.touch}, {a['why']}: {a['heap_faults']} faults (the program's {a['page_faults']}, less "
+    sampled = f"{a['written_pages']} of {a['fresh_pages']} fresh inner pages of sampled blocks written before " \
+              f"their free; "
+    return (f"{report.touch}, {a['why']} ({sampled}{a['heap_faults']} faults (the program's {a['page_faults']}, less "
             f"{a['tracer_pages']} of the tracer's buffers and {a['allowance']} allowed for its stack and libraries) "
-            f"against the captured heap's pages each mode touches first ({counted})")
+            f"against the captured heap's pages each mode faults in: {counted})")
 
 
 def threads_line(report: ReplayReport) -> str:
