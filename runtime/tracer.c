@@ -35,8 +35,9 @@
  * ELF destructor), _exit and exec; after the process-exit flush every record
  * is written as soon as it is made (a chunk of one), so frees made by later destructors are
  * kept. Leaving, the process writes an end mark (a chunk of type END, seq = numbers taken
- * so far, with the minor page faults it took since tracing started and the pages of
- * the tracer's own buffers: `convert --touch auto` compares them with the heap's pages). A program killed by a signal loses the records still in its
+ * so far, with the minor page faults it took since tracing started, the pages of the
+ * tracer's own buffers and what a sample of blocks' inner pages became between malloc
+ * and free: `convert --touch auto` chooses with them). A program killed by a signal loses the records still in its
  * buffers and leaves no end mark; the reader counts the holes in the sequence
  * numbers and says how many calls are missing.
  *

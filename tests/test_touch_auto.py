@@ -1,7 +1,8 @@
-"""`scenc convert --touch auto`: the touch mode chosen from the capture's own page faults.
+"""`scenc convert --touch auto`: the touch mode chosen from the capture itself.
 
-Real tracer, real programs, real getrusage: the tracer stores the process's minor faults at its start and at
-the end mark; the converter counts the captured heap's pages each mode would fault in and picks the closest.
+Real tracer, real programs, real getrusage and mincore: the tracer stores the process's minor faults at its
+start and at the end mark, and what the inner pages of sampled blocks (not resident at their malloc) were at
+their free; the converter decides on that sample, and reports each mode's pages beside the faults.
 The programs make their blocks 64 KiB each (one 16-page block after another in glibc's heap, few enough to
 stay below glibc's mmap threshold and trim), so the two modes differ by ~16 pages a block: 2000 blocks
 written at both ends fault ~2000 pages, written whole ~32000.
@@ -79,12 +80,15 @@ def test_the_tracer_records_the_page_faults_of_the_traced_span(captures):
     assert 1900 <= a.page_faults - a.tracer_pages <= 4000, a
     assert 30000 <= b.page_faults - b.tracer_pages <= 36000, b
     assert 0 < a.tracer_pages < 40
+    # one malloc in 8 sampled: ~250 blocks of 14 inner pages, fresh at the malloc (the heap grows)
+    assert a.fresh_pages > 1000 and a.written_pages == 0, a
+    assert b.fresh_pages > 1000 and b.written_pages == b.fresh_pages, b
 
 
 def test_auto_picks_first_for_a_program_writing_block_ends(captures, tmp_path):
     _, ends, _ = captures
     out = convert_auto(ends, tmp_path / "ends.scn")
-    assert "touch: first, the mode whose pages come closest" in out, out
+    assert "touch: first, the program left most inner pages of the sampled blocks unwritten" in out, out
     assert ops_touch(tmp_path / "ends.ops") == "first"
     assert "# --touch auto: first" in (tmp_path / "ends.scn").read_text()
 
@@ -92,7 +96,7 @@ def test_auto_picks_first_for_a_program_writing_block_ends(captures, tmp_path):
 def test_auto_picks_pages_for_a_program_writing_whole_blocks(captures, tmp_path):
     _, _, whole = captures
     report = write_replay(whole, tmp_path / "whole.scn", "whole.trace", touch="auto")
-    assert report.touch == "pages"
+    assert report.touch == "pages" and "wrote most inner pages" in report.touch_auto["why"]
     assert ops_touch(tmp_path / "whole.ops") == "pages"
     a = report.touch_auto
     assert a["page_faults"] > 0 and a["heap_faults"] >= 0
