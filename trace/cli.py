@@ -314,8 +314,8 @@ def register(subparsers) -> None:
     p.add_argument("--model", action="store_true", help="write a fitted model instead of the exact replay")
     p.add_argument("--touch", choices=(*TOUCH_MODES, "auto"), default=DEFAULT_TOUCH,
                    help="what the replay writes into each new block and the grown part of each realloc: nothing, "
-                        "its first and last byte, one byte per page and its last byte, or every byte; auto: the "
-                        "mode whose pages match the page faults a preload capture measured (default "
+                        "its first and last byte, one byte per page and its last byte, or every byte; auto: first "
+                        "or pages, chosen from what a preload capture saw of the program's pages (default "
                         f"{DEFAULT_TOUCH}; docs/capture.md says why)")
     p.add_argument("--max-phases", type=int, default=4, metavar="N",
                    help="--model: at most N phases (default 4; 1 turns phase detection off)")
