@@ -347,13 +347,28 @@ class EventStream(EventSource):
     leader: Optional[int] = None   # parse_file(extra_events=True): the process's main thread, if the log shows it
 
     def __init__(self, chunks: Iterator[list], report: ParseReport):
+        self._parser = chunks
         self._chunks = chunks
         self._events = chain.from_iterable(chunks)
         self.report = report
 
+    def batches(self) -> Iterator[list]:
+        """The events in the lists the parser hands them out in (cheaper than one by one, for the converter's
+        feed). Take either the batches or the events, from the start (first() aside), not both."""
+        return self._chunks
+
+    def first(self) -> Optional[AllocEvent]:
+        """The first event, left in the stream (None when there is none). Call it before iterating."""
+        for chunk in self._chunks:
+            if chunk:
+                self._chunks = chain((chunk,), self._chunks)
+                self._events = chain.from_iterable(self._chunks)
+                return chunk[0]
+        return None
+
     def close(self):
         """Stop parsing early (closes the file of parse_file)."""
-        self._chunks.close()
+        self._parser.close()
 
 
 def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseReport] = None,
@@ -783,6 +798,18 @@ class _Parser:
                         elif layout == A_OLD:
                             old = int(args, 0)
                             size, nmemb, align = None, 1, None
+                        elif layout == A_OLD_SIZE:    # realloc: two numbers, read here (raising costs more)
+                            old, _, size = args.partition(",")
+                            old, size = int(old, 0), int(size, 0)
+                            nmemb, align = 1, None
+                            if old < 0 or size < 0:
+                                raise ValueError
+                        elif layout == A_NMEMB_SIZE:  # calloc
+                            nmemb, _, size = args.partition(",")
+                            nmemb, size = int(nmemb, 0), int(size, 0)
+                            align = old = None
+                            if nmemb < 0 or size < 0:
+                                raise ValueError
                         else:
                             size, nmemb, align, old = _args(layout, args)
                     except (ValueError, IndexError, TypeError):

@@ -5,7 +5,6 @@ events (one stream, either way) and, once they are consumed, its parse
 report and what the capture lost, in sentences.
 """
 
-from itertools import chain
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -99,10 +98,9 @@ class TraceSource:
         stream = self.events
         if stream.leader is not None:
             return stream.leader
-        first = next(stream._events, None)
+        first = stream.first()
         if first is None:
             return None
-        stream._events = chain((first,), stream._events)
         return first.size if first.kind == "thread_start" else first.tid
 
     def losses(self) -> list:
