@@ -56,6 +56,7 @@ a mapping.
 import json
 import struct
 import subprocess
+import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from itertools import islice
@@ -117,8 +118,8 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
     The events are packed (EVENT) and piped to the converter. A tracer log read by
     scenc.trace.preload_log is not: the converter reads its file itself (see convert_log).
     """
-    from .preload_log import PreloadLog
-    if isinstance(events, PreloadLog):
+    preload_log = sys.modules.get(f"{__package__}.preload_log")   # a PreloadLog's module is loaded: not imported
+    if preload_log is not None and isinstance(events, preload_log.PreloadLog):   # here for an ltrace log's sake
         return convert_log(events.path, ops_path, touch, main_tid, extra=events.extra_events)[0]
     return _run(["--events"], ops_path, touch, main_tid, lambda pipe: _feed(events, pipe))[0]
 
