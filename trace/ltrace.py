@@ -766,12 +766,11 @@ class _Parser:
                     if fresh:
                         lives.appeared(tid, lineno, t)
                         fresh = False
+                        if lives.out:             # only appeared() (and the lines the fallback ends) add there
+                            out += lives.out
+                            lives.out.clear()
                     else:
                         lives.last = tid
-                    if lives.out:
-                        out += lives.out
-                        lives.out.clear()
-                        append = out.append
 
                 if info is not None:
                     # ------------------------------------------------ a call starts
