@@ -59,7 +59,7 @@ def measure(path: str, parse_only: bool) -> dict:
     from scenc.trace.replay import write_replay
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0, c0 = time.perf_counter(), time.process_time()
-    events = parse_file(path)
+    events = parse_file(path, extra_events=True, times=False)    # as `scenc convert` reads it
     out = {}
     if parse_only:
         out["events"] = sum(1 for _ in events)

@@ -146,8 +146,9 @@ def _preload_header(text: str, stats, source) -> str:
 # --------------------------------------------------------------------------- convert
 def cmd_convert(args) -> int:
     from .source import TraceInputError, TraceSource
-    # The exact replay's converter reads a tracer log itself (runtime/convert.c): no indexing here.
-    source = TraceSource(args.file, extra_events=True, index=args.model)
+    # The exact replay's converter reads a tracer log itself (runtime/convert.c): no indexing here; nor does it
+    # use an ltrace log's timestamps: not read.
+    source = TraceSource(args.file, extra_events=True, index=args.model, times=args.model)
     default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
     out = Path(args.output or default)
     if out.suffix != ".scn":

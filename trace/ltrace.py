@@ -372,7 +372,8 @@ class EventStream(EventSource):
 
 
 def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseReport] = None,
-          sniff_lines: int = 20, newlines: Optional[bool] = None, extra_events: bool = False) -> EventStream:
+          sniff_lines: int = 20, newlines: Optional[bool] = None, extra_events: bool = False,
+          times: bool = True) -> EventStream:
     """Parse ltrace output lines (str, or bytes decoded as UTF-8; or one string) lazily into AllocEvents.
 
     ``newlines``: True when every complete line ends with a newline (lines read from a
@@ -381,6 +382,10 @@ def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseRepo
 
     ``extra_events``: also thread starts and exits (see the module doc).
 
+    ``times``: False leaves the timestamps unread (every ``time_s`` None, ``has_timestamps`` False): the
+    exact replay has no use for them, and reading them is several percent of the parse. Everything else is
+    the same, line for line (durations are still read: reading them is also how a line is checked).
+
     Raises TraceFormatError during iteration if none of the first ``sniff_lines``
     non-empty lines looks like ltrace output.  Nothing else raises.
     """
@@ -388,19 +393,20 @@ def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseRepo
         lines = lines.splitlines(keepends=True)
     if report is None:
         report = ParseReport(filename)
-    return EventStream(_Parser(filename, report, sniff_lines, extra_events).run(lines, newlines=newlines), report)
+    return EventStream(_Parser(filename, report, sniff_lines, extra_events, times=times).run(lines, newlines=newlines),
+                       report)
 
 
 def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20,
-               extra_events: bool = False) -> EventStream:
+               extra_events: bool = False, times: bool = True) -> EventStream:
     """parse() on a file (closed when the iteration ends); bytes that are not UTF-8 are replaced."""
     path = str(path)
     if report is None:
         report = ParseReport(path)
     leader = _leader(path) if extra_events else None
     f = open(path, encoding="utf-8", errors="replace", newline="")
-    stream = EventStream(_Parser(path, report, sniff_lines, extra_events, leader).run(f, close=f.close,
-                                                                                     newlines=True), report)
+    stream = EventStream(_Parser(path, report, sniff_lines, extra_events, leader, times).run(f, close=f.close,
+                                                                                            newlines=True), report)
     stream.leader = leader
     return stream
 
@@ -424,8 +430,9 @@ def _leader(path, tail: int = 1 << 16):
 
 class _Parser:
     def __init__(self, filename: str, report: ParseReport, sniff_lines: int, extra_events: bool = False,
-                 leader: Optional[int] = None):
+                 leader: Optional[int] = None, times: bool = True):
         self.filename = filename
+        self.times = times             # read the timestamps (parse's `times`)
         self.lives = _ThreadLives(leader) if extra_events else None
         self.report = report
         self.sniff_lines = sniff_lines
@@ -495,7 +502,7 @@ class _Parser:
             tid = int(tid_s or pid_s or 0)
             self.special(tid, body, lineno, s)
             if self.lives is not None:
-                t = self.time(ts)[0] if ts and self.rel_sum is None else None
+                t = self.time(ts)[0] if ts and self.times and self.rel_sum is None else None
                 self.lives.special_line(tid, body, lineno, t, tid in self.seen)
             return None
         g = None
@@ -639,6 +646,7 @@ class _Parser:
         new = tuple.__new__
         Event = AllocEvent
         fn_cache: dict = {}
+        times = self.times
         tid_cache: dict = {}
         fallback = self.fallback
         push = self.push
@@ -743,6 +751,8 @@ class _Parser:
                             lives.out.clear()
                         continue
                     tid, ts, info, args, ret, dur, unf, rname = r
+                    if not times:
+                        ts = None
                     if tid not in seen:
                         seen.add(tid)
                         rep.threads.add(tid)
@@ -751,6 +761,8 @@ class _Parser:
                         self.learn_tid_token(raw, tid, nsplit, tid_i, tid_cache)
                     if nsplit < 0 and self.layout is not None:
                         nsplit, tid_i, ts_i = self.layout
+                        if not times:
+                            ts_i = -1                 # the stamp is a token of the prefix, left unread
                 if ts is not None:
                     try:
                         if ts[:tklen] != tkey:
