@@ -1,7 +1,7 @@
 /* scenc's exact-replay converter: a capture's events -> an ops file (trace/opsfile.py, version 4) and a JSON
  * report on stdout (trace/replay.py turns it into the summary and the .scn file).
  *
- *   scenc-convert --log app.trace [--no-extra] --ops app.ops [--touch N] [--main-tid TID]
+ *   scenc-convert --log app.trace [--no-extra] --ops app.ops [--touch N|auto] [--main-tid TID]
  *   scenc-convert --events --ops app.ops ...      (events packed by trace/replay.py on stdin: ltrace logs)
  *
  * The only implementation of the conversion (the rules are trace/replay.py's module doc): per thread its
@@ -29,6 +29,13 @@
 #define PAGE 4096ull
 #define MAP_FIXED_FLAG 0x10
 #define PROT_WRITE_FLAG 2
+#define TOUCH_FIRST 1              /* the ops file's touch modes (runtime/opsfmt.h, trace/opsfile.TOUCH_MODES) */
+#define TOUCH_PAGES 2
+#define TOUCH_AUTO 4               /* --touch auto: the mode whose first-touched pages match the capture's faults */
+/* Faults a traced process takes between the tracer's constructor and its end mark besides its heap's: the
+ * stack, stdio, lazy binding, exit handlers (measured: a C program making one malloc and one printf takes
+ * 17-19, one of them the tracer's buffer). Subtracted from the measured faults before they are compared. */
+#define FAULT_ALLOWANCE 16
 
 /* Event kind -> the op performing the same kind of call (trace/replay.py's REPLAY_KIND). */
 static const uint8_t op_of[EV_CALLS] = {
@@ -56,6 +63,8 @@ typedef struct {
 } cv_thread;
 
 typedef struct { uint64_t ptr, nbytes; uint32_t slot; } cv_live;
+typedef struct { uint64_t key; uint8_t backed; } cv_page;    /* key: page number + 1 (0: empty); modes backing it */
+enum { SEEN_NONE, SEEN_FIRST, SEEN_PAGES, SEEN_MODES };        /* touch modes told apart by their pages */
 typedef struct { uint64_t start, end, base; uint32_t slot; } cv_piece;
 
 enum { N_FREE_UNKNOWN, N_REALLOC_UNKNOWN, N_REALLOC_FAILED, N_RESULT_UNKNOWN, N_RETURNED_AGAIN = N_RESULT_UNKNOWN +
@@ -102,6 +111,11 @@ typedef struct {
   /* notes, in order of first occurrence */
   cv_note notes[N_NOTES];
   int order[N_NOTES], norder;
+  /* --touch auto: the captured heap's pages each mode would have touched first */
+  int touch_auto;
+  cv_page *page;
+  size_t npages, pages_cap;
+  uint64_t faults[SEEN_MODES];
   tr_error err;
 } cv;
 
@@ -385,6 +399,104 @@ static void live_del(cv *c, cv_live *e) {
   c->nlive--;
 }
 
+/* ---------------------------------------------------------------- touch auto
+ * What each touch mode would have made the program fault in, counted on the captured addresses (the allocator's
+ * reuse of freed memory is in them already): a page faults when a mode first writes it, and again after the
+ * capture's allocator unmapped it: under glibc (the allocator a capture runs under) a block of 128 KiB or more at
+ * a page offset of 16 is a mapping of its own, unmapped when freed. Not followed: glibc trimming an arena's
+ * top (how often depends on the threads' interleaving: prodcons's faults vary 20-fold from run to run, so no
+ * model of it from the trace holds). A moved realloc's copy is written in every mode. Only with --touch auto. */
+#define MAPPED_BYTES (128u << 10)
+
+static cv_page *page_slot(cv *c, uint64_t page, int add) {
+  if (add && 2 * (c->npages + 1) > c->pages_cap) {
+    size_t cap = c->pages_cap ? 2 * c->pages_cap : 1 << 12;
+    cv_page *t = calloc(cap, sizeof *t);
+    if (!t) oom();
+    for (size_t k = 0; k < c->pages_cap; k++)
+      if (c->page[k].key) {
+        size_t h = (size_t)(c->page[k].key * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
+        while (t[h].key) h = (h + 1) & (cap - 1);
+        t[h] = c->page[k];
+      }
+    free(c->page);
+    c->page = t;
+    c->pages_cap = cap;
+  }
+  if (!c->pages_cap) return NULL;
+  size_t h = (size_t)((page + 1) * 0x9e3779b97f4a7c15ull >> 20) & (c->pages_cap - 1);
+  for (; c->page[h].key; h = (h + 1) & (c->pages_cap - 1))
+    if (c->page[h].key == page + 1) return &c->page[h];
+  if (!add) return NULL;
+  c->npages++;
+  c->page[h].key = page + 1;
+  return &c->page[h];
+}
+
+static void fault_in(cv *c, uint64_t page, unsigned modes) {    /* modes: bits of SEEN_* */
+  cv_page *e = page_slot(c, page, 1);
+  for (int m = 0; m < SEEN_MODES; m++)
+    if (modes >> m & 1 && !(e->backed >> m & 1)) { e->backed |= (uint8_t)(1u << m); c->faults[m]++; }
+}
+
+static void fault_span(cv *c, uint64_t lo, uint64_t hi, unsigned modes) {   /* the pages of [lo, hi) */
+  for (uint64_t p = lo / PAGE; lo < hi && p <= (hi - 1) / PAGE; p++) fault_in(c, p, modes);
+}
+
+static void give_back(cv *c, uint64_t lo, uint64_t hi) {       /* whole pages of [lo, hi) */
+  for (uint64_t p = (lo + PAGE - 1) / PAGE; p < hi / PAGE; p++) {
+    cv_page *e = page_slot(c, p, 0);
+    if (e) e->backed = 0;
+  }
+}
+
+static int own_mapping(uint64_t p, uint64_t size) { return size >= MAPPED_BYTES && p % PAGE == 16; }
+
+/* A block of the capture's heap is freed: one mapped of its own goes back to the kernel. */
+static void heap_gone(cv *c, uint64_t p, uint64_t size) {
+  if (c->touch_auto && own_mapping(p, size)) give_back(c, p - 16, p + size);
+}
+
+/* A block at p of size bytes whose [from, size) is new (runtime/replay.h's scn_replay_touch). */
+static void first_touch(cv *c, uint64_t p, uint64_t from, uint64_t size) {
+  if (!c->touch_auto || from >= size) return;
+  fault_in(c, (p + from) / PAGE, 1u << SEEN_FIRST);
+  fault_in(c, (p + size - 1) / PAGE, 1u << SEEN_FIRST);
+  fault_span(c, p + from, p + size, 1u << SEEN_PAGES);
+}
+
+static void copied(cv *c, uint64_t p, uint64_t n) {
+  if (c->touch_auto) fault_span(c, p, p + n, (1u << SEEN_MODES) - 1);
+}
+
+/* The mode for --touch auto. First the tracer's sample of blocks' inner pages (not resident at the malloc:
+ * did the program back them before the free?): most of them left alone, `first`; most written, `pages`. With
+ * fewer than MIN_SAMPLED such pages, the mode whose pages come closest to the faults measured (less the tracer's
+ * and FAULT_ALLOWANCE); ties go to pages. Without a reading: pages, and why. */
+#define MIN_SAMPLED 16
+static const char *choose_touch(cv *c, const tr_info *info, int64_t *heap_faults) {
+  *heap_faults = -1;
+  c->touch = TOUCH_PAGES;
+  if (!info) return "the capture holds no page-fault reading (an ltrace log)";
+  if (!info->faulted)
+    return info->ended ? "the capture holds no page-fault reading (a tracer older than --touch auto)"
+                       : "the capture holds no page-fault reading (the log has no end mark: cut short or killed)";
+  int64_t f = (int64_t)info->page_faults - (int64_t)info->tracer_pages - FAULT_ALLOWANCE;
+  *heap_faults = f > 0 ? f : 0;
+  if (info->fresh_pages >= MIN_SAMPLED) {
+    c->touch = 2 * info->written_pages < info->fresh_pages ? TOUCH_FIRST : TOUCH_PAGES;
+    return c->touch == TOUCH_FIRST ? "the program left most inner pages of the sampled blocks unwritten"
+                                   : "the program wrote most inner pages of the sampled blocks";
+  }
+  uint64_t best = UINT64_MAX;
+  for (int m = SEEN_PAGES; m >= SEEN_NONE; m--) {
+    int64_t d = (int64_t)c->faults[m] - *heap_faults;
+    uint64_t dist = (uint64_t)(d < 0 ? -d : d);
+    if (dist < best) { best = dist; c->touch = m; }
+  }
+  return "the mode whose pages come closest to the faults measured";
+}
+
 /* ---------------------------------------------------------------- back-pressure */
 /* A SYNC asked for in the previous event that found no op of its thread is withdrawn. */
 static void settle(cv *c) {
@@ -517,7 +629,7 @@ static void map_event(cv *c, uint32_t i, const tr_event *ev) {
   uint8_t flags = ev->nmemb & PROT_WRITE_FLAG ? SCN_R_WRITABLE : 0;
   emit(c, i, SCN_R_MAP, flags, slot, SCN_R_NONE, 0, 0, length);
   piece_insert(c, piece_after(c, start), start, start + length, slot, start);
-  if (flags) set_writable(c, slot);
+  if (flags) { set_writable(c, slot); first_touch(c, start, 0, length); }
   c->maps++;
   mapped_add(c, (int64_t)length);
 }
@@ -536,9 +648,13 @@ static void remap_event(cv *c, uint32_t i, const tr_event *ev) {
   c->held[old_slot] = 0;
   uint32_t slot = new_slot(c, (int32_t)i);
   uint8_t flags = c->last[old_slot] != (int32_t)i ? SCN_R_WAIT_OLD : 0;
-  if (is_writable(c, old_slot)) { flags |= SCN_R_WRITABLE; set_writable(c, slot); }
-  c->last[old_slot] = (int32_t)i;
   uint64_t length = pages(ev->size);
+  if (is_writable(c, old_slot)) {
+    flags |= SCN_R_WRITABLE;
+    set_writable(c, slot);
+    first_touch(c, ev->res, end - ev->old, length);
+  }
+  c->last[old_slot] = (int32_t)i;
   emit(c, i, SCN_R_REMAP, flags, slot, old_slot, 0, c->gen[old_slot], length);
   c->gen[old_slot]++;
   cut(c, i, ev->res, ev->res + length, ev->line, 1);
@@ -580,6 +696,7 @@ static void free_call(cv *c, uint32_t i, const tr_event *ev, cv_live *entry) {
   }
   uint32_t slot = entry->slot;
   c->live_bytes -= entry->nbytes;
+  heap_gone(c, entry->ptr, entry->nbytes);
   live_del(c, entry);
   uint8_t flags = c->last[slot] != (int32_t)i ? SCN_R_WAIT : 0;
   c->waits += flags;
@@ -618,6 +735,10 @@ static void realloc_call(cv *c, uint32_t i, const tr_event *ev, cv_live *entry) 
   }
   uint8_t flags = 0;
   uint32_t aux = SCN_R_NONE, aux_gen = 0, slot = SCN_R_NONE, gen_new = 0;
+  uint64_t kept = entry ? entry->nbytes : 0, old = entry ? entry->ptr : 0;
+  if (ev->res && ev->res != old) copied(c, ev->res, kept < size ? kept : size);
+  first_touch(c, ev->res, kept, size);
+  heap_gone(c, old, kept);
   if (entry) {
     aux = entry->slot;
     aux_gen = c->gen[aux];
@@ -650,6 +771,7 @@ static void alloc_call(cv *c, uint32_t i, const tr_event *ev) {
   }
   uint8_t flags = 0;
   uint32_t slot = place(c, i, ev, nbytes, &flags);
+  first_touch(c, ev->res, 0, nbytes);
   c->waits += flags != 0;
   emit(c, i, op, flags, slot, (uint32_t)aux, c->gen[slot], 0, ev->size);
   if (c->live_bytes > c->peak) { c->peak = c->live_bytes; c->peak_line = ev->line; }
@@ -695,8 +817,20 @@ static int read_events(cv *c) {
 }
 
 /* ---------------------------------------------------------------- the report */
-static void report(const cv *c, const tr_log *log) {
-  printf("{\"threads\": %zu, \"slots\": %zu, \"window\": %" PRIu64 ", \"cross_thread_waits\": %" PRIu64
+static void report(const cv *c, const tr_log *log, const char *why, int64_t heap_faults) {
+  static const char *const mode[] = {"none", "first", "pages", "all"};
+  printf("{\"touch\": \"%s\", ", mode[c->touch]);
+  if (c->touch_auto) {
+    const tr_info *f = log ? &log->info : NULL;
+    printf("\"touch_auto\": {\"why\": \"%s\", \"pages\": {\"none\": %" PRIu64 ", \"first\": %" PRIu64 ", \"pages\": %" PRIu64 ", "
+           "\"all\": %" PRIu64 "}, \"measured\": %s, \"page_faults\": %" PRIu64 ", \"tracer_pages\": %" PRIu64
+           ", \"allowance\": %d, \"heap_faults\": %" PRId64 ", \"fresh_pages\": %" PRIu64 ", \"written_pages\": %"
+           PRIu64 "},\n ", why, c->faults[SEEN_NONE],
+           c->faults[SEEN_FIRST], c->faults[SEEN_PAGES], c->faults[SEEN_PAGES], f && f->faulted ? "true" : "false",
+           f ? f->page_faults : 0, f ? f->tracer_pages : 0, FAULT_ALLOWANCE, heap_faults, f ? f->fresh_pages : 0,
+           f ? f->written_pages : 0);
+  }
+  printf("\"threads\": %zu, \"slots\": %zu, \"window\": %" PRIu64 ", \"cross_thread_waits\": %" PRIu64
          ", \"peak_live_bytes\": %" PRIu64 ", \"peak_line\": %" PRIu64 ", \"live_at_end\": %zu, \"spawned\": %"
          PRIu64 ", \"joined\": %" PRIu64 ", \"peak_threads\": %" PRIu64 ", \"maps\": %" PRIu64 ", \"mapped_peak\": %"
          PRIu64 ",\n \"tids\": [", c->nt, c->nslots, window_of(c), c->waits, c->peak, c->peak_line, c->nlive,
@@ -720,18 +854,19 @@ static void report(const cv *c, const tr_log *log) {
   printf("]");
   if (log) {
     const tr_info *f = &log->info;
-    char stopped[24] = "null";
+    char stopped[24] = "null", faults[24] = "null";
     if (f->stopped_at >= 0) snprintf(stopped, sizeof stopped, "%" PRId64, f->stopped_at);
+    if (f->faulted) snprintf(faults, sizeof faults, "%" PRIu64, f->page_faults);
     printf(",\n \"log\": {\"version\": %" PRIu32 ", \"pid\": %" PRIu32 ", \"ppid\": %" PRIu32
            ", \"start_realtime_ns\": %"
            PRIu64 ", \"records\": %" PRIu64 ", \"last_seq\": %" PRId64 ", \"ended\": %s, \"missing\": %" PRIu64
            ", \"moved_reallocs\": %" PRIu64 ", \"thread_records\": %" PRIu64 ", \"chunks\": %" PRIu64
            ", \"reordered_reallocs\": %" PRIu64 ", \"has_ns\": %s, \"first_ns\": %" PRIu64 ", \"last_ns\": %" PRIu64
            ", \"size\": %" PRIu64 ", \"stopped_at\": %s, \"stop_reason\": \"%s\""
-           ", \"threads\": [",
+           ", \"page_faults\": %s, \"tracer_pages\": %" PRIu64 ", \"threads\": [",
            f->version, f->pid, f->ppid, f->start_realtime_ns, f->records, f->last_seq, f->ended ? "true" : "false",
            f->missing, f->moved, f->thread_records, f->chunks, f->reordered, f->have_ns ? "true" : "false",
-           f->first_ns, f->last_ns, f->size, stopped, f->stop_reason);
+           f->first_ns, f->last_ns, f->size, stopped, f->stop_reason, faults, f->tracer_pages);
     for (size_t i = 0; i < log->nthreads; i++) printf("%s%" PRIu32, i ? ", " : "", log->threads[i].tid);
     printf("]}");
   }
@@ -751,7 +886,7 @@ static void error_report(const tr_error *e) {
 static void on_signal(int sig) { (void)sig; cv_stop = 1; }
 
 static int usage(void) {
-  fprintf(stderr, "usage: scenc-convert (--log TRACE [--no-extra] | --events) --ops OUT [--touch 0-3] "
+  fprintf(stderr, "usage: scenc-convert (--log TRACE [--no-extra] | --events) --ops OUT [--touch 0-3|auto] "
                   "[--main-tid TID]\n");
   return 64;
 }
@@ -786,11 +921,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--no-extra")) extra = 0;
     else if (!strcmp(a, "--log") && v) { log_path = v; k++; }
     else if (!strcmp(a, "--ops") && v) { c->path = v; k++; }
-    else if (!strcmp(a, "--touch") && v) { c->touch = atoi(v); k++; }
+    else if (!strcmp(a, "--touch") && v) { c->touch = strcmp(v, "auto") ? atoi(v) : TOUCH_AUTO; k++; }
     else if (!strcmp(a, "--main-tid") && v) { c->main_tid = strtoll(v, NULL, 10); k++; }
     else return usage();
   }
-  if (!c->path || events == !!log_path || c->touch < 0 || c->touch > 3) return usage();
+  if (!c->path || events == !!log_path || c->touch < 0 || c->touch > TOUCH_AUTO) return usage();
+  c->touch_auto = c->touch == TOUCH_AUTO;
   struct sigaction sa = {0};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, NULL);
@@ -804,6 +940,9 @@ int main(int argc, char **argv) {
   if (!rc) rc = prepare_output(c);
   if (!rc) rc = log_path ? tr_merge(&log, convert_event, c, &c->err) : read_events(c);
   settle(c);
+  const char *why = "";
+  int64_t heap_faults = -1;
+  if (c->touch_auto) why = choose_touch(c, log_path ? &log.info : NULL, &heap_faults);
   if (!rc && !cv_stop) rc = ops_finish(c);
   if (rc || cv_stop) {
     ops_abort(c);
@@ -811,7 +950,7 @@ int main(int argc, char **argv) {
     error_report(&c->err);
     return 2;
   }
-  report(c, log_path ? &log : NULL);
+  report(c, log_path ? &log : NULL, why, heap_faults);
   if (log_path) tr_close(&log);
   return 0;
 }

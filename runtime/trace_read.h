@@ -152,6 +152,9 @@ typedef struct {              /* what the index pass found (trace/preload_log.py
   uint64_t cut;               /* version 1, 2: bytes of a record cut short at the end (0: none) */
   int64_t stopped_at;         /* byte where a cut or damaged log stops being read (-1: it does not) */
   char stop_reason[128];
+  int faulted;                /* the end mark held the process's minor page faults (tracers since issue 15t) */
+  uint64_t page_faults, tracer_pages;   /* from tracing start to the end mark; of them, the tracer's buffers */
+  uint64_t fresh_pages, written_pages;  /* sampled blocks' inner pages not resident at malloc; of them, at free */
 } tr_info;
 
 typedef struct {
@@ -287,6 +290,13 @@ static int tr_index_v3(tr_log *log, tr_scan *s, tr_error *e) {
   info->last_ns = scan->last_ns;
   s->max_seq = scan->any ? (int64_t)scan->max_seq : -1;
   s->end_total = scan->end_seq;
+  if (scan->faulted) {
+    info->faulted = 1;
+    info->page_faults = scan->faults_end - scan->faults_start;
+    info->tracer_pages = scan->tracer_pages;
+    info->fresh_pages = scan->fresh_pages;
+    info->written_pages = scan->written_pages;
+  }
   if (scan->what) {
     info->stopped_at = (int64_t)scan->stop;
     snprintf(info->stop_reason, sizeof info->stop_reason, "%s", scan->what);

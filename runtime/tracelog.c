@@ -36,6 +36,8 @@ struct scn_tl_scan {
   struct scn_tl_thread *threads;
   struct scn_tl_ref *chunks;
   uint32_t cap_threads, cap_chunks, last_thread, pad;
+  uint32_t faulted, pad2;         /* an end mark held a page-fault reading: the last one's, below */
+  uint64_t faults_start, faults_end, tracer_pages, fresh_pages, written_pages;
 };
 
 EXPORT void scn_tl_scan_free(struct scn_tl_scan *s) {
@@ -160,6 +162,12 @@ EXPORT struct scn_tl_scan *scn_tl_scan_file(int fd, uint64_t offset, uint64_t si
     if (ch.type == SCN_TL_END) {
       s->ended = 1;
       if (ch.seq > s->end_seq) s->end_seq = ch.seq;
+      struct scn_tl_faults f;
+      if (scn_tl_end_faults(&ch, &f)) {
+        s->faulted = 1;
+        s->faults_start = f.start, s->faults_end = f.end, s->tracer_pages = f.own;
+        s->fresh_pages = f.fresh, s->written_pages = f.written;
+      }
       at += SCN_TL_CHUNK_SIZE;
       continue;
     }

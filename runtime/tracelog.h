@@ -11,7 +11,8 @@
  * thread in sequence order, then `census` bytes: varint pairs (kind code, records of that kind),
  * codes rising, so a summary needs no record. Chunks of different threads interleave in the
  * file. A chunk of type SCN_TL_END is a header alone: the process was leaving, `seq` is the count
- * of numbers it took.
+ * of numbers it took; a tracer that reads the process's minor page faults also stores them there
+ * (scn_tl_end_faults: fields an end mark left 0 before, so version 3 stays as it was).
  *
  * Record: a kind byte (bits 0-5 the kind code, bit 6 SCN_TL_SEQ_NEXT: seq = previous + 1, bit 7
  * SCN_TL_EXT: an extension byte follows), [the extension byte: SCN_TL_X_FLAGS a flags byte
@@ -150,6 +151,33 @@ static const uint16_t scn_tl_layout[64] = {
   [K_MMAP] = SCN_TL_L(S, S, S, P), [K_MUNMAP] = SCN_TL_L(P, S, _, S),
   [K_MREMAP] = SCN_TL_L(P, S, S, P),
 };
+
+/* An end mark's page-fault reading, for `convert --touch auto`: the process's minor faults when tracing
+ * started (the constructor; a forked child: at the fork) in ns_span, at the end mark in last_seq; tick_span
+ * packs the pages of the tracer's own buffers written (bits 0-19), the inner pages of sampled blocks not
+ * resident when they were malloc'ed (bits 20-41) and, of them, those resident when they were freed (42-63),
+ * each saturating. last_seq 0 (a process always has faulted by then): not measured, as in logs of older
+ * tracers. */
+struct scn_tl_faults { uint64_t start, end, own, fresh, written; };
+
+static inline uint64_t scn_tl_sat(uint64_t v, int bits) { return v < (1ull << bits) ? v : (1ull << bits) - 1; }
+
+static inline void scn_tl_end_set_faults(struct scn_tl_chunk *ch, uint64_t start, uint64_t end, uint64_t own,
+                                         uint64_t fresh, uint64_t written) {
+  ch->ns_span = start;
+  ch->last_seq = end;
+  ch->tick_span = scn_tl_sat(own, 20) | scn_tl_sat(fresh, 22) << 20 | scn_tl_sat(written, 22) << 42;
+}
+
+static inline int scn_tl_end_faults(const struct scn_tl_chunk *ch, struct scn_tl_faults *f) {
+  if (ch->type != SCN_TL_END || !ch->last_seq || ch->last_seq < ch->ns_span) return 0;
+  f->start = ch->ns_span;
+  f->end = ch->last_seq;
+  f->own = ch->tick_span & 0xfffff;
+  f->fresh = ch->tick_span >> 20 & 0x3fffff;
+  f->written = ch->tick_span >> 42;
+  return 1;
+}
 
 static inline uint64_t scn_tl_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static inline int64_t scn_tl_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }

@@ -35,7 +35,9 @@
  * ELF destructor), _exit and exec; after the process-exit flush every record
  * is written as soon as it is made (a chunk of one), so frees made by later destructors are
  * kept. Leaving, the process writes an end mark (a chunk of type END, seq = numbers taken
- * so far). A program killed by a signal loses the records still in its
+ * so far, with the minor page faults it took since tracing started, the pages of the
+ * tracer's own buffers and what a sample of blocks' inner pages became between malloc
+ * and free: `convert --touch auto` chooses with them). A program killed by a signal loses the records still in its
  * buffers and leaves no end mark; the reader counts the holes in the sequence
  * numbers and says how many calls are missing.
  *
@@ -77,6 +79,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -116,6 +119,7 @@ struct buffer {
   _Alignas(64) _Atomic uint32_t busy;   /* tid of the holder: the owner appending, a flush at exit */
   _Atomic int owned;               /* a live thread records into it */
   uint32_t n, used;                /* records, their bytes */
+  _Atomic uint32_t high;           /* most bytes it ever held: its pages the tracer itself faulted in */
   struct buffer *next;             /* every buffer ever made: never unlinked, reused when released */
   struct scn_tl_chunk head;        /* tid, first seq, ns and tick of the chunk being filled */
   struct scn_tl_encoder enc;
@@ -129,6 +133,7 @@ struct tstate {
   int resolving;      /* this thread runs dlsym for the real functions */
   int exiting;        /* its key destructor ran: log record by record */
   int keyed;          /* the key destructor is armed */
+  uint32_t mallocs;   /* of blocks with inner pages: one in SAMPLE_EVERY is sampled */
   uint32_t tid;
   struct buffer *buf;
 };
@@ -149,6 +154,7 @@ static char g_path[4096];                 /* SCENC_TRACE_OUT */
 static char g_name[4096 + 48];            /* the log this process writes */
 static pthread_key_t g_key;
 static _Atomic int g_key_ok;
+static uint64_t g_faults_start;           /* minor page faults when tracing started (or at the fork) */
 
 /* ------------------------------------------------------ the real functions */
 static void *(*real_malloc)(size_t);
@@ -482,6 +488,8 @@ static int buffer_full(const struct buffer *b) {
 static void flush_locked(struct buffer *b) {
   /* Before the constructor has found the log's name, keep what fits. */
   if (!b->n || (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_STARTUP && !buffer_full(b))) return;
+  if (b->used > atomic_load_explicit(&b->high, memory_order_relaxed))
+    atomic_store_explicit(&b->high, b->used, memory_order_relaxed);
   write_bytes(b->data, seal_chunk(&b->head, b->data, b->n, b->used, b->counts));
   b->n = b->used = 0;
 }
@@ -580,6 +588,82 @@ static void flush_buffers(void) {
   T.guard--;
 }
 
+/* ------------------------------------------------- the insides of blocks
+ * For `convert --touch auto`: does the program write the insides of its blocks? One malloc'ed block in
+ * SAMPLE_EVERY (per thread) with inner pages (neither its first byte's nor its last's) some of which are not
+ * resident yet is remembered with those pages (mincore); when it is freed or realloc'ed, mincore tells how
+ * many of them the program backed meanwhile. A slot per hash of the pointer, claimed and released with one
+ * compare-and-swap; a block whose slot is taken is not sampled. */
+#define SAMPLE_SLOTS 256
+#define SAMPLE_EVERY 8
+#define SAMPLE_BUSY ((uintptr_t)1)
+struct sample {
+  _Atomic uintptr_t p;    /* the block; 0: free; SAMPLE_BUSY: being filled or read */
+  uintptr_t first;        /* its first inner page */
+  uint64_t fresh;         /* of the 64 inner pages from there, those not resident at the malloc */
+  uint32_t n;             /* inner pages looked at */
+};
+static struct sample g_samples[SAMPLE_SLOTS];
+static _Atomic uint32_t g_sampled;         /* slots holding a block */
+static _Atomic uint64_t g_fresh, g_written;   /* inner pages not resident at the malloc; of them, resident at the free */
+
+static struct sample *sample_slot(uintptr_t p) { return &g_samples[(uint32_t)(p >> 4) * 2654435761u >> 24]; }
+
+static uint64_t resident(uintptr_t first, uint32_t n) {
+  unsigned char vec[64];
+  uint64_t bits = 0;
+  if (mincore((void *)(first * 4096), (size_t)n * 4096, vec)) return ~0ull;   /* unmapped: nothing to learn */
+  for (uint32_t i = 0; i < n; i++) bits |= (uint64_t)(vec[i] & 1) << i;
+  return bits;
+}
+
+static void sample_malloc(void *block, size_t size) {
+  uintptr_t p = (uintptr_t)block, first = p / 4096 + 1, last = block ? (p + size - 1) / 4096 : 0;
+  if (last <= first || ++T.mallocs % SAMPLE_EVERY) return;
+  uint32_t n = last - first < 64 ? (uint32_t)(last - first) : 64;
+  uint64_t fresh = ~resident(first, n) & (n < 64 ? (1ull << n) - 1 : ~0ull);
+  struct sample *s = sample_slot(p);
+  uintptr_t none = 0;
+  if (!fresh || !atomic_compare_exchange_strong(&s->p, &none, SAMPLE_BUSY)) return;
+  s->first = first;
+  s->fresh = fresh;
+  s->n = n;
+  atomic_fetch_add_explicit(&g_sampled, 1, memory_order_relaxed);
+  atomic_store_explicit(&s->p, p, memory_order_release);
+}
+
+static void sample_free(void *block) {
+  uintptr_t p = (uintptr_t)block;
+  if (!p || !atomic_load_explicit(&g_sampled, memory_order_relaxed)) return;
+  struct sample *s = sample_slot(p);
+  if (atomic_load_explicit(&s->p, memory_order_relaxed) != p ||
+      !atomic_compare_exchange_strong_explicit(&s->p, &p, SAMPLE_BUSY, memory_order_acquire, memory_order_relaxed))
+    return;
+  uint64_t now = resident(s->first, s->n);
+  atomic_fetch_add_explicit(&g_fresh, (uint64_t)__builtin_popcountll(s->fresh), memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_written, (uint64_t)__builtin_popcountll(s->fresh & now), memory_order_relaxed);
+  atomic_fetch_sub_explicit(&g_sampled, 1, memory_order_relaxed);
+  atomic_store_explicit(&s->p, 0, memory_order_release);
+}
+
+/* Minor page faults of the process so far (a system call: no allocation); 0 if it cannot tell. */
+static uint64_t minor_faults(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) ? 0 : (uint64_t)ru.ru_minflt;
+}
+
+/* Pages of the tracer's own buffers it wrote: faults the program did not take. */
+static uint64_t own_pages(void) {
+  uint64_t pages = 0;
+  for (struct buffer *b = atomic_load(&g_buffers); b; b = b->next) {
+    uint64_t bytes = offsetof(struct buffer, data) + SCN_TL_CHUNK_SIZE +
+                     atomic_load_explicit(&b->high, memory_order_relaxed) + SCN_TL_MAX_CENSUS;
+    uint64_t most = (sizeof *b + 4095) / 4096;
+    pages += (bytes + 4095) / 4096 < most ? (bytes + 4095) / 4096 : most;
+  }
+  return pages;
+}
+
 /* The end mark: without it the reader knows the process died before its
  * exit handlers; with it, it can count calls lost at the very end too. */
 static void write_end(void) {
@@ -598,6 +682,7 @@ static void write_end(void) {
     h.ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
     h.tick = now_tick();
     h.tid = tid();
+    scn_tl_end_set_faults(&h, g_faults_start, minor_faults(), own_pages(), atomic_load(&g_fresh), atomic_load(&g_written));
     write_locked(&h, sizeof h);
   }
   if (mine) unlock_writes();
@@ -622,6 +707,7 @@ static void at_fork_child(void) {
     atomic_store(&b->owned, b == T.buf);
   }
   T.tid = 0;
+  g_faults_start = minor_faults();   /* a child's count starts at the fork */
   atomic_store(&g_seq, 0);
   atomic_store(&g_unbuffered, 0);
   if (g_fd >= 0) close(g_fd);
@@ -632,6 +718,7 @@ static void at_fork_child(void) {
 
 __attribute__((constructor)) static void tracer_init(void) {
   T.guard++;
+  g_faults_start = minor_faults();
   resolve();
   const char *path = getenv("SCENC_TRACE_OUT");
   if (!path || !*path || strlen(path) >= sizeof g_path) {
@@ -737,7 +824,9 @@ EXPORT void *malloc(size_t size) {
   if (!tracing()) return real_malloc(size);
   struct call c;
   begin(&c);
-  return end_alloc(&c, K_MALLOC, size, 0, 0, real_malloc(size));
+  void *p = real_malloc(size);
+  sample_malloc(p, size);
+  return end_alloc(&c, K_MALLOC, size, 0, 0, p);
 }
 
 EXPORT void free(void *p) {
@@ -749,6 +838,7 @@ EXPORT void free(void *p) {
   }
   struct call c;
   uint64_t seq = begin_release(&c);
+  sample_free(p);
   real_free(p);
   end_release(&c, seq, K_FREE, (uintptr_t)p, 0, 0);
 }
@@ -776,6 +866,7 @@ static void *boot_realloc(void *old, size_t size) {
 /* A realloc that moves its block both releases and acquires: see the header. */
 static void *traced_realloc(int kind, void *old, size_t nmemb, size_t size, int array) {
   T.guard = 1;
+  sample_free(old);
   uint64_t at = old ? now_tick() : 0;
   uint64_t before = old ? take_seq() : 0;
   void *p = array ? real_reallocarray(old, nmemb, size) : real_realloc(old, size);

@@ -405,12 +405,12 @@ def test_the_converter_runs_clean(tmp_path, cc):
         _feed(iter(random_events(3, 20000)), f)
     inputs = [["--log", str(FIXTURES / name)] for name in TRACES]
     inputs += [["--log", str(race_log(tmp_path / "race.trace"))], ["--events"]]
-    for args in inputs:
+    for args in [[*a, "--touch", touch] for a in inputs for touch in ("2", "auto")]:     # auto: its page counts
         outputs = []
         for binary in (checked, plain):
             ops = tmp_path / f"{binary.parent.name}.ops"
             with open(stream, "rb") as stdin:
-                proc = subprocess.run([str(binary), *args, "--ops", str(ops), "--touch", "2"], stdin=stdin,
+                proc = subprocess.run([str(binary), *args, "--ops", str(ops)], stdin=stdin,
                                       capture_output=True, text=True, timeout=120, env=sanitizer_env())
             assert proc.returncode == 0, (args, proc.stderr[-4000:])
             for marker in REPORTS:

@@ -255,7 +255,7 @@ def test_tracer_builds_warning_free_with_gcc_and_clang_and_exports_the_whole_int
 
 
 def test_tracer_code_is_clean_under_thread_sanitizer(tmp_path):
-    """The tracer's buffers, sequence counter, thread-exit and process-exit flushes, raced by 5 threads
+    """The tracer's buffers, sequence counter, inner-page samples, thread-exit and process-exit flushes, raced by 5 threads
     (one still recording while main exits) under TSan. TSan must own malloc itself, so the tracer's
     functions are renamed tr_* and called directly; the real ones are TSan's."""
     harness = tmp_path / "harness.c"
@@ -264,7 +264,7 @@ def test_tracer_code_is_clean_under_thread_sanitizer(tmp_path):
 #include <stdatomic.h>
 #include <stdlib.h>
 void *tr_malloc(size_t); void tr_free(void *); void *tr_realloc(void *, size_t);
-static _Atomic(void *) slot[64];
+static _Atomic(void *) slot[64], big[8];
 static _Atomic int stop;
 static void *worker(void *arg) {
   long t = (long)arg;
@@ -272,6 +272,11 @@ static void *worker(void *arg) {
     void *p = tr_realloc(tr_malloc(16 + (size_t)(i % 64)), 100 + (size_t)(i % 200));
     void *old = atomic_exchange(&slot[(i * 7 + t) % 64], p);
     if (old) tr_free(old);
+    if (i % 16 == 0) {   /* blocks with inner pages: sampled at malloc, looked at again where another thread frees */
+      char *b = tr_malloc(20000 + (size_t)i);
+      b[0] = 1;
+      if ((old = atomic_exchange(&big[(i / 16 + t) % 8], b))) tr_free(old);
+    }
   }
   return NULL;
 }
@@ -282,6 +287,7 @@ int main(void) {
   for (long t = 0; t < 4; t++) pthread_create(&th[t], NULL, worker, (void *)t);
   for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
   for (int i = 0; i < 64; i++) tr_free(atomic_exchange(&slot[i], NULL));
+  for (int i = 0; i < 8; i++) tr_free(atomic_exchange(&big[i], NULL));
   exit(0);
 }
 """)
@@ -307,7 +313,9 @@ int main(void) {
     info = parse_preload_log(log).info
     workers = [tid for tid in info.threads if info.calls_by_thread[tid]["realloc"] == 3000]
     assert len(workers) == 4
-    assert all(info.calls_by_thread[tid]["malloc"] == 3000 for tid in workers)
+    assert all(info.calls_by_thread[tid]["malloc"] == 3000 + 188 for tid in workers)
+    assert info.page_faults is not None
+    assert 0 <= info.written_pages < info.fresh_pages     # sampled; the inner pages were never written
 
 
 # --------------------------------------------------------------------------- what it sees

@@ -219,7 +219,7 @@ def _print_losses(source) -> None:
 
 def replay_summary(report) -> list:
     """The ReplayReport in a few lines: threads, calls per kind, waits, peak, every degraded call."""
-    from .replay import threads_line    # loaded for convert only: every command's parser imports this module
+    from .replay import threads_line, touch_line    # for convert only: every command's parser imports this module
     out = []
     totals: dict = {}
     for counts in report.counts:
@@ -230,6 +230,8 @@ def replay_summary(report) -> list:
     out.append(f"calls: {_kinds_line(totals)} ({report.calls} in all, every captured call replayed"
                + (f"; replayed under the runtime's names: {_kinds_line(renamed)}" if renamed else "") + ")")
     out.append(f"threads: {report.threads} ({threads_line(report)})")
+    if report.touch_auto:
+        out.append(f"touch: {touch_line(report)}")
     for i, (tid, counts) in enumerate(zip(report.tids[:SHOWN_THREADS], report.counts)):
         per = "  ".join(f"{k} {counts.get(k, 0)}" for k in kinds)
         out.append(f"  trace[{i}]  tid {tid:<8} {per}")
@@ -322,9 +324,10 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", metavar="FILE.scn",
                    help="the scenario to write (default: FILE.scn, or FILE-model.scn with --model)")
     p.add_argument("--model", action="store_true", help="write a fitted model instead of the exact replay")
-    p.add_argument("--touch", choices=TOUCH_MODES, default=DEFAULT_TOUCH,
+    p.add_argument("--touch", choices=(*TOUCH_MODES, "auto"), default=DEFAULT_TOUCH,
                    help="what the replay writes into each new block and the grown part of each realloc: nothing, "
-                        "its first and last byte, one byte per page and its last byte, or every byte (default "
+                        "its first and last byte, one byte per page and its last byte, or every byte; auto: first "
+                        "or pages, chosen from what a preload capture saw of the program's pages (default "
                         f"{DEFAULT_TOUCH}; docs/capture.md says why)")
     p.add_argument("--max-phases", type=int, default=4, metavar="N",
                    help="--model: at most N phases (default 4; 1 turns phase detection off)")

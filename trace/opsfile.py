@@ -86,8 +86,9 @@ AUX_KINDS = frozenset(KIND_CODE[k] for k in ("calloc", "realloc", "aligned_alloc
 THREAD_KINDS = frozenset((KIND_CODE["spawn"], KIND_CODE["join"]))
 SLOT_AUX = frozenset((KIND_CODE["realloc"], KIND_CODE["remap"]))
 TOUCH_MODES = ("none", "first", "pages", "all")
-#: The default of `scenc convert --touch`: the mode whose rankings agree with real programs (docs/capture.md).
-DEFAULT_TOUCH = "pages"
+#: The default of `scenc convert --touch`: auto, the converter chooses from the capture (first or pages;
+#: pages, the mode whose rankings agree with most real programs, without a reading). docs/capture.md says why.
+DEFAULT_TOUCH = "auto"
 
 
 class OpsFileError(ValueError):

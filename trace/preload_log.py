@@ -32,7 +32,11 @@ seq delta unless bit 6, the time in ticks >> shift since the previous record, th
 kind's fields: sizes as varints, pointers as zigzag varints of the distance to the
 previous pointer of the chunk, divided by 8 (0: NULL). About 5-6 bytes a call. A
 record's ns is its tick mapped linearly between the chunk's two clock readings. A chunk
-of type END (no records) is the end mark. Decoded, each record is the version 2 layout
+of type END (no records) is the end mark; tracers since `convert --touch auto` store in it
+the process's minor page faults at tracing start and at the end, the pages of the
+tracer's own buffers, and what sampled blocks' inner pages became between malloc and free
+(runtime/tracelog.h, scn_tl_end_faults: ``info.page_faults`` (None without a reading),
+``tracer_pages``, ``fresh_pages``, ``written_pages``). Decoded, each record is the version 2 layout
 below (``dur_ns`` 0), so everything after decoding is shared.
 
 Versions 1 and 2: records, 64 bytes each: u64 seq, u64 ns, u32 tid, u8 kind, u8 flags
@@ -157,6 +161,10 @@ class PreloadLogInfo:
     size: int = 0                # bytes of the log
     stopped_at: Optional[int] = None  # a cut or damaged log (version 3): byte offset where reading stopped
     stop_reason: str = ""             # why, in words
+    page_faults: Optional[int] = None  # minor faults from tracing start to the end mark (None: not measured)
+    tracer_pages: int = 0              # of them, pages of the tracer's own buffers
+    fresh_pages: int = 0               # inner pages of sampled blocks not resident at their malloc
+    written_pages: int = 0             # of them, resident at their free: the program wrote them
 
     @property
     def span_s(self) -> float:
@@ -402,6 +410,9 @@ class PreloadLog(EventSource):
             if s.any:
                 info.first_ns, info.last_ns = s.first_ns, s.last_ns
             info.chunks = s.nchunks
+            if s.faulted:
+                info.page_faults, info.tracer_pages = s.faults_end - s.faults_start, s.tracer_pages
+                info.fresh_pages, info.written_pages = s.fresh_pages, s.written_pages
             if s.what:
                 info.stopped_at, info.stop_reason = s.stop, s.what.decode()
             self._totals(counts, s.max_seq if s.any else -1, s.end_seq)
@@ -547,7 +558,10 @@ class _Scan(ctypes.Structure):
                [(name, ctypes.c_uint32) for name in ("ended", "any", "nthreads", "nchunks")] + \
                [("stop", ctypes.c_uint64), ("what", ctypes.c_char_p), ("threads", ctypes.POINTER(_Thread)),
                 ("chunks", ctypes.POINTER(_ChunkRef))] + \
-               [(name, ctypes.c_uint32) for name in ("cap_threads", "cap_chunks", "last_thread", "pad")]
+               [(name, ctypes.c_uint32) for name in ("cap_threads", "cap_chunks", "last_thread", "pad",
+                                                     "faulted", "pad2")] + \
+               [(name, ctypes.c_uint64) for name in ("faults_start", "faults_end", "tracer_pages", "fresh_pages",
+                                                     "written_pages")]
 
 
 @functools.lru_cache(maxsize=None)

@@ -42,7 +42,11 @@ bytes, D half of that at most, so a replay holds at most about 3/32 of the
 peak more than the capture did at the same point.
 
 ``touch`` (opsfile.TOUCH_MODES) is written into the ops file: what the replay
-stores into each new block and the grown part of each realloc.
+stores into each new block and the grown part of each realloc. ``auto`` lets
+the converter choose from the capture itself: the mode whose first-touched
+pages of the captured heap come closest to the minor page faults the tracer
+measured (docs/capture.md, "--touch auto"); the report's touch_auto says what
+it counted.
 
 The program's own anonymous mappings (mmap, munmap, mremap events) are
 remembered as pieces (munmap may cut any page range out of one) and replayed
@@ -97,6 +101,7 @@ class ReplayReport:
     maps: int = 0                 # the program's own anonymous mappings replayed
     mapped_peak: int = 0          # most bytes of them mapped at once
     touch: str = "none"
+    touch_auto: Optional[dict] = None   # --touch auto: each mode's pages, the faults measured, why (convert.c)
 
 
 # --------------------------------------------------------------------------- the converter (runtime/convert.c)
@@ -165,7 +170,8 @@ def _batches(events: Iterable[AllocEvent]) -> Iterable[list]:
 
 def _run(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, error_path: str = ""):
     from .tracer_build import converter_program
-    cmd = [str(converter_program()), *args, "--ops", str(ops_path), "--touch", str(TOUCH_MODES.index(touch))]
+    cmd = [str(converter_program()), *args, "--ops", str(ops_path), "--touch",
+           "auto" if touch == "auto" else str(TOUCH_MODES.index(touch))]
     if main_tid is not None:
         cmd += ["--main-tid", str(main_tid)]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if feed else subprocess.DEVNULL, stdout=subprocess.PIPE)
@@ -202,7 +208,7 @@ def _run(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, e
 
 
 def _report(data: dict, touch: str) -> ReplayReport:
-    report = ReplayReport(touch=touch)
+    report = ReplayReport(touch=data.get("touch", touch), touch_auto=data.get("touch_auto"))
     for name in ("threads", "tids", "cross_thread_waits", "peak_live_bytes", "peak_line", "live_at_end", "slots",
                  "spawned", "joined", "peak_threads", "maps", "mapped_peak"):
         setattr(report, name, data[name])
@@ -230,6 +236,8 @@ def scenario_text(name: str, ops_file: str, source: str, report: ReplayReport) -
         f"# peak live {report.peak_live_bytes} bytes (line {report.peak_line}), {report.live_at_end} live at the end.",
         f"# {threads_line(report)}; each new block {TOUCH_TEXT[report.touch]}.",
     ]
+    if report.touch_auto:
+        lines.append(f"# --touch auto: {touch_line(report)}.")
     if report.maps:
         lines.append(f"# {report.maps} anonymous mapping(s) of the program's own, at most {report.mapped_peak} bytes "
                      f"mapped at once, are mapped, touched and unmapped as captured.")
@@ -243,6 +251,19 @@ def scenario_text(name: str, ops_file: str, source: str, report: ReplayReport) -
 #: What the replay does to each new block (and to the grown part of a realloc), per --touch mode.
 TOUCH_TEXT = {"none": "is not written", "first": "gets its first and last byte written",
               "pages": "gets one byte written in each page and its last byte", "all": "is written whole"}
+
+
+def touch_line(report: ReplayReport) -> str:
+    """Which touch mode --touch auto chose, and why, in one line."""
+    a = report.touch_auto
+    if a["heap_faults"] < 0:
+        return f"{report.touch} ({a['why']})"
+    counted = ", ".join(f"{m} {a['pages'][m]}" for m in ("none", "first", "pages"))
+    sampled = f"{a['written_pages']} of {a['fresh_pages']} fresh inner pages of sampled blocks written before " \
+              f"their free; "
+    return (f"{report.touch}, {a['why']} ({sampled}{a['heap_faults']} faults (the program's {a['page_faults']}, less "
+            f"{a['tracer_pages']} of the tracer's buffers and {a['allowance']} allowed for its stack and libraries) "
+            f"against the captured heap's pages each mode faults in: {counted})")
 
 
 def threads_line(report: ReplayReport) -> str:
