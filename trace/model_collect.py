@@ -52,20 +52,6 @@ def life_bucket_range(b: int) -> Tuple[int, int]:
     return (8 + sub) << (e - 3), (9 + sub) << (e - 3)
 
 
-#: Upper bounds of the coarse size classes whose lifetimes are kept apart (the last class is unbounded):
-#: a program's big blocks often live longer (or shorter) than its small ones, and live bytes are
-#: sizes times lifetimes, so the model keeps that link class by class (trace/model.py).
-SIZE_CLASS_BOUNDS = (64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
-
-
-def size_class(s: int) -> int:
-    """The coarse size class of s: the number of SIZE_CLASS_BOUNDS at or below it."""
-    c = 0
-    while c < len(SIZE_CLASS_BOUNDS) and s >= SIZE_CLASS_BOUNDS[c]:
-        c += 1
-    return c
-
-
 def add(hist: dict, bucket: int, value: int, count: int = 1) -> None:
     h = hist.get(bucket)
     if h is None:
@@ -133,7 +119,7 @@ class Cell:
     results), so that the model hands over objects of their sizes; ``kept``: those still live at the
     end (buffers, tables, caches), likewise.
     """
-    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "kept", "lives_by_class")
+    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "kept")
 
     def __init__(self):
         self.c = Counter()
@@ -142,7 +128,6 @@ class Cell:
         self.lives: dict = {}
         self.sent: dict = {}
         self.kept: dict = {}
-        self.lives_by_class: dict = {}      # size class -> [lifetime histogram, bytes, bytes * lifetime]
 
     def merge(self, o: "Cell") -> "Cell":
         self.c.update(o.c)
@@ -151,13 +136,6 @@ class Cell:
         merge_hist(self.kept, o.kept)
         merge_hist(self.rsizes, o.rsizes)
         merge_hist(self.lives, o.lives)
-        for cls, (hist, nbytes, mass) in o.lives_by_class.items():
-            mine = self.lives_by_class.get(cls)
-            if mine is None:
-                mine = self.lives_by_class[cls] = [{}, 0, 0]
-            merge_hist(mine[0], hist)
-            mine[1] += nbytes
-            mine[2] += mass
         return self
 
 
@@ -315,14 +293,7 @@ class Collector:
         acell = self._cell(owner, o_alloc // self.window)
         if owner == freer:
             lifetime = self.tick[owner] - t_alloc
-            bucket = life_bucket(lifetime)
-            add(acell.lives, bucket, lifetime)
-            by_class = acell.lives_by_class.get(size_class(nbytes))
-            if by_class is None:
-                by_class = acell.lives_by_class[size_class(nbytes)] = [{}, 0, 0]
-            add(by_class[0], bucket, lifetime)
-            by_class[1] += nbytes
-            by_class[2] += nbytes * lifetime
+            add(acell.lives, life_bucket(lifetime), lifetime)
             acell.c["lives", mk] += 1
         else:
             acell.c["send", mk, freer] += 1

@@ -9,8 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .model_collect import (REALLOC_START, SIZE_CLASS_BOUNDS, Cell, Window, hist_totals, life_bucket_range,
-                            merge_hist)
+from .model_collect import REALLOC_START, Cell, Window, hist_totals, life_bucket_range
 
 SIZE_THRESHOLD = 2.0         # phase change: log2 of the ratio of typical (geometric mean) sizes: 4x
 GROWTH_THRESHOLD = 0.5       # phase change: difference of (allocations - frees) / (allocations + frees)
@@ -19,8 +18,6 @@ MIN_RATE_SPAN = 0.05         # ... between parts that last 50 ms at least (a sta
 MIN_PHASE_EVENTS = 32        # a phase holds at least this many calls, one window and MIN_PHASE_SHARE of all
 MIN_PHASE_SHARE = 0.02
 MAX_TABLE = 16               # entries of a `weighted` lifetime table
-MAX_LIFE_PARTS = 3           # size ranges with lifetimes of their own, at most ...
-LIFE_PART_ERROR = 0.03       # ... merged while that moves the expected live bytes by 3% at most
 
 
 # --------------------------------------------------------------------------- phases
@@ -164,40 +161,6 @@ def fit_lifetimes(hist: dict) -> Optional[LifetimeFit]:
     model_mean = sum(v * c for v, c in values) / n
     expr = "weighted { " + ", ".join(f"{v}: {c}" for v, c in values) + " }" if len(values) > 1 else str(values[0][0])
     return LifetimeFit(expr, n, mean, model_mean, ks, geo_ks, "table")
-
-
-def split_lifetimes(by_class: dict) -> List[Tuple[Optional[int], dict]]:
-    """Size ranges whose objects get lifetimes of their own: [(upper bound or None, lifetime histogram)].
-
-    by_class: size class -> [lifetime histogram, bytes, bytes * lifetime] (trace/model_collect.py). The
-    expected live bytes of objects freed by their own thread are the sum of size * lifetime over them:
-    one lifetime distribution for all sizes gives each size the overall mean lifetime, which misses it
-    when big blocks live longer (a program's buffers) or shorter than small ones. Neighbouring classes
-    are merged, the pair that moves that sum least first, while a merge moves it by LIFE_PART_ERROR of
-    the total at most, or while there are more than MAX_LIFE_PARTS ranges."""
-    parts = [[cls, {}, 0, 0] for cls in sorted(by_class)]
-    for part in parts:
-        hist, nbytes, mass = by_class[part[0]]
-        merge_hist(part[1], hist)
-        part[2], part[3] = nbytes, mass
-    total_mass = sum(p[3] for p in parts)
-
-    def merge_error(a, b) -> float:
-        n, life = hist_totals(a[1])
-        n2, life2 = hist_totals(b[1])
-        mean_life = (life + life2) / (n + n2) if n + n2 else 0.0
-        return abs((a[2] + b[2]) * mean_life - (a[3] + b[3]))
-
-    while len(parts) > 1:
-        errors = [merge_error(parts[i], parts[i + 1]) for i in range(len(parts) - 1)]
-        i = min(range(len(errors)), key=errors.__getitem__)
-        if errors[i] > LIFE_PART_ERROR * total_mass and len(parts) <= MAX_LIFE_PARTS:
-            break
-        a, b = parts[i], parts[i + 1]
-        merge_hist(a[1], b[1])
-        a[0], a[2], a[3] = b[0], a[2] + b[2], a[3] + b[3]
-        del parts[i + 1]
-    return [(SIZE_CLASS_BOUNDS[p[0]] if i + 1 < len(parts) else None, p[1]) for i, p in enumerate(parts)]
 
 
 # --------------------------------------------------------------------------- thread groups

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .events import FREE_KINDS, REALLOC_KINDS
 from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_minus, hist_totals, merge_hist
-from .model_fit import Phase, ThreadSummary, detect_phases, fit_lifetimes, group_threads, split_lifetimes
+from .model_fit import Phase, ThreadSummary, detect_phases, fit_lifetimes, group_threads
 
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
@@ -247,12 +247,11 @@ class ModelWriter:
         return name
 
     # ---------------------------------------------------------------- statements
-    def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives, start_kinds,
+    def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_kinds,
               local_end_credit: int, grow: str, pick: str = "", handed: str = "",
               kept_size: str = "") -> Tuple[List[Stmt], List[str]]:
         """The statements of group g in phase pi, with per-thread counts; and variables they need.
-        handed: the size expression of the objects handed to another thread (default: size).
-        lives: what follows `lives`, or [(upper bound or None, expression)] per size range."""
+        handed: the size expression of the objects handed to another thread (default: size)."""
         handed_size = handed or size
         n, c = g.n, agg.c
         stmts: List[Stmt] = []
@@ -315,7 +314,7 @@ class ModelWriter:
         if c["free_null"]:
             stmts.append(Stmt("free(none[0])", **per(c["free_null"]), calls={"free": 1}))
         for mk, v in sorted(local.items(), key=lambda kv: _mk_key(kv[0])):
-            stmts.append(Stmt(_lives_text(mk, size, lives), **per(v), calls={mk[0]: 1}, lives=1, draws=1))
+            stmts.append(Stmt(f"{alloc_text(mk, size)} lives {lives}", **per(v), calls={mk[0]: 1}, lives=1, draws=1))
         exact_sizes = _few_sizes(agg.kept) if n == 1 else None
         for mk, v in sorted(kept.items(), key=lambda kv: _mk_key(kv[0])):
             if exact_sizes:
@@ -493,15 +492,9 @@ class ModelWriter:
             handed_mean = sum_sent / n_sent if n_sent else mean_size
             kept_mean = sum_kept / n_kept if n_kept else mean_size
             fit = fit_lifetimes(agg.lives) or group_fit
-            lives, comment = (fit.expr if fit else "0"), (fit.comment() if fit else "")
-            ranges = split_lifetimes(agg.lives_by_class) if agg.lives_by_class else []
-            if len(ranges) > 1:
-                fits = [(bound, fit_lifetimes(hist)) for bound, hist in ranges]
-                lives = [(bound, f.expr) for bound, f in fits]
-                comment = "; ".join(f"{_range_name(fits, i)}: {f.comment()}" for i, (_b, f) in enumerate(fits))
             if per_phase_rsizes and agg.rsizes:
                 rsize = f'histogram("{self._histogram(agg.rsizes, "realloc-sizes", "realloc sizes", g, pi)}")'
-            stmts, new_vars = self._plan(g, pi, agg, size, rsize, lives, start_kinds,
+            stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
                                          g.n if credit_phase == pi - 1 else 0, grow, pick, handed, kept_size)
             if not stmts:
                 blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
@@ -515,7 +508,8 @@ class ModelWriter:
             has_lives = any(s.lives and not s.kept for s in stmts)
             # a group that frees none of its objects itself in the capture may still keep those whose
             # handoff was cut: they have no lifetimes to fit and are freed at once
-            comment = (comment or "objects whose handoff was cut are freed at once (`lives 0`)") if has_lives else ""
+            comment = (fit.comment() if fit else "objects whose handoff was cut are freed at once (`lives 0`)") \
+                if has_lives else ""
             if has_lives:
                 self.fits.append(f"{g.name}, phase {pi}: {comment}")
             blocks += _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}"
@@ -630,27 +624,6 @@ class ModelWriter:
         for note in self.notes:
             h += _wrap(note, "#   note: ", "#         ")
         return h + [""]
-
-
-def _lives_text(mk, size: str, lives) -> str:
-    """An allocation that `lives`: one expression, or one per size range, chosen by the size drawn (big
-    blocks keep the lifetimes they had, not the small ones')."""
-    if isinstance(lives, str):
-        return f"{alloc_text(mk, size)} lives {lives}"
-    parts = [f"s = {size}"]
-    for i, (bound, expr) in enumerate(lives):
-        head = "if" if i == 0 else "} else if" if bound is not None else "} else"
-        parts.append(f"{head} s < {bound} {{" if bound is not None else f"{head} {{")
-        parts.append(f"{alloc_text(mk, 's')} lives {expr}")
-    return "  ".join(parts + ["}"])
-
-
-def _range_name(fits, i: int) -> str:
-    lo = fits[i - 1][0] if i else None
-    hi = fits[i][0]
-    if lo is None:
-        return f"below {hi} B"
-    return f"{lo} B and more" if hi is None else f"{lo}-{hi - 1} B"
 
 
 def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
