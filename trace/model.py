@@ -98,13 +98,18 @@ group (a ring stands for any pattern).
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from .model_collect import Collector
 from .model_fit import Phase
 from .model_write import NOT_MEASURED, Group, ModelWriter
 
-__all__ = ["write_model", "measure_peak", "ModelResult", "ModelRunError"]
+__all__ = ["write_model", "measure_peak", "calibrate_peak", "ModelResult", "ModelRunError"]
+
+CALIBRATION_SEEDS = 3        # the model's peak is the mean of its peaks with seeds 1 .. this
+CALIBRATION_TOLERANCE = 0.03  # left alone when that mean is within 3% of the capture's peak
+SCALE_RANGE = (67, 150)      # the lifetime scale, in percent, stays in this range ...
+CALIBRATION_STEPS = 6        # ... and is searched (bisection) in this many steps at most
 
 
 class ModelRunError(RuntimeError):
@@ -123,6 +128,8 @@ class ModelResult:
     figures: List[Tuple[str, str, str]]   # (figure, capture, model), as in the header
     fits: List[str]
     notes: List[str]
+    capture_peak: int = 0           # the capture's peak of live bytes
+    writer: Optional[ModelWriter] = None
 
     def summary_lines(self) -> List[str]:
         out = ["groups: " + ", ".join(f"{g.name} x{g.n} (tid {', '.join(map(str, g.tids[:6]))}"
@@ -153,23 +160,93 @@ def measure_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -
     """Build the model with the `live` probe, run it once, record its peak of live bytes; returns it.
 
     Also proves that the model builds and finishes (its channels cannot deadlock)."""
+    peak = _run_live(result.scn_path, cc, timeout)
+    result.record_peak(peak)
+    return peak
+
+
+def _run_live(scn_path: Path, cc: str, timeout: float, params: Optional[dict] = None) -> int:
+    """The peak of live bytes of one run of a scenario built with the `live` probe."""
     import json
     import subprocess
     from .. import probes
     from ..compiler.pipeline import build
-    b = build(result.scn_path, cc=cc, probes=probes.c_parts("live"))
+    b = build(scn_path, params=params, cc=cc, probes=probes.c_parts("live"))
     try:
         proc = subprocess.run([str(b.binary)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise ModelRunError(f"the model {result.scn_path} did not finish within {timeout:.0f} s (a model "
+        raise ModelRunError(f"the model {scn_path} did not finish within {timeout:.0f} s (a model "
                             f"should never wait forever: a bug of scenc's model writer)") from None
     if proc.returncode != 0:
-        raise ModelRunError(f"the model {result.scn_path} failed (status {proc.returncode}): "
+        raise ModelRunError(f"the model {scn_path} failed (status {proc.returncode}): "
                             f"{proc.stderr.strip()[-500:]}")
-    peak = int(json.loads(proc.stdout)["probes"]["live"]["peak_bytes"])
-    result.record_peak(peak)
-    return peak
+    return int(json.loads(proc.stdout)["probes"]["live"]["peak_bytes"])
+
+
+def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -> Optional[int]:
+    """Scale the lifetimes of the objects freed by their own thread so that the model's peak of live bytes
+    (the mean over seeds 1 .. CALIBRATION_SEEDS, one run each with the `live` probe) is the capture's.
+
+    The capture's peak is a statistic of the trace, like its sizes and lifetimes: the model is tuned to
+    it, never to an allocator's result. Left alone (returns None) when the fitted model is within
+    CALIBRATION_TOLERANCE already; otherwise the scale (percent, in SCALE_RANGE) is searched by bisection
+    (the peak grows with the scale: with the same draws every object lives as long or longer), the
+    model rewritten with `param life_scale` and a comment that says how it was found; returns the scale."""
+    writer, target = result.writer, result.capture_peak
+    if writer is None or target <= 0:
+        return None
+    seed_files = [result.scn_path.with_name(f"{result.scn_path.stem}.seed{k}.scn")
+                  for k in range(1, CALIBRATION_SEEDS + 1)]
+
+    def ratio(scale: Optional[int]) -> float:
+        for k, path in enumerate(seed_files, 1):
+            path.write_text(result.text.replace("\nseed 1\n", f"\nseed {k}\n", 1))
+        params = None if scale is None else {"life_scale": scale}
+        peaks = [_run_live(path, cc, timeout, params) for path in seed_files]
+        return sum(peaks) / len(peaks) / target
+
+    try:
+        first = ratio(None)
+        if abs(first - 1) <= CALIBRATION_TOLERANCE or not any(" lives " in line and "forever" not in line
+                                                              for line in result.text.splitlines()):
+            return None
+        writer.life_scale = 100
+        writer.calibration = "(being calibrated)"
+        result.text = writer.write()
+        lo, hi = SCALE_RANGE
+        tried = {100: first}
+        if first < 1:
+            lo, tried[hi] = 100, ratio(hi)
+        else:
+            hi, tried[lo] = 100, ratio(lo)
+        for _ in range(CALIBRATION_STEPS):
+            if min(abs(r - 1) for r in tried.values()) <= CALIBRATION_TOLERANCE or hi - lo <= 1:
+                break
+            mid = round((lo * hi) ** 0.5)           # lifetimes multiply: the geometric middle
+            if mid in tried:
+                break
+            tried[mid] = ratio(mid)
+            lo, hi = (mid, hi) if tried[mid] < 1 else (lo, mid)
+    finally:
+        for path in seed_files:
+            path.unlink(missing_ok=True)
+    scale = min(tried, key=lambda s: (abs(tried[s] - 1), abs(s - 100)))
+    writer.life_scale = scale
+    writer.calibration = (
+        f"life_scale: the lifetimes of the objects freed by their own thread, in percent of the fitted ones "
+        f"(`lives (fit) * life_scale / 100`). Calibrated by scenc convert on the capture's peak of live bytes "
+        f"({target}, a statistic of the trace): the model's peak, mean of seeds 1-{CALIBRATION_SEEDS} with the "
+        f"`live` probe, was {first:.3f}x the capture's with the fitted lifetimes, {tried[scale]:.3f}x at "
+        f"{scale}% (tried: " + ", ".join(f"{s}% {r:.3f}x" for s, r in sorted(tried.items())) + ")")
+    result.text = writer.write()
+    result.scn_path.write_text(result.text)
+    result.fits, result.notes, result.figures, result.data_files = writer.fits, writer.notes, writer.figures, \
+        writer.data_files
+    result.notes.append(f"lifetimes x{scale / 100:g} (`param life_scale`), calibrated on the capture's peak of "
+                        f"live bytes: the model's was {first:.2f}x the capture's, now {tried[scale]:.2f}x "
+                        f"(mean of seeds 1-{CALIBRATION_SEEDS})")
+    return scale
 
 
 def write_model(events: Iterable, scn_path, source_name: str, max_phases: int = 4) -> ModelResult:
@@ -181,4 +258,4 @@ def write_model(events: Iterable, scn_path, source_name: str, max_phases: int = 
     text = writer.write()
     scn_path.write_text(text)
     return ModelResult(scn_path, text, writer.data_files, col.ordinal, dict(writer.tally_calls), writer.groups,
-                       writer.phases, writer.figures, writer.fits, writer.notes)
+                       writer.phases, writer.figures, writer.fits, writer.notes, col.peak_bytes, writer)

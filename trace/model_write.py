@@ -129,6 +129,11 @@ class ModelWriter:
         self.figures: List[Tuple[str, str, str]] = []
         self._explained = False         # the spreading formula is explained once, at its first use
         self._flows()
+        self._notes = list(self.notes)  # write() may run again (calibration): it starts from these
+        # Calibration (trace/model.py): the lifetimes of the objects freed by their own thread, in percent of the
+        # fitted ones, as `param life_scale`; None: not calibrated, the fitted lifetimes as they are.
+        self.life_scale: Optional[int] = None
+        self.calibration: str = ""      # how the scale was found, above the param
 
     # ---------------------------------------------------------------- groups and flows
     def _group_threads(self) -> None:
@@ -314,7 +319,8 @@ class ModelWriter:
         if c["free_null"]:
             stmts.append(Stmt("free(none[0])", **per(c["free_null"]), calls={"free": 1}))
         for mk, v in sorted(local.items(), key=lambda kv: _mk_key(kv[0])):
-            stmts.append(Stmt(f"{alloc_text(mk, size)} lives {lives}", **per(v), calls={mk[0]: 1}, lives=1, draws=1))
+            scaled = lives if self.life_scale is None or lives == "0" else f"({lives}) * life_scale / 100"
+            stmts.append(Stmt(f"{alloc_text(mk, size)} lives {scaled}", **per(v), calls={mk[0]: 1}, lives=1, draws=1))
         exact_sizes = _few_sizes(agg.kept) if n == 1 else None
         for mk, v in sorted(kept.items(), key=lambda kv: _mk_key(kv[0])):
             if exact_sizes:
@@ -392,6 +398,7 @@ class ModelWriter:
 
     # ---------------------------------------------------------------- the whole text
     def write(self) -> str:
+        self.fits, self.data_files, self.notes, self._explained = [], [], list(self._notes), False
         tally = _Tally()
         body: List[str] = []
         rings: Dict[str, int] = {}
@@ -413,6 +420,8 @@ class ModelWriter:
         self.tally_calls = dict(tally.calls)
         text = self._header(tally)
         text += [f'scenario "{_safe(self.stem)}"', "seed 1"]
+        if self.life_scale is not None:
+            text += _wrap(self.calibration, "# ", "#   ") + [f"param life_scale = {self.life_scale}"]
         text += decls + [""] + body
         return "\n".join(text).rstrip() + "\n"
 
