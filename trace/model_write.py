@@ -12,7 +12,8 @@ from typing import Dict, List, Optional, Tuple
 
 from .events import FREE_KINDS, REALLOC_KINDS
 from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_minus, hist_totals, merge_hist
-from .model_fit import Phase, ThreadSummary, detect_phases, fit_lifetimes, group_threads
+from .model_fit import (Phase, ThreadSummary, class_bound, detect_phases, fit_lifetimes, group_threads,
+                        large_class)
 
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
@@ -254,9 +255,11 @@ class ModelWriter:
     # ---------------------------------------------------------------- statements
     def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_kinds,
               local_end_credit: int, grow: str, pick: str = "", handed: str = "",
-              kept_size: str = "") -> Tuple[List[Stmt], List[str]]:
+              kept_size: str = "", large=None) -> Tuple[List[Stmt], List[str]]:
         """The statements of group g in phase pi, with per-thread counts; and variables they need.
-        handed: the size expression of the objects handed to another thread (default: size)."""
+        handed: the size expression of the objects handed to another thread (default: size); large: (size
+        expression, lives expression, count per kind, mean size) of the large objects freed by their own
+        thread, or None."""
         handed_size = handed or size
         n, c = g.n, agg.c
         stmts: List[Stmt] = []
@@ -319,8 +322,13 @@ class ModelWriter:
         if c["free_null"]:
             stmts.append(Stmt("free(none[0])", **per(c["free_null"]), calls={"free": 1}))
         for mk, v in sorted(local.items(), key=lambda kv: _mk_key(kv[0])):
-            scaled = lives if self.life_scale is None or lives == "0" else f"({lives}) * life_scale / 100"
-            stmts.append(Stmt(f"{alloc_text(mk, size)} lives {scaled}", **per(v), calls={mk[0]: 1}, lives=1, draws=1))
+            n_large = large[2].get(mk, 0) if large else 0
+            if v > n_large:
+                stmts.append(Stmt(f"{alloc_text(mk, size)} lives {self._scaled(lives)}", **per(v - n_large),
+                                  calls={mk[0]: 1}, lives=1, draws=1))
+            if n_large:
+                stmts.append(Stmt(f"{alloc_text(mk, large[0])} lives {self._scaled(large[1])}", **per(n_large),
+                                  calls={mk[0]: 1}, lives=1, draws=1, mean=large[3]))
         exact_sizes = _few_sizes(agg.kept) if n == 1 else None
         for mk, v in sorted(kept.items(), key=lambda kv: _mk_key(kv[0])):
             if exact_sizes:
@@ -395,6 +403,10 @@ class ModelWriter:
                                       draws=draws))
         kept = [s for s in stmts if s.max_count(n) > 0]
         return kept, [v for v in variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
+
+    def _scaled(self, lives: str) -> str:
+        """A `lives` expression times the calibrated scale, when there is one (trace/model.py)."""
+        return lives if self.life_scale is None or lives == "0" else f"({lives}) * life_scale / 100"
 
     # ---------------------------------------------------------------- the whole text
     def write(self) -> str:
@@ -477,6 +489,27 @@ class ModelWriter:
             # the objects handed to another thread get the sizes they had in the capture, the others theirs
             own_sizes = hist_minus(agg.sizes, agg.sent) if agg.sent else agg.sizes
             own_sizes = hist_minus(own_sizes, agg.kept) if agg.kept else own_sizes
+            # the few large objects that weigh on the live bytes: a statement of their own, their sizes and
+            # lifetimes kept together, their number exact (not a chance of each draw)
+            large_from = large_class(agg.lives_by_class) if agg.lives_by_class else None
+            large = None
+            if large_from is not None:
+                large_lives: dict = {}
+                large_sizes: dict = {}
+                for cls, (lives_hist, _b, _m, sizes_hist) in agg.lives_by_class.items():
+                    if cls >= large_from:
+                        merge_hist(large_lives, lives_hist)
+                        merge_hist(large_sizes, sizes_hist)
+                own_sizes = hist_minus(own_sizes, large_sizes)
+                large_counts: Counter = Counter()
+                for k, v in agg.c.items():
+                    if isinstance(k, tuple) and k[0] == "lives_class" and k[2] >= large_from:
+                        large_counts[k[1]] += v
+                large_fit = fit_lifetimes(large_lives)
+                n_large, sum_large = hist_totals(large_sizes)
+                label = f"sizes of the objects of {class_bound(large_from)} bytes or more freed by their own thread"
+                large = (f'histogram("{self._histogram(large_sizes, "large-sizes", label, g, pi)}")', large_fit.expr,
+                         large_counts, sum_large / n_large)
             n_sizes, sum_sizes = hist_totals(own_sizes)
             n_sent, sum_sent = hist_totals(agg.sent)
             n_kept, sum_kept = hist_totals(agg.kept)
@@ -500,11 +533,15 @@ class ModelWriter:
             mean_size = sum_sizes / n_sizes if n_sizes else 64.0
             handed_mean = sum_sent / n_sent if n_sent else mean_size
             kept_mean = sum_kept / n_kept if n_kept else mean_size
-            fit = fit_lifetimes(agg.lives) or group_fit
+            fit = fit_lifetimes(hist_minus(agg.lives, large_lives) if large else agg.lives) or group_fit
+            comment = fit.comment() if fit else ""
+            if large:
+                comment = (f"{comment}; the {sum(large_counts.values())} objects of {class_bound(large_from)} bytes "
+                           f"or more, sizes and lifetimes of their own: {large_fit.comment()}")
             if per_phase_rsizes and agg.rsizes:
                 rsize = f'histogram("{self._histogram(agg.rsizes, "realloc-sizes", "realloc sizes", g, pi)}")'
             stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
-                                         g.n if credit_phase == pi - 1 else 0, grow, pick, handed, kept_size)
+                                         g.n if credit_phase == pi - 1 else 0, grow, pick, handed, kept_size, large)
             if not stmts:
                 blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
                               + (" (its objects' `lives` end them)" if agg.c["events"] else ""))
@@ -517,8 +554,7 @@ class ModelWriter:
             has_lives = any(s.lives and not s.kept for s in stmts)
             # a group that frees none of its objects itself in the capture may still keep those whose
             # handoff was cut: they have no lifetimes to fit and are freed at once
-            comment = (fit.comment() if fit else "objects whose handoff was cut are freed at once (`lives 0`)") \
-                if has_lives else ""
+            comment = (comment or "objects whose handoff was cut are freed at once (`lives 0`)") if has_lives else ""
             if has_lives:
                 self.fits.append(f"{g.name}, phase {pi}: {comment}")
             blocks += _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}"
