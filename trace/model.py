@@ -107,7 +107,7 @@ from .model_write import NOT_MEASURED, Group, ModelWriter
 __all__ = ["write_model", "measure_peak", "calibrate_peak", "ModelResult", "ModelRunError"]
 
 CALIBRATION_SEEDS = 3        # the model's peak is the mean of its peaks with seeds 1 .. this
-CALIBRATION_TOLERANCE = 0.03  # left alone when that mean is within 3% of the capture's peak
+CALIBRATION_TOLERANCE = 0.05  # left alone when that mean is within 5% of the capture's peak
 SCALE_RANGE = (67, 150)      # the lifetime scale, in percent, stays in this range ...
 CALIBRATION_STEPS = 6        # ... and is searched (bisection) in this many steps at most
 
