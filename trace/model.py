@@ -49,6 +49,15 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   With one thread, a phase's few (at most 32) objects kept to the end and
   reallocs are written one by one with their sizes: drawn at random, the one
   big size among them could come out twice, or not at all.
+* **Large objects.** In each group and phase, the few objects freed by their own
+  thread that weigh on the live bytes (from the lowest size class, of 64 B, 256 B,
+  1 KiB, ... 1 MiB, on which they are at most 5% of those objects and hold a quarter
+  of their sum of size x lifetime at least: trace/model_fit.py, large_class) have a
+  statement of their own, `malloc(histogram("...-large-sizes.csv")) lives ...`, with
+  their sizes, their lifetimes and their exact count, spread evenly over the phase.
+  Drawn from one histogram and one lifetime table with the others, a 64 KiB block
+  would get a small block's lifetime as often as its own, and their number (which
+  makes the peak of live bytes) would be a chance of each draw.
 * **Lifetimes.** An object freed by its own thread is a `lives` allocation; its
   lifetime is counted as the `lives` clock counts: in the thread's calls that
   the model makes with statements (allocations, reallocs, free(NULL), frees of
@@ -83,6 +92,21 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   empty pool slot when they started with realloc(NULL, n)). After the phases
   every slot is freed (free(NULL) for an empty one). realloc(p, 0) that freed
   its block is a free.
+* **Calibration** (calibrate_peak; `scenc convert --model` unless --no-measure or
+  --no-calibrate). The peak of live bytes is a statistic of the trace, like its
+  sizes and lifetimes, so the model is fitted to it too (never to an allocator's
+  result): the model is run with the `live` probe, once with each of the seeds 1-3,
+  and when the mean of their peaks is more than 5% off the capture's, the lifetimes
+  of the objects freed by their own thread are scaled (`lives (fit) * life_scale /
+  100`, `param life_scale` in percent, 67 to 150) by bisection until it is not, or
+  as near as the range allows (the peak grows with the scale: with the same draws,
+  every object lives as long or longer); when no scale in the range closes half
+  the gap at least, lifetimes are not what makes the peak (handoffs, realloc
+  chains, the threads' timing) and they stay as fitted. A comment above the param gives the
+  capture's peak and every scale tried with its ratio. The scale trades the
+  lifetimes' fidelity for the peak's: a model within 5% keeps its fitted lifetimes.
+  Deterministic for single-threaded models; a threaded model's peak varies with
+  the threads' timing, so its scale may differ from one conversion to the next.
 * **Counts.** Exact per thread: in `for r in 0 .. R`, a statement made n times
   runs `(r + 1) * n / R - r * n / R` times in round r: n in all, evenly spread.
 
@@ -92,7 +116,7 @@ histograms, whose number is bounded. Left out, and said in the header when it
 happens: failed allocations, frees of pointers never seen allocated. Not
 modelled: the time between calls, which object a realloc grows when a thread
 grows several, any link between an object's size and its lifetime beyond the
-handed and kept objects' sizes, and who exactly frees whose objects beyond the
+handed, kept and large objects' sizes, and who exactly frees whose objects beyond the
 group (a ring stands for any pattern).
 """
 
@@ -192,7 +216,9 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
     it, never to an allocator's result. Left alone (returns None) when the fitted model is within
     CALIBRATION_TOLERANCE already; otherwise the scale (percent, in SCALE_RANGE) is searched by bisection
     (the peak grows with the scale: with the same draws every object lives as long or longer), the
-    model rewritten with `param life_scale` and a comment that says how it was found; returns the scale."""
+    model rewritten with `param life_scale` and a comment that says how it was found; returns the scale.
+    When no scale in the range closes half the gap at least, the lifetimes are not what makes the
+    peak, and the model keeps them as fitted (returns None)."""
     writer, target = result.writer, result.capture_peak
     if writer is None or target <= 0:
         return None
@@ -232,6 +258,12 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
         for path in seed_files:
             path.unlink(missing_ok=True)
     scale = min(tried, key=lambda s: (abs(tried[s] - 1), abs(s - 100)))
+    if abs(tried[scale] - 1) > max(CALIBRATION_TOLERANCE, abs(first - 1) / 2):
+        # lifetimes are not what makes this peak (handoffs, realloc chains, threads' timing): keep them as fitted
+        writer.life_scale = None
+        result.text = writer.write()
+        result.scn_path.write_text(result.text)
+        return None
     writer.life_scale = scale
     writer.calibration = (
         f"life_scale: the lifetimes of the objects freed by their own thread, in percent of the fitted ones "
