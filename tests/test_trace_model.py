@@ -148,6 +148,27 @@ def test_a_few_large_long_lived_objects_keep_their_lifetimes_and_their_number(tm
     assert 0.9 * captured <= measure_peak(model) <= 1.1 * captured, captured
 
 
+def test_one_big_buffer_grown_among_small_blocks_stays_one(tmp_path):
+    """A thread grows 8 small blocks (64-512 bytes) at once and one buffer to 1 MiB in 64 KiB steps: the large
+    realloc sizes grow the first block of the pool only (the capture held one that large at once), the
+    others the 7 other blocks; drawn for any block, the 1 MiB sizes would sit in several blocks at once."""
+    log = LogWriter()
+    small = [log.malloc(100, 64) for _ in range(8)]
+    big = log.malloc(100, 1024)
+    for i in range(16):
+        for j in range(8):
+            small[j] = log.realloc(100, small[j], 64 + 28 * ((i + j) % 16))
+        big = log.realloc(100, big, 65536 * (i + 1))
+    for p in small + [big]:
+        log.free(100, p)
+    model = model_of(log.text(), tmp_path, max_phases=1)
+    assert 'grow[0] = realloc(grow[0], histogram("app-model-large-realloc-sizes.csv"))' in model.text, model.text
+    assert "k = uniform(1, 8)  grow[k] = realloc(grow[k], " in model.text
+    assert totals(run(model.scn_path)) == model.model_calls
+    captured = model.capture_peak
+    assert measure_peak(model) <= 1.1 * captured, captured
+
+
 def test_calibration_scales_lifetimes_until_the_peak_is_the_captures(tmp_path):
     """Objects that live 40 calls, then as many that live 10: the fitted table mixes them, so the model's
     live bytes never climb as high as the capture's first half (0.8x). The calibration scales the fitted

@@ -91,7 +91,12 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   starts, of each kind as often as the capture's chains started with it (an
   empty pool slot when they started with realloc(NULL, n)). After the phases
   every slot is freed (free(NULL) for an empty one). realloc(p, 0) that freed
-  its block is a free.
+  its block is a free. Large realloc sizes (from the lowest size class on which
+  they are at most a quarter of a phase's reallocs and hold half their bytes at
+  least: model_fit.large_realloc_class) grow only the first K blocks of the pool,
+  K the most blocks of that class or above the thread held at once in the
+  capture, and the other sizes the rest: a program grows one big buffer among many
+  small blocks, and drawn for any block the big sizes would pile up in several.
 * **Calibration** (calibrate_peak; `scenc convert --model` unless --no-measure or
   --no-calibrate). The peak of live bytes is a statistic of the trace, like its
   sizes and lifetimes, so the model is fitted to it too (never to an allocator's

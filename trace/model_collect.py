@@ -189,6 +189,8 @@ class Collector:
         self.handoff_count = 0
         self.chains: Counter = Counter()      # tid -> realloc chains it holds now (blocks it reallocated last)
         self.max_chains: Counter = Counter()  # tid -> the most it held at once
+        self.chain_classes: Dict[int, list] = {}      # tid -> chain blocks it holds now, per size class
+        self.max_chain_classes: Dict[int, list] = {}  # tid -> the most it held at once of class c or above
         # Thread lifetimes, in ordinals (events read with extra_events): a thread is alive from its captured
         # start, or its first call, to its captured exit, or the end
         self.born: Dict[int, int] = {}
@@ -308,6 +310,7 @@ class Collector:
             self._handoff(owner, freer, o_alloc)
         if chain:
             self.chains[owner] -= 1
+            self._chain_block(owner, nbytes, -1)
             if owner == freer:
                 cell.c["end", "local", None] += 1
             else:
@@ -413,6 +416,7 @@ class Collector:
                 self._cell(owner, o_alloc // self.window).c["start", mk] += 1
             else:
                 self.chains[owner] -= 1
+                self._chain_block(owner, old_bytes, -1)
         else:
             mk, chain = REALLOC_START, 0
             c["start", REALLOC_START] += 1
@@ -420,12 +424,29 @@ class Collector:
             return
         self.chains[tid] += 1
         self.max_chains[tid] = max(self.max_chains[tid], self.chains[tid])
+        self._chain_block(tid, nbytes, 1)
         prev = live.get(res)
         if prev is not None:
             c["free_missed"] += 1
             self._release(prev, prev[0], w, cell, win, seen=False)
         live[res] = (tid, self.ordinal - 1, self.tick[tid], nbytes, mk, chain + 1)
         self.live_bytes += nbytes
+
+    def _chain_block(self, tid: int, nbytes: int, step: int) -> None:
+        """A realloc chain's block of nbytes comes (step 1) or goes (-1): how many big blocks a thread grows
+        at once, by size class (a program grows one big buffer among many small ones)."""
+        counts = self.chain_classes.get(tid)
+        if counts is None:
+            counts = self.chain_classes[tid] = [0] * (len(SIZE_CLASS_BOUNDS) + 1)
+            self.max_chain_classes[tid] = [0] * (len(SIZE_CLASS_BOUNDS) + 1)
+        cls = size_class(nbytes)
+        counts[cls] += step
+        if step > 0:
+            most, held = self.max_chain_classes[tid], 0
+            for c in range(len(counts) - 1, -1, -1):
+                held += counts[c]
+                if c <= cls and held > most[c]:
+                    most[c] = held
 
     def finish(self) -> None:
         """Objects still live at the end: they live to the end of their thread (`lives forever`), with

@@ -20,6 +20,8 @@ MIN_PHASE_SHARE = 0.02
 MAX_TABLE = 16               # entries of a `weighted` lifetime table
 LARGE_SHARE = 0.05           # large objects: at most 5% of those a thread frees itself ...
 LARGE_MASS = 0.25            # ... holding a quarter of their bytes x lifetimes at least
+LARGE_REALLOC_SHARE = 0.25   # large realloc sizes: at most a quarter of the reallocs ...
+LARGE_REALLOC_BYTES = 0.5    # ... with half their bytes at least
 
 
 # --------------------------------------------------------------------------- phases
@@ -181,6 +183,28 @@ def large_class(by_class: dict) -> Optional[int]:
         if n > LARGE_SHARE * n_total:
             break
         if mass_total and mass >= LARGE_MASS * mass_total:
+            found = c
+    return found
+
+
+def large_realloc_class(rsizes: dict) -> Optional[int]:
+    """The lowest size class from which on realloc sizes are the large ones: at most LARGE_REALLOC_SHARE of
+    the reallocs, with LARGE_REALLOC_BYTES of their bytes at least (a buffer grown big among many small
+    ones); None when there is none. rsizes: a size histogram (buckets never straddle a class bound)."""
+    from .model_collect import size_class
+    by_class: Dict[int, List[int]] = {}
+    for c, total in rsizes.values():
+        part = by_class.setdefault(size_class(round(total / c)), [0, 0])
+        part[0] += c
+        part[1] += total
+    n_total, bytes_total = hist_totals(rsizes)
+    found, n, nbytes = None, 0, 0
+    for c in sorted(by_class, reverse=True)[:-1]:        # the smallest class stays small
+        n += by_class[c][0]
+        nbytes += by_class[c][1]
+        if n > LARGE_REALLOC_SHARE * n_total:
+            break
+        if nbytes >= LARGE_REALLOC_BYTES * bytes_total:
             found = c
     return found
 

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .events import FREE_KINDS, REALLOC_KINDS
-from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_minus, hist_totals, merge_hist
+from .model_collect import (MODEL_KIND, REALLOC_START, Cell, Collector, hist_minus, hist_totals, merge_hist,
+                            size_class)
 from .model_fit import (Phase, ThreadSummary, class_bound, detect_phases, fit_lifetimes, group_threads,
-                        large_class)
+                        large_class, large_realloc_class)
 
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
@@ -249,17 +250,19 @@ class ModelWriter:
         rows += [f"{v},{c}" for v, c in sorted(merged.items())]
         path = self.scn_path.parent / name
         path.write_text("\n".join(rows) + "\n")
-        self.data_files.append(path)
+        if path not in self.data_files:
+            self.data_files.append(path)
         return name
 
     # ---------------------------------------------------------------- statements
     def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_kinds,
               local_end_credit: int, grow: str, pick: str = "", handed: str = "",
-              kept_size: str = "", large=None) -> Tuple[List[Stmt], List[str]]:
+              kept_size: str = "", large=None, large_realloc=None) -> Tuple[List[Stmt], List[str]]:
         """The statements of group g in phase pi, with per-thread counts; and variables they need.
         handed: the size expression of the objects handed to another thread (default: size); large: (size
         expression, lives expression, count per kind, mean size) of the large objects freed by their own
-        thread, or None."""
+        thread, or None; large_realloc: (size expression, count, K, slots): the large realloc sizes grow the
+        first K blocks of the pool only, the others the rest, or None."""
         handed_size = handed or size
         n, c = g.n, agg.c
         stmts: List[Stmt] = []
@@ -373,6 +376,18 @@ class ModelWriter:
             # a few reallocs, each to its own size (drawn at random, the one big size could come out twice)
             for nbytes in few_rsizes:
                 stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {nbytes})", per_thread=1, calls={"realloc": 1}))
+        elif c["realloc"] and large_realloc:
+            # A program grows one big buffer (or a few) among many small blocks: the large sizes grow the first
+            # K blocks, as many as the thread held large ones at once in the capture, the others the rest. Drawn
+            # for any block, the big sizes would pile up in several blocks at once.
+            l_size, n_large, k, slots = large_realloc
+            pick_large = "grow[0]" if k == 1 else "grow[k]"
+            stmts.append(Stmt(("" if k == 1 else f"k = uniform(0, {k - 1})  ")
+                              + f"{pick_large} = realloc({pick_large}, {l_size})", **per(n_large),
+                              calls={"realloc": 1}))
+            if c["realloc"] > n_large:
+                stmts.append(Stmt(f"k = uniform({k}, {slots - 1})  grow[k] = realloc(grow[k], {rsize})",
+                                  **per(c["realloc"] - n_large), calls={"realloc": 1}))
         elif c["realloc"]:
             stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
         # A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
@@ -538,10 +553,22 @@ class ModelWriter:
             if large:
                 comment = (f"{comment}; the {sum(large_counts.values())} objects of {class_bound(large_from)} bytes "
                            f"or more, sizes and lifetimes of their own: {large_fit.comment()}")
-            if per_phase_rsizes and agg.rsizes:
+            large_realloc = None
+            large_from = large_realloc_class(agg.rsizes) if slots > 1 and agg.rsizes else None
+            k_large = max(max(self.col.max_chain_classes.get(t, [0] * (large_from + 1))[large_from] for t in g.tids),
+                          1) if large_from is not None else 0
+            if large_from is not None and k_large < slots:
+                part = {b: h for b, h in agg.rsizes.items() if size_class(round(h[1] / h[0])) >= large_from}
+                label = f"realloc sizes of {class_bound(large_from)} bytes or more"
+                large_realloc = (f'histogram("{self._histogram(part, "large-realloc-sizes", label, g, pi)}")',
+                                 hist_totals(part)[0], k_large, slots)
+                small = self._histogram(hist_minus(agg.rsizes, part), "realloc-sizes", "realloc sizes", g, pi)
+                rsize = f'histogram("{small}")'
+            elif per_phase_rsizes and agg.rsizes:
                 rsize = f'histogram("{self._histogram(agg.rsizes, "realloc-sizes", "realloc sizes", g, pi)}")'
             stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
-                                         g.n if credit_phase == pi - 1 else 0, grow, pick, handed, kept_size, large)
+                                         g.n if credit_phase == pi - 1 else 0, grow, pick, handed, kept_size, large,
+                                         large_realloc)
             if not stmts:
                 blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
                               + (" (its objects' `lives` end them)" if agg.c["events"] else ""))
