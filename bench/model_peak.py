@@ -12,8 +12,9 @@ threads alive at most (what the model's thread groups and churn allow).
 --runs N measures each model N times (threaded models vary from run to run), --seeds N with
 the seeds 1 .. N (the model's random draws), and prints the lowest and highest ratio; the
 model column is the highest peak, the scale column the model's calibrated lifetime scale
-(`param life_scale`, "-" when the fitted lifetimes were left alone; --no-calibrate: never). The figures are bytes requested by the program, not RSS: no allocator
-result enters the model, which is fitted to the trace only.
+(`param life_scale`, "-" when the fitted lifetimes were left alone; --no-calibrate: never).
+The figures are bytes requested by the program, not RSS: no allocator result enters the
+model, which is fitted (and calibrated) to the trace only.
 """
 
 import argparse

@@ -419,6 +419,48 @@ class ModelWriter:
         kept = [s for s in stmts if s.max_count(n) > 0]
         return kept, [v for v in variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
 
+    def _large_objects(self, agg: Cell, g: Group, pi: int):
+        """The few large objects freed by their own thread that weigh on the live bytes (model_fit.large_class):
+        a statement of their own, their sizes and lifetimes kept together, their number exact (not a chance of
+        each draw). Returns (size expression, lives expression, count per kind, mean size) or None, their
+        (lifetime, size) histograms, and a comment for the phase."""
+        large_from = large_class(agg.lives_by_class) if agg.lives_by_class else None
+        if large_from is None:
+            return None, None, ""
+        lives: dict = {}
+        sizes: dict = {}
+        for cls, (lives_hist, _bytes, _mass, sizes_hist) in agg.lives_by_class.items():
+            if cls >= large_from:
+                merge_hist(lives, lives_hist)
+                merge_hist(sizes, sizes_hist)
+        counts: Counter = Counter()
+        for k, v in agg.c.items():
+            if isinstance(k, tuple) and k[0] == "lives_class" and k[2] >= large_from:
+                counts[k[1]] += v
+        fit = fit_lifetimes(lives)
+        n, total = hist_totals(sizes)
+        bound = class_bound(large_from)
+        label = f"sizes of the objects of {bound} bytes or more freed by their own thread"
+        expr = f'histogram("{self._histogram(sizes, "large-sizes", label, g, pi)}")'
+        comment = f"; the {n} objects of {bound} bytes or more, sizes and lifetimes of their own: {fit.comment()}"
+        return (expr, fit.expr, counts, total / n), (lives, sizes), comment
+
+    def _large_reallocs(self, agg: Cell, g: Group, pi: int, slots: int):
+        """Large realloc sizes (model_fit.large_realloc_class) grow only the first K blocks of the pool, K the
+        most blocks of that size the group's threads held at once in the capture. Returns (size expression,
+        count, K, slots) and the file of the other realloc sizes, or (None, None)."""
+        large_from = large_realloc_class(agg.rsizes) if slots > 1 and agg.rsizes else None
+        if large_from is None:
+            return None, None
+        k = max([self.col.max_chain_classes[t][large_from] for t in g.tids if t in self.col.max_chain_classes] + [1])
+        if k >= slots:
+            return None, None
+        part = {b: h for b, h in agg.rsizes.items() if size_class(round(h[1] / h[0])) >= large_from}
+        label = f"realloc sizes of {class_bound(large_from)} bytes or more"
+        expr = f'histogram("{self._histogram(part, "large-realloc-sizes", label, g, pi)}")'
+        small = self._histogram(hist_minus(agg.rsizes, part), "realloc-sizes", "realloc sizes", g, pi)
+        return (expr, hist_totals(part)[0], k, slots), small
+
     def _scaled(self, lives: str) -> str:
         """A `lives` expression times the calibrated scale, when there is one (trace/model.py)."""
         return lives if self.life_scale is None or lives == "0" else f"({lives}) * life_scale / 100"
@@ -504,27 +546,9 @@ class ModelWriter:
             # the objects handed to another thread get the sizes they had in the capture, the others theirs
             own_sizes = hist_minus(agg.sizes, agg.sent) if agg.sent else agg.sizes
             own_sizes = hist_minus(own_sizes, agg.kept) if agg.kept else own_sizes
-            # the few large objects that weigh on the live bytes: a statement of their own, their sizes and
-            # lifetimes kept together, their number exact (not a chance of each draw)
-            large_from = large_class(agg.lives_by_class) if agg.lives_by_class else None
-            large = None
-            if large_from is not None:
-                large_lives: dict = {}
-                large_sizes: dict = {}
-                for cls, (lives_hist, _b, _m, sizes_hist) in agg.lives_by_class.items():
-                    if cls >= large_from:
-                        merge_hist(large_lives, lives_hist)
-                        merge_hist(large_sizes, sizes_hist)
-                own_sizes = hist_minus(own_sizes, large_sizes)
-                large_counts: Counter = Counter()
-                for k, v in agg.c.items():
-                    if isinstance(k, tuple) and k[0] == "lives_class" and k[2] >= large_from:
-                        large_counts[k[1]] += v
-                large_fit = fit_lifetimes(large_lives)
-                n_large, sum_large = hist_totals(large_sizes)
-                label = f"sizes of the objects of {class_bound(large_from)} bytes or more freed by their own thread"
-                large = (f'histogram("{self._histogram(large_sizes, "large-sizes", label, g, pi)}")', large_fit.expr,
-                         large_counts, sum_large / n_large)
+            large, large_hists, large_comment = self._large_objects(agg, g, pi)
+            if large:
+                own_sizes = hist_minus(own_sizes, large_hists[1])
             n_sizes, sum_sizes = hist_totals(own_sizes)
             n_sent, sum_sent = hist_totals(agg.sent)
             n_kept, sum_kept = hist_totals(agg.kept)
@@ -548,22 +572,11 @@ class ModelWriter:
             mean_size = sum_sizes / n_sizes if n_sizes else 64.0
             handed_mean = sum_sent / n_sent if n_sent else mean_size
             kept_mean = sum_kept / n_kept if n_kept else mean_size
-            fit = fit_lifetimes(hist_minus(agg.lives, large_lives) if large else agg.lives) or group_fit
-            comment = fit.comment() if fit else ""
-            if large:
-                comment = (f"{comment}; the {sum(large_counts.values())} objects of {class_bound(large_from)} bytes "
-                           f"or more, sizes and lifetimes of their own: {large_fit.comment()}")
-            large_realloc = None
-            large_from = large_realloc_class(agg.rsizes) if slots > 1 and agg.rsizes else None
-            k_large = max(max(self.col.max_chain_classes.get(t, [0] * (large_from + 1))[large_from] for t in g.tids),
-                          1) if large_from is not None else 0
-            if large_from is not None and k_large < slots:
-                part = {b: h for b, h in agg.rsizes.items() if size_class(round(h[1] / h[0])) >= large_from}
-                label = f"realloc sizes of {class_bound(large_from)} bytes or more"
-                large_realloc = (f'histogram("{self._histogram(part, "large-realloc-sizes", label, g, pi)}")',
-                                 hist_totals(part)[0], k_large, slots)
-                small = self._histogram(hist_minus(agg.rsizes, part), "realloc-sizes", "realloc sizes", g, pi)
-                rsize = f'histogram("{small}")'
+            fit = fit_lifetimes(hist_minus(agg.lives, large_hists[0]) if large else agg.lives) or group_fit
+            comment = (fit.comment() if fit else "") + large_comment
+            large_realloc, small_rsizes = self._large_reallocs(agg, g, pi, slots)
+            if large_realloc:
+                rsize = f'histogram("{small_rsizes}")'
             elif per_phase_rsizes and agg.rsizes:
                 rsize = f'histogram("{self._histogram(agg.rsizes, "realloc-sizes", "realloc sizes", g, pi)}")'
             stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
