@@ -506,3 +506,6 @@ def test_a_single_threaded_model_peaks_within_10_percent_of_its_capture(tmp_path
     model = write_model(TraceSource(path, extra_events=True).events, tmp_path / "m.scn", source_name=log)
     peak = measure_peak(model)
     assert 0.9 * captured <= peak <= 1.1 * captured, (peak, captured)
+    calibrate_peak(model)                     # as `scenc convert --model` does: never further off
+    calibrated = measure_peak(model)
+    assert abs(calibrated - captured) <= max(abs(peak - captured), 0.05 * captured), (peak, calibrated, captured)
