@@ -1,8 +1,10 @@
 """The `scenc` command: argument parsing and dispatch, nothing else.
 
 Each command's work lives in the module that owns it; heavy imports (numpy,
-scipy, matplotlib) happen inside the commands that need them, so `scenc check`
-and a cached `scenc build` start fast.
+scipy, matplotlib, the harness, the probes, tqdm) happen inside the commands
+that need them, so `scenc check`, `scenc convert` and a cached `scenc build`
+start fast: building the parser imports every command module (COMMAND_MODULES),
+so those import at their top only what their options need.
 """
 
 import argparse
@@ -10,13 +12,10 @@ import json
 import os
 import sys
 
-from . import __version__, allocators_cli, merge, run_command
+from . import __version__, allocators_cli, merge, probes_cli, run_command
 from .cli_common import (EXIT_BUILD, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_SCENARIO, EXIT_USAGE,
-                         UsageError, add_memory_limit_option, default_cc, parse_params)
-from .probes import cli as probes_cli
-from .process import describe_status
+                         UsageError, add_memory_limit_option, default_cc, parse_params, split_command_tail)
 from .report import cli as report_cli
-from .runner import ProgramRunner
 from .trace import cli as trace_cli
 
 # Commands owned by other modules, in `scenc --help` order: each adds itself with `register`.
@@ -73,6 +72,8 @@ def cmd_build(args):
 
 def cmd_exec(args):
     from . import memlimit
+    from .process import describe_status
+    from .runner import ProgramRunner
     from .compiler.pipeline import build
     from .report.execsummary import format_exec
     b = build(args.scenario, parse_params(args.param), cc=args.cc, extra_flags=sanitizer_flags(args),
@@ -134,12 +135,26 @@ def build_parser():
     return parser
 
 
+def _scenario_or_build_error(exc: Exception):
+    """The exit status of a ScenarioError or BuildError, reported; None for any other exception.
+
+    Their modules (the scenario nodes, the compiler) take tens of milliseconds to import, which a command
+    that compiles nothing (`scenc convert`, `scenc --help`) should not pay: an exception of theirs can only
+    have been raised once its module was imported, so they are looked up where they already are."""
+    errors = sys.modules.get(f"{__package__}.scenario.errors")
+    if errors is not None and isinstance(exc, errors.ScenarioError):
+        print(exc.render(), file=sys.stderr)
+        return EXIT_SCENARIO
+    build = sys.modules.get(f"{__package__}.compiler.build")
+    if build is not None and isinstance(exc, build.BuildError):
+        print(f"scenc: {exc}", file=sys.stderr)
+        return EXIT_BUILD
+    return None
+
+
 def main(argv=None):
     try:
         # Ctrl-C while the parser is built is as much an interruption as during the command.
-        from .compiler.build import BuildError
-        from .scenario.errors import ScenarioError
-        from .command_setup import split_command_tail
         parser = build_parser()
         argv, command_argv = split_command_tail(list(sys.argv[1:] if argv is None else argv))
         args = parser.parse_args(argv)
@@ -150,12 +165,6 @@ def main(argv=None):
         return EXIT_INTERRUPTED
     try:
         return args.func(args)
-    except ScenarioError as exc:
-        print(exc.render(), file=sys.stderr)
-        return EXIT_SCENARIO
-    except BuildError as exc:
-        print(f"scenc: {exc}", file=sys.stderr)
-        return EXIT_BUILD
     except UsageError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_USAGE
@@ -164,6 +173,11 @@ def main(argv=None):
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:
+        status = _scenario_or_build_error(exc)
+        if status is None:
+            raise
+        return status
 
 
 if __name__ == "__main__":

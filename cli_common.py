@@ -63,6 +63,22 @@ def _memory_limit(text: str):
     return parse_option(text)
 
 
+def split_command_tail(argv: list):
+    """(scenc's own arguments, the command after `--` or None) for `scenc run ... -- ./prog args`.
+
+    argparse cannot tell an optional scenario file from the command's words,
+    so the command is cut off before parsing.
+    """
+    words = [w for w in argv if not w.startswith("-")]
+    if not words or words[0] != "run" or "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
+NO_LIMIT_GIVEN = object()  # --memory-limit absent (None is "--memory-limit none")
+
+
 def add_memory_limit_option(parser, who: str, beyond: str, default) -> None:
     """`--memory-limit SIZE`: `who` may take at most SIZE; `beyond` says what happens past it."""
     parser.add_argument("--memory-limit", type=_memory_limit, default=default, metavar="SIZE",

@@ -18,19 +18,6 @@ from .plan import COMMAND, RunConfig
 SCHEMA_NOTE = "command runs: wall time, CPU and peak RSS from wait4; malloc provider proven per process"
 
 
-def split_command_tail(argv: List[str]):
-    """(scenc's own arguments, the command after `--` or None) for `scenc run ... -- ./prog args`.
-
-    argparse cannot tell an optional scenario file from the command's words,
-    so the command is cut off before parsing.
-    """
-    words = [w for w in argv if not w.startswith("-")]
-    if not words or words[0] != "run" or "--" not in argv:
-        return argv, None
-    cut = argv.index("--")
-    return argv[:cut], argv[cut + 1:]
-
-
 def target_from_args(args) -> Optional[CommandTarget]:
     """The command after `--`, checked; None when there is none."""
     extra = [o for o, v in (("--cwd", args.cwd), ("--stdin", args.stdin), ("--env", args.env),

@@ -16,14 +16,10 @@ import sys
 import threading
 from typing import Optional
 
-from .cli_common import EXIT_OK, EXIT_RUN, add_memory_limit_option
-from .harness import Session
+from .cli_common import EXIT_OK, EXIT_RUN, NO_LIMIT_GIVEN, add_memory_limit_option
 from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP, MIN_TIMEOUT_S,
                    TIMEOUT_FACTOR)
 from .process import signal_name
-from .report.progress import Progress, format_duration
-from .run_setup import NO_LIMIT_GIVEN, prepare_new, prepare_resume
-from .runner import ProgramRunner
 
 
 # ------------------------------------------------------------ option values
@@ -209,7 +205,7 @@ class _StopRequest:
             raise Interrupted(self.signum)
 
 
-def _cannot_go_on(exc: OSError, result, progress: Progress) -> int:
+def _cannot_go_on(exc: OSError, result, progress: "Progress") -> int:
     """A run could not be saved (disk full, file removed ...): what is on disk is still valid."""
     import errno
     full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
@@ -230,6 +226,10 @@ def _cannot_go_on(exc: OSError, result, progress: Progress) -> int:
 
 
 def cmd_run(args) -> int:
+    # Loaded here, not at the top: every command's parser imports this module (cli.py), and these pull in
+    # the harness and tqdm, which `scenc convert` or `scenc --help` have no use for.
+    from .report.progress import Progress
+    from .run_setup import prepare_new, prepare_resume
     progress = Progress(quiet=args.quiet)
     # Until the runs start, SIGTERM stops scenc as Ctrl-C does: cleanly, with a sentence.
     stop = _StopRequest()
@@ -266,6 +266,9 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
                  early_signal: Optional[int]) -> Optional[int]:
     """Every run of the plan; an exit status if it ended early, None when complete."""
     from .command_target import target_of
+    from .harness import Session
+    from .report.progress import format_duration
+    from .runner import ProgramRunner
     command = target_of(result.header)
     if command is not None:
         from .command_runner import CommandRunner

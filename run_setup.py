@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional
 
 from . import probes
-from .cli_common import UsageError, default_cc, parse_params
+from .cli_common import NO_LIMIT_GIVEN, UsageError, default_cc, parse_params
 from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_PROBE_SET, DEFAULT_TIME_BUDGET_S,
                    DEFAULT_WARMUP, Plan, params_key, params_label, plan_runs, sweep)
 from .report import metrics as metric_defs
 from .report.progress import Progress
 
-NO_LIMIT_GIVEN = object()  # --memory-limit absent (None is "--memory-limit none")
 
 
 class HarnessError(Exception):

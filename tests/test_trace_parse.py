@@ -256,6 +256,22 @@ def test_bytes_and_lines_without_newlines_give_the_same_events():
     assert as_bytes == expected == no_newlines == one_string
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.log")))
+def test_without_times_only_the_times_differ(name):
+    """times=False (scenc convert's exact replay) skips the timestamps and nothing else: the same events with
+    time_s None, the same report but has_timestamps, whatever the prefix and timestamp style (-t, -tt, -ttt, -r)."""
+    path = FIXTURES / name
+    for extra in (False, True):
+        timed, untimed = parse_file(path, extra_events=extra), parse_file(path, extra_events=extra, times=False)
+        expected, got = list(timed), list(untimed)
+        assert got == [e._replace(time_s=None) for e in expected]
+        assert untimed.report.has_timestamps is False
+        want, have = timed.report.to_dict(), untimed.report.to_dict()
+        want.pop("has_timestamps"), have.pop("has_timestamps")
+        assert have == want
+    assert any(e.time_s is not None for e in expected) == timed.report.has_timestamps
+
+
 def test_truncated_last_line_is_reported_not_used():
     text = (FIXTURES / "alloc_kinds_e.log").read_text()
     cut = text.index("= 0x", text.index("calloc(3, 7)")) + 8      # inside calloc's result pointer

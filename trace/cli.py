@@ -15,17 +15,21 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..cli_common import EXIT_INCOMPLETE, EXIT_OK, UnusableInput, default_cc
-from .events import ANOMALY_KINDS
-from .ltrace import ParseReport, TraceFormatError
-from .source import TraceInputError, TraceSource
 from .opsfile import DEFAULT_TOUCH, TOUCH_MODES
+
+if TYPE_CHECKING:
+    from .ltrace import ParseReport
+# The readers (source.py, ltrace.py with its regexes) are imported by the commands that read a capture:
+# cli.py imports this module for every command's parser.
 
 SHOWN_THREADS = 32         # threads listed one by one in convert's summary
 
-def anomaly_lines(report: ParseReport, max_lines: int = 5) -> list:
+def anomaly_lines(report: "ParseReport", max_lines: int = 5) -> list:
     """One line per anomaly kind: severity, kind, count, first lines (errors first)."""
+    from .events import ANOMALY_KINDS
     order = {"error": 0, "warning": 1, "info": 2}
     out = []
     for kind, n in sorted(report.anomaly_counts.items(),
@@ -40,6 +44,7 @@ def anomaly_lines(report: ParseReport, max_lines: int = 5) -> list:
 # --------------------------------------------------------------------------- capture
 def cmd_capture(args) -> int:
     from .capture import CaptureError
+    from .source import TraceInputError
     argv = list(args.program)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -106,6 +111,7 @@ def _print_preload_capture(r, out: Path) -> bool:
 
 # --------------------------------------------------------------------------- trace-stats
 def cmd_trace_stats(args) -> int:
+    from .source import TraceSource
     from .stats import TraceStats, format_trace_stats
     source = TraceSource(args.file, extra_events=True)
     stats = TraceStats(source.report).consume(source.events)
@@ -139,8 +145,10 @@ def _preload_header(text: str, stats, source) -> str:
 
 # --------------------------------------------------------------------------- convert
 def cmd_convert(args) -> int:
-    # The exact replay's converter reads a tracer log itself (runtime/convert.c): no indexing here.
-    source = TraceSource(args.file, extra_events=True, index=args.model)
+    from .source import TraceInputError, TraceSource
+    # The exact replay's converter reads a tracer log itself (runtime/convert.c): no indexing here; nor does it
+    # use an ltrace log's timestamps: not read.
+    source = TraceSource(args.file, extra_events=True, index=args.model, times=args.model)
     default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
     out = Path(args.output or default)
     if out.suffix != ".scn":
@@ -190,6 +198,7 @@ def _note_losses(scn: Path, losses: list) -> None:
 
 
 def _check_calls(source, converted: int, written: list) -> None:
+    from .source import TraceInputError
     if converted == 0:
         for path in written:             # a scenario of nothing would only fail later, less clearly
             path.unlink(missing_ok=True)
@@ -247,6 +256,7 @@ def _self_check(path: Path) -> None:
     """A model the compiler refuses is a bug of the model writer: say so plainly, never ship it silently."""
     from ..compiler.pipeline import load
     from ..scenario.errors import ScenarioError
+    from .source import TraceInputError
     try:
         loaded = load(path)
     except ScenarioError as exc:
@@ -260,6 +270,8 @@ def _self_check(path: Path) -> None:
 def _guarded(name, func):
     """User errors as one clear sentence (cli.main gives them exit status 64), never a traceback."""
     def run(args):
+        from .ltrace import TraceFormatError
+        from .source import TraceInputError
         try:
             return func(args)
         except TraceFormatError as e:

@@ -347,17 +347,33 @@ class EventStream(EventSource):
     leader: Optional[int] = None   # parse_file(extra_events=True): the process's main thread, if the log shows it
 
     def __init__(self, chunks: Iterator[list], report: ParseReport):
+        self._parser = chunks
         self._chunks = chunks
         self._events = chain.from_iterable(chunks)
         self.report = report
 
+    def batches(self) -> Iterator[list]:
+        """The events in the lists the parser hands them out in (cheaper than one by one, for the converter's
+        feed). Take either the batches or the events, from the start (first() aside), not both."""
+        return self._chunks
+
+    def first(self) -> Optional[AllocEvent]:
+        """The first event, left in the stream (None when there is none). Call it before iterating."""
+        for chunk in self._chunks:
+            if chunk:
+                self._chunks = chain((chunk,), self._chunks)
+                self._events = chain.from_iterable(self._chunks)
+                return chunk[0]
+        return None
+
     def close(self):
         """Stop parsing early (closes the file of parse_file)."""
-        self._chunks.close()
+        self._parser.close()
 
 
 def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseReport] = None,
-          sniff_lines: int = 20, newlines: Optional[bool] = None, extra_events: bool = False) -> EventStream:
+          sniff_lines: int = 20, newlines: Optional[bool] = None, extra_events: bool = False,
+          times: bool = True) -> EventStream:
     """Parse ltrace output lines (str, or bytes decoded as UTF-8; or one string) lazily into AllocEvents.
 
     ``newlines``: True when every complete line ends with a newline (lines read from a
@@ -366,6 +382,10 @@ def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseRepo
 
     ``extra_events``: also thread starts and exits (see the module doc).
 
+    ``times``: False leaves the timestamps unread (every ``time_s`` None, ``has_timestamps`` False): the
+    exact replay has no use for them, and reading them is several percent of the parse. Everything else is
+    the same, line for line (durations are still read: reading them is also how a line is checked).
+
     Raises TraceFormatError during iteration if none of the first ``sniff_lines``
     non-empty lines looks like ltrace output.  Nothing else raises.
     """
@@ -373,19 +393,20 @@ def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseRepo
         lines = lines.splitlines(keepends=True)
     if report is None:
         report = ParseReport(filename)
-    return EventStream(_Parser(filename, report, sniff_lines, extra_events).run(lines, newlines=newlines), report)
+    return EventStream(_Parser(filename, report, sniff_lines, extra_events, times=times).run(lines, newlines=newlines),
+                       report)
 
 
 def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20,
-               extra_events: bool = False) -> EventStream:
+               extra_events: bool = False, times: bool = True) -> EventStream:
     """parse() on a file (closed when the iteration ends); bytes that are not UTF-8 are replaced."""
     path = str(path)
     if report is None:
         report = ParseReport(path)
     leader = _leader(path) if extra_events else None
     f = open(path, encoding="utf-8", errors="replace", newline="")
-    stream = EventStream(_Parser(path, report, sniff_lines, extra_events, leader).run(f, close=f.close,
-                                                                                     newlines=True), report)
+    stream = EventStream(_Parser(path, report, sniff_lines, extra_events, leader, times).run(f, close=f.close,
+                                                                                            newlines=True), report)
     stream.leader = leader
     return stream
 
@@ -409,8 +430,9 @@ def _leader(path, tail: int = 1 << 16):
 
 class _Parser:
     def __init__(self, filename: str, report: ParseReport, sniff_lines: int, extra_events: bool = False,
-                 leader: Optional[int] = None):
+                 leader: Optional[int] = None, times: bool = True):
         self.filename = filename
+        self.times = times             # read the timestamps (parse's `times`)
         self.lives = _ThreadLives(leader) if extra_events else None
         self.report = report
         self.sniff_lines = sniff_lines
@@ -480,7 +502,7 @@ class _Parser:
             tid = int(tid_s or pid_s or 0)
             self.special(tid, body, lineno, s)
             if self.lives is not None:
-                t = self.time(ts)[0] if ts and self.rel_sum is None else None
+                t = self.time(ts)[0] if ts and self.times and self.rel_sum is None else None
                 self.lives.special_line(tid, body, lineno, t, tid in self.seen)
             return None
         g = None
@@ -624,6 +646,7 @@ class _Parser:
         new = tuple.__new__
         Event = AllocEvent
         fn_cache: dict = {}
+        times = self.times
         tid_cache: dict = {}
         fallback = self.fallback
         push = self.push
@@ -728,6 +751,8 @@ class _Parser:
                             lives.out.clear()
                         continue
                     tid, ts, info, args, ret, dur, unf, rname = r
+                    if not times:
+                        ts = None
                     if tid not in seen:
                         seen.add(tid)
                         rep.threads.add(tid)
@@ -736,6 +761,8 @@ class _Parser:
                         self.learn_tid_token(raw, tid, nsplit, tid_i, tid_cache)
                     if nsplit < 0 and self.layout is not None:
                         nsplit, tid_i, ts_i = self.layout
+                        if not times:
+                            ts_i = -1                 # the stamp is a token of the prefix, left unread
                 if ts is not None:
                     try:
                         if ts[:tklen] != tkey:
@@ -751,12 +778,11 @@ class _Parser:
                     if fresh:
                         lives.appeared(tid, lineno, t)
                         fresh = False
+                        if lives.out:             # only appeared() (and the lines the fallback ends) add there
+                            out += lives.out
+                            lives.out.clear()
                     else:
                         lives.last = tid
-                    if lives.out:
-                        out += lives.out
-                        lives.out.clear()
-                        append = out.append
 
                 if info is not None:
                     # ------------------------------------------------ a call starts
@@ -783,6 +809,18 @@ class _Parser:
                         elif layout == A_OLD:
                             old = int(args, 0)
                             size, nmemb, align = None, 1, None
+                        elif layout == A_OLD_SIZE:    # realloc: two numbers, read here (raising costs more)
+                            old, _, size = args.partition(",")
+                            old, size = int(old, 0), int(size, 0)
+                            nmemb, align = 1, None
+                            if old < 0 or size < 0:
+                                raise ValueError
+                        elif layout == A_NMEMB_SIZE:  # calloc
+                            nmemb, _, size = args.partition(",")
+                            nmemb, size = int(nmemb, 0), int(size, 0)
+                            align = old = None
+                            if nmemb < 0 or size < 0:
+                                raise ValueError
                         else:
                             size, nmemb, align, old = _args(layout, args)
                     except (ValueError, IndexError, TypeError):

@@ -56,6 +56,7 @@ a mapping.
 import json
 import struct
 import subprocess
+import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from itertools import islice
@@ -117,8 +118,8 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
     The events are packed (EVENT) and piped to the converter. A tracer log read by
     scenc.trace.preload_log is not: the converter reads its file itself (see convert_log).
     """
-    from .preload_log import PreloadLog
-    if isinstance(events, PreloadLog):
+    preload_log = sys.modules.get(f"{__package__}.preload_log")   # a PreloadLog's module is loaded: not imported
+    if preload_log is not None and isinstance(events, preload_log.PreloadLog):   # here for an ltrace log's sake
         return convert_log(events.path, ops_path, touch, main_tid, extra=events.extra_events)[0]
     return _run(["--events"], ops_path, touch, main_tid, lambda pipe: _feed(events, pipe))[0]
 
@@ -133,18 +134,33 @@ def convert_log(path, ops_path, touch: str = "none", main_tid: Optional[int] = N
 
 
 def _feed(events: Iterable[AllocEvent], pipe) -> None:
-    """The events packed (EVENT) in batches: one list comprehension per batch is the cheapest way Python has."""
-    pack, codes, events = EVENT.pack, EVENT_CODE, iter(events)
+    """The events packed (EVENT), written _BATCH at a time. The parser's own lists of events (batches()) are
+    packed as they come, one list comprehension each: the cheapest way Python has."""
+    pack, codes = EVENT.pack, EVENT_CODE
+    batches = events.batches() if hasattr(events, "batches") else _batches(events)
+    packed, count = [], 0
+    for batch in batches:
+        try:
+            packed.append(b"".join([pack(line, size or 0, nmemb, align or 0, old or 0, res or 0, tid or 0,
+                                         codes[kind], failed)
+                                    for line, tid, _t, kind, size, nmemb, align, old, res, failed, _s, _d in batch]))
+        except KeyError as e:
+            raise ValueError(f"the replay cannot convert a {e.args[0]!r} event") from None
+        count += len(batch)
+        if count >= _BATCH:
+            pipe.write(b"".join(packed))
+            packed, count = [], 0
+    if packed:
+        pipe.write(b"".join(packed))
+
+
+def _batches(events: Iterable[AllocEvent]) -> Iterable[list]:
+    events = iter(events)
     while True:
         batch = list(islice(events, _BATCH))
         if not batch:
             return
-        try:
-            pipe.write(b"".join([pack(line, size or 0, nmemb, align or 0, old or 0, res or 0, tid or 0, codes[kind],
-                                      failed)
-                                 for line, tid, _t, kind, size, nmemb, align, old, res, failed, _s, _d in batch]))
-        except KeyError as e:
-            raise ValueError(f"the replay cannot convert a {e.args[0]!r} event") from None
+        yield batch
 
 
 def _run(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, error_path: str = ""):

@@ -5,7 +5,6 @@ events (one stream, either way) and, once they are consumed, its parse
 report and what the capture lost, in sentences.
 """
 
-from itertools import chain
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -38,11 +37,12 @@ class TraceInputError(Exception):
 class TraceSource:
     """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
 
-    def __init__(self, path, extra_events: bool = False, index: bool = True):
+    def __init__(self, path, extra_events: bool = False, index: bool = True, times: bool = True):
         """extra_events: also the events that are not allocator calls: thread starts and exits (both
         formats), the program's own mappings (tracer logs); the exact replay, the statistics and the
         model read them. index=False: a tracer log is not read here (the converter reads it:
-        `adopt_log_info` then gives what it found)."""
+        `adopt_log_info` then gives what it found). times=False: an ltrace log's timestamps are not read
+        (ltrace.parse's `times`: the exact replay has no use for them)."""
         self.path = Path(path)
         try:
             with open(self.path, "rb") as f:
@@ -59,7 +59,7 @@ class TraceSource:
                 log = parse_preload_log(self.path, extra_events=extra_events)   # indexes: format errors raise here
                 self._adopt(log, log.report)
         else:
-            self.events = parse_file(self.path, extra_events=extra_events)
+            self.events = parse_file(self.path, extra_events=extra_events, times=times)
             self.report = self.events.report
 
     def _adopt(self, log, report) -> None:
@@ -99,10 +99,9 @@ class TraceSource:
         stream = self.events
         if stream.leader is not None:
             return stream.leader
-        first = next(stream._events, None)
+        first = stream.first()
         if first is None:
             return None
-        stream._events = chain((first,), stream._events)
         return first.size if first.kind == "thread_start" else first.tid
 
     def losses(self) -> list:

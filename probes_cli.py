@@ -1,17 +1,20 @@
 """`scenc probes` (what can be measured, and the plan for a selection) and
-`scenc play` (the heap of a layout run as an animated GIF)."""
+`scenc play` (the heap of a layout run as an animated GIF).
+
+Outside the probes package, like allocators_cli.py: cli.py imports every command module to build its
+parser, and importing scenc.probes (every probe, the metrics) would cost each command, `scenc convert`
+and `scenc --help` included, some tens of milliseconds; the commands here load it when they run."""
 
 import json
 import textwrap
 from pathlib import Path
 
-from ..cli_common import EXIT_OK, UsageError, parse_params
-from . import PROBES, ProbeError
-from .layout import FILE
+from .cli_common import EXIT_OK, UsageError, parse_params
 
 
 def format_probes() -> str:
-    from .planner import conflict
+    from .probes import PROBES
+    from .probes.planner import conflict
     lines = []
     for name, p in PROBES.items():
         others = [o for o in PROBES if o != name and conflict(name, o)]
@@ -32,7 +35,8 @@ def format_probes() -> str:
 
 
 def cmd_probes(args) -> int:
-    from .planner import plan_spec
+    from .probes import ProbeError
+    from .probes.planner import plan_spec
     if args.plan is None:
         print(format_probes())
         return EXIT_OK
@@ -46,7 +50,8 @@ def cmd_probes(args) -> int:
 
 def _maps_from(target: Path, params_filter):
     """Heap maps by allocator from a result file, a run directory or a layout.bin."""
-    from . import heapmap, layoutfile  # numpy and matplotlib: for `scenc play` only
+    from .probes import heapmap, layoutfile  # numpy and matplotlib: for `scenc play` only
+    from .probes.layout import FILE
     if not target.exists():
         raise UsageError(f"{target}: no such file or directory")
     if target.is_dir():
@@ -56,9 +61,9 @@ def _maps_from(target: Path, params_filter):
             return {target.parent.name or "layout": heapmap.compute(layoutfile.read(target))}, target.stem
         except layoutfile.LayoutFileError as exc:
             raise UsageError(str(exc)) from None
-    from ..resultfile import ResultFileError, load
-    from .plots import layout_maps
-    from .rundata import kept_runs
+    from .resultfile import ResultFileError, load
+    from .probes.plots import layout_maps
+    from .probes.rundata import kept_runs
     try:
         result = load(target)
     except ResultFileError as exc:
@@ -81,7 +86,7 @@ def _maps_from(target: Path, params_filter):
 
 
 def cmd_play(args) -> int:
-    from . import heapmap
+    from .probes import heapmap
     target = Path(args.result)
     maps, title = _maps_from(target, parse_params(args.param))
     out = Path(args.output) if args.output else target.with_name(
