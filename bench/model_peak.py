@@ -7,12 +7,14 @@ peak of live bytes (trace-stats), the model's (`scenc convert --model`: one run 
 with the `live` probe), their ratio, and the capture's threads alive at most beside the model's
 threads alive at most (what the model's thread groups and churn allow).
 
-    .venv/bin/python bench/model_peak.py [--only NAME,...] [--runs N] [--json FILE]
+    .venv/bin/python bench/model_peak.py [--only NAME,...] [--runs N] [--seeds N] [--no-calibrate] [--json FILE]
 
 --runs N measures each model N times (threaded models vary from run to run), --seeds N with
 the seeds 1 .. N (the model's random draws), and prints the lowest and highest ratio; the
-model column is the highest peak. The figures are bytes requested by the program, not RSS: no allocator
-result enters the model, which is fitted to the trace only.
+model column is the highest peak, the scale column the model's calibrated lifetime scale
+(`param life_scale`, "-" when the fitted lifetimes were left alone; --no-calibrate: never).
+The figures are bytes requested by the program, not RSS: no allocator result enters the
+model, which is fitted (and calibrated) to the trace only.
 """
 
 import argparse
@@ -30,7 +32,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 PROGRAMS = ROOT / "bench" / "programs"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from scenc.trace.model import measure_peak, write_model          # noqa: E402
+from scenc.trace.model import calibrate_peak, measure_peak, write_model          # noqa: E402
 from scenc.trace.source import TraceSource                         # noqa: E402
 from scenc.trace.stats import TraceStats                           # noqa: E402
 
@@ -84,11 +86,14 @@ def capture_figures(path: Path) -> dict:
     return {"peak": stats.peak_bytes, "calls": stats.ops, "threads_alive": d.get("threads_alive", {}).get("peak")}
 
 
-def model_peaks(path: Path, work: Path, runs: int, seeds: int) -> tuple:
+def model_peaks(path: Path, work: Path, runs: int, seeds: int, calibrate: bool = True) -> tuple:
     """The model's peaks: `runs` runs with each of the seeds 1 .. `seeds` (the model's random draws: sizes,
-    lifetimes, which block a realloc grows)."""
+    lifetimes, which block a realloc grows), calibrated as `scenc convert --model` calibrates it unless
+    told not to."""
     source = TraceSource(path, extra_events=True)
     model = write_model(source.events, work / (path.stem + "-model.scn"), source_name=path.name)
+    if calibrate:
+        calibrate_peak(model)
     peaks = []
     for seed in range(1, seeds + 1):
         if seed > 1:
@@ -103,6 +108,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--seeds", type=int, default=1, help="also measure each model with seeds 2 .. N")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--no-calibrate", action="store_true", help="the fitted lifetimes as they are (`scenc convert "
+                    "--model --no-calibrate`), to compare")
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="model-peak-") as tmp:
@@ -111,15 +118,18 @@ def main(argv=None) -> int:
         if args.only:
             keep = args.only.split(",")
             items = [(n, p) for n, p in items if any(k in n for k in keep)]
-        print(f"{'capture':<34}{'calls':>9}{'peak':>11}{'model':>11}{'ratio':>13}")
+        print(f"{'capture':<34}{'calls':>9}{'peak':>11}{'model':>11}{'ratio':>13}{'scale':>7}")
         for name, path in items:
             cap = capture_figures(path)
-            peaks, _model = model_peaks(path, work, args.runs, args.seeds)
+            peaks, model = model_peaks(path, work, args.runs, args.seeds, not args.no_calibrate)
+            scale = model.writer.life_scale if model.writer else None
             lo, hi = min(peaks) / cap["peak"], max(peaks) / cap["peak"]
             ratio = f"{lo:.3f}" if lo == hi else f"{lo:.2f}-{hi:.2f}"
             print(f"{name:<34}{cap['calls']:>9}{cap['peak']:>11}{max(peaks):>11}{ratio:>13}"
+                  f"{f'{scale}%' if scale else '-':>7}"
                   f"{'' if 0.9 <= lo and hi <= 1.1 else '   OUTSIDE 10%'}", flush=True)
-            rows.append({"name": name, **cap, "model_peaks": peaks, "ratio_low": lo, "ratio_high": hi})
+            rows.append({"name": name, **cap, "model_peaks": peaks, "ratio_low": lo, "ratio_high": hi,
+                         "life_scale": scale})
     inside = sum(0.9 <= r["ratio_low"] and r["ratio_high"] <= 1.1 for r in rows)
     print(f"# {inside} of {len(rows)} models within 10% of their capture's peak of live bytes")
     if args.json:

@@ -18,7 +18,7 @@ from scenc.compiler.pipeline import load
 from scenc.compiler.tables import read_histogram
 from scenc.trace.events import ALLOC_KINDS, AllocEvent
 from scenc.trace.ltrace import parse, parse_file
-from scenc.trace.model import measure_peak, write_model
+from scenc.trace.model import CALIBRATION_TOLERANCE, SCALE_RANGE, calibrate_peak, measure_peak, write_model
 from scenc.trace.model_collect import MAX_WINDOWS, Collector
 
 from ltrace_samples import sample
@@ -122,6 +122,78 @@ def test_bimodal_lifetimes_get_a_table_with_the_same_mean(tmp_path):
     model_mean = float(fit.rsplit("mean ", 1)[1].rstrip(")"))
     assert abs(capture_mean - model_mean) < 0.01 * capture_mean
     assert totals(run(model.scn_path)) == model.model_calls
+
+
+def test_a_few_large_long_lived_objects_keep_their_lifetimes_and_their_number(tmp_path):
+    """One object in 100 is 64 KiB and lives 400 calls, the others 32 bytes and 2 calls: drawn from one
+    size histogram and one lifetime table, a 64 KiB block would as likely live 2 calls (and their number
+    would be a chance of each draw). The large ones get a statement of their own, with their sizes, their
+    lifetimes and their exact count, and the model peaks where the capture did."""
+    log = LogWriter()
+    due, clock = [], 0
+    for i in range(3000):
+        clock += 1
+        big = i % 100 == 50
+        heapq.heappush(due, (clock + (400 if big else 2), i, log.malloc(100, 65536 if big else 32)))
+        while due and due[0][0] <= clock:
+            log.free(100, heapq.heappop(due)[2])
+    while due:
+        log.free(100, heapq.heappop(due)[2])
+    model = model_of(log.text(), tmp_path, max_phases=1)
+    large = model.text.split('malloc(histogram("app-model-large-sizes.csv"))')[1].split("}")[0]
+    assert "400: 26 " in large, model.text                          # the last four are cut by the end
+    assert "repeat (r + 1) * 30 / " in model.text                   # exactly the 30 large ones, evenly spread
+    assert totals(run(model.scn_path)) == model.model_calls
+    captured = model.capture_peak
+    assert 0.9 * captured <= measure_peak(model) <= 1.1 * captured, captured
+
+
+def test_one_big_buffer_grown_among_small_blocks_stays_one(tmp_path):
+    """A thread grows 8 small blocks (64-512 bytes) at once and one buffer to 1 MiB in 64 KiB steps: the large
+    realloc sizes grow the first block of the pool only (the capture held one that large at once), the
+    others the 7 other blocks; drawn for any block, the 1 MiB sizes would sit in several blocks at once."""
+    log = LogWriter()
+    small = [log.malloc(100, 64) for _ in range(8)]
+    big = log.malloc(100, 1024)
+    for i in range(16):
+        for j in range(8):
+            small[j] = log.realloc(100, small[j], 64 + 28 * ((i + j) % 16))
+        big = log.realloc(100, big, 65536 * (i + 1))
+    for p in small + [big]:
+        log.free(100, p)
+    model = model_of(log.text(), tmp_path, max_phases=1)
+    assert 'grow[0] = realloc(grow[0], histogram("app-model-large-realloc-sizes.csv"))' in model.text, model.text
+    assert "k = uniform(1, 8)  grow[k] = realloc(grow[k], " in model.text
+    assert totals(run(model.scn_path)) == model.model_calls
+    captured = model.capture_peak
+    assert measure_peak(model) <= 1.1 * captured, captured
+
+
+def test_calibration_scales_lifetimes_until_the_peak_is_the_captures(tmp_path):
+    """Objects that live 40 calls, then as many that live 10: the fitted table mixes them, so the model's
+    live bytes never climb as high as the capture's first half (0.8x). The calibration scales the fitted
+    lifetimes (`param life_scale`, within SCALE_RANGE) until the model's peak, the mean of seeds 1-3, is
+    within CALIBRATION_TOLERANCE of the capture's, says so above the param, and finds the same scale
+    every time (a trace statistic and the model's own seeded draws: nothing that varies)."""
+    text = lifetimes_log([40] * 300 + [10] * 300)
+    model = model_of(text, tmp_path, max_phases=1)
+    before = measure_peak(model) / model.capture_peak
+    assert before < 1 - CALIBRATION_TOLERANCE
+    scale = calibrate_peak(model)
+    assert 100 < scale <= SCALE_RANGE[1]
+    assert f"param life_scale = {scale}" in model.text and "* life_scale / 100" in model.text
+    assert "Calibrated by scenc convert on the capture's peak of live bytes (4100" in model.text
+    after = measure_peak(model) / model.capture_peak
+    assert abs(after - 1) < abs(before - 1) and 0.9 <= after <= 1.1, (before, after)
+    (tmp_path / "again").mkdir()
+    assert calibrate_peak(model_of(text, tmp_path / "again", max_phases=1)) == scale
+
+
+def test_a_model_already_near_its_capture_is_not_calibrated(tmp_path):
+    model = model_of(lifetimes_log([3] * 300), tmp_path)
+    text = model.text
+    assert calibrate_peak(model) is None
+    assert model.text == text and "life_scale" not in text
 
 
 # --------------------------------------------------------------------------- phases
@@ -434,3 +506,6 @@ def test_a_single_threaded_model_peaks_within_10_percent_of_its_capture(tmp_path
     model = write_model(TraceSource(path, extra_events=True).events, tmp_path / "m.scn", source_name=log)
     peak = measure_peak(model)
     assert 0.9 * captured <= peak <= 1.1 * captured, (peak, captured)
+    calibrate_peak(model)                     # as `scenc convert --model` does: never further off
+    calibrated = measure_peak(model)
+    assert abs(calibrated - captured) <= max(abs(peak - captured), 0.05 * captured), (peak, calibrated, captured)

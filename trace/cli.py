@@ -155,12 +155,14 @@ def cmd_convert(args) -> int:
         raise TraceInputError(f"{out}: the output is a scenario and must end in .scn")
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
-        from .model import ModelRunError, measure_peak, write_model
+        from .model import ModelRunError, calibrate_peak, measure_peak, write_model
         model = write_model(source.events, out, source_name=source.path.name, max_phases=args.max_phases)
         _check_calls(source, model.calls, [out, *model.data_files])
         _self_check(out)
         if not args.no_measure:
             try:
+                if not args.no_calibrate:
+                    calibrate_peak(model, cc=args.cc)
                 measure_peak(model, cc=args.cc)
             except ModelRunError as e:
                 raise TraceInputError(str(e)) from None
@@ -333,5 +335,8 @@ def register(subparsers) -> None:
                    help="--model: at most N phases (default 4; 1 turns phase detection off)")
     p.add_argument("--no-measure", action="store_true",
                    help="--model: do not build and run the model once to measure its peak of live bytes")
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="--model: keep the fitted lifetimes as they are, even when the model's peak of live bytes "
+                        "is off the capture's (by default they are scaled until it is not: `param life_scale`)")
     p.add_argument("--cc", default=default_cc(), help="--model: C compiler for that run")
     p.set_defaults(func=_guarded("convert", cmd_convert))

@@ -49,6 +49,15 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   With one thread, a phase's few (at most 32) objects kept to the end and
   reallocs are written one by one with their sizes: drawn at random, the one
   big size among them could come out twice, or not at all.
+* **Large objects.** In each group and phase, the few objects freed by their own
+  thread that weigh on the live bytes (from the lowest size class, of 64 B, 256 B,
+  1 KiB, ... 1 MiB, on which they are at most 5% of those objects and hold a quarter
+  of their sum of size x lifetime at least: trace/model_fit.py, large_class) have a
+  statement of their own, `malloc(histogram("...-large-sizes.csv")) lives ...`, with
+  their sizes, their lifetimes and their exact count, spread evenly over the phase.
+  Drawn from one histogram and one lifetime table with the others, a 64 KiB block
+  would get a small block's lifetime as often as its own, and their number (which
+  makes the peak of live bytes) would be a chance of each draw.
 * **Lifetimes.** An object freed by its own thread is a `lives` allocation; its
   lifetime is counted as the `lives` clock counts: in the thread's calls that
   the model makes with statements (allocations, reallocs, free(NULL), frees of
@@ -82,7 +91,27 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   starts, of each kind as often as the capture's chains started with it (an
   empty pool slot when they started with realloc(NULL, n)). After the phases
   every slot is freed (free(NULL) for an empty one). realloc(p, 0) that freed
-  its block is a free.
+  its block is a free. Large realloc sizes (from the lowest size class on which
+  they are at most a quarter of a phase's reallocs and hold half their bytes at
+  least: model_fit.large_realloc_class) grow only the first K blocks of the pool,
+  K the most blocks of that class or above the thread held at once in the
+  capture, and the other sizes the rest: a program grows one big buffer among many
+  small blocks, and drawn for any block the big sizes would pile up in several.
+* **Calibration** (calibrate_peak; `scenc convert --model` unless --no-measure or
+  --no-calibrate). The peak of live bytes is a statistic of the trace, like its
+  sizes and lifetimes, so the model is fitted to it too (never to an allocator's
+  result): the model is run with the `live` probe, once with each of the seeds 1-3,
+  and when the mean of their peaks is more than 5% off the capture's, the lifetimes
+  of the objects freed by their own thread are scaled (`lives (fit) * life_scale /
+  100`, `param life_scale` in percent, 67 to 150) by bisection until it is not, or
+  as near as the range allows (the peak grows with the scale: with the same draws,
+  every object lives as long or longer); when no scale in the range closes half
+  the gap at least, lifetimes are not what makes the peak (handoffs, realloc
+  chains, the threads' timing) and they stay as fitted. A comment above the param gives the
+  capture's peak and every scale tried with its ratio. The scale trades the
+  lifetimes' fidelity for the peak's: a model within 5% keeps its fitted lifetimes.
+  Deterministic for single-threaded models; a threaded model's peak varies with
+  the threads' timing, so its scale may differ from one conversion to the next.
 * **Counts.** Exact per thread: in `for r in 0 .. R`, a statement made n times
   runs `(r + 1) * n / R - r * n / R` times in round r: n in all, evenly spread.
 
@@ -92,19 +121,24 @@ histograms, whose number is bounded. Left out, and said in the header when it
 happens: failed allocations, frees of pointers never seen allocated. Not
 modelled: the time between calls, which object a realloc grows when a thread
 grows several, any link between an object's size and its lifetime beyond the
-handed and kept objects' sizes, and who exactly frees whose objects beyond the
+handed, kept and large objects' sizes, and who exactly frees whose objects beyond the
 group (a ring stands for any pattern).
 """
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from .model_collect import Collector
 from .model_fit import Phase
 from .model_write import NOT_MEASURED, Group, ModelWriter
 
-__all__ = ["write_model", "measure_peak", "ModelResult", "ModelRunError"]
+__all__ = ["write_model", "measure_peak", "calibrate_peak", "ModelResult", "ModelRunError"]
+
+CALIBRATION_SEEDS = 3        # the model's peak is the mean of its peaks with seeds 1 .. this
+CALIBRATION_TOLERANCE = 0.05  # left alone when that mean is within 5% of the capture's peak
+SCALE_RANGE = (67, 150)      # the lifetime scale, in percent, stays in this range ...
+CALIBRATION_STEPS = 6        # ... and is searched (bisection) in this many steps at most
 
 
 class ModelRunError(RuntimeError):
@@ -123,6 +157,8 @@ class ModelResult:
     figures: List[Tuple[str, str, str]]   # (figure, capture, model), as in the header
     fits: List[str]
     notes: List[str]
+    capture_peak: int = 0           # the capture's peak of live bytes
+    writer: Optional[ModelWriter] = None
 
     def summary_lines(self) -> List[str]:
         out = ["groups: " + ", ".join(f"{g.name} x{g.n} (tid {', '.join(map(str, g.tids[:6]))}"
@@ -153,23 +189,101 @@ def measure_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -
     """Build the model with the `live` probe, run it once, record its peak of live bytes; returns it.
 
     Also proves that the model builds and finishes (its channels cannot deadlock)."""
+    peak = _run_live(result.scn_path, cc, timeout)
+    result.record_peak(peak)
+    return peak
+
+
+def _run_live(scn_path: Path, cc: str, timeout: float, params: Optional[dict] = None) -> int:
+    """The peak of live bytes of one run of a scenario built with the `live` probe."""
     import json
     import subprocess
     from .. import probes
     from ..compiler.pipeline import build
-    b = build(result.scn_path, cc=cc, probes=probes.c_parts("live"))
+    b = build(scn_path, params=params, cc=cc, probes=probes.c_parts("live"))
     try:
         proc = subprocess.run([str(b.binary)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise ModelRunError(f"the model {result.scn_path} did not finish within {timeout:.0f} s (a model "
+        raise ModelRunError(f"the model {scn_path} did not finish within {timeout:.0f} s (a model "
                             f"should never wait forever: a bug of scenc's model writer)") from None
     if proc.returncode != 0:
-        raise ModelRunError(f"the model {result.scn_path} failed (status {proc.returncode}): "
+        raise ModelRunError(f"the model {scn_path} failed (status {proc.returncode}): "
                             f"{proc.stderr.strip()[-500:]}")
-    peak = int(json.loads(proc.stdout)["probes"]["live"]["peak_bytes"])
-    result.record_peak(peak)
-    return peak
+    return int(json.loads(proc.stdout)["probes"]["live"]["peak_bytes"])
+
+
+def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -> Optional[int]:
+    """Scale the lifetimes of the objects freed by their own thread so that the model's peak of live bytes
+    (the mean over seeds 1 .. CALIBRATION_SEEDS, one run each with the `live` probe) is the capture's.
+
+    The capture's peak is a statistic of the trace, like its sizes and lifetimes: the model is tuned to
+    it, never to an allocator's result. Left alone (returns None) when the fitted model is within
+    CALIBRATION_TOLERANCE already; otherwise the scale (percent, in SCALE_RANGE) is searched by bisection
+    (the peak grows with the scale: with the same draws every object lives as long or longer), the
+    model rewritten with `param life_scale` and a comment that says how it was found; returns the scale.
+    When no scale in the range closes half the gap at least, the lifetimes are not what makes the
+    peak, and the model keeps them as fitted (returns None)."""
+    writer, target = result.writer, result.capture_peak
+    if writer is None or target <= 0:
+        return None
+    seed_files = [result.scn_path.with_name(f"{result.scn_path.stem}.seed{k}.scn")
+                  for k in range(1, CALIBRATION_SEEDS + 1)]
+
+    def ratio(scale: Optional[int]) -> float:
+        for k, path in enumerate(seed_files, 1):
+            path.write_text(result.text.replace("\nseed 1\n", f"\nseed {k}\n", 1))
+        params = None if scale is None else {"life_scale": scale}
+        peaks = [_run_live(path, cc, timeout, params) for path in seed_files]
+        return sum(peaks) / len(peaks) / target
+
+    try:
+        first = ratio(None)
+        if abs(first - 1) <= CALIBRATION_TOLERANCE or not any(" lives " in line and "forever" not in line
+                                                              for line in result.text.splitlines()):
+            return None
+        writer.life_scale = 100
+        writer.calibration = "(being calibrated)"
+        result.text = writer.write()
+        lo, hi = SCALE_RANGE
+        tried = {100: first}
+        if first < 1:
+            lo, tried[hi] = 100, ratio(hi)
+        else:
+            hi, tried[lo] = 100, ratio(lo)
+        for _ in range(CALIBRATION_STEPS):
+            if min(abs(r - 1) for r in tried.values()) <= CALIBRATION_TOLERANCE or hi - lo <= 1:
+                break
+            mid = round((lo * hi) ** 0.5)           # lifetimes multiply: the geometric middle
+            if mid in tried:
+                break
+            tried[mid] = ratio(mid)
+            lo, hi = (mid, hi) if tried[mid] < 1 else (lo, mid)
+    finally:
+        for path in seed_files:
+            path.unlink(missing_ok=True)
+    scale = min(tried, key=lambda s: (abs(tried[s] - 1), abs(s - 100)))
+    if abs(tried[scale] - 1) > max(CALIBRATION_TOLERANCE, abs(first - 1) / 2):
+        # lifetimes are not what makes this peak (handoffs, realloc chains, threads' timing): keep them as fitted
+        writer.life_scale = None
+        result.text = writer.write()
+        result.scn_path.write_text(result.text)
+        return None
+    writer.life_scale = scale
+    writer.calibration = (
+        f"life_scale: the lifetimes of the objects freed by their own thread, in percent of the fitted ones "
+        f"(`lives (fit) * life_scale / 100`). Calibrated by scenc convert on the capture's peak of live bytes "
+        f"({target}, a statistic of the trace): the model's peak, mean of seeds 1-{CALIBRATION_SEEDS} with the "
+        f"`live` probe, was {first:.3f}x the capture's with the fitted lifetimes, {tried[scale]:.3f}x at "
+        f"{scale}% (tried: " + ", ".join(f"{s}% {r:.3f}x" for s, r in sorted(tried.items())) + ")")
+    result.text = writer.write()
+    result.scn_path.write_text(result.text)
+    result.fits, result.notes, result.figures, result.data_files = writer.fits, writer.notes, writer.figures, \
+        writer.data_files
+    result.notes.append(f"lifetimes x{scale / 100:g} (`param life_scale`), calibrated on the capture's peak of "
+                        f"live bytes: the model's was {first:.2f}x the capture's, now {tried[scale]:.2f}x "
+                        f"(mean of seeds 1-{CALIBRATION_SEEDS})")
+    return scale
 
 
 def write_model(events: Iterable, scn_path, source_name: str, max_phases: int = 4) -> ModelResult:
@@ -181,4 +295,4 @@ def write_model(events: Iterable, scn_path, source_name: str, max_phases: int = 
     text = writer.write()
     scn_path.write_text(text)
     return ModelResult(scn_path, text, writer.data_files, col.ordinal, dict(writer.tally_calls), writer.groups,
-                       writer.phases, writer.figures, writer.fits, writer.notes)
+                       writer.phases, writer.figures, writer.fits, writer.notes, col.peak_bytes, writer)

@@ -52,6 +52,20 @@ def life_bucket_range(b: int) -> Tuple[int, int]:
     return (8 + sub) << (e - 3), (9 + sub) << (e - 3)
 
 
+#: Upper bounds of the coarse size classes whose lifetimes are kept apart (the last class is unbounded):
+#: a program's big blocks often live longer (or shorter) than its small ones, and live bytes are
+#: sizes times lifetimes, so the model keeps that link class by class (trace/model.py).
+SIZE_CLASS_BOUNDS = (64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
+
+
+def size_class(s: int) -> int:
+    """The coarse size class of s: the number of SIZE_CLASS_BOUNDS at or below it."""
+    c = 0
+    while c < len(SIZE_CLASS_BOUNDS) and s >= SIZE_CLASS_BOUNDS[c]:
+        c += 1
+    return c
+
+
 def add(hist: dict, bucket: int, value: int, count: int = 1) -> None:
     h = hist.get(bucket)
     if h is None:
@@ -111,7 +125,8 @@ class Cell:
 
     Categories: 'events', 'free_null', 'realloc', 'alloc_failed', 'realloc_failed',
     'free_unknown', 'realloc_unknown', 'realloc_as_free', 'free_missed', 'censored', ('lives', mk), ('send', mk, tid),
-    ('kept', mk) (still live at the end: `lives forever`),
+    ('kept', mk) (still live at the end: `lives forever`), ('lives_class', mk, size class) (the 'lives' ones
+    by size class: SIZE_CLASS_BOUNDS),
     ('start', mk), ('end', how, tid), ('recv', tid); mk = (model kind, alignment).
     Objects are counted in the window of their allocation, chain ends and receives
     in the window where they happen. ``sent``: the sizes of the objects among ``sizes`` that another
@@ -119,7 +134,7 @@ class Cell:
     results), so that the model hands over objects of their sizes; ``kept``: those still live at the
     end (buffers, tables, caches), likewise.
     """
-    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "kept")
+    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "kept", "lives_by_class")
 
     def __init__(self):
         self.c = Counter()
@@ -128,6 +143,8 @@ class Cell:
         self.lives: dict = {}
         self.sent: dict = {}
         self.kept: dict = {}
+        # objects freed by their own thread, by size class: [lifetime histogram, bytes, bytes * lifetime, sizes]
+        self.lives_by_class: dict = {}
 
     def merge(self, o: "Cell") -> "Cell":
         self.c.update(o.c)
@@ -136,6 +153,14 @@ class Cell:
         merge_hist(self.kept, o.kept)
         merge_hist(self.rsizes, o.rsizes)
         merge_hist(self.lives, o.lives)
+        for cls, (hist, nbytes, mass, sizes) in o.lives_by_class.items():
+            mine = self.lives_by_class.get(cls)
+            if mine is None:
+                mine = self.lives_by_class[cls] = [{}, 0, 0, {}]
+            merge_hist(mine[0], hist)
+            mine[1] += nbytes
+            mine[2] += mass
+            merge_hist(mine[3], sizes)
         return self
 
 
@@ -164,6 +189,8 @@ class Collector:
         self.handoff_count = 0
         self.chains: Counter = Counter()      # tid -> realloc chains it holds now (blocks it reallocated last)
         self.max_chains: Counter = Counter()  # tid -> the most it held at once
+        self.chain_classes: Dict[int, list] = {}      # tid -> chain blocks it holds now, per size class
+        self.max_chain_classes: Dict[int, list] = {}  # tid -> the most it held at once of class c or above
         # Thread lifetimes, in ordinals (events read with extra_events): a thread is alive from its captured
         # start, or its first call, to its captured exit, or the end
         self.born: Dict[int, int] = {}
@@ -283,6 +310,7 @@ class Collector:
             self._handoff(owner, freer, o_alloc)
         if chain:
             self.chains[owner] -= 1
+            self._chain_block(owner, nbytes, -1)
             if owner == freer:
                 cell.c["end", "local", None] += 1
             else:
@@ -293,7 +321,17 @@ class Collector:
         acell = self._cell(owner, o_alloc // self.window)
         if owner == freer:
             lifetime = self.tick[owner] - t_alloc
-            add(acell.lives, life_bucket(lifetime), lifetime)
+            bucket = life_bucket(lifetime)
+            add(acell.lives, bucket, lifetime)
+            cls = size_class(nbytes)
+            by_class = acell.lives_by_class.get(cls)
+            if by_class is None:
+                by_class = acell.lives_by_class[cls] = [{}, 0, 0, {}]
+            add(by_class[0], bucket, lifetime)
+            by_class[1] += nbytes
+            by_class[2] += nbytes * lifetime
+            add(by_class[3], size_bucket(nbytes), nbytes)
+            acell.c["lives_class", mk, cls] += 1
             acell.c["lives", mk] += 1
         else:
             acell.c["send", mk, freer] += 1
@@ -378,6 +416,7 @@ class Collector:
                 self._cell(owner, o_alloc // self.window).c["start", mk] += 1
             else:
                 self.chains[owner] -= 1
+                self._chain_block(owner, old_bytes, -1)
         else:
             mk, chain = REALLOC_START, 0
             c["start", REALLOC_START] += 1
@@ -385,12 +424,29 @@ class Collector:
             return
         self.chains[tid] += 1
         self.max_chains[tid] = max(self.max_chains[tid], self.chains[tid])
+        self._chain_block(tid, nbytes, 1)
         prev = live.get(res)
         if prev is not None:
             c["free_missed"] += 1
             self._release(prev, prev[0], w, cell, win, seen=False)
         live[res] = (tid, self.ordinal - 1, self.tick[tid], nbytes, mk, chain + 1)
         self.live_bytes += nbytes
+
+    def _chain_block(self, tid: int, nbytes: int, step: int) -> None:
+        """A realloc chain's block of nbytes comes (step 1) or goes (-1): how many big blocks a thread grows
+        at once, by size class (a program grows one big buffer among many small ones)."""
+        counts = self.chain_classes.get(tid)
+        if counts is None:
+            counts = self.chain_classes[tid] = [0] * (len(SIZE_CLASS_BOUNDS) + 1)
+            self.max_chain_classes[tid] = [0] * (len(SIZE_CLASS_BOUNDS) + 1)
+        cls = size_class(nbytes)
+        counts[cls] += step
+        if step > 0:
+            most, held = self.max_chain_classes[tid], 0
+            for c in range(len(counts) - 1, -1, -1):
+                held += counts[c]
+                if c <= cls and held > most[c]:
+                    most[c] = held
 
     def finish(self) -> None:
         """Objects still live at the end: they live to the end of their thread (`lives forever`), with

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .model_collect import REALLOC_START, Cell, Window, hist_totals, life_bucket_range
+from .model_collect import REALLOC_START, SIZE_CLASS_BOUNDS, Cell, Window, hist_totals, life_bucket_range
 
 SIZE_THRESHOLD = 2.0         # phase change: log2 of the ratio of typical (geometric mean) sizes: 4x
 GROWTH_THRESHOLD = 0.5       # phase change: difference of (allocations - frees) / (allocations + frees)
@@ -18,6 +18,10 @@ MIN_RATE_SPAN = 0.05         # ... between parts that last 50 ms at least (a sta
 MIN_PHASE_EVENTS = 32        # a phase holds at least this many calls, one window and MIN_PHASE_SHARE of all
 MIN_PHASE_SHARE = 0.02
 MAX_TABLE = 16               # entries of a `weighted` lifetime table
+LARGE_SHARE = 0.05           # large objects: at most 5% of those a thread frees itself ...
+LARGE_MASS = 0.25            # ... holding a quarter of their bytes x lifetimes at least
+LARGE_REALLOC_SHARE = 0.25   # large realloc sizes: at most a quarter of the reallocs ...
+LARGE_REALLOC_BYTES = 0.5    # ... with half their bytes at least
 
 
 # --------------------------------------------------------------------------- phases
@@ -161,6 +165,53 @@ def fit_lifetimes(hist: dict) -> Optional[LifetimeFit]:
     model_mean = sum(v * c for v, c in values) / n
     expr = "weighted { " + ", ".join(f"{v}: {c}" for v, c in values) + " }" if len(values) > 1 else str(values[0][0])
     return LifetimeFit(expr, n, mean, model_mean, ks, geo_ks, "table")
+
+
+def large_class(by_class: dict) -> Optional[int]:
+    """The lowest size class from which on objects freed by their own thread are the model's large ones:
+    at most LARGE_SHARE of them, with LARGE_MASS of their sum of size x lifetime (their expected live
+    bytes) at least; None when there is no such class (no few objects that weigh on the live bytes).
+
+    by_class: size class -> [lifetime histogram, bytes, bytes * lifetime, sizes] (trace/model_collect.py)."""
+    classes = sorted(by_class)
+    n_total = sum(hist_totals(by_class[c][0])[0] for c in classes)
+    mass_total = sum(by_class[c][2] for c in classes)
+    found, n, mass = None, 0, 0
+    for c in reversed(classes[1:]):              # the smallest class stays small
+        n += hist_totals(by_class[c][0])[0]
+        mass += by_class[c][2]
+        if n > LARGE_SHARE * n_total:
+            break
+        if mass_total and mass >= LARGE_MASS * mass_total:
+            found = c
+    return found
+
+
+def large_realloc_class(rsizes: dict) -> Optional[int]:
+    """The lowest size class from which on realloc sizes are the large ones: at most LARGE_REALLOC_SHARE of
+    the reallocs, with LARGE_REALLOC_BYTES of their bytes at least (a buffer grown big among many small
+    ones); None when there is none. rsizes: a size histogram (buckets never straddle a class bound)."""
+    from .model_collect import size_class
+    by_class: Dict[int, List[int]] = {}
+    for c, total in rsizes.values():
+        part = by_class.setdefault(size_class(round(total / c)), [0, 0])
+        part[0] += c
+        part[1] += total
+    n_total, bytes_total = hist_totals(rsizes)
+    found, n, nbytes = None, 0, 0
+    for c in sorted(by_class, reverse=True)[:-1]:        # the smallest class stays small
+        n += by_class[c][0]
+        nbytes += by_class[c][1]
+        if n > LARGE_REALLOC_SHARE * n_total:
+            break
+        if nbytes >= LARGE_REALLOC_BYTES * bytes_total:
+            found = c
+    return found
+
+
+def class_bound(c: int) -> int:
+    """The smallest size of size class c (c >= 1)."""
+    return SIZE_CLASS_BOUNDS[c - 1]
 
 
 # --------------------------------------------------------------------------- thread groups

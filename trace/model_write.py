@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .events import FREE_KINDS, REALLOC_KINDS
-from .model_collect import MODEL_KIND, REALLOC_START, Cell, Collector, hist_minus, hist_totals, merge_hist
-from .model_fit import Phase, ThreadSummary, detect_phases, fit_lifetimes, group_threads
+from .model_collect import (MODEL_KIND, REALLOC_START, Cell, Collector, hist_minus, hist_totals, merge_hist,
+                            size_class)
+from .model_fit import (Phase, ThreadSummary, class_bound, detect_phases, fit_lifetimes, group_threads,
+                        large_class, large_realloc_class)
 
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
@@ -129,6 +131,11 @@ class ModelWriter:
         self.figures: List[Tuple[str, str, str]] = []
         self._explained = False         # the spreading formula is explained once, at its first use
         self._flows()
+        self._notes = list(self.notes)  # write() may run again (calibration): it starts from these
+        # Calibration (trace/model.py): the lifetimes of the objects freed by their own thread, in percent of the
+        # fitted ones, as `param life_scale`; None: not calibrated, the fitted lifetimes as they are.
+        self.life_scale: Optional[int] = None
+        self.calibration: str = ""      # how the scale was found, above the param
 
     # ---------------------------------------------------------------- groups and flows
     def _group_threads(self) -> None:
@@ -243,15 +250,19 @@ class ModelWriter:
         rows += [f"{v},{c}" for v, c in sorted(merged.items())]
         path = self.scn_path.parent / name
         path.write_text("\n".join(rows) + "\n")
-        self.data_files.append(path)
+        if path not in self.data_files:
+            self.data_files.append(path)
         return name
 
     # ---------------------------------------------------------------- statements
     def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_kinds,
               local_end_credit: int, grow: str, pick: str = "", handed: str = "",
-              kept_size: str = "") -> Tuple[List[Stmt], List[str]]:
+              kept_size: str = "", large=None, large_realloc=None) -> Tuple[List[Stmt], List[str]]:
         """The statements of group g in phase pi, with per-thread counts; and variables they need.
-        handed: the size expression of the objects handed to another thread (default: size)."""
+        handed: the size expression of the objects handed to another thread (default: size); large: (size
+        expression, lives expression, count per kind, mean size) of the large objects freed by their own
+        thread, or None; large_realloc: (size expression, count, K, slots): the large realloc sizes grow the
+        first K blocks of the pool only, the others the rest, or None."""
         handed_size = handed or size
         n, c = g.n, agg.c
         stmts: List[Stmt] = []
@@ -314,7 +325,13 @@ class ModelWriter:
         if c["free_null"]:
             stmts.append(Stmt("free(none[0])", **per(c["free_null"]), calls={"free": 1}))
         for mk, v in sorted(local.items(), key=lambda kv: _mk_key(kv[0])):
-            stmts.append(Stmt(f"{alloc_text(mk, size)} lives {lives}", **per(v), calls={mk[0]: 1}, lives=1, draws=1))
+            n_large = large[2].get(mk, 0) if large else 0
+            if v > n_large:
+                stmts.append(Stmt(f"{alloc_text(mk, size)} lives {self._scaled(lives)}", **per(v - n_large),
+                                  calls={mk[0]: 1}, lives=1, draws=1))
+            if n_large:
+                stmts.append(Stmt(f"{alloc_text(mk, large[0])} lives {self._scaled(large[1])}", **per(n_large),
+                                  calls={mk[0]: 1}, lives=1, draws=1, mean=large[3]))
         exact_sizes = _few_sizes(agg.kept) if n == 1 else None
         for mk, v in sorted(kept.items(), key=lambda kv: _mk_key(kv[0])):
             if exact_sizes:
@@ -359,6 +376,18 @@ class ModelWriter:
             # a few reallocs, each to its own size (drawn at random, the one big size could come out twice)
             for nbytes in few_rsizes:
                 stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {nbytes})", per_thread=1, calls={"realloc": 1}))
+        elif c["realloc"] and large_realloc:
+            # A program grows one big buffer (or a few) among many small blocks: the large sizes grow the first
+            # K blocks, as many as the thread held large ones at once in the capture, the others the rest. Drawn
+            # for any block, the big sizes would pile up in several blocks at once.
+            l_size, n_large, k, slots = large_realloc
+            pick_large = "grow[0]" if k == 1 else "grow[k]"
+            stmts.append(Stmt(("" if k == 1 else f"k = uniform(0, {k - 1})  ")
+                              + f"{pick_large} = realloc({pick_large}, {l_size})", **per(n_large),
+                              calls={"realloc": 1}))
+            if c["realloc"] > n_large:
+                stmts.append(Stmt(f"k = uniform({k}, {slots - 1})  grow[k] = realloc(grow[k], {rsize})",
+                                  **per(c["realloc"] - n_large), calls={"realloc": 1}))
         elif c["realloc"]:
             stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {rsize})", **per(c["realloc"]), calls={"realloc": 1}))
         # A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
@@ -390,8 +419,55 @@ class ModelWriter:
         kept = [s for s in stmts if s.max_count(n) > 0]
         return kept, [v for v in variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
 
+    def _large_objects(self, agg: Cell, g: Group, pi: int):
+        """The few large objects freed by their own thread that weigh on the live bytes (model_fit.large_class):
+        a statement of their own, their sizes and lifetimes kept together, their number exact (not a chance of
+        each draw). Returns (size expression, lives expression, count per kind, mean size) or None, their
+        (lifetime, size) histograms, and a comment for the phase."""
+        large_from = large_class(agg.lives_by_class) if agg.lives_by_class else None
+        if large_from is None:
+            return None, None, ""
+        lives: dict = {}
+        sizes: dict = {}
+        for cls, (lives_hist, _bytes, _mass, sizes_hist) in agg.lives_by_class.items():
+            if cls >= large_from:
+                merge_hist(lives, lives_hist)
+                merge_hist(sizes, sizes_hist)
+        counts: Counter = Counter()
+        for k, v in agg.c.items():
+            if isinstance(k, tuple) and k[0] == "lives_class" and k[2] >= large_from:
+                counts[k[1]] += v
+        fit = fit_lifetimes(lives)
+        n, total = hist_totals(sizes)
+        bound = class_bound(large_from)
+        label = f"sizes of the objects of {bound} bytes or more freed by their own thread"
+        expr = f'histogram("{self._histogram(sizes, "large-sizes", label, g, pi)}")'
+        comment = f"; the {n} objects of {bound} bytes or more, sizes and lifetimes of their own: {fit.comment()}"
+        return (expr, fit.expr, counts, total / n), (lives, sizes), comment
+
+    def _large_reallocs(self, agg: Cell, g: Group, pi: int, slots: int):
+        """Large realloc sizes (model_fit.large_realloc_class) grow only the first K blocks of the pool, K the
+        most blocks of that size the group's threads held at once in the capture. Returns (size expression,
+        count, K, slots) and the file of the other realloc sizes, or (None, None)."""
+        large_from = large_realloc_class(agg.rsizes) if slots > 1 and agg.rsizes else None
+        if large_from is None:
+            return None, None
+        k = max([self.col.max_chain_classes[t][large_from] for t in g.tids if t in self.col.max_chain_classes] + [1])
+        if k >= slots:
+            return None, None
+        part = {b: h for b, h in agg.rsizes.items() if size_class(round(h[1] / h[0])) >= large_from}
+        label = f"realloc sizes of {class_bound(large_from)} bytes or more"
+        expr = f'histogram("{self._histogram(part, "large-realloc-sizes", label, g, pi)}")'
+        small = self._histogram(hist_minus(agg.rsizes, part), "realloc-sizes", "realloc sizes", g, pi)
+        return (expr, hist_totals(part)[0], k, slots), small
+
+    def _scaled(self, lives: str) -> str:
+        """A `lives` expression times the calibrated scale, when there is one (trace/model.py)."""
+        return lives if self.life_scale is None or lives == "0" else f"({lives}) * life_scale / 100"
+
     # ---------------------------------------------------------------- the whole text
     def write(self) -> str:
+        self.fits, self.data_files, self.notes, self._explained = [], [], list(self._notes), False
         tally = _Tally()
         body: List[str] = []
         rings: Dict[str, int] = {}
@@ -413,6 +489,8 @@ class ModelWriter:
         self.tally_calls = dict(tally.calls)
         text = self._header(tally)
         text += [f'scenario "{_safe(self.stem)}"', "seed 1"]
+        if self.life_scale is not None:
+            text += _wrap(self.calibration, "# ", "#   ") + [f"param life_scale = {self.life_scale}"]
         text += decls + [""] + body
         return "\n".join(text).rstrip() + "\n"
 
@@ -468,6 +546,9 @@ class ModelWriter:
             # the objects handed to another thread get the sizes they had in the capture, the others theirs
             own_sizes = hist_minus(agg.sizes, agg.sent) if agg.sent else agg.sizes
             own_sizes = hist_minus(own_sizes, agg.kept) if agg.kept else own_sizes
+            large, large_hists, large_comment = self._large_objects(agg, g, pi)
+            if large:
+                own_sizes = hist_minus(own_sizes, large_hists[1])
             n_sizes, sum_sizes = hist_totals(own_sizes)
             n_sent, sum_sent = hist_totals(agg.sent)
             n_kept, sum_kept = hist_totals(agg.kept)
@@ -491,11 +572,16 @@ class ModelWriter:
             mean_size = sum_sizes / n_sizes if n_sizes else 64.0
             handed_mean = sum_sent / n_sent if n_sent else mean_size
             kept_mean = sum_kept / n_kept if n_kept else mean_size
-            fit = fit_lifetimes(agg.lives) or group_fit
-            if per_phase_rsizes and agg.rsizes:
+            fit = fit_lifetimes(hist_minus(agg.lives, large_hists[0]) if large else agg.lives) or group_fit
+            comment = (fit.comment() if fit else "") + large_comment
+            large_realloc, small_rsizes = self._large_reallocs(agg, g, pi, slots)
+            if large_realloc:
+                rsize = f'histogram("{small_rsizes}")'
+            elif per_phase_rsizes and agg.rsizes:
                 rsize = f'histogram("{self._histogram(agg.rsizes, "realloc-sizes", "realloc sizes", g, pi)}")'
             stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
-                                         g.n if credit_phase == pi - 1 else 0, grow, pick, handed, kept_size)
+                                         g.n if credit_phase == pi - 1 else 0, grow, pick, handed, kept_size, large,
+                                         large_realloc)
             if not stmts:
                 blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
                               + (" (its objects' `lives` end them)" if agg.c["events"] else ""))
@@ -508,8 +594,7 @@ class ModelWriter:
             has_lives = any(s.lives and not s.kept for s in stmts)
             # a group that frees none of its objects itself in the capture may still keep those whose
             # handoff was cut: they have no lifetimes to fit and are freed at once
-            comment = (fit.comment() if fit else "objects whose handoff was cut are freed at once (`lives 0`)") \
-                if has_lives else ""
+            comment = (comment or "objects whose handoff was cut are freed at once (`lives 0`)") if has_lives else ""
             if has_lives:
                 self.fits.append(f"{g.name}, phase {pi}: {comment}")
             blocks += _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}"
