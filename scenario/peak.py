@@ -172,7 +172,7 @@ def alloc_size(ranges: Ranges, c: n.Call, loops: Sequence[Loop]) -> Tuple[float,
         return bounds(c.args[0])
     if c.func == "calloc":
         (a, b), (x, y) = bounds(c.args[0]), bounds(c.args[1])
-        return a * x, b * y
+        return _times(a, x), _times(b, y)      # calloc(0, unknown) asks for 0 bytes, not 0 x inf = NaN
     if c.func in ALLOCATING:
         return bounds(c.args[1])
     return 0, 0
