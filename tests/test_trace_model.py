@@ -465,7 +465,8 @@ def test_a_program_that_churns_threads_is_modelled_with_churn(tmp_path):
     the model's worker group churns (`* N at most 2`) in the order the threads started, its handoffs pass
     from each thread to the next (the ring does not close), and its peak of live bytes is near the capture's.
     Both vary from run to run with the threads' timing (bench/model_peak.py: 0.90-0.98 on 200 threads, 0.86-1.01
-    on this size), so the bound here is 25%; keeping every worker alive at once, as before, gave 0.68x."""
+    on this size; one run in a loaded suite gave 1.43x), so the bound here is 25% on the median of three runs;
+    keeping every worker alive at once, as before, gave 0.68x."""
     import shutil
     import subprocess
     from scenc.trace.preload import capture_preload
@@ -487,8 +488,8 @@ def test_a_program_that_churns_threads_is_modelled_with_churn(tmp_path):
     figures = {a: (b, c) for a, b, c in model.figures}
     assert figures["threads alive, at most"][0] == "3"
     captured = int(figures["live bytes, peak"][0])
-    peak = measure_peak(model)                # finishing proves the churn and its channels cannot deadlock
-    assert 0.75 * captured <= peak <= 1.25 * captured, (peak, captured)
+    peaks = sorted(measure_peak(model) for _ in range(3))   # finishing proves the churn cannot deadlock
+    assert 0.75 * captured <= peaks[1] <= 1.25 * captured, (peaks, captured)
 
 
 @pytest.mark.parametrize("log", ["alloc_mix_znow_x.log", "alloc_kinds_e.log", "alloc_kinds_r.log", "cxx_new_e.log",
