@@ -162,6 +162,9 @@ def cmd_convert(args) -> int:
         if not args.no_measure:
             try:
                 if not args.no_calibrate:
+                    # Seconds to a minute: say so before the builds start.
+                    print("calibrating the model's lifetimes on the capture's peak of live bytes (it is built and "
+                          "run with the live probe a few times; --no-calibrate skips this)", file=sys.stderr)
                     calibrate_peak(model, cc=args.cc)
                 measure_peak(model, cc=args.cc)
             except ModelRunError as e:
