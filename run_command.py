@@ -249,7 +249,7 @@ def cmd_run(args) -> int:
         except Exception:
             stop.check()  # a compiler killed by the same Ctrl-C: the signal is the news
             raise
-        status = _run_session(args, progress, preload, *prepared, stop.signum)
+        status = _run_session(args, progress, preload, *prepared, stop)
     except Interrupted as exc:
         progress.close()
         progress.note(f"scenc: interrupted by {signal_name(exc.signum)} before any run")
@@ -263,7 +263,7 @@ def cmd_run(args) -> int:
 
 
 def _run_session(args, progress, preload, result, plan, allocators, programs,
-                 early_signal: Optional[int]) -> Optional[int]:
+                 early: _StopRequest) -> Optional[int]:
     """Every run of the plan; an exit status if it ended early, None when complete."""
     from .command_target import target_of
     from .harness import Session
@@ -280,8 +280,10 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
     # between runs, so it never lands in the middle of saving one.
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, runner.interrupt)
-    if early_signal is not None:  # came after the last check of the preparation
-        runner.interrupt(early_signal)
+    # A signal that came after the last check of the preparation, up to the line above (the imports
+    # here take a while on a loaded machine): `early` noted it, the runner acts on it.
+    if early.signum is not None:
+        runner.interrupt(early.signum)
     try:
         if result.status != "running":
             result.set_status("running")
