@@ -113,6 +113,7 @@ typedef struct {
   int order[N_NOTES], norder;
   /* --touch auto: the captured heap's pages each mode would have touched first */
   int touch_auto;
+  int count_pages;              /* auto with a fault reading to compare with: without one, counting is wasted */
   cv_page *page;
   size_t npages, pages_cap;
   uint64_t faults[SEEN_MODES];
@@ -454,19 +455,19 @@ static int own_mapping(uint64_t p, uint64_t size) { return size >= MAPPED_BYTES 
 
 /* A block of the capture's heap is freed: one mapped of its own goes back to the kernel. */
 static void heap_gone(cv *c, uint64_t p, uint64_t size) {
-  if (c->touch_auto && own_mapping(p, size)) give_back(c, p - 16, p + size);
+  if (c->count_pages && own_mapping(p, size)) give_back(c, p - 16, p + size);
 }
 
 /* A block at p of size bytes whose [from, size) is new (runtime/replay.h's scn_replay_touch). */
 static void first_touch(cv *c, uint64_t p, uint64_t from, uint64_t size) {
-  if (!c->touch_auto || from >= size) return;
+  if (!c->count_pages || from >= size) return;
   fault_in(c, (p + from) / PAGE, 1u << SEEN_FIRST);
   fault_in(c, (p + size - 1) / PAGE, 1u << SEEN_FIRST);
   fault_span(c, p + from, p + size, 1u << SEEN_PAGES);
 }
 
 static void copied(cv *c, uint64_t p, uint64_t n) {
-  if (c->touch_auto) fault_span(c, p, p + n, (1u << SEEN_MODES) - 1);
+  if (c->count_pages) fault_span(c, p, p + n, (1u << SEEN_MODES) - 1);
 }
 
 /* The mode for --touch auto. First the tracer's sample of blocks' inner pages (not resident at the malloc:
@@ -937,6 +938,8 @@ int main(int argc, char **argv) {
   static tr_log log;
   int rc = 0;
   if (log_path) rc = tr_open(&log, log_path, extra, &c->err);
+  /* An ltrace log or a tracer log without a fault reading: auto takes pages whatever the counts say. */
+  c->count_pages = c->touch_auto && log_path && !rc && log.info.faulted;
   if (!rc) rc = prepare_output(c);
   if (!rc) rc = log_path ? tr_merge(&log, convert_event, c, &c->err) : read_events(c);
   settle(c);
