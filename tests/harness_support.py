@@ -1,6 +1,6 @@
 """Helpers shared by tests/test_harness_*.py and the allocator and fault tests: run the real
 `scenc`, write small scenarios, build the fault-injecting test allocators from
-tests/fixtures/allocators, find processes left behind."""
+tests/fixtures/allocators, find processes left behind, skip where page faults cannot be counted."""
 
 import json
 import os
@@ -93,3 +93,17 @@ def processes_mapping(path) -> list:
         except OSError:
             pass
     return found
+
+
+def thp_always() -> bool:
+    """Transparent huge pages set to 'always': one fault maps 2 MiB, so 4 KiB faults cannot be counted."""
+    try:
+        return "[always]" in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return False
+
+
+def skip_if_huge_pages_always():
+    import pytest
+    return pytest.mark.skipif(thp_always(), reason="transparent huge pages are 'always' here: one fault maps "
+                                                   "2 MiB, so 4 KiB faults cannot be counted")

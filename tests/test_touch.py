@@ -11,11 +11,11 @@ header in the block's first page, so that page may already be backed (HEAD).
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from scenc.compiler.pipeline import build
+from harness_support import skip_if_huge_pages_always
 
 PAGE = 4096
 SIZE = 64 << 20
@@ -38,15 +38,7 @@ thread w {
 """
 
 
-def thp_always() -> bool:
-    try:
-        return "[always]" in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
-    except OSError:
-        return False
-
-
-pytestmark = pytest.mark.skipif(thp_always(), reason="transparent huge pages are 'always' here: one fault maps "
-                                                      "2 MiB, so 4 KiB faults cannot be counted")
+pytestmark = skip_if_huge_pages_always()
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from scenc.trace.opsfile import read_header as read_ops_header
 from scenc.trace.preload import capture_preload
 from scenc.trace.preload_log import parse_preload_log
 from scenc.trace.replay import write_replay
+from harness_support import skip_if_huge_pages_always
 
 SCENC = str(Path(sys.executable).with_name("scenc"))
 
@@ -40,15 +41,7 @@ int main(int argc, char **argv) {
 """
 
 
-def thp_always() -> bool:
-    try:
-        return "[always]" in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
-    except OSError:
-        return False
-
-
-pytestmark = pytest.mark.skipif(thp_always(), reason="transparent huge pages are 'always' here: one fault maps "
-                                                      "2 MiB, so 4 KiB faults cannot be counted")
+pytestmark = skip_if_huge_pages_always()
 
 
 @pytest.fixture(scope="module")
