@@ -1,5 +1,6 @@
 """Building scenc's trace helpers into the scenc cache, once per source, compiler and flags: the LD_PRELOAD
-tracer (runtime/tracer.c) and the converter (runtime/convert.c)."""
+tracer (runtime/tracer.c), the converter (runtime/convert.c) and the tracer log's decoder library that
+trace/preload_log.py loads (runtime/tracelog.c)."""
 
 from pathlib import Path
 from typing import Sequence
