@@ -7,6 +7,7 @@ number stays bounded however long the trace is. What the categories mean and
 which clock the lifetimes use: see trace/model.py.
 """
 
+import heapq
 from array import array
 from collections import Counter
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -25,6 +26,9 @@ MODEL_KIND = {
 PAGE_ALIGNED = {"valloc", "pvalloc"}
 REALLOC_START = ("realloc", None)     # a chain that began with realloc(NULL, n): no start statement
 MAX_HANDOFFS = 4_000_000     # handoff lifetimes kept for the channels' capacities (16 bytes each)
+MAX_TRAILS = 16              # finished realloc chains kept whole per thread: the biggest (their largest size) ...
+MAX_TRAIL_STEPS = 512        # ... each with at most this many reallocs (a longer one keeps no steps)
+MAX_BIG_OBJECTS = 32         # the largest objects kept one by one per thread (BigObject)
 
 
 # --------------------------------------------------------------------------- buckets
@@ -100,6 +104,42 @@ def hist_totals(hist: dict) -> Tuple[int, int]:
 
 
 # --------------------------------------------------------------------------- collection
+class BigObject:
+    """One of a thread's largest plain objects: when it was allocated (a moment: (ordinal, the thread's
+    `lives` clock)), its size and model kind, how it ended ('local' with its lifetime on the `lives` clock,
+    'send', 'chain' when a realloc grew it, 'kept' when still live at the end; '' while live)."""
+    __slots__ = ("at", "size", "mk", "how", "life")
+
+    def __init__(self, at: tuple, size: int, mk):
+        self.at, self.size, self.mk = at, size, mk
+        self.how = ""
+        self.life: Optional[int] = None
+
+
+class Trail:
+    """One realloc chain step by step: its start (moment, model kind, size; REALLOC_START when it began
+    with realloc(NULL, n), at its first step), its reallocs [(moment, size), ...] (None past
+    MAX_TRAIL_STEPS), its end (moment, how: 'local', 'send' or 'end' when still live at the end). A moment
+    is (ordinal, the owner's `lives` clock just after the call)."""
+    __slots__ = ("owner", "start", "mk", "size", "steps", "largest", "end", "how", "last")
+
+    def __init__(self, owner: int, start: tuple, mk, size: int):
+        self.owner, self.start, self.mk, self.size = owner, start, mk, size
+        self.steps: Optional[list] = []
+        self.largest = size
+        self.end: Optional[tuple] = None
+        self.how = ""
+        self.last = start                    # the moment of its last realloc
+
+    def step(self, moment: tuple, nbytes: int) -> None:
+        self.largest = max(self.largest, nbytes)
+        self.last = moment
+        if self.steps is not None:
+            self.steps.append((moment, nbytes))
+            if len(self.steps) > MAX_TRAIL_STEPS:
+                self.steps = None
+
+
 class Window:
     """Whole-trace figures of one window of events (for phase detection)."""
     __slots__ = ("events", "allocs", "frees", "log_sizes", "t_first", "t_last", "first_line")
@@ -134,7 +174,7 @@ class Cell:
     results), so that the model hands over objects of their sizes; ``kept``: those still live at the
     end (buffers, tables, caches), likewise.
     """
-    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "kept", "lives_by_class")
+    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "sent_to", "kept", "lives_by_class")
 
     def __init__(self):
         self.c = Counter()
@@ -142,6 +182,7 @@ class Cell:
         self.rsizes: dict = {}
         self.lives: dict = {}
         self.sent: dict = {}
+        self.sent_to: dict = {}         # ``sent`` by the thread that freed them: tid -> histogram
         self.kept: dict = {}
         # objects freed by their own thread, by size class: [lifetime histogram, bytes, bytes * lifetime, sizes]
         self.lives_by_class: dict = {}
@@ -150,6 +191,8 @@ class Cell:
         self.c.update(o.c)
         merge_hist(self.sizes, o.sizes)
         merge_hist(self.sent, o.sent)
+        for tid, hist in o.sent_to.items():
+            merge_hist(self.sent_to.setdefault(tid, {}), hist)
         merge_hist(self.kept, o.kept)
         merge_hist(self.rsizes, o.rsizes)
         merge_hist(self.lives, o.lives)
@@ -188,9 +231,26 @@ class Collector:
         self.handoffs: Dict[Tuple[int, int], array] = {}
         self.handoff_count = 0
         self.chains: Counter = Counter()      # tid -> realloc chains it holds now (blocks it reallocated last)
-        self.max_chains: Counter = Counter()  # tid -> the most it held at once
+        self.max_chains: Counter = Counter()  # tid -> the most it held at once (finish: as chain_spans say)
         self.chain_classes: Dict[int, list] = {}      # tid -> chain blocks it holds now, per size class
         self.max_chain_classes: Dict[int, list] = {}  # tid -> the most it held at once of class c or above
+        # Realloc chains step by step (Trail): those live now by their block's address, and per thread the
+        # MAX_TRAILS finished ones with the largest sizes (a heap), with the largest size among those dropped
+        self.trail_of: Dict[int, "Trail"] = {}
+        self.trails: Dict[int, list] = {}
+        self.trail_dropped: Counter = Counter()
+        # A thread holds a chain from its start to its end, or to its last realloc when another thread freed
+        # it (handed over then: in flight, as Collector.in_flight counts it, no longer held): tid -> the time
+        # held, summed, on its `lives` clock; and [start, end of hold, ...] ordinals, for the most held at once
+        self.chain_held: Counter = Counter()
+        self.chain_spans: Dict[int, array] = {}
+        self.chain_span_count = 0
+        self._trail_seq = 0
+        # The MAX_BIG_OBJECTS largest plain objects of each thread (a heap), the largest size dropped from it,
+        # and the size an object needs to enter it (once it is full)
+        self.big_objects: Dict[int, list] = {}
+        self.big_dropped: Counter = Counter()
+        self.big_floor: Dict[int, int] = {}
         # Thread lifetimes, in ordinals (events read with extra_events): a thread is alive from its captured
         # start, or its first call, to its captured exit, or the end
         self.born: Dict[int, int] = {}
@@ -266,6 +326,7 @@ class Collector:
             if kind in free_kinds:
                 if not old:
                     c["free_null"] += 1
+                    c["ticks"] += 1
                     tick[tid] += 1
                 else:
                     e = live.pop(old, None)
@@ -281,6 +342,7 @@ class Collector:
                     continue
                 mk = (MODEL_KIND[kind], 4096 if kind in PAGE_ALIGNED else align)
                 nbytes = (size or 0) * nmemb
+                c["ticks"] += 1
                 tick[tid] += 1
                 add(cell.sizes, size_bucket(nbytes), nbytes)
                 win.allocs += 1
@@ -292,14 +354,16 @@ class Collector:
                     if prev is not None:     # its free was not captured: let it end here, unseen
                         c["free_missed"] += 1
                         self._release(prev, prev[0], w, cell, win, seen=False)
-                    live[res] = (tid, o, tick[tid], nbytes, mk, 0)
+                    big = self._big_object(tid, (o, tick[tid]), nbytes, mk) \
+                        if nbytes >= self.big_floor.get(tid, 0) else None
+                    live[res] = (tid, o, tick[tid], nbytes, mk, 0, big)
                     self.live_bytes += nbytes
             if self.live_bytes > self.peak_bytes:
                 self.peak_bytes, self.peak_line = self.live_bytes, line
         return self
 
     def _release(self, e, freer: int, w: int, cell: Cell, win: Window, seen: bool = True) -> None:
-        owner, o_alloc, t_alloc, nbytes, mk, chain = e
+        owner, o_alloc, t_alloc, nbytes, mk, chain = e[:6]
         self.live_bytes -= nbytes
         win.frees += 1
         if seen:
@@ -311,6 +375,8 @@ class Collector:
         if chain:
             self.chains[owner] -= 1
             self._chain_block(owner, nbytes, -1)
+            self._end_trail(e[6], "local" if owner == freer else "send", (self.ordinal - 1, self.tick[freer] + 1))
+            cell.c["ticks"] += 1
             if owner == freer:
                 cell.c["end", "local", None] += 1
             else:
@@ -319,6 +385,9 @@ class Collector:
             self.tick[freer] += 1
             return
         acell = self._cell(owner, o_alloc // self.window)
+        big = e[6]
+        if big is not None:
+            big.how, big.life = ("local", self.tick[owner] - t_alloc) if owner == freer else ("send", None)
         if owner == freer:
             lifetime = self.tick[owner] - t_alloc
             bucket = life_bucket(lifetime)
@@ -336,7 +405,9 @@ class Collector:
         else:
             acell.c["send", mk, freer] += 1
             add(acell.sent, size_bucket(nbytes), nbytes)
+            add(acell.sent_to.setdefault(freer, {}), size_bucket(nbytes), nbytes)
             cell.c["recv", owner] += 1
+            cell.c["ticks"] += 1
             self.tick[freer] += 1
 
     def _handoff(self, owner: int, freer: int, o_alloc: int) -> None:
@@ -380,17 +451,10 @@ class Collector:
         (owner, freer) pairs together; None when too many handoffs were seen to keep them all."""
         if self.handoff_count > MAX_HANDOFFS:
             return None
-        steps = []
+        spans = array("q")
         for pair in pairs:
-            spans = self.handoffs.get(pair, ())
-            steps += [(spans[i], 1) for i in range(0, len(spans), 2)]
-            steps += [(spans[i], -1) for i in range(1, len(spans), 2)]
-        steps.sort()                    # at one ordinal a free (-1) comes before an allocation (+1)
-        most = level = 0
-        for _, step in steps:
-            level += step
-            most = max(most, level)
-        return most
+            spans.extend(self.handoffs.get(pair, ()))
+        return _most_at_once(spans)
 
     def _realloc(self, tid, w, cell, win, size, nmemb, old, res, failed, line) -> None:
         c = cell.c
@@ -405,22 +469,31 @@ class Collector:
             self._release(e, tid, w, cell, win)
             return
         self.tick[tid] += 1
+        c["ticks"] += 1
         c["realloc"] += 1
         add(cell.rsizes, size_bucket(nbytes), nbytes)
         if old and e is None:
             c["realloc_unknown"] += 1
         if e is not None:
-            owner, o_alloc, _t, old_bytes, mk, chain = e
+            owner, o_alloc, t_alloc, old_bytes, mk, chain = e[:6]
             self.live_bytes -= old_bytes
             if not chain:               # a plain object becomes a realloc chain: its allocation starts it
                 self._cell(owner, o_alloc // self.window).c["start", mk] += 1
+                if e[6] is not None:
+                    e[6].how = "chain"
+                trail = Trail(owner, (o_alloc, t_alloc), mk, old_bytes)
             else:
                 self.chains[owner] -= 1
                 self._chain_block(owner, old_bytes, -1)
+                trail = e[6]
         else:
             mk, chain = REALLOC_START, 0
             c["start", REALLOC_START] += 1
+            trail = Trail(tid, (self.ordinal - 1, self.tick[tid]), REALLOC_START, 0)
+        now = (self.ordinal - 1, self.tick[tid])
+        trail.step(now, nbytes)
         if not res:
+            self._end_trail(trail, "local", now)     # realloc(NULL, 0) that returned NULL
             return
         self.chains[tid] += 1
         self.max_chains[tid] = max(self.max_chains[tid], self.chains[tid])
@@ -429,7 +502,7 @@ class Collector:
         if prev is not None:
             c["free_missed"] += 1
             self._release(prev, prev[0], w, cell, win, seen=False)
-        live[res] = (tid, self.ordinal - 1, self.tick[tid], nbytes, mk, chain + 1)
+        live[res] = (tid, self.ordinal - 1, self.tick[tid], nbytes, mk, chain + 1, trail)
         self.live_bytes += nbytes
 
     def _chain_block(self, tid: int, nbytes: int, step: int) -> None:
@@ -448,20 +521,73 @@ class Collector:
                 if c <= cls and held > most[c]:
                     most[c] = held
 
+    def _big_object(self, tid: int, moment: tuple, nbytes: int, mk) -> Optional["BigObject"]:
+        """A record for an object among its thread's largest so far (None when it is not)."""
+        heap = self.big_objects.setdefault(tid, [])
+        rec = BigObject(moment, nbytes, mk)
+        item = (nbytes, moment[0], rec)
+        if len(heap) < MAX_BIG_OBJECTS:
+            heapq.heappush(heap, item)
+        else:
+            dropped = heapq.heappushpop(heap, item)
+            self.big_dropped[tid] = max(self.big_dropped[tid], dropped[0])
+            if dropped[2] is rec:
+                return None
+        if len(heap) == MAX_BIG_OBJECTS:
+            self.big_floor[tid] = heap[0][0]
+        return rec
+
+    def _end_trail(self, trail: "Trail", how: str, moment: Optional[tuple]) -> None:
+        """A chain ended (at moment, None: still live at the end): keep it if it is among its thread's MAX_TRAILS
+        largest."""
+        trail.end, trail.how = moment, how
+        held = trail.last if how == "send" else moment or (self.ordinal, self.tick[trail.owner])
+        self.chain_held[trail.owner] += held[1] - trail.start[1]
+        self.chain_span_count += 1
+        if self.chain_span_count <= MAX_HANDOFFS:
+            self.chain_spans.setdefault(trail.owner, array("q")).extend((trail.start[0], held[0]))
+        heap = self.trails.setdefault(trail.owner, [])
+        self._trail_seq += 1
+        item = (trail.largest, self._trail_seq, trail)
+        if len(heap) < MAX_TRAILS:
+            heapq.heappush(heap, item)
+            return
+        dropped = heapq.heappushpop(heap, item)[2]
+        self.trail_dropped[trail.owner] = max(self.trail_dropped[trail.owner], dropped.largest)
+
     def finish(self) -> None:
         """Objects still live at the end: they live to the end of their thread (`lives forever`), with
         sizes of their own (often not the others': a program's buffers and tables)."""
         last = max(len(self.wins) - 1, 0)
-        for owner, o_alloc, t_alloc, nbytes, mk, chain in self.live.values():
+        for e in self.live.values():
+            owner, o_alloc, t_alloc, nbytes, mk, chain = e[:6]
             if chain:
                 self._cell(owner, last).c["end", "end", None] += 1
+                self._end_trail(e[6], "end", None)
             else:
+                if e[6] is not None:
+                    e[6].how = "kept"
                 acell = self._cell(owner, o_alloc // self.window)
                 add(acell.kept, size_bucket(nbytes), nbytes)
                 acell.c["kept", mk] += 1
+                acell.c["kept_ticks"] += t_alloc          # when they came, on the `lives` clock (their mean)
                 acell.c["censored"] += 1
         self.live_at_end = len(self.live)
         self.live.clear()
+        if self.chain_span_count <= MAX_HANDOFFS:
+            for tid, spans in self.chain_spans.items():
+                self.max_chains[tid] = _most_at_once(spans)
+
+
+def _most_at_once(spans) -> int:
+    """Most spans [a, b] of a flat [a, b, a, b, ...] that overlap at once (one ending at x before one starting
+    at x)."""
+    steps = sorted([(spans[i], 1) for i in range(0, len(spans), 2)] + [(spans[i], -1) for i in range(1, len(spans), 2)])
+    most = level = 0
+    for _, step in steps:
+        level += step
+        most = max(most, level)
+    return most
 
 
 # --------------------------------------------------------------------------- phases

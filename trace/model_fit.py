@@ -22,6 +22,10 @@ LARGE_SHARE = 0.05           # large objects: at most 5% of those a thread frees
 LARGE_MASS = 0.25            # ... holding a quarter of their bytes x lifetimes at least
 LARGE_REALLOC_SHARE = 0.25   # large realloc sizes: at most a quarter of the reallocs ...
 LARGE_REALLOC_BYTES = 0.5    # ... with half their bytes at least
+MAX_BIG_CHAINS = 16          # a thread's chains that reach the large realloc sizes are written step by step ...
+MAX_BIG_STEPS = 1024         # ... when there are this few, with this many reallocs in all at most
+BIG_OBJECT_SHARE = 1 / 64    # a thread's objects of this share of the capture's peak of live bytes or more ...
+MAX_BIG_OBJECTS = 16         # ... are written one by one when there are this few
 
 
 # --------------------------------------------------------------------------- phases
@@ -207,6 +211,53 @@ def large_realloc_class(rsizes: dict) -> Optional[int]:
         if nbytes >= LARGE_REALLOC_BYTES * bytes_total:
             found = c
     return found
+
+
+def big_chains(trails: list, dropped_largest: int, rsizes: dict) -> list:
+    """The realloc chains (trace/model_collect.Trail) of one thread written step by step: those whose largest
+    size is a large realloc size (large_realloc_class), when they are few (MAX_BIG_CHAINS, MAX_BIG_STEPS),
+    all kept whole by the collector, and freed by the thread itself (or live at the end); in the order
+    they started. A program grows one big buffer (a JSON text, a file read whole) from small to large and
+    frees it: its size at each moment is what its chain made it, and drawn at random in any order, the
+    large sizes would rarely stand at their largest when the rest of the heap does (python_json_e: 0.7x)."""
+    large_from = large_realloc_class(rsizes) if rsizes else None
+    if large_from is None:
+        return []
+    bound = class_bound(large_from)
+    big = [t for t in trails if t.largest >= bound]
+    if (not big or dropped_largest >= bound or len(big) > MAX_BIG_CHAINS
+            or any(t.steps is None or t.how == "send" for t in big)
+            or sum(len(t.steps) for t in big) > MAX_BIG_STEPS):
+        return []
+    return sorted(big, key=lambda t: t.start)
+
+
+def big_objects(records: list, dropped_largest: int, peak_bytes: int) -> list:
+    """The objects of one thread (trace/model_collect.BigObject) written one by one, each with its size, where
+    it came and its lifetime: those of BIG_OBJECT_SHARE of the capture's peak of live bytes or more, freed by
+    their own thread or live at the end, when the collector kept all of them (at most MAX_BIG_OBJECTS). A
+    few big blocks make much of a peak: drawn from one size table and one lifetime table, the largest size
+    would meet the longest lifetime by chance (python_json_e: a 296 KB block that lives 3200 calls)."""
+    floor = peak_bytes * BIG_OBJECT_SHARE
+    if not records or floor <= 0 or dropped_largest >= floor:
+        return []
+    big = [r for r in records if r.size >= floor]
+    if len(big) > MAX_BIG_OBJECTS:      # many alike: the large objects' statement keeps them (large_class)
+        return []
+    return sorted((r for r in big if r.how in ("local", "kept")), key=lambda r: r.at)
+
+
+def chain_slots(chains: list) -> List[int]:
+    """A slot for each chain (in the order they started): the lowest one free when it starts."""
+    ends: List[Optional[int]] = []           # per slot: where its last chain ended (None: still live)
+    out = []
+    for t in chains:
+        slot = next((i for i, e in enumerate(ends) if e is not None and e < t.start), len(ends))
+        if slot == len(ends):
+            ends.append(None)
+        ends[slot] = t.end
+        out.append(slot)
+    return out
 
 
 def class_bound(c: int) -> int:

@@ -11,16 +11,17 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .events import FREE_KINDS, REALLOC_KINDS
-from .model_collect import (MODEL_KIND, REALLOC_START, Cell, Collector, hist_minus, hist_totals, merge_hist,
-                            size_class)
-from .model_fit import (Phase, ThreadSummary, class_bound, detect_phases, fit_lifetimes, group_threads,
-                        large_class, large_realloc_class)
+from .model_collect import (MODEL_KIND, REALLOC_START, Cell, Collector, hist_minus, hist_totals, life_bucket,
+                            merge_hist, size_bucket, size_class)
+from .model_fit import (Phase, ThreadSummary, big_chains, big_objects, chain_slots, class_bound, detect_phases, fit_lifetimes,
+                        group_threads, large_class, large_realloc_class)
 
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
 MAX_CAPACITY = 1 << 20
 MAX_GROW_SLOTS = 4096       # realloc chains a thread of the model grows at once, at most
 BARRIER = "    barrier             # phases follow one another in every thread, as captured"
+END_BARRIER = "    barrier             # the threads end together, as captured: what `lives forever` lives as long"
 LINE = 110                  # longer statements are split over several lines      # channel slots live in the runtime's arena: 16 MiB at most per channel
 
 
@@ -39,6 +40,8 @@ class Stmt:
     lumped: bool = False                       # its share is all one thread's: a loop of its own
     kept: bool = False                         # its objects live to the end (`lives forever`): their own sizes
     mean: Optional[float] = None               # the mean of its sizes, when not the phase's
+    at: Optional[float] = None                 # runs once, this far into the phase (0 .. 1): a big chain's step
+    order: int = 0                             # ... its ordinal in the capture (steps in one round keep it)
 
     def max_count(self, threads: int) -> int:
         return self.per_thread if self.share is None else self.share[1] if self.lumped \
@@ -131,6 +134,8 @@ class ModelWriter:
         self.figures: List[Tuple[str, str, str]] = []
         self._explained = False         # the spreading formula is explained once, at its first use
         self._flows()
+        self._take_big_chains()
+        self._take_big_objects()
         self._notes = list(self.notes)  # write() may run again (calibration): it starts from these
         # Calibration (trace/model.py): the lifetimes of the objects freed by their own thread, in percent of the
         # fitted ones, as `param life_scale`; None: not calibrated, the fitted lifetimes as they are.
@@ -217,15 +222,138 @@ class ModelWriter:
         self.edges = kept
         self.capacity = {}
         tids = {g.name: g.tids for g in self.groups}
-        # objects the threads of a group handed to one another, in flight at once at most, per thread alive
-        self.ring_depth = {g.name: (self.col.in_flight([(a, b) for a in g.tids for b in g.tids if b != a]) or 0)
-                           // self.churn.get(g.name, g.n) for g in self.groups if g.n > 1}
+        # Objects the threads of a group handed to one another, in flight at once at most, per thread alive,
+        # less the one each thread holds in a step of the ring (allocated and sent, its predecessor's not yet
+        # received and freed): with every thread mid-step, the model's ring then holds as many as the
+        # capture's at most, not that many more (mt_pthread_crashed_e: 8 at most, 4-5 most of the time;
+        # primed with 8, the model held 8-12 all along)
+        self.ring_depth = {}
+        for g in self.groups:
+            if g.n > 1:
+                most, alive = self.col.in_flight([(a, b) for a in g.tids for b in g.tids if b != a]) or 0, \
+                    self.churn.get(g.name, g.n)
+                self.ring_depth[g.name] = max(0, (2 * most + alive) // (2 * alive) - 1)   # most / alive, rounded, - 1
         for (src, dst), n in kept.items():
             most = self.col.in_flight([(a, b) for a in tids[src] for b in tids[dst]])
             if most is None:
                 self.notes.append(f"channel {src}_to_{dst} may hold all {n} objects at once: too many handoffs "
                                   f"to measure how many were in flight in the capture")
             self.capacity[src, dst] = max(1, min(n, MAX_CAPACITY, most if most is not None else n))
+
+    def _take_big_chains(self) -> None:
+        """The big realloc chains of each single-thread group (model_fit.big_chains) are written step by step
+        (self.big: group name -> [(chain, slot)]); their starts, reallocs and ends leave the thread's figures,
+        which the other statements model as before."""
+        self.big: Dict[str, list] = {}
+        col = self.col
+        for g in self.groups:
+            if g.n != 1:
+                continue
+            tid, summary = g.tids[0], g.summaries[0]
+            chains = big_chains([t for _, _, t in col.trails.get(tid, [])], col.trail_dropped[tid],
+                                summary.total.rsizes)
+            if not chains:
+                continue
+            self.big[g.name] = list(zip(chains, chain_slots(chains)))
+            for t in chains:
+                takes = [("start", t.start, t.size)] + [("realloc", o, n) for o, n in t.steps] + \
+                    [("end", t.end, 0)]
+                for what, o, nbytes in takes:
+                    if what == "end" and t.how == "local" and o is not None:
+                        key = ("end", "local", None)
+                    elif what == "end":
+                        key, o = ("end", "end", None), None
+                    elif what == "start":
+                        key = ("start", t.mk)
+                    else:
+                        key = "realloc"
+                    phase = summary.phases[self._phase_of(o)]
+                    # a start frees its empty slot first (free(NULL): the checker cannot follow a slot
+                    # through the rounds' `if`s), one of the capture's free(NULL) when it has one left
+                    null = what == "start" and t.mk != REALLOC_START and phase.c["free_null"] > 0
+                    for cell in (phase, summary.total):
+                        cell.c[key] -= 1
+                        cell.c["free_null"] -= null
+                        if what == "realloc":
+                            _take(cell.rsizes, nbytes)
+                        elif what == "start" and t.mk != REALLOC_START:
+                            _take(cell.sizes, nbytes)
+
+    def _take_big_objects(self) -> None:
+        """The big objects of each single-thread group (model_fit.big_objects) are written one by one
+        (self.big_objects: group name -> records); they leave the thread's figures (sizes, lifetimes, counts),
+        which the other statements model as before."""
+        self.big_objects: Dict[str, list] = {}
+        col = self.col
+        for g in self.groups:
+            if g.n != 1:
+                continue
+            tid, summary = g.tids[0], g.summaries[0]
+            records = big_objects([r for _, _, r in col.big_objects.get(tid, [])], col.big_dropped[tid],
+                                  col.peak_bytes)
+            if records:
+                self.big_objects[g.name] = records
+            for r in records:
+                for cell in (summary.phases[self._phase_of(r.at)], summary.total):
+                    _take(cell.sizes, r.size)
+                    if r.how == "kept":
+                        cell.c["kept", r.mk] -= 1
+                        cell.c["kept_ticks"] -= r.at[1]
+                        cell.c["censored"] -= 1
+                        _take(cell.kept, r.size)
+                        continue
+                    cls = size_class(r.size)
+                    cell.c["lives", r.mk] -= 1
+                    cell.c["lives_class", r.mk, cls] -= 1
+                    _take(cell.lives, r.life, life_bucket)
+                    by_class = cell.lives_by_class[cls]
+                    _take(by_class[0], r.life, life_bucket)
+                    by_class[1] -= r.size
+                    by_class[2] -= r.size * r.life
+                    _take(by_class[3], r.size)
+                    if not by_class[0]:
+                        del cell.lives_by_class[cls]
+
+    def _phase_of(self, moment: Optional[tuple]) -> int:
+        """The phase (index) of a call's moment (ordinal, clock); the last one for None (the end of the capture)."""
+        if moment is None:
+            return len(self.phases) - 1
+        w = moment[0] // self.col.window
+        return next((i for i, p in enumerate(self.phases) if p.start <= w < p.end), len(self.phases) - 1)
+
+    def _clock_span(self, tid: int, pi: int) -> Tuple[int, int]:
+        """Thread tid's `lives` clock where phase pi (0-based) begins, and its ticks in the phase (1 at least)."""
+        cells, p = self.col.cells[tid], self.phases[pi]
+        lo = sum(c.c["ticks"] for c in cells[:p.start] if c is not None)
+        return lo, max(sum(c.c["ticks"] for c in cells[p.start:p.end] if c is not None), 1)
+
+    def _big_stmts(self, g: Group, pi: int) -> List[Stmt]:
+        """The big objects and the steps of the big chains of group g (one thread) in phase pi (0-based), each
+        once, as far into the phase as it came on the thread's `lives` clock: the statements' rounds spread
+        the clock's ticks evenly, so an object that `lives L` ends where it ended in the capture."""
+        out: List[Stmt] = []
+        lo, ticks = self._clock_span(g.tids[0], pi)
+
+        def at(moment):
+            return min(max(moment[1] - 1 - lo, 0) / ticks, 1.0)
+
+        for r in self.big_objects.get(g.name, []):
+            if self._phase_of(r.at) == pi:
+                life = "forever" if r.how == "kept" else str(r.life)
+                out.append(Stmt(f"{alloc_text(r.mk, str(r.size))} lives {life}", per_thread=1, calls={r.mk[0]: 1},
+                                lives=1, draws=1, mean=r.size, kept=r.how == "kept", at=at(r.at), order=r.at[0]))
+        for t, slot in self.big.get(g.name, []):
+            b = f"big[{slot}]"
+            steps = [] if t.mk == REALLOC_START else \
+                [(t.start, f"free({b})  {b} = {alloc_text(t.mk, str(t.size))}", {"free": 1, t.mk[0]: 1},
+                  dict(draws=1, mean=t.size))]
+            steps += [(o, f"{b} = realloc({b}, {n})", {"realloc": 1}, {}) for o, n in t.steps]
+            if t.how == "local" and t.end is not None:
+                steps.append((t.end, f"free({b})", {"free": 1}, dict(local_frees=1)))
+            for o, text, calls, more in steps:
+                if self._phase_of(o) == pi:
+                    out.append(Stmt(text, per_thread=1, calls=calls, at=at(o), order=o[0], **more))
+        return out
 
     # ---------------------------------------------------------------- files
     def _file_name(self, what: str, group: Group, phase: Optional[int]) -> str:
@@ -257,13 +385,21 @@ class ModelWriter:
     # ---------------------------------------------------------------- statements
     def _plan(self, g: Group, pi: int, agg: Cell, size: str, rsize: str, lives: str, start_kinds,
               local_end_credit: int, grow: str, pick: str = "", handed: str = "",
-              kept_size: str = "", large=None, large_realloc=None) -> Tuple[List[Stmt], List[str]]:
+              kept_size: str = "", large=None, large_realloc=None, units: bool = False,
+              handed_to=None) -> Tuple[List[Stmt], List[str]]:
         """The statements of group g in phase pi, with per-thread counts; and variables they need.
         handed: the size expression of the objects handed to another thread (default: size); large: (size
         expression, lives expression, count per kind, mean size) of the large objects freed by their own
         thread, or None; large_realloc: (size expression, count, K, slots): the large realloc sizes grow the
         first K blocks of the pool only, the others the rest, or None."""
         handed_size = handed or size
+        handed_to = handed_to or {}
+
+        def handed_for(dest: str) -> Tuple[str, dict]:
+            """The size expression of the objects handed to group dest, and the Stmt fields that go with it."""
+            if dest in handed_to:
+                return handed_to[dest][0], dict(mean=handed_to[dest][1])
+            return handed_size, dict(handed=bool(handed))
         n, c = g.n, agg.c
         stmts: List[Stmt] = []
         variables: List[str] = []
@@ -333,23 +469,28 @@ class ModelWriter:
                 stmts.append(Stmt(f"{alloc_text(mk, large[0])} lives {self._scaled(large[1])}", **per(n_large),
                                   calls={mk[0]: 1}, lives=1, draws=1, mean=large[3]))
         exact_sizes = _few_sizes(agg.kept) if n == 1 else None
+        kept_at = self._kept_at(g, pi - 1)
         for mk, v in sorted(kept.items(), key=lambda kv: _mk_key(kv[0])):
             if exact_sizes:
-                # A few objects kept to the end, each with its size, spread over the phase like the rest:
-                # drawn at random, a handful of big ones (a 256 KiB table) could come out twice, or not at all.
+                # A few objects kept to the end, each with its size, where they came on average: drawn at
+                # random, a handful of big ones (a 256 KiB table) could come out twice, or not at all.
                 for nbytes in exact_sizes[:v]:
                     stmts.append(Stmt(f"{alloc_text(mk, str(nbytes))} lives forever", per_thread=1,
-                                      calls={mk[0]: 1}, lives=1, draws=1, kept=True, mean=nbytes))
+                                      calls={mk[0]: 1}, lives=1, draws=1, kept=True, mean=nbytes, at=kept_at,
+                                      order=-1))
                 del exact_sizes[:v]
                 continue
+            once = per(v)["per_thread"] == 1
             stmts.append(Stmt(f"{alloc_text(mk, kept_size or size)} lives forever", **per(v), calls={mk[0]: 1},
-                              lives=1, draws=1, handed=bool(kept_size), kept=True))
+                              lives=1, draws=1, handed=bool(kept_size), kept=True, at=kept_at if once else None,
+                              order=-1))
         for (mk, dest), v in sorted(sends.items(), key=lambda kv: (_mk_key(kv[0][0]), kv[0][1])):
             dest_tids = set(next(x for x in self.groups if x.name == dest).tids)
             counts = members(lambda k: k[0] == "send" and k[1] == mk and k[2] in dest_tids)
-            stmts.append(Stmt(f"p = {alloc_text(mk, handed_size)}  send({g.name}_to_{dest}, p)",
+            dest_size, dest_fields = handed_for(dest)
+            stmts.append(Stmt(f"p = {alloc_text(mk, dest_size)}  send({g.name}_to_{dest}, p)",
                               **exact(v, f"to_{dest}_{mk[0]}_p{pi}", counts), calls={mk[0]: 1}, sent=1, draws=1,
-                              handed=bool(handed)))
+                              **dest_fields))
         if g.name in self.churn:
             # Threads come and go in order: thread i hands to i + 1, which starts after it; the ring does not
             # close (thread 0 would wait for the last thread, which starts only after it ends). Its channels
@@ -362,17 +503,20 @@ class ModelWriter:
         # Objects handed around the ring stay in flight as long as in the capture: each thread first sends
         # `depth` objects, then sends one and frees one per step, and frees the last `depth` at the end.
         depth = self.ring_depth.get(g.name, 0)
+        ring_size, ring_fields = handed_for(g.name)
         for mk, v in sorted(ring.items(), key=lambda kv: (-kv[1], _mk_key(kv[0]))):
             steps = per(v)["per_thread"]
             d, depth = min(depth, steps), 0              # the most frequent kind carries the depth
             if d:
-                stmts.append(Stmt(f"p = {alloc_text(mk, handed_size)}  {ring_send.format('p')}", per_thread=d,
-                                  calls={mk[0]: 1}, sent=1, draws=1, place="pre", handed=bool(handed)))
+                stmts.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}", per_thread=d,
+                                  calls={mk[0]: 1}, sent=1, draws=1, place="pre", **ring_fields))
                 stmts.append(Stmt(ring_recv, per_thread=d, calls={"free": 1}, place="post"))
-            stmts.append(Stmt(f"p = {alloc_text(mk, handed_size)}  {ring_send.format('p')}  {ring_recv}",
-                              per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1, handed=bool(handed)))
+            stmts.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}  {ring_recv}",
+                              per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1, **ring_fields))
         few_rsizes = _few_sizes(agg.rsizes) if n == 1 else None
-        if c["realloc"] and few_rsizes and len(few_rsizes) == c["realloc"]:
+        if units:
+            stmts += self._chain_units(g, ends, start_kinds, c["realloc"], size, rsize, grow, ring_send, ring_recv)
+        elif c["realloc"] and few_rsizes and len(few_rsizes) == c["realloc"]:
             # a few reallocs, each to its own size (drawn at random, the one big size could come out twice)
             for nbytes in few_rsizes:
                 stmts.append(Stmt(f"{pick}{grow} = realloc({grow}, {nbytes})", per_thread=1, calls={"realloc": 1}))
@@ -399,6 +543,8 @@ class ModelWriter:
 
         for where, v in sorted(ends.items(), key=lambda kv: ("local", "ring").index(kv[0])
                                if kv[0] in ("local", "ring") else 2):
+            if units:
+                break
             parts = _split(v, start_kinds)
             if where == "local" and local_end_credit:        # the first block came before the phases
                 parts[start_kinds[0][0]] -= local_end_credit
@@ -416,8 +562,123 @@ class ModelWriter:
                     stmts.append(Stmt(f"{pick}send({g.name}_to_{where}, {grow}){text}",
                                       **exact(part, f"to_{where}_grown_{mk[0]}_p{pi}"), calls=dict(calls), sent=1,
                                       draws=draws))
+        stmts += self._big_stmts(g, pi - 1)
         kept = [s for s in stmts if s.max_count(n) > 0]
         return kept, [v for v in variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
+
+    def _handed_to(self, agg: Cell, g: Group, pi: int) -> Dict[str, Tuple[str, float]]:
+        """Destination group -> (size expression, mean size) of the objects group g hands to it in phase pi,
+        when it hands them to several (its ring and another group, ...): a program often hands bigger
+        objects to one partner than to another (mt_pthread_e: 314 bytes on average to main, 264 around the
+        workers' ring), and one histogram for all would give each partner the others' sizes."""
+        by_dest: Dict[str, dict] = {}
+        for tid, hist in agg.sent_to.items():
+            dest = self.group_of[tid]
+            if dest is g or (g.name, dest.name) in self.edges:
+                merge_hist(by_dest.setdefault(dest.name, {}), hist)
+        if len(by_dest) < 2:
+            return {}
+        out = {}
+        for dest, hist in sorted(by_dest.items()):
+            n, total = hist_totals(hist)
+            what = "ring" if dest == g.name else dest
+            name = self._histogram(hist, f"handed-sizes-to-{what}", f"sizes of the objects handed to {what}", g, pi)
+            out[dest] = (f'histogram("{name}")', total / n)
+        return out
+
+    def _join_at_end(self) -> bool:
+        """Whether every thread waits for the others at its end (a last barrier): when the model has several
+        groups, none of them churning, and objects that `lives forever`. Such an object lives to the end of
+        its thread, and in the capture its thread lived to the end (a program's main thread waits for its
+        workers); a thread of the model ends when its statements are done, and one that is done early (a
+        main thread that only sets up its tables) would free its objects while the others still run
+        (mt_handoff_x_crashed: main's 5 KB, half the capture's peak, freed before the workers got going)."""
+        if self.churn or len(self.groups) < 2:
+            return False
+        return any(s.total.c[k] > 0 for g in self.groups for s in g.summaries for k in list(s.total.c)
+                   if isinstance(k, tuple) and k[0] == "kept") or any(self.big_objects.values())
+
+    def _kept_at(self, g: Group, pi: int) -> Optional[float]:
+        """How far into phase pi (0-based) the group's objects still live at the end came, on average, on
+        their threads' `lives` clocks: a statement that makes one of them per thread runs there, not in the
+        phase's last round, where every statement made once a phase runs (a crashed capture's last objects
+        came at its very end; a program's tables early)."""
+        total, count = 0.0, 0
+        for tid, s in zip(g.tids, g.summaries):
+            c = s.phases[pi].c
+            n = sum(v for k, v in c.items() if isinstance(k, tuple) and k[0] == "kept")
+            if n <= 0:
+                continue
+            lo, ticks = self._clock_span(tid, pi)
+            total += n * min(max((c["kept_ticks"] / n - 1 - lo) / ticks, 0.0), 1.0)
+            count += n
+        return total / count if count else None
+
+    def _brief_chains(self, g: Group) -> bool:
+        """Whether the threads of g held their realloc chain (one at a time) less than half of the time, on
+        their `lives` clock: then each chain is one statement (start, grow, end: _chain_units) and the thread
+        holds no block between them; else the thread holds a block all along, as when a new chain starts
+        where the last one ended. The nearer of the two keeps the bytes held in chains nearer the capture's
+        (mt_pthread_crashed_e: four threads that grow a 1 KB block now and then, and hand it on at once).
+        Each phase must end a chain for each few reallocs (a chain across phases is no statement), and the
+        chains must end in their thread or around the group's ring."""
+        held = sum(self.col.chain_held[t] for t in g.tids)
+        ticks = sum(c.c["ticks"] for t in g.tids for c in self.col.cells[t] if c is not None)
+        if not ticks or held >= ticks / 2:
+            return False
+        for pi in range(len(self.phases)):
+            reallocs = ends = 0
+            for s in g.summaries:
+                c = s.phases[pi].c
+                reallocs += c["realloc"]
+                for k, v in c.items():
+                    if isinstance(k, tuple) and k[0] == "end":
+                        if k[1] == "send" and self.group_of[k[2]] is not g:
+                            return False
+                        ends += v
+            if reallocs < ends or (reallocs and not ends):
+                return False
+        return True
+
+    def _chain_units(self, g: Group, ends: Counter, start_kinds, reallocs: int, size: str, rsize: str, grow: str,
+                     ring_send: str, ring_recv: str) -> List[Stmt]:
+        """Realloc chains held briefly (ChainUse.brief), one statement each: the chain starts, grows and ends
+        (freed, or handed to the next thread of the ring) in one step, so that the thread holds no block
+        between its chains. The phase's reallocs are shared among its chains: L each, L + 1 for the first
+        few, as many in all as captured."""
+        n = g.n
+        units = []
+        for where in ("local", "ring"):
+            for mk, part in sorted(_split(ends[where], start_kinds).items(), key=lambda kv: _mk_key(kv[0])) \
+                    if ends[where] else ():
+                if round(part / n):
+                    units.append((where, mk, int(round(part / n))))
+        total = sum(u for _, _, u in units)
+        if not total:
+            return []
+        per_thread = int(round(reallocs / n))
+        length, extra = divmod(per_thread, total) if per_thread >= total else (1, 0)
+        out = []
+        for where, mk, count in units:
+            for grows, times in ((length + 1, min(extra, count)), (length, count - min(extra, count))):
+                if not times:
+                    continue
+                start = "" if mk == REALLOC_START else f"{grow} = {alloc_text(mk, size)}  "
+                step = f"{grow} = realloc({grow}, {rsize})"
+                body = start + ("  ".join([step] * grows) if grows <= 2 else f"repeat {grows} {{ {step} }}")
+                calls = Counter({"realloc": grows})
+                if mk != REALLOC_START:
+                    calls[mk[0]] += 1
+                if where == "local":
+                    calls["free"] += 1
+                    out.append(Stmt(f"{body}  free({grow})", per_thread=times, calls=dict(calls), local_frees=1,
+                                    draws=int(mk != REALLOC_START)))
+                else:
+                    calls["free"] += 1
+                    out.append(Stmt(f"{body}  {ring_send.format(grow)}  {ring_recv}", per_thread=times,
+                                    calls=dict(calls), sent=1, draws=int(mk != REALLOC_START)))
+            extra -= min(extra, count)
+        return out
 
     def _large_objects(self, agg: Cell, g: Group, pi: int):
         """The few large objects freed by their own thread that weigh on the live bytes (model_fit.large_class):
@@ -529,7 +790,14 @@ class ModelWriter:
         # may be empty (the checker rightly refuses a variable that may hold a freed block).
         # As many chains at once as a thread of the group held at once in the capture, a random one grown
         # or ended each time (one block, grown again and again, held far fewer bytes than many).
-        slots = min(max([self.col.max_chains[t] for t in g.tids] + [1]), MAX_GROW_SLOTS) if has_chain else 1
+        big = self.big.get(g.name, [])
+        big_slots = max([slot + 1 for _, slot in big] + [0])
+        # (the big chains, written step by step, have slots of their own)
+        slots = min(max([self.col.max_chains[t] - big_slots for t in g.tids] + [1]), MAX_GROW_SLOTS) if has_chain \
+            else 1
+        units = has_chain and slots == 1 and not big and self._brief_chains(g)
+        if units:                               # no block held between chains: none before the phases either
+            initial, credit_phase = False, None
         in_pool = has_chain and (slots > 1 or not initial or REALLOC_START in starts)
         grow = "grow[k]" if slots > 1 else "grow[0]" if in_pool else "grow"
         pick = f"k = uniform(0, {slots - 1})  " if slots > 1 else ""
@@ -561,8 +829,8 @@ class ModelWriter:
                 n_sizes, sum_sizes, own_sizes = n_kept, sum_kept, agg.kept
             size = f'histogram("{self._histogram(own_sizes, "sizes", "requested sizes", g, pi)}")' if n_sizes \
                 else (first_size or "64")
-            handed = ""
-            if n_sent and n_sizes:
+            handed, handed_to = "", self._handed_to(agg, g, pi) if n_sent and n_sizes else {}
+            if n_sent and n_sizes and not handed_to:
                 label = "sizes of the objects handed to another thread"
                 handed = f'histogram("{self._histogram(agg.sent, "handed-sizes", label, g, pi)}")'
             if n_sent and not n_sizes:
@@ -581,7 +849,7 @@ class ModelWriter:
                 rsize = f'histogram("{self._histogram(agg.rsizes, "realloc-sizes", "realloc sizes", g, pi)}")'
             stmts, new_vars = self._plan(g, pi, agg, size, rsize, fit.expr if fit else "0", start_kinds,
                                          g.n if credit_phase == pi - 1 else 0, grow, pick, handed, kept_size, large,
-                                         large_realloc)
+                                         large_realloc, units, handed_to)
             if not stmts:
                 blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
                               + (" (its objects' `lives` end them)" if agg.c["events"] else ""))
@@ -619,6 +887,8 @@ class ModelWriter:
         elif in_pool:
             out.append("    pool grow[1]        # the block this thread grows with realloc" + ("" if initial else
                                                                                          "; empty at first"))
+        if big:
+            out.append(f"    pool big[{big_slots}]         # the big buffers grown by realloc, step by step as captured")
         if initial:
             out.append(f"    {'grow[0]' if in_pool else 'grow'} = {alloc_text(start_mk, first_size or '64')}"
                        + ("" if in_pool else "    # the block this thread grows with realloc"))
@@ -631,9 +901,18 @@ class ModelWriter:
         if has_chain and slots > 1:
             end = [f"    for i in 0 .. {slots} {{ free(grow[i]) }}    # the blocks grown (free(NULL) for an empty slot)"]
             tally.calls["free"] += g.n * slots
-        elif has_chain:
+        elif has_chain and not units:
             end = [f"    free({grow})          # the last block grown (free(NULL) if a chain had just ended)"]
             tally.calls["free"] += g.n
+        if big:
+            live_at_end = sum(t.how == "end" for t, _ in big)
+            end.append("    free_all(big)       # " + (f"{live_at_end} big buffer(s) still live at the end of the capture"
+                                                       if live_at_end else "empty by now: each big buffer was freed "
+                                                       "where the capture freed it"))
+            tally.calls["free"] += live_at_end
+            tally.known_frees += live_at_end
+        if self._join_at_end():
+            blocks.append(END_BARRIER)
         return out + blocks + end + ["}"], ring_per_thread, has_chain
 
     def _sent_on(self, g: Group, tid: int) -> bool:
@@ -728,17 +1007,24 @@ def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
 
     pre = [s for s in stmts if s.place == "pre"]
     post = [s for s in stmts if s.place == "post"]
-    stmts = [s for s in stmts if s.place == "loop" and s.max_count(threads) > 0]
-    if not stmts:
+    timed = sorted((s for s in stmts if s.at is not None), key=lambda s: s.order)
+    stmts = [s for s in stmts if s.place == "loop" and s.at is None and s.max_count(threads) > 0]
+    if not stmts and not timed:
         return once_each(pre) + once_each(post)
-    rounds = max(s.max_count(threads) for s in stmts)
+    rounds = max([s.max_count(threads) for s in stmts] + [1])
+    if timed:
+        return once_each(pre) + _rounds(stmts, rounds) + _timed(timed, rounds) + ["        }"] + once_each(post)
     if rounds == 1:
         return once_each(pre) + once_each(stmts) + once_each(post)
     if all(s.share is None and s.per_thread == rounds for s in stmts):
         return (once_each(pre) + [f"        repeat {rounds} {{"]
                 + [line for s in stmts for line in _statement_lines(s.text, 12)] + ["        }"] + once_each(post))
-    out: List[str] = once_each(pre)
-    out.append(f"        for r in 0 .. {rounds} {{")
+    return once_each(pre) + _rounds(stmts, rounds) + ["        }"] + once_each(post)
+
+
+def _rounds(stmts: List[Stmt], rounds: int) -> List[str]:
+    """`for r in 0 .. rounds {` and the statements, each spread evenly over the rounds (the loop left open)."""
+    out = [f"        for r in 0 .. {rounds} {{"]
     for s in stmts:
         if s.share is None and s.per_thread == rounds:
             out += _statement_lines(s.text, 12)
@@ -748,7 +1034,21 @@ def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
             out.append(f"{head} {s.text} }}")
         else:
             out += [head] + _statement_lines(s.text, 16) + ["            }"]
-    return out + ["        }"] + once_each(post)
+    return out
+
+
+def _timed(stmts: List[Stmt], rounds: int) -> List[str]:
+    """Statements that run once, in the round as far into the phase as they came in the capture (a big
+    chain's steps), in the capture's order; those of one round under one `if`."""
+    by_round: Dict[int, List[str]] = {}
+    for s in stmts:
+        by_round.setdefault(min(rounds - 1, int(s.at * rounds)), []).append(s.text)
+    out = []
+    for r, texts in sorted(by_round.items()):
+        line = f"            if r == {r} {{ " + "  ".join(texts) + " }"
+        out += [line] if len(line) <= LINE else \
+            [f"            if r == {r} {{"] + [f"                {t}" for t in texts] + ["            }"]
+    return out
 
 
 #: At most this many objects kept to the end (or reallocs) in a phase are written one by one with their sizes.
@@ -772,6 +1072,18 @@ def _split(total: int, weights) -> Counter:
     for key, x in sorted(shares, key=lambda kx: -(kx[1] - int(kx[1])))[:left]:
         parts[key] += 1
     return parts
+
+
+def _take(hist: dict, nbytes: int, bucket=size_bucket) -> None:
+    """One object of nbytes (or one lifetime, with bucket=life_bucket) out of a histogram."""
+    b = bucket(nbytes)
+    h = hist.get(b)
+    if h is None:
+        return
+    h[0] -= 1
+    h[1] -= nbytes
+    if h[0] <= 0:
+        del hist[b]
 
 
 def _drop_trailing_barriers(blocks: List[str]) -> List[str]:
