@@ -48,7 +48,26 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   their own file (a late burst of growth, e.g. a JSON text, stays in its phase).
   With one thread, a phase's few (at most 32) objects kept to the end and
   reallocs are written one by one with their sizes: drawn at random, the one
-  big size among them could come out twice, or not at all.
+  big size among them could come out twice, or not at all. A group that hands
+  objects to several partners (its ring and another group) has a histogram per
+  partner (`handed-sizes-to-NAME`): mt_pthread_e's workers hand 314-byte
+  objects to main on average, 264-byte ones to one another.
+* **Where in a phase.** Statements are spread evenly over the phase's rounds,
+  and one made once a phase runs in its last round. Some run once where they
+  came instead (`if r == R0 { ... }`, R0 as far into the rounds as the call
+  came into the phase on its thread's `lives` clock, whose ticks the rounds
+  spread evenly): the big objects and big chains below, and a statement that
+  makes one object kept to the end per thread (with one thread, the few kept
+  ones written one by one), at the mean place of the phase's kept objects (a
+  crashed capture's last objects came at its very end; a program's tables at
+  its start).
+* **Big objects.** With one thread, the objects of 1/64 of the capture's peak
+  of live bytes or more, when at most 16 (trace/model_fit.py, big_objects),
+  are written one by one: `malloc(SIZE) lives L` with their own size and
+  lifetime, where they came. A few big blocks make much of a peak, and drawn
+  from one size table and one lifetime table, the largest size would meet the
+  longest lifetime by chance (python_json_e: a 296 KB block that lives 1635
+  calls).
 * **Large objects.** In each group and phase, the few objects freed by their own
   thread that weigh on the live bytes (from the lowest size class, of 64 B, 256 B,
   1 KiB, ... 1 MiB, on which they are at most 5% of those objects and hold a quarter
@@ -72,8 +91,10 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   inside a group over a ring of channels (thread i hands one object to i+1 and
   frees one from i-1 in one step, so the ring cannot deadlock; each thread
   first sends as many objects as the group's threads had handed to one another
-  and not yet freed at most at once in the capture, divided by the threads,
-  and frees as many after its rounds, so they stay in flight), between groups
+  and not yet freed at most at once in the capture, divided by the threads
+  (rounded) less one, and frees as many after its rounds, so they stay in
+  flight: a thread mid-step holds one more, so with every thread mid-step the
+  ring holds the capture's most, not that many more), between groups
   over one channel per direction, with totals split over the threads by
   `self` so that sends and receives match exactly, phase by phase. A channel
   between groups holds at most as many objects as were in flight at once
@@ -84,8 +105,11 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   of channels, whatever their directions, so the channels between groups form
   a forest: the heaviest flows that close no loop keep their channel, the
   others are freed by their owner itself (`lives`), and the header says so.
-* **Reallocs.** Each thread grows as many blocks at once (`pool grow[K]`) as
-  it held realloc chains at once in the capture (at most 4096), a random one
+* **Reallocs.** A thread holds a chain from its start to its end, or to its
+  last realloc when another thread frees it (then it is in flight, counted
+  with the handoffs above). Each thread grows as many blocks at once (`pool
+  grow[K]`) as it held realloc chains at once in the capture (at most 4096), a
+  random one
   at each realloc, with the capture's realloc sizes; a chain ends as in the
   capture (freed, or handed to the thread that freed it) and a new block
   starts, of each kind as often as the capture's chains started with it (an
@@ -97,6 +121,27 @@ What is fitted (trace/model_fit.py), and how it is written (trace/model_write.py
   K the most blocks of that class or above the thread held at once in the
   capture, and the other sizes the rest: a program grows one big buffer among many
   small blocks, and drawn for any block the big sizes would pile up in several.
+  Big chains: with one thread, the chains whose largest size is a large realloc
+  size, when at most 16 with 1024 reallocs in all, freed by the thread or live
+  at the end (model_fit.big_chains), are written step by step in a pool of
+  their own (`big[K]`), each start, realloc and free where it came, sizes in
+  their order (a start frees its empty slot first, free(NULL), one of the
+  capture's when it has one: the checker cannot follow a slot through the
+  rounds' `if`s): a buffer grown from 600 bytes to 2.2 MB stands at its
+  largest when the capture's did, not at a random one of its sizes
+  (python_json_e: 0.7x). Brief chains: when a group's threads, growing one
+  block at a time, held it less than half of the time (their `lives` clock),
+  each chain is one statement, `grow = malloc(n)  grow = realloc(grow, m) ...`
+  then freed or handed on, and no block is held between chains
+  (mt_pthread_crashed_e: a 32-byte block grown to 1 KB now and then and handed
+  on at once; held all along, four threads held 4 KB where the capture's peak
+  is 3.8 KB).
+* **Threads end together** when the model has several groups, none churning,
+  and objects that `lives forever`: a last `barrier` in every thread. Such an
+  object lives to its thread's end; in the capture its thread lived to the
+  end (a main thread waits for its workers), but a thread of the model ends
+  when its statements are done (mt_handoff_x_crashed: main's 5 KB, half the
+  peak, was freed before the workers got going).
 * **Calibration** (calibrate_peak; `scenc convert --model` unless --no-measure or
   --no-calibrate). The peak of live bytes is a statistic of the trace, like its
   sizes and lifetimes, so the model is fitted to it too (never to an allocator's
@@ -120,9 +165,10 @@ a clock per thread and, per thread and window, counters and bucketed
 histograms, whose number is bounded. Left out, and said in the header when it
 happens: failed allocations, frees of pointers never seen allocated. Not
 modelled: the time between calls, which object a realloc grows when a thread
-grows several, any link between an object's size and its lifetime beyond the
-handed, kept and large objects' sizes, and who exactly frees whose objects beyond the
-group (a ring stands for any pattern).
+grows several (and the order of their sizes, but for the big chains), any link
+between an object's size and its lifetime beyond the handed, kept, large and big
+objects, and who exactly frees whose objects beyond the group (a ring stands for
+any pattern).
 """
 
 from dataclasses import dataclass
