@@ -10,8 +10,9 @@ threads alive at most (what the model's thread groups and churn allow).
     .venv/bin/python bench/model_peak.py [--only NAME,...] [--runs N] [--seeds N] [--no-calibrate] [--json FILE]
 
 --runs N measures each model N times (threaded models vary from run to run), --seeds N with
-the seeds 1 .. N (the model's random draws), and prints the lowest and highest ratio; the
-model column is the highest peak, the scale column the model's calibrated lifetime scale
+the seeds 1 .. N (the model's random draws), and prints the lowest and highest ratio and
+their median (a threaded model's peak moves with the threads' timing); the model column is
+the highest peak, the scale column the model's calibrated lifetime scale
 (`param life_scale`, "-" when the fitted lifetimes were left alone; --no-calibrate: never).
 The figures are bytes requested by the program, not RSS: no allocator result enters the
 model, which is fitted (and calibrated) to the trace only.
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -118,20 +120,23 @@ def main(argv=None) -> int:
         if args.only:
             keep = args.only.split(",")
             items = [(n, p) for n, p in items if any(k in n for k in keep)]
-        print(f"{'capture':<34}{'calls':>9}{'peak':>11}{'model':>11}{'ratio':>13}{'scale':>7}")
+        print(f"{'capture':<34}{'calls':>9}{'peak':>11}{'model':>11}{'ratio':>13}{'median':>8}{'scale':>7}")
         for name, path in items:
             cap = capture_figures(path)
             peaks, model = model_peaks(path, work, args.runs, args.seeds, not args.no_calibrate)
             scale = model.writer.life_scale if model.writer else None
             lo, hi = min(peaks) / cap["peak"], max(peaks) / cap["peak"]
+            median = statistics.median(peaks) / cap["peak"]
             ratio = f"{lo:.3f}" if lo == hi else f"{lo:.2f}-{hi:.2f}"
-            print(f"{name:<34}{cap['calls']:>9}{cap['peak']:>11}{max(peaks):>11}{ratio:>13}"
+            print(f"{name:<34}{cap['calls']:>9}{cap['peak']:>11}{max(peaks):>11}{ratio:>13}{median:>8.2f}"
                   f"{f'{scale}%' if scale else '-':>7}"
                   f"{'' if 0.9 <= lo and hi <= 1.1 else '   OUTSIDE 10%'}", flush=True)
             rows.append({"name": name, **cap, "model_peaks": peaks, "ratio_low": lo, "ratio_high": hi,
-                         "life_scale": scale})
+                         "ratio_median": median, "life_scale": scale})
     inside = sum(0.9 <= r["ratio_low"] and r["ratio_high"] <= 1.1 for r in rows)
-    print(f"# {inside} of {len(rows)} models within 10% of their capture's peak of live bytes")
+    by_median = sum(0.9 <= r["ratio_median"] <= 1.1 for r in rows)
+    print(f"# {inside} of {len(rows)} models within 10% of their capture's peak of live bytes in every run, "
+          f"{by_median} by their median")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -391,7 +391,9 @@ class ModelWriter:
         handed: the size expression of the objects handed to another thread (default: size); large: (size
         expression, lives expression, count per kind, mean size) of the large objects freed by their own
         thread, or None; large_realloc: (size expression, count, K, slots): the large realloc sizes grow the
-        first K blocks of the pool only, the others the rest, or None."""
+        first K blocks of the pool only, the others the rest, or None; units: each realloc chain is one
+        statement (_chain_units); handed_to: destination group -> (size expression, mean) of the objects
+        handed to it, when they have a histogram per partner (_handed_to)."""
         handed_size = handed or size
         handed_to = handed_to or {}
 
@@ -642,7 +644,7 @@ class ModelWriter:
 
     def _chain_units(self, g: Group, ends: Counter, start_kinds, reallocs: int, size: str, rsize: str, grow: str,
                      ring_send: str, ring_recv: str) -> List[Stmt]:
-        """Realloc chains held briefly (ChainUse.brief), one statement each: the chain starts, grows and ends
+        """Realloc chains held briefly (_brief_chains), one statement each: the chain starts, grows and ends
         (freed, or handed to the next thread of the ring) in one step, so that the thread holds no block
         between its chains. The phase's reallocs are shared among its chains: L each, L + 1 for the first
         few, as many in all as captured."""
