@@ -177,7 +177,8 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from .model_collect import Collector
 from .model_fit import Phase
-from .model_write import NOT_MEASURED, Group, ModelWriter
+from .model_shape import Group
+from .model_write import NOT_MEASURED, ModelWriter
 
 __all__ = ["write_model", "measure_peak", "calibrate_peak", "ModelResult", "ModelRunError"]
 

@@ -1,0 +1,680 @@
+"""The statements of a fitted model, planned per thread group and phase on the model's shape
+(trace/model_shape.py): which sizes each draws from (the histogram files it writes beside the scenario),
+how many times each runs per thread, and what one execution does (calls, objects left to `lives`,
+objects handed over), from which trace/model_write.py writes the text and the header's model column.
+
+    plan = GroupPlanner(shape, files, group, life_scale).plan()   # -> GroupPlan: Chains, a PhasePlan per phase
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from .model_collect import REALLOC_START, Cell, hist_minus, hist_totals, merge_hist, size_class
+from .model_files import HistogramFiles
+from .model_fit import class_bound, fit_lifetimes, large_class, large_realloc_class
+from .model_shape import Group, ModelShape
+
+MAX_GROW_SLOTS = 4096       # realloc chains a thread of the model grows at once, at most
+#: At most this many objects kept to the end (or reallocs) in a phase are written one by one with their sizes.
+FEW_KEPT = 32
+
+
+@dataclass
+class Stmt:
+    text: str
+    per_thread: int = 0                        # the same count in every thread of the group ...
+    share: Optional[Tuple[str, int]] = None    # ... or (variable, group total) split over the threads by `self`
+    calls: Dict[str, int] = field(default_factory=dict)   # allocator calls per execution, runtime counter names
+    lives: int = 0                             # objects it leaves to a `lives` free
+    sent: int = 0                              # objects it hands to another thread
+    local_frees: int = 0                       # objects of its own thread it frees (a realloc chain's end)
+    draws: int = 0                             # sizes drawn from the phase's size histogram
+    handed: bool = False                       # ... from the sizes of the objects handed over instead
+    place: str = "loop"                        # 'pre' and 'post' run before and after the phase's rounds
+    lumped: bool = False                       # its share is all one thread's: a loop of its own
+    kept: bool = False                         # its objects live to the end (`lives forever`): their own sizes
+    mean: Optional[float] = None               # the mean of its sizes, when not the phase's
+    at: Optional[float] = None                 # runs once, this far into the phase (0 .. 1): a big chain's step
+    order: int = 0                             # ... its ordinal in the capture (steps in one round keep it)
+
+    def max_count(self, threads: int) -> int:
+        return self.per_thread if self.share is None else self.share[1] if self.lumped \
+            else -(-self.share[1] // threads)
+
+    def total(self, threads: int) -> int:
+        return self.per_thread * threads if self.share is None else self.share[1]
+
+
+@dataclass
+class Chains:
+    """How the threads of a group grow blocks with realloc (the same in every phase)."""
+    has_chain: bool             # the group reallocs at all
+    start_kinds: list           # [(kind, chains started with it)], the most frequent first
+    initial: bool               # the first block is allocated before the phases, the last freed after them
+    credit_phase: Optional[int]  # (0-based) the phase that ends one chain fewer per thread for it
+    slots: int                  # blocks grown at once (`pool grow[slots]`)
+    big_slots: int              # the big chains' own pool (`pool big[...]`), 0 without
+    units: bool                 # brief chains: each one statement, no block held between them
+    in_pool: bool               # the grown blocks live in a pool (else in a variable `grow`)
+    grow: str                   # the block a realloc grows: `grow`, `grow[0]` or `grow[k]`
+    pick: str                   # the statement that picks k, or ""
+
+    @property
+    def start_mk(self):
+        """The first block's kind."""
+        return self.start_kinds[0][0]
+
+
+@dataclass
+class Sizes:
+    """The size expressions of one group's statements in one phase, and the means the header sums."""
+    size: str                   # the sizes its own objects are drawn from
+    rsize: str = "0"            # realloc sizes
+    lives: str = "0"            # lifetimes of the objects freed by their own thread
+    handed: str = ""            # sizes of the objects handed to another thread (default: size) ...
+    handed_to: Dict[str, Tuple[str, float]] = field(default_factory=dict)   # ... per partner when several
+    kept: str = ""              # sizes of the objects kept to the end (default: size)
+    large: Optional[tuple] = None          # (size expr, lives expr, count per kind, mean size): _large_objects
+    large_realloc: Optional[tuple] = None  # (size expr, count, K, slots): _large_reallocs
+    mean: float = 64.0
+    handed_mean: float = 64.0
+    kept_mean: float = 64.0
+    comment: str = ""           # the lifetimes' fit, for the comment above the phase's block
+
+    def handed_for(self, dest: str) -> Tuple[str, dict]:
+        """The size expression of the objects handed to group dest, and the Stmt fields that go with it."""
+        if dest in self.handed_to:
+            return self.handed_to[dest][0], dict(mean=self.handed_to[dest][1])
+        return self.handed or self.size, dict(handed=bool(self.handed))
+
+
+@dataclass
+class PhasePlan:
+    stmts: List[Stmt]           # those that run at least once
+    variables: List[str]        # the `self`-dependent counts they need, declared at the group's top
+    sizes: Sizes
+    events: int                 # the group's calls in the phase (a phase without statements says so)
+
+
+@dataclass
+class GroupPlan:
+    chains: Chains
+    phases: List[PhasePlan]
+    first_size: Optional[str]   # the first phase's size expression (the first block's size)
+
+
+@dataclass
+class _Flows:
+    """A phase's objects by where they go: counts per kind (and partner)."""
+    local: Counter = field(default_factory=Counter)     # kind -> freed by their own thread (`lives`)
+    sends: Counter = field(default_factory=Counter)     # (kind, group) -> sent over a channel
+    ring: Counter = field(default_factory=Counter)      # kind -> handed around the group's ring
+    recvs: Counter = field(default_factory=Counter)     # group -> received from it and freed
+    ends: Counter = field(default_factory=Counter)      # 'local', 'ring' or group -> realloc chains ended so
+    kept: Counter = field(default_factory=Counter)      # kind -> still live at the end
+
+
+class _Counts:
+    """Per-thread counts of one group's statements in one phase, and the variables that split a total
+    over the threads by `self`."""
+
+    def __init__(self, g: Group, pi: int):
+        self.g, self.n, self.pi = g, g.n, pi
+        self.variables: List[str] = []
+
+    def per(self, total) -> dict:
+        return dict(per_thread=int(round(total / self.n)))
+
+    def exact(self, total: int, var: str, member_counts=None) -> dict:
+        """total over the threads: evenly, or all by the first (last) thread when the capture's first (last)
+        thread of the group made them all (a churning group's first thread takes what came before it)."""
+        n = self.n
+        if member_counts and n > 1 and sum(member_counts) == total:
+            if member_counts[0] == total:
+                self.variables.append(f"{var} = {total} * (1 / (self + 1))      # thread 0 only, as captured")
+                return dict(share=(var, total), lumped=True)
+            if member_counts[-1] == total:
+                self.variables.append(f"{var} = {total} * ((self + 1) / {n})      # the last thread only, as captured")
+                return dict(share=(var, total), lumped=True)
+        if total % n == 0:
+            return dict(per_thread=total // n)
+        self.variables.append(f"{var} = (self + 1) * {total} / {n} - self * {total} / {n}")
+        return dict(share=(var, total))
+
+    def members(self, match) -> list:
+        """Per thread of the group, its counts in the phase under the keys that match."""
+        return [sum(v for k, v in m.phases[self.pi - 1].c.items() if isinstance(k, tuple) and match(k))
+                for m in self.g.summaries]
+
+
+class GroupPlanner:
+    """The statements of one group, phase by phase; the histogram files they read are written on the way."""
+
+    def __init__(self, shape: ModelShape, files: HistogramFiles, g: Group, life_scale: Optional[int]):
+        self.shape, self.col, self.files, self.g = shape, shape.col, files, g
+        self.life_scale = life_scale
+
+    def plan(self) -> GroupPlan:
+        g = self.g
+        chains, rsizes, group_lives = self._chains()
+        # Realloc sizes per phase, as the sizes (a program that builds one big buffer late, e.g. a JSON
+        # text, grows its blocks far more in that phase); per group when there is one phase.
+        per_phase_rsizes = len(self.shape.phases) > 1
+        rsize = "0"
+        if rsizes and not per_phase_rsizes:
+            rsize = self.files.expr(rsizes, "realloc-sizes", "realloc sizes", g.name, None)
+        group_fit = fit_lifetimes(group_lives)
+        phases: List[PhasePlan] = []
+        first_size = None
+        for pi in range(1, len(self.shape.phases) + 1):
+            agg = Cell()
+            for s in g.summaries:
+                agg.merge(s.phases[pi - 1])
+            sizes, first_size = self._sizes(agg, pi, first_size, group_fit)
+            large_realloc, small_rsizes = self._large_reallocs(agg, pi, chains.slots)
+            if large_realloc:
+                rsize = f'histogram("{small_rsizes}")'
+            elif per_phase_rsizes and agg.rsizes:
+                rsize = self.files.expr(agg.rsizes, "realloc-sizes", "realloc sizes", g.name, pi)
+            sizes.rsize, sizes.large_realloc = rsize, large_realloc     # (a phase without reallocs keeps the last)
+            stmts, variables = self._statements(pi, agg, sizes, chains)
+            phases.append(PhasePlan(stmts, variables, sizes, agg.c["events"]))
+        return GroupPlan(chains, phases, first_size)
+
+    # ---------------------------------------------------------------- the group's realloc chains
+    def _chains(self) -> Tuple[Chains, dict, dict]:
+        """How the group grows blocks; its realloc sizes and its lifetimes, over all phases."""
+        g, shape = self.g, self.shape
+        starts: Counter = Counter()
+        rsizes: dict = {}
+        group_lives: dict = {}
+        local_ends = [0] * len(shape.phases)
+        for s in g.summaries:
+            merge_hist(rsizes, s.total.rsizes)
+            merge_hist(group_lives, s.total.lives)
+            for k, v in s.total.c.items():
+                if isinstance(k, tuple) and k[0] == "start":
+                    starts[k[1]] += v
+            for i, p in enumerate(s.phases):
+                local_ends[i] += sum(v for k, v in p.c.items() if isinstance(k, tuple) and k[0] == "end"
+                                     and (k[1] in ("local", "end") or (k[1] == "send" and not shape.sent_on(g, k[2]))))
+        has_chain = bool(rsizes)
+        start_kinds = sorted(starts.items(), key=lambda kv: (-kv[1], kv[0] == REALLOC_START, mk_key(kv[0]))) \
+            or [(REALLOC_START, 1)]
+        initial = has_chain and start_kinds[0][0] != REALLOC_START
+        # The first block in `grow` is allocated before the phases and the last one freed after them,
+        # so the phases end one chain fewer per thread: the last phase that ends enough chains locally.
+        credit_phase = next((i for i in reversed(range(len(shape.phases))) if local_ends[i] >= g.n), None) \
+            if initial else None
+        # A chain that the capture began with realloc(NULL, n) starts from an empty block: a pool slot, which
+        # may be empty (the checker rightly refuses a variable that may hold a freed block).
+        # As many chains at once as a thread of the group held at once in the capture, a random one grown
+        # or ended each time (one block, grown again and again, held far fewer bytes than many).
+        big = shape.big.get(g.name, [])
+        big_slots = max([slot + 1 for _, slot in big] + [0])
+        # (the big chains, written step by step, have slots of their own)
+        slots = min(max([self.col.max_chains[t] - big_slots for t in g.tids] + [1]), MAX_GROW_SLOTS) if has_chain \
+            else 1
+        units = has_chain and slots == 1 and not big and self._brief_chains()
+        if units:                               # no block held between chains: none before the phases either
+            initial, credit_phase = False, None
+        in_pool = has_chain and (slots > 1 or not initial or REALLOC_START in starts)
+        grow = "grow[k]" if slots > 1 else "grow[0]" if in_pool else "grow"
+        pick = f"k = uniform(0, {slots - 1})  " if slots > 1 else ""
+        return Chains(has_chain, start_kinds, initial, credit_phase, slots, big_slots, units, in_pool, grow,
+                      pick), rsizes, group_lives
+
+    def _brief_chains(self) -> bool:
+        """Whether the threads of g held their realloc chain (one at a time) less than half of the time, on
+        their `lives` clock: then each chain is one statement (start, grow, end: _chain_units) and the thread
+        holds no block between them; else the thread holds a block all along, as when a new chain starts
+        where the last one ended. The nearer of the two keeps the bytes held in chains nearer the capture's
+        (mt_pthread_crashed_e: four threads that grow a 1 KB block now and then, and hand it on at once).
+        Each phase must end a chain for each few reallocs (a chain across phases is no statement), and the
+        chains must end in their thread or around the group's ring."""
+        g = self.g
+        held = sum(self.col.chain_held[t] for t in g.tids)
+        ticks = sum(c.c["ticks"] for t in g.tids for c in self.col.cells[t] if c is not None)
+        if not ticks or held >= ticks / 2:
+            return False
+        for pi in range(len(self.shape.phases)):
+            reallocs = ends = 0
+            for s in g.summaries:
+                c = s.phases[pi].c
+                reallocs += c["realloc"]
+                for k, v in c.items():
+                    if isinstance(k, tuple) and k[0] == "end":
+                        if k[1] == "send" and self.shape.group_of[k[2]] is not g:
+                            return False
+                        ends += v
+            if reallocs < ends or (reallocs and not ends):
+                return False
+        return True
+
+    # ---------------------------------------------------------------- a phase's sizes
+    def _sizes(self, agg: Cell, pi: int, first_size: Optional[str], group_fit) -> Tuple[Sizes, Optional[str]]:
+        """The size expressions of group g in phase pi (their files written), and the first phase's size
+        expression so far. The objects handed to another thread get the sizes they had in the capture, the
+        objects kept to the end and the large objects theirs, the others the rest."""
+        g = self.g
+        own_sizes = hist_minus(agg.sizes, agg.sent) if agg.sent else agg.sizes
+        own_sizes = hist_minus(own_sizes, agg.kept) if agg.kept else own_sizes
+        large, large_hists, large_comment = self._large_objects(agg, pi)
+        if large:
+            own_sizes = hist_minus(own_sizes, large_hists[1])
+        n_sizes, sum_sizes = hist_totals(own_sizes)
+        n_sent, sum_sent = hist_totals(agg.sent)
+        n_kept, sum_kept = hist_totals(agg.kept)
+        kept_size = ""
+        one_by_one = g.n == 1 and _few_sizes(agg.kept)          # then _kept_allocs writes them with their sizes
+        if n_kept and (n_sizes or n_sent) and not one_by_one:
+            kept_size = self.files.expr(agg.kept, "kept-sizes", "sizes of the objects still live at the end",
+                                        g.name, pi)
+        elif n_kept and not n_sizes and not n_sent:
+            n_sizes, sum_sizes, own_sizes = n_kept, sum_kept, agg.kept
+        size = self.files.expr(own_sizes, "sizes", "requested sizes", g.name, pi) if n_sizes \
+            else (first_size or "64")
+        handed, handed_to = "", self._handed_to(agg, pi) if n_sent and n_sizes else {}
+        if n_sent and n_sizes and not handed_to:
+            handed = self.files.expr(agg.sent, "handed-sizes", "sizes of the objects handed to another thread",
+                                     g.name, pi)
+        if n_sent and not n_sizes:
+            n_sizes, sum_sizes = n_sent, sum_sent
+            size = self.files.expr(agg.sent, "sizes", "requested sizes", g.name, pi)
+        first_size = first_size or (size if n_sizes else None)
+        mean_size = sum_sizes / n_sizes if n_sizes else 64.0
+        fit = fit_lifetimes(hist_minus(agg.lives, large_hists[0]) if large else agg.lives) or group_fit
+        return Sizes(size, lives=fit.expr if fit else "0", handed=handed, handed_to=handed_to, kept=kept_size,
+                     large=large, mean=mean_size, handed_mean=sum_sent / n_sent if n_sent else mean_size,
+                     kept_mean=sum_kept / n_kept if n_kept else mean_size,
+                     comment=(fit.comment() if fit else "") + large_comment), first_size
+
+    def _handed_to(self, agg: Cell, pi: int) -> Dict[str, Tuple[str, float]]:
+        """Destination group -> (size expression, mean size) of the objects group g hands to it in phase pi,
+        when it hands them to several (its ring and another group, ...): a program often hands bigger
+        objects to one partner than to another (mt_pthread_e: 314 bytes on average to main, 264 around the
+        workers' ring), and one histogram for all would give each partner the others' sizes."""
+        g = self.g
+        by_dest: Dict[str, dict] = {}
+        for tid, hist in agg.sent_to.items():
+            dest = self.shape.group_of[tid]
+            if dest is g or (g.name, dest.name) in self.shape.edges:
+                merge_hist(by_dest.setdefault(dest.name, {}), hist)
+        if len(by_dest) < 2:
+            return {}
+        out = {}
+        for dest, hist in sorted(by_dest.items()):
+            n, total = hist_totals(hist)
+            what = "ring" if dest == g.name else dest
+            expr = self.files.expr(hist, f"handed-sizes-to-{what}", f"sizes of the objects handed to {what}",
+                                   g.name, pi)
+            out[dest] = (expr, total / n)
+        return out
+
+    def _large_objects(self, agg: Cell, pi: int):
+        """The few large objects freed by their own thread that weigh on the live bytes (model_fit.large_class):
+        a statement of their own, their sizes and lifetimes kept together, their number exact (not a chance of
+        each draw). Returns (size expression, lives expression, count per kind, mean size) or None, their
+        (lifetime, size) histograms, and a comment for the phase."""
+        large_from = large_class(agg.lives_by_class) if agg.lives_by_class else None
+        if large_from is None:
+            return None, None, ""
+        lives: dict = {}
+        sizes: dict = {}
+        for cls, (lives_hist, _bytes, _mass, sizes_hist) in agg.lives_by_class.items():
+            if cls >= large_from:
+                merge_hist(lives, lives_hist)
+                merge_hist(sizes, sizes_hist)
+        counts: Counter = Counter()
+        for k, v in agg.c.items():
+            if isinstance(k, tuple) and k[0] == "lives_class" and k[2] >= large_from:
+                counts[k[1]] += v
+        fit = fit_lifetimes(lives)
+        n, total = hist_totals(sizes)
+        bound = class_bound(large_from)
+        label = f"sizes of the objects of {bound} bytes or more freed by their own thread"
+        expr = self.files.expr(sizes, "large-sizes", label, self.g.name, pi)
+        comment = f"; the {n} objects of {bound} bytes or more, sizes and lifetimes of their own: {fit.comment()}"
+        return (expr, fit.expr, counts, total / n), (lives, sizes), comment
+
+    def _large_reallocs(self, agg: Cell, pi: int, slots: int):
+        """Large realloc sizes (model_fit.large_realloc_class) grow only the first K blocks of the pool, K the
+        most blocks of that size the group's threads held at once in the capture. Returns (size expression,
+        count, K, slots) and the file of the other realloc sizes, or (None, None)."""
+        large_from = large_realloc_class(agg.rsizes) if slots > 1 and agg.rsizes else None
+        if large_from is None:
+            return None, None
+        most = self.col.max_chain_classes
+        k = max([most[t][large_from] for t in self.g.tids if t in most] + [1])
+        if k >= slots:
+            return None, None
+        part = {b: h for b, h in agg.rsizes.items() if size_class(round(h[1] / h[0])) >= large_from}
+        label = f"realloc sizes of {class_bound(large_from)} bytes or more"
+        expr = self.files.expr(part, "large-realloc-sizes", label, self.g.name, pi)
+        small = self.files.write(hist_minus(agg.rsizes, part), "realloc-sizes", "realloc sizes", self.g.name, pi)
+        return (expr, hist_totals(part)[0], k, slots), small
+
+    # ---------------------------------------------------------------- a phase's statements
+    def _statements(self, pi: int, agg: Cell, sz: Sizes, chains: Chains) -> Tuple[List[Stmt], List[str]]:
+        """The statements of group g in phase pi (1-based), with per-thread counts; and the variables they
+        need. In this order: frees of received objects, free(NULL), the thread's own objects (`lives`),
+        those kept to the end, sends to other groups, the ring, reallocs, ends of realloc chains, and the
+        big objects and big chains' steps where they came."""
+        counts = _Counts(self.g, pi)
+        flows = self._flows(agg.c)
+        ring_send, ring_recv = self._ring_ops()
+        stmts = self._receives(flows, counts)
+        if agg.c["free_null"]:
+            stmts.append(Stmt("free(none[0])", **counts.per(agg.c["free_null"]), calls={"free": 1}))
+        stmts += self._own_allocs(flows, sz, counts)
+        stmts += self._kept_allocs(pi, agg, flows, sz, counts)
+        stmts += self._sends(flows, sz, counts)
+        stmts += self._ring_steps(flows, sz, counts, ring_send, ring_recv)
+        stmts += self._reallocs(agg, flows, sz, chains, counts, ring_send, ring_recv)
+        if not chains.units:
+            credit = self.g.n if chains.credit_phase == pi - 1 else 0
+            stmts += self._chain_ends(pi, flows, sz, chains, credit, counts, ring_send, ring_recv)
+        stmts += self._big_stmts(pi - 1)
+        kept = [s for s in stmts if s.max_count(self.g.n) > 0]
+        return kept, [v for v in counts.variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
+
+    def _flows(self, c: Counter) -> _Flows:
+        """A phase's counts sorted by where the objects go: a flow between groups without a channel (it
+        would close a loop) is freed by its owner itself."""
+        g, group_of, edges = self.g, self.shape.group_of, self.shape.edges
+        f = _Flows()
+        for k, v in c.items():
+            if not isinstance(k, tuple):
+                continue
+            if k[0] == "recv":
+                src = group_of[k[1]]
+                if src is not g and (src.name, g.name) in edges:
+                    f.recvs[src.name] += v
+            elif k[0] == "kept":
+                f.kept[k[1]] += v
+            elif k[0] in ("lives", "send"):
+                dest = group_of[k[2]] if k[0] == "send" else g
+                if k[0] == "lives" or (dest is not g and (g.name, dest.name) not in edges):
+                    f.local[k[1]] += v
+                elif dest is g:
+                    f.ring[k[1]] += v
+                else:
+                    f.sends[k[1], dest.name] += v
+            elif k[0] == "end":
+                dest = group_of[k[2]] if k[1] == "send" else g
+                if k[1] == "send" and dest is g:
+                    f.ends["ring"] += v
+                elif k[1] == "send" and (g.name, dest.name) in edges:
+                    f.ends[dest.name] += v
+                else:
+                    f.ends["local"] += v
+        return f
+
+    def _ring_ops(self) -> Tuple[str, str]:
+        """The ring's send (a format with the object as {0}) and receive, for the group's threads."""
+        g = self.g
+        if g.name in self.shape.churn:
+            # Threads come and go in order: thread i hands to i + 1, which starts after it; the ring does not
+            # close (thread 0 would wait for the last thread, which starts only after it ends). Its channels
+            # hold a thread's sends: none blocks, and thread i's receives wait only for thread i - 1.
+            return (f"if self + 1 < {g.n} {{{{ send({g.name}_ring[self + 1], {{0}}) }}}} else {{{{ free({{0}}) }}}}",
+                    f"if self > 0 {{ free(recv({g.name}_ring[self])) }}")
+        return f"send({g.name}_ring[(self + 1) % {g.n}], {{0}})", f"free(recv({g.name}_ring[self]))"
+
+    def _receives(self, flows: _Flows, counts: _Counts) -> List[Stmt]:
+        out = []
+        for src, total in sorted(flows.recvs.items()):
+            src_tids = set(self.shape.group_named(src).tids)
+            members = counts.members(lambda k: k[0] == "recv" and k[1] in src_tids)
+            out.append(Stmt(f"free(recv({src}_to_{self.g.name}))",
+                            **counts.exact(total, f"from_{src}_p{counts.pi}", members), calls={"free": 1}))
+        return out
+
+    def _own_allocs(self, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
+        """The objects freed by their own thread, `lives` as fitted; the large ones with their own sizes and
+        lifetimes."""
+        out, large = [], sz.large
+        for mk, v in sorted(flows.local.items(), key=lambda kv: mk_key(kv[0])):
+            n_large = large[2].get(mk, 0) if large else 0
+            if v > n_large:
+                out.append(Stmt(f"{alloc_text(mk, sz.size)} lives {self._scaled(sz.lives)}", **counts.per(v - n_large),
+                                calls={mk[0]: 1}, lives=1, draws=1))
+            if n_large:
+                out.append(Stmt(f"{alloc_text(mk, large[0])} lives {self._scaled(large[1])}", **counts.per(n_large),
+                                calls={mk[0]: 1}, lives=1, draws=1, mean=large[3]))
+        return out
+
+    def _kept_allocs(self, pi: int, agg: Cell, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
+        """The objects still live at the end: `lives forever`, where they came on average when once a phase."""
+        out = []
+        exact_sizes = _few_sizes(agg.kept) if self.g.n == 1 else None
+        kept_at = self._kept_at(pi - 1)
+        for mk, v in sorted(flows.kept.items(), key=lambda kv: mk_key(kv[0])):
+            if exact_sizes:
+                # A few objects kept to the end, each with its size, where they came on average: drawn at
+                # random, a handful of big ones (a 256 KiB table) could come out twice, or not at all.
+                for nbytes in exact_sizes[:v]:
+                    out.append(Stmt(f"{alloc_text(mk, str(nbytes))} lives forever", per_thread=1,
+                                    calls={mk[0]: 1}, lives=1, draws=1, kept=True, mean=nbytes, at=kept_at,
+                                    order=-1))
+                del exact_sizes[:v]
+                continue
+            once = counts.per(v)["per_thread"] == 1
+            out.append(Stmt(f"{alloc_text(mk, sz.kept or sz.size)} lives forever", **counts.per(v), calls={mk[0]: 1},
+                            lives=1, draws=1, handed=bool(sz.kept), kept=True, at=kept_at if once else None,
+                            order=-1))
+        return out
+
+    def _kept_at(self, pi: int) -> Optional[float]:
+        """How far into phase pi (0-based) the group's objects still live at the end came, on average, on
+        their threads' `lives` clocks: a statement that makes one of them per thread runs there, not in the
+        phase's last round, where every statement made once a phase runs (a crashed capture's last objects
+        came at its very end; a program's tables early)."""
+        total, count = 0.0, 0
+        for tid, s in zip(self.g.tids, self.g.summaries):
+            c = s.phases[pi].c
+            n = sum(v for k, v in c.items() if isinstance(k, tuple) and k[0] == "kept")
+            if n <= 0:
+                continue
+            lo, ticks = self.shape.clock_span(tid, pi)
+            total += n * min(max((c["kept_ticks"] / n - 1 - lo) / ticks, 0.0), 1.0)
+            count += n
+        return total / count if count else None
+
+    def _sends(self, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
+        """Objects sent over a channel to another group, which frees them."""
+        out = []
+        for (mk, dest), v in sorted(flows.sends.items(), key=lambda kv: (mk_key(kv[0][0]), kv[0][1])):
+            dest_tids = set(self.shape.group_named(dest).tids)
+            members = counts.members(lambda k: k[0] == "send" and k[1] == mk and k[2] in dest_tids)
+            dest_size, dest_fields = sz.handed_for(dest)
+            out.append(Stmt(f"p = {alloc_text(mk, dest_size)}  send({self.g.name}_to_{dest}, p)",
+                            **counts.exact(v, f"to_{dest}_{mk[0]}_p{counts.pi}", members), calls={mk[0]: 1}, sent=1,
+                            draws=1, **dest_fields))
+        return out
+
+    def _ring_steps(self, flows: _Flows, sz: Sizes, counts: _Counts, ring_send: str, ring_recv: str) -> List[Stmt]:
+        """Objects handed around the group's ring. They stay in flight as long as in the capture: each thread
+        first sends `depth` objects, then sends one and frees one per step, and frees the last `depth` at
+        the end."""
+        out = []
+        depth = self.shape.ring_depth.get(self.g.name, 0)
+        ring_size, ring_fields = sz.handed_for(self.g.name)
+        for mk, v in sorted(flows.ring.items(), key=lambda kv: (-kv[1], mk_key(kv[0]))):
+            steps = counts.per(v)["per_thread"]
+            d, depth = min(depth, steps), 0              # the most frequent kind carries the depth
+            if d:
+                out.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}", per_thread=d,
+                                calls={mk[0]: 1}, sent=1, draws=1, place="pre", **ring_fields))
+                out.append(Stmt(ring_recv, per_thread=d, calls={"free": 1}, place="post"))
+            out.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}  {ring_recv}",
+                            per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1, **ring_fields))
+        return out
+
+    def _reallocs(self, agg: Cell, flows: _Flows, sz: Sizes, chains: Chains, counts: _Counts, ring_send: str,
+                  ring_recv: str) -> List[Stmt]:
+        reallocs, grow, pick = agg.c["realloc"], chains.grow, chains.pick
+        few_rsizes = _few_sizes(agg.rsizes) if self.g.n == 1 else None
+        if chains.units:
+            return self._chain_units(flows.ends, chains.start_kinds, reallocs, sz.size, sz.rsize, grow, ring_send,
+                                     ring_recv)
+        if reallocs and few_rsizes and len(few_rsizes) == reallocs:
+            # a few reallocs, each to its own size (drawn at random, the one big size could come out twice)
+            return [Stmt(f"{pick}{grow} = realloc({grow}, {nbytes})", per_thread=1, calls={"realloc": 1})
+                    for nbytes in few_rsizes]
+        if reallocs and sz.large_realloc:
+            # A program grows one big buffer (or a few) among many small blocks: the large sizes grow the first
+            # K blocks, as many as the thread held large ones at once in the capture, the others the rest. Drawn
+            # for any block, the big sizes would pile up in several blocks at once.
+            l_size, n_large, k, slots = sz.large_realloc
+            pick_large = "grow[0]" if k == 1 else "grow[k]"
+            out = [Stmt(("" if k == 1 else f"k = uniform(0, {k - 1})  ")
+                        + f"{pick_large} = realloc({pick_large}, {l_size})", **counts.per(n_large),
+                        calls={"realloc": 1})]
+            if reallocs > n_large:
+                out.append(Stmt(f"k = uniform({k}, {slots - 1})  grow[k] = realloc(grow[k], {sz.rsize})",
+                                **counts.per(reallocs - n_large), calls={"realloc": 1}))
+            return out
+        if reallocs:
+            return [Stmt(f"{pick}{grow} = realloc({grow}, {sz.rsize})", **counts.per(reallocs), calls={"realloc": 1})]
+        return []
+
+    def _chain_ends(self, pi: int, flows: _Flows, sz: Sizes, chains: Chains, local_end_credit: int, counts: _Counts,
+                    ring_send: str, ring_recv: str) -> List[Stmt]:
+        """A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
+        each kind as often as the capture's chains started with it."""
+        grow, pick, g = chains.grow, chains.pick, self.g
+
+        def restart(mk):
+            if mk == REALLOC_START:             # the next realloc(NULL, n) starts it
+                return "", {}, 0
+            return f"  {grow} = {alloc_text(mk, sz.size)}", {mk[0]: 1}, 1
+
+        out = []
+        for where, v in sorted(flows.ends.items(), key=lambda kv: ("local", "ring").index(kv[0])
+                               if kv[0] in ("local", "ring") else 2):
+            parts = _split(v, chains.start_kinds)
+            if where == "local" and local_end_credit:        # the first block came before the phases
+                parts[chains.start_kinds[0][0]] -= local_end_credit
+            for mk, part in sorted(parts.items(), key=lambda kv: mk_key(kv[0])):
+                if part <= 0:
+                    continue
+                text, calls, draws = restart(mk)
+                if where == "local":
+                    out.append(Stmt(f"{pick}free({grow}){text}", **counts.per(part), calls={"free": 1, **calls},
+                                    local_frees=1, draws=draws))
+                elif where == "ring":
+                    out.append(Stmt(f"{pick}{ring_send.format(grow)}{text}  {ring_recv}", **counts.per(part),
+                                    calls={"free": 1, **calls}, sent=1, draws=draws))
+                else:
+                    out.append(Stmt(f"{pick}send({g.name}_to_{where}, {grow}){text}",
+                                    **counts.exact(part, f"to_{where}_grown_{mk[0]}_p{pi}"), calls=dict(calls),
+                                    sent=1, draws=draws))
+        return out
+
+    def _chain_units(self, ends: Counter, start_kinds, reallocs: int, size: str, rsize: str, grow: str,
+                     ring_send: str, ring_recv: str) -> List[Stmt]:
+        """Realloc chains held briefly (_brief_chains), one statement each: the chain starts, grows and ends
+        (freed, or handed to the next thread of the ring) in one step, so that the thread holds no block
+        between its chains. The phase's reallocs are shared among its chains: L each, L + 1 for the first
+        few, as many in all as captured."""
+        n = self.g.n
+        units = []
+        for where in ("local", "ring"):
+            for mk, part in sorted(_split(ends[where], start_kinds).items(), key=lambda kv: mk_key(kv[0])) \
+                    if ends[where] else ():
+                if round(part / n):
+                    units.append((where, mk, int(round(part / n))))
+        total = sum(u for _, _, u in units)
+        if not total:
+            return []
+        per_thread = int(round(reallocs / n))
+        length, extra = divmod(per_thread, total) if per_thread >= total else (1, 0)
+        out = []
+        for where, mk, count in units:
+            for grows, times in ((length + 1, min(extra, count)), (length, count - min(extra, count))):
+                if not times:
+                    continue
+                start = "" if mk == REALLOC_START else f"{grow} = {alloc_text(mk, size)}  "
+                step = f"{grow} = realloc({grow}, {rsize})"
+                body = start + ("  ".join([step] * grows) if grows <= 2 else f"repeat {grows} {{ {step} }}")
+                calls = Counter({"realloc": grows})
+                if mk != REALLOC_START:
+                    calls[mk[0]] += 1
+                calls["free"] += 1
+                if where == "local":
+                    out.append(Stmt(f"{body}  free({grow})", per_thread=times, calls=dict(calls), local_frees=1,
+                                    draws=int(mk != REALLOC_START)))
+                else:
+                    out.append(Stmt(f"{body}  {ring_send.format(grow)}  {ring_recv}", per_thread=times,
+                                    calls=dict(calls), sent=1, draws=int(mk != REALLOC_START)))
+            extra -= min(extra, count)
+        return out
+
+    def _big_stmts(self, pi: int) -> List[Stmt]:
+        """The big objects and the steps of the big chains of group g (one thread) in phase pi (0-based), each
+        once, as far into the phase as it came on the thread's `lives` clock: the statements' rounds spread
+        the clock's ticks evenly, so an object that `lives L` ends where it ended in the capture."""
+        out: List[Stmt] = []
+        shape, g = self.shape, self.g
+        lo, ticks = shape.clock_span(g.tids[0], pi)
+
+        def at(moment):
+            return min(max(moment[1] - 1 - lo, 0) / ticks, 1.0)
+
+        for r in shape.big_objects.get(g.name, []):
+            if shape.phase_of(r.at) == pi:
+                life = "forever" if r.how == "kept" else str(r.life)
+                out.append(Stmt(f"{alloc_text(r.mk, str(r.size))} lives {life}", per_thread=1, calls={r.mk[0]: 1},
+                                lives=1, draws=1, mean=r.size, kept=r.how == "kept", at=at(r.at), order=r.at[0]))
+        for t, slot in shape.big.get(g.name, []):
+            b = f"big[{slot}]"
+            steps = [] if t.mk == REALLOC_START else \
+                [(t.start, f"free({b})  {b} = {alloc_text(t.mk, str(t.size))}", {"free": 1, t.mk[0]: 1},
+                  dict(draws=1, mean=t.size))]
+            steps += [(o, f"{b} = realloc({b}, {n})", {"realloc": 1}, {}) for o, n in t.steps]
+            if t.how == "local" and t.end is not None:
+                steps.append((t.end, f"free({b})", {"free": 1}, dict(local_frees=1)))
+            for o, text, calls, more in steps:
+                if shape.phase_of(o) == pi:
+                    out.append(Stmt(text, per_thread=1, calls=calls, at=at(o), order=o[0], **more))
+        return out
+
+    def _scaled(self, lives: str) -> str:
+        """A `lives` expression times the calibrated scale, when there is one (trace/model.py)."""
+        return lives if self.life_scale is None or lives == "0" else f"({lives}) * life_scale / 100"
+
+
+def alloc_text(mk, size_expr: str) -> str:
+    kind, align = mk
+    if kind == "malloc":
+        return f"malloc({size_expr})"
+    if kind == "calloc":
+        return f"calloc(1, {size_expr})"
+    return f"{kind}({align or 16}, {size_expr})"
+
+
+def mk_key(mk):
+    """The order of allocation kinds in the text: malloc, calloc, then the aligned ones by alignment."""
+    order = ("malloc", "calloc", "aligned_alloc", "memalign", "posix_memalign")
+    return (order.index(mk[0]) if mk[0] in order else 9, mk[1] or 0)
+
+
+def _few_sizes(hist: dict) -> Optional[List[int]]:
+    """The sizes of a histogram's objects one by one (each class at its mean), when there are few."""
+    n, _ = hist_totals(hist)
+    if not n or n > FEW_KEPT:
+        return None
+    return [round(s / c) for _, (c, s) in sorted(hist.items()) for _ in range(c)]
+
+
+def _split(total: int, weights) -> Counter:
+    """total split in proportion to [(key, weight)], largest remainders first; the parts add up to total."""
+    whole = sum(w for _, w in weights)
+    shares = [(key, total * w / whole) for key, w in weights]
+    parts = Counter({key: int(x) for key, x in shares})
+    left = total - sum(parts.values())
+    for key, x in sorted(shares, key=lambda kx: -(kx[1] - int(kx[1])))[:left]:
+        parts[key] += 1
+    return parts

@@ -1,0 +1,293 @@
+"""The shape of a fitted model, decided once from the collected figures: its phases, its thread groups (and
+which of them churn), the channels between groups with their capacities, each ring's depth, and the big
+realloc chains and big objects written one by one, taken out of their thread's figures.
+
+trace/model_plan.py plans each group's statements on this shape; trace/model_write.py writes the text.
+"""
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from .model_collect import REALLOC_START, Cell, Collector, life_bucket, size_bucket, size_class
+from .model_fit import Phase, ThreadSummary, big_chains, big_objects, chain_slots, detect_phases, group_threads
+
+MAX_CAPACITY = 1 << 20      # channel slots live in the runtime's arena: 16 MiB at most per channel
+
+
+@dataclass
+class Group:
+    name: str
+    tids: List[int]
+    summaries: List[ThreadSummary]
+
+    @property
+    def n(self) -> int:
+        return len(self.tids)
+
+
+class ModelShape:
+    """Phases, groups, churn, flows between groups, ring depths, big chains and big objects of one capture.
+
+    Built once per model (calibration rewrites the text, not the shape); taking the big chains and big
+    objects out changes the groups' summaries, which the statements then model as before."""
+
+    def __init__(self, col: Collector, max_phases: int):
+        self.col = col
+        self.phases: List[Phase] = detect_phases(col.wins, col.has_time, max(1, max_phases), col.last_line)
+        self.notes: List[str] = []
+        self._group_threads()
+        self.churn = self._churn()
+        if self.churn and len(self.phases) > 1:
+            # a barrier would wait for a churning group's threads not yet started: one phase
+            self.phases = detect_phases(col.wins, col.has_time, 1, col.last_line)
+            self._group_threads()
+            self.churn = self._churn()
+            self.notes.append("one phase: the threads of a group come and go (`at most`), and a barrier between "
+                              "phases would wait for threads not yet started")
+        self._flows()
+        self._take_big_chains()
+        self._take_big_objects()
+
+    # ---------------------------------------------------------------- groups
+    def _group_threads(self) -> None:
+        summaries = []
+        for tid, cells in self.col.cells.items():
+            per_phase = []
+            for p in self.phases:
+                agg = Cell()
+                for cell in cells[p.start:p.end]:
+                    if cell is not None:
+                        agg.merge(cell)
+                per_phase.append(agg)
+            total = Cell()
+            for agg in per_phase:
+                total.merge(agg)
+            summaries.append(ThreadSummary(tid, total, per_phase))
+        leader = min(self.col.cells) if self.col.cells else 0
+        self.groups: List[Group] = []
+        workers = 0
+        for members in group_threads(summaries):
+            if len(members) == 1 and members[0].tid == leader:
+                name = "main"
+            else:
+                workers += 1
+                name = "worker" if workers == 1 else f"worker{workers}"
+            self.groups.append(Group(name, [s.tid for s in members], members))
+        self.group_of = {tid: g for g in self.groups for tid in g.tids}
+
+    def _churn(self) -> Dict[str, int]:
+        """Group name -> K for the groups whose threads were not all alive at once in the capture (its
+        thread starts and exits show it): `thread NAME * N at most K`. Their threads are put in the order
+        they started: the model starts thread i + K when thread i ends."""
+        if not self.col.thread_starts:
+            return {}
+        out = {}
+        born = self.col.born
+        for g in self.groups:
+            k = self.col.alive_at_most(g.tids)
+            if g.n > 1 and 0 < k < g.n:
+                out[g.name] = k
+                g.summaries.sort(key=lambda s: born.get(s.tid, 0))
+                g.tids[:] = [s.tid for s in g.summaries]
+        return out
+
+    def group_named(self, name: str) -> Group:
+        return next(g for g in self.groups if g.name == name)
+
+    # ---------------------------------------------------------------- flows
+    def _flows(self) -> None:
+        """Objects handed between groups, over a forest of channels; each channel holds as many objects as
+        were in flight at once between those groups in the capture.
+
+        Bounded channels keep the model's producers from running ahead of their consumers (its peak of live
+        bytes stays the capture's), but the statements spread each thread's sends and receives evenly, not
+        as captured, so any loop of channels, whatever their directions, could deadlock: the heaviest flows
+        that form no loop keep their channel (a maximum spanning forest), the others are freed by their
+        owner itself, and a note says so."""
+        self.edges = self._channel_forest()
+        self.ring_depth = self._ring_depths()
+        self.capacity = {}
+        tids = {g.name: g.tids for g in self.groups}
+        for (src, dst), n in self.edges.items():
+            most = self.col.in_flight([(a, b) for a in tids[src] for b in tids[dst]])
+            if most is None:
+                self.notes.append(f"channel {src}_to_{dst} may hold all {n} objects at once: too many handoffs "
+                                  f"to measure how many were in flight in the capture")
+            self.capacity[src, dst] = max(1, min(n, MAX_CAPACITY, most if most is not None else n))
+
+    def _channel_forest(self) -> Dict[Tuple[str, str], int]:
+        """(source group, destination group) -> objects handed, for the flows that keep their channel."""
+        edges: Counter = Counter()
+        for g in self.groups:
+            for s in g.summaries:
+                for k, n in s.total.c.items():
+                    dest = _dest(k)
+                    if dest is not None and self.group_of[dest] is not g:
+                        edges[g.name, self.group_of[dest].name] += n
+        tree = {g.name: g.name for g in self.groups}
+
+        def root(name):
+            while tree[name] != name:
+                name = tree[name]
+            return name
+
+        kept = {}
+        for (src, dst), n in sorted(edges.items(), key=lambda en: (-en[1], en[0])):
+            if not n:
+                continue
+            a, b = root(src), root(dst)
+            if a != b:
+                tree[a] = b
+                kept[src, dst] = n
+                continue
+            self.notes.append(f"{n} objects allocated by {src} and freed by {dst} are freed by {src} itself in the "
+                              f"model: a channel for them would close a loop of channels, which could deadlock")
+        return kept
+
+    def _ring_depths(self) -> Dict[str, int]:
+        """Group name -> objects each thread of its ring sends before its first step.
+
+        Objects the threads of a group handed to one another, in flight at once at most, per thread alive,
+        less the one each thread holds in a step of the ring (allocated and sent, its predecessor's not yet
+        received and freed): with every thread mid-step, the model's ring then holds as many as the
+        capture's at most, not that many more (mt_pthread_crashed_e: 8 at most, 4-5 most of the time;
+        primed with 8, the model held 8-12 all along)"""
+        depth = {}
+        for g in self.groups:
+            if g.n > 1:
+                most, alive = self.col.in_flight([(a, b) for a in g.tids for b in g.tids if b != a]) or 0, \
+                    self.churn.get(g.name, g.n)
+                depth[g.name] = max(0, (2 * most + alive) // (2 * alive) - 1)   # most / alive, rounded, - 1
+        return depth
+
+    def sent_on(self, g: Group, tid: int) -> bool:
+        """Whether group g's objects freed by thread tid are handed over in the model (its ring or a channel)."""
+        dest = self.group_of[tid]
+        return dest is g or (g.name, dest.name) in self.edges
+
+    # ---------------------------------------------------------------- big chains and big objects
+    def _take_big_chains(self) -> None:
+        """The big realloc chains of each single-thread group (model_fit.big_chains) are written step by step
+        (self.big: group name -> [(chain, slot)]); their starts, reallocs and ends leave the thread's figures,
+        which the other statements model as before."""
+        self.big: Dict[str, list] = {}
+        col = self.col
+        for g in self.groups:
+            if g.n != 1:
+                continue
+            tid, summary = g.tids[0], g.summaries[0]
+            chains = big_chains([t for _, _, t in col.trails.get(tid, [])], col.trail_dropped[tid],
+                                summary.total.rsizes)
+            if not chains:
+                continue
+            self.big[g.name] = list(zip(chains, chain_slots(chains)))
+            for t in chains:
+                takes = [("start", t.start, t.size)] + [("realloc", o, n) for o, n in t.steps] + \
+                    [("end", t.end, 0)]
+                for what, o, nbytes in takes:
+                    if what == "end" and t.how == "local" and o is not None:
+                        key = ("end", "local", None)
+                    elif what == "end":
+                        key, o = ("end", "end", None), None
+                    elif what == "start":
+                        key = ("start", t.mk)
+                    else:
+                        key = "realloc"
+                    phase = summary.phases[self.phase_of(o)]
+                    # a start frees its empty slot first (free(NULL): the checker cannot follow a slot
+                    # through the rounds' `if`s), one of the capture's free(NULL) when it has one left
+                    null = what == "start" and t.mk != REALLOC_START and phase.c["free_null"] > 0
+                    for cell in (phase, summary.total):
+                        cell.c[key] -= 1
+                        cell.c["free_null"] -= null
+                        if what == "realloc":
+                            _take(cell.rsizes, nbytes)
+                        elif what == "start" and t.mk != REALLOC_START:
+                            _take(cell.sizes, nbytes)
+
+    def _take_big_objects(self) -> None:
+        """The big objects of each single-thread group (model_fit.big_objects) are written one by one
+        (self.big_objects: group name -> records); they leave the thread's figures (sizes, lifetimes, counts),
+        which the other statements model as before."""
+        self.big_objects: Dict[str, list] = {}
+        col = self.col
+        for g in self.groups:
+            if g.n != 1:
+                continue
+            tid, summary = g.tids[0], g.summaries[0]
+            records = big_objects([r for _, _, r in col.big_objects.get(tid, [])], col.big_dropped[tid],
+                                  col.peak_bytes)
+            if records:
+                self.big_objects[g.name] = records
+            for r in records:
+                for cell in (summary.phases[self.phase_of(r.at)], summary.total):
+                    _take_object(cell, r)
+
+    # ---------------------------------------------------------------- places in the capture
+    def phase_of(self, moment: Optional[tuple]) -> int:
+        """The phase (index) of a call's moment (ordinal, clock); the last one for None (the end of the capture)."""
+        if moment is None:
+            return len(self.phases) - 1
+        w = moment[0] // self.col.window
+        return next((i for i, p in enumerate(self.phases) if p.start <= w < p.end), len(self.phases) - 1)
+
+    def clock_span(self, tid: int, pi: int) -> Tuple[int, int]:
+        """Thread tid's `lives` clock where phase pi (0-based) begins, and its ticks in the phase (1 at least)."""
+        cells, p = self.col.cells[tid], self.phases[pi]
+        lo = sum(c.c["ticks"] for c in cells[:p.start] if c is not None)
+        return lo, max(sum(c.c["ticks"] for c in cells[p.start:p.end] if c is not None), 1)
+
+    def join_at_end(self) -> bool:
+        """Whether every thread waits for the others at its end (a last barrier): when the model has several
+        groups, none of them churning, and objects that `lives forever`. Such an object lives to the end of
+        its thread, and in the capture its thread lived to the end (a program's main thread waits for its
+        workers); a thread of the model ends when its statements are done, and one that is done early (a
+        main thread that only sets up its tables) would free its objects while the others still run
+        (mt_handoff_x_crashed: main's 5 KB, half the capture's peak, freed before the workers got going)."""
+        if self.churn or len(self.groups) < 2:
+            return False
+        return any(s.total.c[k] > 0 for g in self.groups for s in g.summaries for k in list(s.total.c)
+                   if isinstance(k, tuple) and k[0] == "kept") or any(self.big_objects.values())
+
+
+def _take_object(cell: Cell, r) -> None:
+    """A big object (model_collect.BigObject) out of a cell's figures: its size, and its lifetime or its
+    place among the objects kept to the end."""
+    _take(cell.sizes, r.size)
+    if r.how == "kept":
+        cell.c["kept", r.mk] -= 1
+        cell.c["kept_ticks"] -= r.at[1]
+        cell.c["censored"] -= 1
+        _take(cell.kept, r.size)
+        return
+    cls = size_class(r.size)
+    cell.c["lives", r.mk] -= 1
+    cell.c["lives_class", r.mk, cls] -= 1
+    _take(cell.lives, r.life, life_bucket)
+    by_class = cell.lives_by_class[cls]
+    _take(by_class[0], r.life, life_bucket)
+    by_class[1] -= r.size
+    by_class[2] -= r.size * r.life
+    _take(by_class[3], r.size)
+    if not by_class[0]:
+        del cell.lives_by_class[cls]
+
+
+def _take(hist: dict, nbytes: int, bucket=size_bucket) -> None:
+    """One object of nbytes (or one lifetime, with bucket=life_bucket) out of a histogram."""
+    b = bucket(nbytes)
+    h = hist.get(b)
+    if h is None:
+        return
+    h[0] -= 1
+    h[1] -= nbytes
+    if h[0] <= 0:
+        del hist[b]
+
+
+def _dest(k):
+    """The thread that frees the objects counted under key k, when another thread frees them."""
+    if isinstance(k, tuple) and (k[0] == "send" or k[:2] == ("end", "send")):
+        return k[2]
+    return None
