@@ -1,7 +1,7 @@
 """The statements of a fitted model, planned per thread group and phase on the model's shape
-(trace/model_shape.py): which sizes each draws from (the histogram files it writes beside the scenario),
-how many times each runs per thread, and what one execution does (calls, objects left to `lives`,
-objects handed over), from which trace/model_write.py writes the text and the header's model column.
+(trace/model_shape.py), with the sizes trace/model_sizes.py chose: how many times each runs per thread
+and what one execution does (calls, objects left to `lives`, objects handed over), from which
+trace/model_write.py writes the text and the header's model column.
 
     plan = GroupPlanner(shape, files, group, life_scale).plan()   # -> GroupPlan: Chains, a PhasePlan per phase
 """
@@ -10,14 +10,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .model_collect import REALLOC_START, Cell, hist_minus, hist_totals, merge_hist, size_class
+from .model_collect import REALLOC_START, Cell, merge_hist
 from .model_files import HistogramFiles
-from .model_fit import class_bound, fit_lifetimes, large_class, large_realloc_class
+from .model_fit import fit_lifetimes
 from .model_shape import Group, ModelShape
+from .model_sizes import PhaseSizer, Sizes, few_sizes
 
 MAX_GROW_SLOTS = 4096       # realloc chains a thread of the model grows at once, at most
-#: At most this many objects kept to the end (or reallocs) in a phase are written one by one with their sizes.
-FEW_KEPT = 32
 
 
 @dataclass
@@ -64,29 +63,6 @@ class Chains:
     def start_mk(self):
         """The first block's kind."""
         return self.start_kinds[0][0]
-
-
-@dataclass
-class Sizes:
-    """The size expressions of one group's statements in one phase, and the means the header sums."""
-    size: str                   # the sizes its own objects are drawn from
-    rsize: str = "0"            # realloc sizes
-    lives: str = "0"            # lifetimes of the objects freed by their own thread
-    handed: str = ""            # sizes of the objects handed to another thread (default: size) ...
-    handed_to: Dict[str, Tuple[str, float]] = field(default_factory=dict)   # ... per partner when several
-    kept: str = ""              # sizes of the objects kept to the end (default: size)
-    large: Optional[tuple] = None          # (size expr, lives expr, count per kind, mean size): _large_objects
-    large_realloc: Optional[tuple] = None  # (size expr, count, K, slots): _large_reallocs
-    mean: float = 64.0
-    handed_mean: float = 64.0
-    kept_mean: float = 64.0
-    comment: str = ""           # the lifetimes' fit, for the comment above the phase's block
-
-    def handed_for(self, dest: str) -> Tuple[str, dict]:
-        """The size expression of the objects handed to group dest, and the Stmt fields that go with it."""
-        if dest in self.handed_to:
-            return self.handed_to[dest][0], dict(mean=self.handed_to[dest][1])
-        return self.handed or self.size, dict(handed=bool(self.handed))
 
 
 @dataclass
@@ -154,6 +130,7 @@ class GroupPlanner:
     def __init__(self, shape: ModelShape, files: HistogramFiles, g: Group, life_scale: Optional[int]):
         self.shape, self.col, self.files, self.g = shape, shape.col, files, g
         self.life_scale = life_scale
+        self.sizer = PhaseSizer(shape, files, g)
 
     def plan(self) -> GroupPlan:
         g = self.g
@@ -171,8 +148,8 @@ class GroupPlanner:
             agg = Cell()
             for s in g.summaries:
                 agg.merge(s.phases[pi - 1])
-            sizes, first_size = self._sizes(agg, pi, first_size, group_fit)
-            large_realloc, small_rsizes = self._large_reallocs(agg, pi, chains.slots)
+            sizes, first_size = self.sizer.sizes(agg, pi, first_size, group_fit)
+            large_realloc, small_rsizes = self.sizer.large_reallocs(agg, pi, chains.slots)
             if large_realloc:
                 rsize = f'histogram("{small_rsizes}")'
             elif per_phase_rsizes and agg.rsizes:
@@ -251,109 +228,6 @@ class GroupPlanner:
             if reallocs < ends or (reallocs and not ends):
                 return False
         return True
-
-    # ---------------------------------------------------------------- a phase's sizes
-    def _sizes(self, agg: Cell, pi: int, first_size: Optional[str], group_fit) -> Tuple[Sizes, Optional[str]]:
-        """The size expressions of group g in phase pi (their files written), and the first phase's size
-        expression so far. The objects handed to another thread get the sizes they had in the capture, the
-        objects kept to the end and the large objects theirs, the others the rest."""
-        g = self.g
-        own_sizes = hist_minus(agg.sizes, agg.sent) if agg.sent else agg.sizes
-        own_sizes = hist_minus(own_sizes, agg.kept) if agg.kept else own_sizes
-        large, large_hists, large_comment = self._large_objects(agg, pi)
-        if large:
-            own_sizes = hist_minus(own_sizes, large_hists[1])
-        n_sizes, sum_sizes = hist_totals(own_sizes)
-        n_sent, sum_sent = hist_totals(agg.sent)
-        n_kept, sum_kept = hist_totals(agg.kept)
-        kept_size = ""
-        one_by_one = g.n == 1 and _few_sizes(agg.kept)          # then _kept_allocs writes them with their sizes
-        if n_kept and (n_sizes or n_sent) and not one_by_one:
-            kept_size = self.files.expr(agg.kept, "kept-sizes", "sizes of the objects still live at the end",
-                                        g.name, pi)
-        elif n_kept and not n_sizes and not n_sent:
-            n_sizes, sum_sizes, own_sizes = n_kept, sum_kept, agg.kept
-        size = self.files.expr(own_sizes, "sizes", "requested sizes", g.name, pi) if n_sizes \
-            else (first_size or "64")
-        handed, handed_to = "", self._handed_to(agg, pi) if n_sent and n_sizes else {}
-        if n_sent and n_sizes and not handed_to:
-            handed = self.files.expr(agg.sent, "handed-sizes", "sizes of the objects handed to another thread",
-                                     g.name, pi)
-        if n_sent and not n_sizes:
-            n_sizes, sum_sizes = n_sent, sum_sent
-            size = self.files.expr(agg.sent, "sizes", "requested sizes", g.name, pi)
-        first_size = first_size or (size if n_sizes else None)
-        mean_size = sum_sizes / n_sizes if n_sizes else 64.0
-        fit = fit_lifetimes(hist_minus(agg.lives, large_hists[0]) if large else agg.lives) or group_fit
-        return Sizes(size, lives=fit.expr if fit else "0", handed=handed, handed_to=handed_to, kept=kept_size,
-                     large=large, mean=mean_size, handed_mean=sum_sent / n_sent if n_sent else mean_size,
-                     kept_mean=sum_kept / n_kept if n_kept else mean_size,
-                     comment=(fit.comment() if fit else "") + large_comment), first_size
-
-    def _handed_to(self, agg: Cell, pi: int) -> Dict[str, Tuple[str, float]]:
-        """Destination group -> (size expression, mean size) of the objects group g hands to it in phase pi,
-        when it hands them to several (its ring and another group, ...): a program often hands bigger
-        objects to one partner than to another (mt_pthread_e: 314 bytes on average to main, 264 around the
-        workers' ring), and one histogram for all would give each partner the others' sizes."""
-        g = self.g
-        by_dest: Dict[str, dict] = {}
-        for tid, hist in agg.sent_to.items():
-            dest = self.shape.group_of[tid]
-            if dest is g or (g.name, dest.name) in self.shape.edges:
-                merge_hist(by_dest.setdefault(dest.name, {}), hist)
-        if len(by_dest) < 2:
-            return {}
-        out = {}
-        for dest, hist in sorted(by_dest.items()):
-            n, total = hist_totals(hist)
-            what = "ring" if dest == g.name else dest
-            expr = self.files.expr(hist, f"handed-sizes-to-{what}", f"sizes of the objects handed to {what}",
-                                   g.name, pi)
-            out[dest] = (expr, total / n)
-        return out
-
-    def _large_objects(self, agg: Cell, pi: int):
-        """The few large objects freed by their own thread that weigh on the live bytes (model_fit.large_class):
-        a statement of their own, their sizes and lifetimes kept together, their number exact (not a chance of
-        each draw). Returns (size expression, lives expression, count per kind, mean size) or None, their
-        (lifetime, size) histograms, and a comment for the phase."""
-        large_from = large_class(agg.lives_by_class) if agg.lives_by_class else None
-        if large_from is None:
-            return None, None, ""
-        lives: dict = {}
-        sizes: dict = {}
-        for cls, (lives_hist, _bytes, _mass, sizes_hist) in agg.lives_by_class.items():
-            if cls >= large_from:
-                merge_hist(lives, lives_hist)
-                merge_hist(sizes, sizes_hist)
-        counts: Counter = Counter()
-        for k, v in agg.c.items():
-            if isinstance(k, tuple) and k[0] == "lives_class" and k[2] >= large_from:
-                counts[k[1]] += v
-        fit = fit_lifetimes(lives)
-        n, total = hist_totals(sizes)
-        bound = class_bound(large_from)
-        label = f"sizes of the objects of {bound} bytes or more freed by their own thread"
-        expr = self.files.expr(sizes, "large-sizes", label, self.g.name, pi)
-        comment = f"; the {n} objects of {bound} bytes or more, sizes and lifetimes of their own: {fit.comment()}"
-        return (expr, fit.expr, counts, total / n), (lives, sizes), comment
-
-    def _large_reallocs(self, agg: Cell, pi: int, slots: int):
-        """Large realloc sizes (model_fit.large_realloc_class) grow only the first K blocks of the pool, K the
-        most blocks of that size the group's threads held at once in the capture. Returns (size expression,
-        count, K, slots) and the file of the other realloc sizes, or (None, None)."""
-        large_from = large_realloc_class(agg.rsizes) if slots > 1 and agg.rsizes else None
-        if large_from is None:
-            return None, None
-        most = self.col.max_chain_classes
-        k = max([most[t][large_from] for t in self.g.tids if t in most] + [1])
-        if k >= slots:
-            return None, None
-        part = {b: h for b, h in agg.rsizes.items() if size_class(round(h[1] / h[0])) >= large_from}
-        label = f"realloc sizes of {class_bound(large_from)} bytes or more"
-        expr = self.files.expr(part, "large-realloc-sizes", label, self.g.name, pi)
-        small = self.files.write(hist_minus(agg.rsizes, part), "realloc-sizes", "realloc sizes", self.g.name, pi)
-        return (expr, hist_totals(part)[0], k, slots), small
 
     # ---------------------------------------------------------------- a phase's statements
     def _statements(self, pi: int, agg: Cell, sz: Sizes, chains: Chains) -> Tuple[List[Stmt], List[str]]:
@@ -448,7 +322,7 @@ class GroupPlanner:
     def _kept_allocs(self, pi: int, agg: Cell, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
         """The objects still live at the end: `lives forever`, where they came on average when once a phase."""
         out = []
-        exact_sizes = _few_sizes(agg.kept) if self.g.n == 1 else None
+        exact_sizes = few_sizes(agg.kept) if self.g.n == 1 else None
         kept_at = self._kept_at(pi - 1)
         for mk, v in sorted(flows.kept.items(), key=lambda kv: mk_key(kv[0])):
             if exact_sizes:
@@ -515,7 +389,7 @@ class GroupPlanner:
     def _reallocs(self, agg: Cell, flows: _Flows, sz: Sizes, chains: Chains, counts: _Counts, ring_send: str,
                   ring_recv: str) -> List[Stmt]:
         reallocs, grow, pick = agg.c["realloc"], chains.grow, chains.pick
-        few_rsizes = _few_sizes(agg.rsizes) if self.g.n == 1 else None
+        few_rsizes = few_sizes(agg.rsizes) if self.g.n == 1 else None
         if chains.units:
             return self._chain_units(flows.ends, chains.start_kinds, reallocs, sz.size, sz.rsize, grow, ring_send,
                                      ring_recv)
@@ -659,14 +533,6 @@ def mk_key(mk):
     """The order of allocation kinds in the text: malloc, calloc, then the aligned ones by alignment."""
     order = ("malloc", "calloc", "aligned_alloc", "memalign", "posix_memalign")
     return (order.index(mk[0]) if mk[0] in order else 9, mk[1] or 0)
-
-
-def _few_sizes(hist: dict) -> Optional[List[int]]:
-    """The sizes of a histogram's objects one by one (each class at its mean), when there are few."""
-    n, _ = hist_totals(hist)
-    if not n or n > FEW_KEPT:
-        return None
-    return [round(s / c) for _, (c, s) in sorted(hist.items()) for _ in range(c)]
 
 
 def _split(total: int, weights) -> Counter:
