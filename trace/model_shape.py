@@ -167,44 +167,53 @@ class ModelShape:
         return dest is g or (g.name, dest.name) in self.edges
 
     # ---------------------------------------------------------------- big chains and big objects
+    def _lone_threads(self):
+        """(group, its thread, its summary) of each group of one thread: the big chains and big objects are
+        written one by one in those only."""
+        for g in self.groups:
+            if g.n == 1:
+                yield g, g.tids[0], g.summaries[0]
+
     def _take_big_chains(self) -> None:
         """The big realloc chains of each single-thread group (model_fit.big_chains) are written step by step
         (self.big: group name -> [(chain, slot)]); their starts, reallocs and ends leave the thread's figures,
         which the other statements model as before."""
         self.big: Dict[str, list] = {}
         col = self.col
-        for g in self.groups:
-            if g.n != 1:
-                continue
-            tid, summary = g.tids[0], g.summaries[0]
+        for g, tid, summary in self._lone_threads():
             chains = big_chains([t for _, _, t in col.trails.get(tid, [])], col.trail_dropped[tid],
                                 summary.total.rsizes)
             if not chains:
                 continue
             self.big[g.name] = list(zip(chains, chain_slots(chains)))
             for t in chains:
-                takes = [("start", t.start, t.size)] + [("realloc", o, n) for o, n in t.steps] + \
-                    [("end", t.end, 0)]
-                for what, o, nbytes in takes:
-                    if what == "end" and t.how == "local" and o is not None:
-                        key = ("end", "local", None)
-                    elif what == "end":
-                        key, o = ("end", "end", None), None
-                    elif what == "start":
-                        key = ("start", t.mk)
-                    else:
-                        key = "realloc"
-                    phase = summary.phases[self.phase_of(o)]
-                    # a start frees its empty slot first (free(NULL): the checker cannot follow a slot
-                    # through the rounds' `if`s), one of the capture's free(NULL) when it has one left
-                    null = what == "start" and t.mk != REALLOC_START and phase.c["free_null"] > 0
-                    for cell in (phase, summary.total):
-                        cell.c[key] -= 1
-                        cell.c["free_null"] -= null
-                        if what == "realloc":
-                            _take(cell.rsizes, nbytes)
-                        elif what == "start" and t.mk != REALLOC_START:
-                            _take(cell.sizes, nbytes)
+                self._take_chain(summary, t)
+
+    def _take_chain(self, summary: ThreadSummary, t) -> None:
+        """A big chain (model_collect.Trail) out of its thread's figures: its start, reallocs and end, each
+        from the phase it came in and from the total."""
+        takes = [("start", t.start, t.size)] + [("realloc", o, n) for o, n in t.steps] + \
+            [("end", t.end, 0)]
+        for what, o, nbytes in takes:
+            if what == "end" and t.how == "local" and o is not None:
+                key = ("end", "local", None)
+            elif what == "end":
+                key, o = ("end", "end", None), None
+            elif what == "start":
+                key = ("start", t.mk)
+            else:
+                key = "realloc"
+            phase = summary.phases[self.phase_of(o)]
+            # a start frees its empty slot first (free(NULL): the checker cannot follow a slot
+            # through the rounds' `if`s), one of the capture's free(NULL) when it has one left
+            null = what == "start" and t.mk != REALLOC_START and phase.c["free_null"] > 0
+            for cell in (phase, summary.total):
+                cell.c[key] -= 1
+                cell.c["free_null"] -= null
+                if what == "realloc":
+                    _take(cell.rsizes, nbytes)
+                elif what == "start" and t.mk != REALLOC_START:
+                    _take(cell.sizes, nbytes)
 
     def _take_big_objects(self) -> None:
         """The big objects of each single-thread group (model_fit.big_objects) are written one by one
@@ -212,10 +221,7 @@ class ModelShape:
         which the other statements model as before."""
         self.big_objects: Dict[str, list] = {}
         col = self.col
-        for g in self.groups:
-            if g.n != 1:
-                continue
-            tid, summary = g.tids[0], g.summaries[0]
+        for g, tid, summary in self._lone_threads():
             records = big_objects([r for _, _, r in col.big_objects.get(tid, [])], col.big_dropped[tid],
                                   col.peak_bytes)
             if records:
