@@ -128,36 +128,25 @@ class GroupPlanner:
     """The statements of one group, phase by phase; the histogram files they read are written on the way."""
 
     def __init__(self, shape: ModelShape, files: HistogramFiles, g: Group, life_scale: Optional[int]):
-        self.shape, self.col, self.files, self.g = shape, shape.col, files, g
+        self.shape, self.col, self.g = shape, shape.col, g
         self.life_scale = life_scale
         self.sizer = PhaseSizer(shape, files, g)
 
     def plan(self) -> GroupPlan:
         g = self.g
         chains, rsizes, group_lives = self._chains()
-        # Realloc sizes per phase, as the sizes (a program that builds one big buffer late, e.g. a JSON
-        # text, grows its blocks far more in that phase); per group when there is one phase.
-        per_phase_rsizes = len(self.shape.phases) > 1
-        rsize = "0"
-        if rsizes and not per_phase_rsizes:
-            rsize = self.files.expr(rsizes, "realloc-sizes", "realloc sizes", g.name, None)
+        self.sizer.start_reallocs(rsizes)
         group_fit = fit_lifetimes(group_lives)
         phases: List[PhasePlan] = []
-        first_size = None
         for pi in range(1, len(self.shape.phases) + 1):
             agg = Cell()
             for s in g.summaries:
                 agg.merge(s.phases[pi - 1])
-            sizes, first_size = self.sizer.sizes(agg, pi, first_size, group_fit)
-            large_realloc, small_rsizes = self.sizer.large_reallocs(agg, pi, chains.slots)
-            if large_realloc:
-                rsize = f'histogram("{small_rsizes}")'
-            elif per_phase_rsizes and agg.rsizes:
-                rsize = self.files.expr(agg.rsizes, "realloc-sizes", "realloc sizes", g.name, pi)
-            sizes.rsize, sizes.large_realloc = rsize, large_realloc     # (a phase without reallocs keeps the last)
+            sizes = self.sizer.sizes(agg, pi, group_fit)
+            sizes.rsize, sizes.large_realloc = self.sizer.realloc_sizes(agg, pi, chains.slots)
             stmts, variables = self._statements(pi, agg, sizes, chains)
             phases.append(PhasePlan(stmts, variables, sizes, agg.c["events"]))
-        return GroupPlan(chains, phases, first_size)
+        return GroupPlan(chains, phases, self.sizer.first_size)
 
     # ---------------------------------------------------------------- the group's realloc chains
     def _chains(self) -> Tuple[Chains, dict, dict]:

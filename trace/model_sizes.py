@@ -46,10 +46,27 @@ class PhaseSizer:
 
     def __init__(self, shape: ModelShape, files: HistogramFiles, g: Group):
         self.shape, self.col, self.files, self.g = shape, shape.col, files, g
+        self.rsize = "0"        # the realloc sizes' expression: a phase without reallocs keeps the last one's
+        self.first_size: Optional[str] = None   # the first size expression (a phase without sizes uses it)
 
-    def sizes(self, agg: Cell, pi: int, first_size: Optional[str], group_fit) -> Tuple[Sizes, Optional[str]]:
-        """The size expressions of group g in phase pi (their files written), and the first phase's size
-        expression so far. The objects handed to another thread get the sizes they had in the capture, the
+    def start_reallocs(self, rsizes: dict) -> None:
+        """The group's realloc sizes (all phases): their file when the model has one phase."""
+        if rsizes and len(self.shape.phases) == 1:
+            self.rsize = self.files.expr(rsizes, "realloc-sizes", "realloc sizes", self.g.name, None)
+
+    def realloc_sizes(self, agg: Cell, pi: int, slots: int) -> Tuple[str, Optional[tuple]]:
+        """The realloc sizes' expression in phase pi, and the large realloc sizes (large_reallocs) or None.
+        Realloc sizes are per phase, as the sizes (a program that builds one big buffer late, e.g. a JSON
+        text, grows its blocks far more in that phase); per group when there is one phase."""
+        large_realloc, small_rsizes = self.large_reallocs(agg, pi, slots)
+        if large_realloc:
+            self.rsize = f'histogram("{small_rsizes}")'
+        elif len(self.shape.phases) > 1 and agg.rsizes:
+            self.rsize = self.files.expr(agg.rsizes, "realloc-sizes", "realloc sizes", self.g.name, pi)
+        return self.rsize, large_realloc
+
+    def sizes(self, agg: Cell, pi: int, group_fit) -> Sizes:
+        """The size expressions of group g in phase pi (their files written). The objects handed to another thread get the sizes they had in the capture, the
         objects kept to the end and the large objects theirs, the others the rest."""
         g = self.g
         own_sizes = hist_minus(agg.sizes, agg.sent) if agg.sent else agg.sizes
@@ -68,7 +85,7 @@ class PhaseSizer:
         elif n_kept and not n_sizes and not n_sent:
             n_sizes, sum_sizes, own_sizes = n_kept, sum_kept, agg.kept
         size = self.files.expr(own_sizes, "sizes", "requested sizes", g.name, pi) if n_sizes \
-            else (first_size or "64")
+            else (self.first_size or "64")
         handed, handed_to = "", self._handed_to(agg, pi) if n_sent and n_sizes else {}
         if n_sent and n_sizes and not handed_to:
             handed = self.files.expr(agg.sent, "handed-sizes", "sizes of the objects handed to another thread",
@@ -76,13 +93,13 @@ class PhaseSizer:
         if n_sent and not n_sizes:
             n_sizes, sum_sizes = n_sent, sum_sent
             size = self.files.expr(agg.sent, "sizes", "requested sizes", g.name, pi)
-        first_size = first_size or (size if n_sizes else None)
+        self.first_size = self.first_size or (size if n_sizes else None)
         mean_size = sum_sizes / n_sizes if n_sizes else 64.0
         fit = fit_lifetimes(hist_minus(agg.lives, large_hists[0]) if large else agg.lives) or group_fit
         return Sizes(size, lives=fit.expr if fit else "0", handed=handed, handed_to=handed_to, kept=kept_size,
                      large=large, mean=mean_size, handed_mean=sum_sent / n_sent if n_sent else mean_size,
                      kept_mean=sum_kept / n_kept if n_kept else mean_size,
-                     comment=(fit.comment() if fit else "") + large_comment), first_size
+                     comment=(fit.comment() if fit else "") + large_comment)
 
     def _handed_to(self, agg: Cell, pi: int) -> Dict[str, Tuple[str, float]]:
         """Destination group -> (size expression, mean size) of the objects group g hands to it in phase pi,
