@@ -66,8 +66,9 @@ class PhaseSizer:
         return self.rsize, large_realloc
 
     def sizes(self, agg: Cell, pi: int, group_fit) -> Sizes:
-        """The size expressions of group g in phase pi (their files written). The objects handed to another thread get the sizes they had in the capture, the
-        objects kept to the end and the large objects theirs, the others the rest."""
+        """The size expressions of group g in phase pi (their files written). The objects handed to another
+        thread get the sizes they had in the capture, the objects kept to the end and the large objects
+        theirs, the others the rest."""
         g = self.g
         own_sizes = hist_minus(agg.sizes, agg.sent) if agg.sent else agg.sizes
         own_sizes = hist_minus(own_sizes, agg.kept) if agg.kept else own_sizes
