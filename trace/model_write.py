@@ -2,9 +2,9 @@
 
 The model's shape (phases, groups, flows) comes from trace/model_shape.py, each group's statements from
 trace/model_plan.py (their sizes from trace/model_sizes.py, which writes the histogram files beside the
-scenario); this module only lays them out. Every statement carries what one execution does (allocator calls, objects left to `lives`, objects
-handed to another thread), so the header's model column is computed from the statements actually
-written, not from the capture.
+scenario); this module only lays them out. Every statement carries what one execution does (allocator
+calls, objects left to `lives`, objects handed to another thread), so the header's model column is
+computed from the statements actually written, not from the capture.
 """
 
 from collections import Counter
