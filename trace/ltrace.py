@@ -389,12 +389,13 @@ def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseRepo
     Raises TraceFormatError during iteration if none of the first ``sniff_lines``
     non-empty lines looks like ltrace output.  Nothing else raises.
     """
-    if isinstance(lines, (str, bytes)):          # a whole log in one string
+    whole_lines = isinstance(lines, (str, bytes))
+    if whole_lines:                              # a whole log in one string
         lines = lines.splitlines(keepends=True)
     if report is None:
         report = ParseReport(filename)
-    return EventStream(_Parser(filename, report, sniff_lines, extra_events, times=times).run(lines, newlines=newlines),
-                       report)
+    return EventStream(_Parser(filename, report, sniff_lines, extra_events, times=times).run(
+        lines, newlines=newlines, whole_lines=whole_lines), report)
 
 
 def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20,
@@ -406,7 +407,8 @@ def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20
     leader = _leader(path) if extra_events else None
     f = open(path, encoding="utf-8", errors="replace", newline="")
     stream = EventStream(_Parser(path, report, sniff_lines, extra_events, leader, times).run(f, close=f.close,
-                                                                                            newlines=True), report)
+                                                                                            newlines=True,
+                                                                                            whole_lines=True), report)
     stream.leader = leader
     return stream
 
@@ -429,6 +431,10 @@ def _leader(path, tail: int = 1 << 16):
 
 
 class _Parser:
+    #: Lines of the common shapes are read with str.split (the fast path); every line it does not take with
+    #: certainty goes to the regexes. False: every line to the regexes (tests compare both ways).
+    fast_path = True
+
     def __init__(self, filename: str, report: ParseReport, sniff_lines: int, extra_events: bool = False,
                  leader: Optional[int] = None, times: bool = True):
         self.filename = filename
@@ -605,16 +611,19 @@ class _Parser:
             cache[tok] = info
         return info
 
-    def fallback(self, raw, lineno: int, fn_cache: dict):
+    def fallback(self, raw, lineno: int, fn_cache: dict, fast_fn: dict, fast_rnames: set):
         """A line the split fast path did not take: the general regex, then the slow path.
-        Returns (tid, ts, info, args, ret, dur, unf, rname) or None when the line is done with."""
+        Returns (tid, ts, info, args, ret, dur, unf, rname) or None when the line is done with.
+        What the general regex reads teaches the fast path (fast_fn, fast_rnames, self.layout)."""
         if not isinstance(raw, str):
             raw = bytes(raw).decode("utf-8", "replace")
         m = self.general(raw)
         if m is not None:
             tid_s, pid_s, ts, tok, args, ret, dur, unf, rname, rret, rdur = m.groups()
-            if self.layout is None:
-                self.layout = self.learn_layout(raw, tid_s, pid_s, ts)
+            if self.layout is None and self.fast_path and self.whole_lines and self.newline_mode:
+                self.layout = self.learn_layout(raw, m)
+            if rname is not None and len(fast_rnames) < 4096:
+                fast_rnames.add(rname)
         else:
             g = self.slow(raw, lineno)
             if g is None:
@@ -629,6 +638,8 @@ class _Parser:
             except ValueError:
                 self.unparsable(lineno, raw.rstrip("\r\n"))
                 return None
+            if m is not None and len(fast_fn) < 4096:
+                fast_fn[tok] = info
         self.recognised = True
         try:
             dur = float(dur) if dur else None
@@ -637,7 +648,11 @@ class _Parser:
         return int(tid_s or pid_s or 0), ts, info, args, ret, dur, unf, rname
 
     # ---- main loop -------------------------------------------------------------------------
-    def run(self, lines: Iterable, close=None, newlines: Optional[bool] = None) -> Iterator[list]:
+    def run(self, lines: Iterable, close=None, newlines: Optional[bool] = None,
+            whole_lines: bool = False) -> Iterator[list]:
+        """The events, in lists. whole_lines: no line holds a newline before its end (lines of a file, or of
+        one string split here); the fast path reads only such lines (a newline inside one would pass it)."""
+        self.whole_lines = whole_lines
         rep = self.report
         stacks = self.stacks
         self.seen = seen = set()            # tids that appear in a non-exit line
@@ -646,6 +661,8 @@ class _Parser:
         new = tuple.__new__
         Event = AllocEvent
         fn_cache: dict = {}
+        fast_fn: dict = {}                 # function token -> info, of tokens the general regex has read
+        fast_rnames: set = set()           # NAME of '<... NAME resumed>', the same way
         times = self.times
         tid_cache: dict = {}
         fallback = self.fallback
@@ -661,90 +678,94 @@ class _Parser:
         flush_at = _CHUNK
         has_ts = has_dur = False
         tkey, tklen, tbase = "\0", 1, 0.0
-        # Layout of the line prefix, learnt from the first line the general regex takes:
-        # the prefix has ``nsplit`` whitespace-separated tokens; the tid is token ``tid_i``
-        # ('[pid N]' is two tokens, 'N]' the second) and the timestamp token ``ts_i``; -1: none.
+        # Layout of the line prefix (learn_layout), learnt from the first plain line the general regex takes.
         nsplit = tid_i = ts_i = -1
         it, newline_mode = self.text_lines(lines, newlines)
         try:
             for raw in it:
                 lineno += 1
-                # -------------------------------------------------- fast path: str.split
+                # ------------------------------------------- fast path: the common shapes, read with str.split
+                # It takes a line only when the general regex would read it, into the same groups (see the
+                # class doc); anything else raises, and the line goes to the regexes.
                 try:
                     if nsplit < 0:
                         raise ValueError              # prefix layout not known yet
-                    parts = raw.split(None, nsplit)
+                    parts = raw.split(" ", nsplit)
                     body = parts[nsplit]
-                    if newline_mode and raw[-1] != "\n":
-                        raise ValueError          # the cut-off last line: the slow path reports it
-                    if tid_i >= 0:
-                        tid = tid_cache[parts[tid_i]]   # KeyError: a new thread, see the fallback
-                    else:
+                    if body[-1] != "\n":
+                        raise ValueError              # the cut-off last line: the slow path reports it
+                    if tid_i == 0:
+                        tid = tid_cache[parts[0]]     # KeyError: a new thread, see the fallback
+                    elif tid_i < 0:
                         tid = 0
-                    ts = parts[ts_i] if ts_i >= 0 else None
-                    if body[0] == "<":            # <... NAME resumed> )   = RET <DUR>
-                        rs = body.split()
-                        if rs[0] != "<..." or rs[2] != "resumed>" or rs[3] != ")" or rs[4] != "=":
+                    elif parts[0] == "[pid":
+                        tid = tid_cache[parts[1]]
+                    else:
+                        raise ValueError
+                    if ts_i >= 0:
+                        ts = parts[ts_i]
+                        if ts.strip("0123456789:.") or not ts[0].isdigit():     # (\d[\d:.]*)
                             raise ValueError
-                        n = len(rs)
-                        if n == 7:                # ... = RET <DUR>
-                            ret = rs[5]
-                            dur = float(rs[6][1:-1])
-                            if rs[6][0] != "<":
+                        if not times:
+                            ts = None
+                    else:
+                        ts = None
+                    if body[0] == "<":                # <... NAME resumed> )   = RET <DUR>
+                        head, _, rest = body.partition(" resumed> ")
+                        rname = head[5:]
+                        if rname not in fast_rnames or head[:5] != "<... ":
+                            raise ValueError
+                        pad, sep, rest = rest.partition("= ")
+                        if not sep or "=" in pad or "<" in pad:
+                            raise ValueError
+                        tt = rest.split(" ")
+                        k = 0
+                        info = unf = None
+                    else:                             # CALL(ARGS) = RET <DUR>  |  CALL(ARGS <unfinished ...>
+                        tok, _, rest = body.partition("(")
+                        info = fast_fn[tok]           # KeyError: a token the general regex has not read yet
+                        args, sep, tail = rest.partition(")")
+                        if "<" in args:
+                            if sep:
                                 raise ValueError
-                        else:
-                            last = rs[-1]
-                            if n == 6 and last[0] == "<" and last[1].isdigit():
-                                ret, dur = "", float(last[1:-1])
-                            elif n == 6:
-                                ret, dur = last, None
-                            elif n == 5:
-                                ret, dur = "", None
+                            if args[-18:] == " <unfinished ...>\n":
+                                args, unf = args[:-18], "unfinished"
+                            elif args[-17:] == " <no return ...>\n":
+                                args, unf = args[:-17], "no return"
                             else:
                                 raise ValueError
-                        info = None
-                        rname = rs[1]
-                    else:                         # CALL(ARGS) = RET <DUR>  |  CALL(ARGS <unfinished ...>
-                        tok, sep, rest = body.partition("(")
-                        info = fn_cache.get(tok)
-                        if info is None:
-                            if not sep:
-                                raise ValueError
-                            info = classify(tok, fn_cache)
-                        rest = rest.rstrip()
-                        if rest[-4:] == "...>":
-                            if rest[-17:] == " <unfinished ...>":
-                                args, unf = rest[:-17], "unfinished"
-                            elif rest[-16:] == " <no return ...>":
-                                args, unf = rest[:-16], "no return"
-                            else:
+                            if "<" in args:
                                 raise ValueError
                             ret = dur = None
+                            k = -1
                         else:
-                            args, sep, tail = rest.partition(")")
-                            tt = tail.split()
-                            if not sep or tt[0] != "=":
+                            if not sep:
                                 raise ValueError
-                            n = len(tt)
-                            if n == 3:            # = RET <DUR>
-                                ret = tt[1]
-                                dur = float(tt[2][1:-1])
-                                if tt[2][0] != "<":
-                                    raise ValueError
-                            else:
-                                last = tt[-1]
-                                if n == 2 and last[0] == "<" and last[1].isdigit():
-                                    ret, dur = "", float(last[1:-1])
-                                elif n == 2:
-                                    ret, dur = last, None
-                                elif n == 1:
-                                    ret, dur = "", None
-                                else:
-                                    raise ValueError
+                            tt = tail.split(" ")
+                            if tt[0] or tt[1] != "=":
+                                raise ValueError      # not ') = '
+                            k = 2
                             unf = None
+                    if k >= 0:                        # RET <DUR>\n  |  RET\n
+                        n = len(tt) - k
+                        if n == 2:
+                            ret, d = tt[k], tt[k + 1]
+                            if d[0] != "<" or d[-2:] != ">\n":
+                                raise ValueError
+                            d = d[1:-2]
+                            if not d or d.strip("0123456789."):
+                                raise ValueError      # ([\d.]+)
+                            try:
+                                dur = float(d)
+                            except ValueError:
+                                dur = None            # as the fallback reads it (e.g. '1.2.3')
+                        elif n == 1:
+                            ret, dur = tt[k][:-1], None
+                        else:
+                            raise ValueError
                 except (ValueError, IndexError, KeyError, AttributeError, TypeError):
                     # ---------------------------------------------- general regex, then the slow path
-                    r = fallback(raw, lineno, fn_cache)
+                    r = fallback(raw, lineno, fn_cache, fast_fn, fast_rnames)
                     if r is None:
                         if lives is not None and lives.out:
                             out += lives.out
@@ -761,8 +782,6 @@ class _Parser:
                         self.learn_tid_token(raw, tid, nsplit, tid_i, tid_cache)
                     if nsplit < 0 and self.layout is not None:
                         nsplit, tid_i, ts_i = self.layout
-                        if not times:
-                            ts_i = -1                 # the stamp is a token of the prefix, left unread
                 if ts is not None:
                     try:
                         if ts[:tklen] != tkey:
@@ -934,15 +953,14 @@ class _Parser:
         self.layout = None
         return it, newline_mode
 
-    def learn_tid_token(self, raw: str, tid: int, nsplit: int, tid_i: int, tid_cache: dict) -> None:
-        """From now on the fast path knows this thread's prefix token."""
-        if len(tid_cache) < 65536:
-            try:
-                token = raw.split(None, nsplit)[tid_i]
-                if token.rstrip("]") == str(tid):
-                    tid_cache[token] = tid
-            except (IndexError, AttributeError, TypeError):
-                pass
+    @staticmethod
+    def learn_tid_token(raw: str, tid: int, nsplit: int, tid_i: int, tid_cache: dict) -> None:
+        """From now on the fast path knows this thread's prefix token ('TID', or 'TID]' of '[pid TID]')."""
+        if len(tid_cache) < 65536 and isinstance(raw, str):
+            parts = raw.split(" ", nsplit)
+            token = str(tid) if tid_i == 0 else f"{tid}]"
+            if len(parts) > tid_i and parts[tid_i] == token and (tid_i == 0 or parts[0] == "[pid"):
+                tid_cache[token] = tid
 
     def outer_call(self, st: list, kind: str, size, nmemb, align, old):
         """The pending call of this thread that an allocator call is made from inside, or None."""
@@ -979,12 +997,19 @@ class _Parser:
             self.abandon(st, "the log ended", at_end=True)
 
     @staticmethod
-    def learn_layout(raw: str, tid_s, pid_s, ts):
-        """(nsplit, tid_i, ts_i) of the prefix of a line the general regex matched (-1: absent)."""
-        pre = raw[: _PREFIX_ONLY.match(raw).end()].split()
+    def learn_layout(raw: str, m):
+        """(nsplit, tid_i, ts_i) of the prefix of a line the general regex matched (m), or None when it is not
+        the plain one the fast path reads: 'TID ' or '[pid TID] ', then 'STAMP ', each optional, one space
+        apart. The prefix is then ``nsplit`` tokens split at single spaces: the tid is token ``tid_i``
+        (0: 'TID', 1: '[pid' 'TID]', -1: none), the stamp token ``ts_i`` (-1: none)."""
+        tid_s, pid_s, ts = m.group(1, 2, 3)
+        body = m.start(4) if m.group(4) is not None else m.start(9) - 5     # '<... NAME resumed>'
+        plain = (f"{tid_s} " if tid_s else f"[pid {pid_s}] " if pid_s else "") + (f"{ts} " if ts else "")
+        if raw[:body] != plain:
+            return None
         tid_i = 0 if tid_s else 1 if pid_s else -1
-        ts_i = pre.index(ts, tid_i + 1) if ts else -1
-        return len(pre), tid_i, ts_i
+        nsplit = tid_i + 1 + (1 if ts else 0)
+        return nsplit, tid_i, (nsplit - 1 if ts else -1)
 
     def abandon(self, entries, why: str, at_end: bool = False):
         for e in entries:
