@@ -430,6 +430,52 @@ def _leader(path, tail: int = 1 << 16):
     return None if last is None else int(last.group(1) or last.group(2))
 
 
+class _FastPath:
+    """What the fast path of _Parser.run knows, all of it learnt from lines the general regex read: it takes a
+    line only when the regex would read it into the same groups.
+
+    The prefix must be the plain one ('TID ' or '[pid TID] ', then 'STAMP ', each optional, one space apart) of
+    the first line learnt (``layout``). A thread's tid token, a function token and a resumed call's name must have
+    been read by the regex before. A stamp with one dot (-tt, -ttt, -r) is read with the tid: the line's text up
+    to its first dot (e.g. '1234 12:00:05') must be one the regex read, the digits after it are checked."""
+
+    def __init__(self):
+        self.fn: dict = {}             # function token -> its info (_Parser.classify)
+        self.rnames: set = set()       # NAME of '<... NAME resumed>'
+        self.tids: dict = {}           # 'TID' -> tid
+        self.pids: dict = {}           # 'TID]' of '[pid TID]' -> tid
+        self.heads: dict = {}          # the text up to a dotted stamp's dot -> (tid, the stamp up to its dot)
+        self.layout = None             # (nsplit, tid_i, ts_i, dot): see learn
+
+    def learn(self, raw: str, m, info) -> None:
+        """The general regex read ``raw`` (m; info: its function token's, or None)."""
+        tid_s, pid_s, ts, tok = m.group(1, 2, 3, 4)
+        if tok is not None:
+            if info is not None and len(self.fn) < 4096:
+                self.fn[tok] = info
+        elif len(self.rnames) < 4096:
+            self.rnames.add(m.group(9))
+        who = f"{tid_s} " if tid_s else f"[pid {pid_s}] " if pid_s else ""
+        body = m.start(4) if tok is not None else m.start(9) - 5           # '<... NAME resumed>'
+        if raw[:body] != who + (f"{ts} " if ts else ""):
+            return                                                          # not a plain prefix
+        stamp, sep, micro = (ts or "").partition(".")
+        dot = bool(sep) and micro.isdecimal()                               # one dot, digits after it
+        if self.layout is None:
+            # The prefix is `nsplit` tokens split at single spaces: the tid token ``tid_i`` (0: 'TID',
+            # 1: '[pid' 'TID]', -1: none), the stamp ``ts_i`` (-1: none); dot: the stamp has one.
+            tid_i = 0 if tid_s else 1 if pid_s else -1
+            nsplit = tid_i + 1 + (1 if ts else 0)
+            self.layout = (nsplit, tid_i, nsplit - 1 if ts else -1, dot)
+        tid = int(tid_s or pid_s or 0)
+        for cache, key, value in ((self.tids, tid_s, tid), (self.pids, pid_s and pid_s + "]", tid),
+                                  (self.heads, dot and who + stamp, (tid, stamp))):
+            if key:
+                if len(cache) >= 65536:
+                    cache.clear()
+                cache[key] = value
+
+
 class _Parser:
     #: Lines of the common shapes are read with str.split (the fast path); every line it does not take with
     #: certainty goes to the regexes. False: every line to the regexes (tests compare both ways).
@@ -611,19 +657,15 @@ class _Parser:
             cache[tok] = info
         return info
 
-    def fallback(self, raw, lineno: int, fn_cache: dict, fast_fn: dict, fast_rnames: set):
+    def fallback(self, raw, lineno: int, fn_cache: dict):
         """A line the split fast path did not take: the general regex, then the slow path.
         Returns (tid, ts, info, args, ret, dur, unf, rname) or None when the line is done with.
-        What the general regex reads teaches the fast path (fast_fn, fast_rnames, self.layout)."""
+        What the general regex reads teaches the fast path (self.fast)."""
         if not isinstance(raw, str):
             raw = bytes(raw).decode("utf-8", "replace")
         m = self.general(raw)
         if m is not None:
             tid_s, pid_s, ts, tok, args, ret, dur, unf, rname, rret, rdur = m.groups()
-            if self.layout is None and self.fast_path and self.whole_lines and self.newline_mode:
-                self.layout = self.learn_layout(raw, m)
-            if rname is not None and len(fast_rnames) < 4096:
-                fast_rnames.add(rname)
         else:
             g = self.slow(raw, lineno)
             if g is None:
@@ -638,8 +680,8 @@ class _Parser:
             except ValueError:
                 self.unparsable(lineno, raw.rstrip("\r\n"))
                 return None
-            if m is not None and len(fast_fn) < 4096:
-                fast_fn[tok] = info
+        if m is not None and self.fast is not None:
+            self.fast.learn(raw, m, info)
         self.recognised = True
         try:
             dur = float(dur) if dur else None
@@ -651,8 +693,9 @@ class _Parser:
     def run(self, lines: Iterable, close=None, newlines: Optional[bool] = None,
             whole_lines: bool = False) -> Iterator[list]:
         """The events, in lists. whole_lines: no line holds a newline before its end (lines of a file, or of
-        one string split here); the fast path reads only such lines (a newline inside one would pass it)."""
-        self.whole_lines = whole_lines
+        one string split here)."""
+        # The fast path reads only whole lines that end in a newline (a newline inside one would pass it).
+        self.fast = _FastPath() if self.fast_path and whole_lines else None
         rep = self.report
         stacks = self.stacks
         self.seen = seen = set()            # tids that appear in a non-exit line
@@ -661,10 +704,7 @@ class _Parser:
         new = tuple.__new__
         Event = AllocEvent
         fn_cache: dict = {}
-        fast_fn: dict = {}                 # function token -> info, of tokens the general regex has read
-        fast_rnames: set = set()           # NAME of '<... NAME resumed>', the same way
         times = self.times
-        tid_cache: dict = {}
         fallback = self.fallback
         push = self.push
         resumed = self.resumed
@@ -678,9 +718,14 @@ class _Parser:
         flush_at = _CHUNK
         has_ts = has_dur = False
         tkey, tklen, tbase = "\0", 1, 0.0
-        # Layout of the line prefix (learn_layout), learnt from the first plain line the general regex takes.
-        nsplit = tid_i = ts_i = -1
         it, newline_mode = self.text_lines(lines, newlines)
+        if not newline_mode:
+            self.fast = None
+        fast = self.fast
+        if fast is not None:
+            fast_fn, fast_rnames, tids, pids, heads = fast.fn, fast.rnames, fast.tids, fast.pids, fast.heads
+        nsplit = tid_i = ts_i = -1         # the prefix layout (_FastPath.layout), once known
+        dot = False
         try:
             for raw in it:
                 lineno += 1
@@ -688,28 +733,34 @@ class _Parser:
                 # It takes a line only when the general regex would read it, into the same groups (see the
                 # class doc); anything else raises, and the line goes to the regexes.
                 try:
-                    if nsplit < 0:
+                    if dot:                           # 'TID HH:MM:SS.uuuuuu ' (-tt; -ttt, -r alike)
+                        head, rest = raw.split(".", 1)
+                        tid, ts = heads[head]         # KeyError: a thread or second not seen yet
+                        micro, body = rest.split(" ", 1)
+                        if not micro.isdecimal():
+                            raise ValueError
+                        ts = ts + "." + micro if times else None
+                    elif nsplit < 0:
                         raise ValueError              # prefix layout not known yet
-                    parts = raw.split(" ", nsplit)
-                    body = parts[nsplit]
+                    else:                             # 'TID ', '[pid TID] ', a stamp without a dot, or nothing
+                        parts = raw.split(" ", nsplit)
+                        body = parts[nsplit]
+                        if tid_i == 0:
+                            tid = tids[parts[0]]      # KeyError: a new thread
+                        elif tid_i < 0:
+                            tid = 0
+                        elif parts[0] == "[pid":
+                            tid = pids[parts[1]]
+                        else:
+                            raise ValueError
+                        ts = parts[ts_i] if ts_i >= 0 else None
+                        if ts is not None:
+                            if ts.strip("0123456789:.") or not ts[0].isdigit():     # (\d[\d:.]*)
+                                raise ValueError
+                            if not times:
+                                ts = None
                     if body[-1] != "\n":
                         raise ValueError              # the cut-off last line: the slow path reports it
-                    if tid_i == 0:
-                        tid = tid_cache[parts[0]]     # KeyError: a new thread, see the fallback
-                    elif tid_i < 0:
-                        tid = 0
-                    elif parts[0] == "[pid":
-                        tid = tid_cache[parts[1]]
-                    else:
-                        raise ValueError
-                    if ts_i >= 0:
-                        ts = parts[ts_i]
-                        if ts.strip("0123456789:.") or not ts[0].isdigit():     # (\d[\d:.]*)
-                            raise ValueError
-                        if not times:
-                            ts = None
-                    else:
-                        ts = None
                     if body[0] == "<":                # <... NAME resumed> )   = RET <DUR>
                         head, _, rest = body.partition(" resumed> ")
                         rname = head[5:]
@@ -717,55 +768,40 @@ class _Parser:
                             raise ValueError
                         pad, sep, rest = rest.partition("= ")
                         if not sep or "=" in pad or "<" in pad:
-                            raise ValueError
-                        tt = rest.split(" ")
-                        k = 0
+                            raise ValueError          # not ' [^=<]*= '
                         info = unf = None
                     else:                             # CALL(ARGS) = RET <DUR>  |  CALL(ARGS <unfinished ...>
                         tok, _, rest = body.partition("(")
                         info = fast_fn[tok]           # KeyError: a token the general regex has not read yet
-                        args, sep, tail = rest.partition(")")
-                        if "<" in args:
-                            if sep:
-                                raise ValueError
-                            if args[-18:] == " <unfinished ...>\n":
-                                args, unf = args[:-18], "unfinished"
-                            elif args[-17:] == " <no return ...>\n":
-                                args, unf = args[:-17], "no return"
-                            else:
-                                raise ValueError
-                            if "<" in args:
-                                raise ValueError
-                            ret = dur = None
-                            k = -1
-                        else:
-                            if not sep:
-                                raise ValueError
-                            tt = tail.split(" ")
-                            if tt[0] or tt[1] != "=":
-                                raise ValueError      # not ') = '
-                            k = 2
+                        args, sep, rest = rest.partition(") = ")
+                        if sep:
                             unf = None
-                    if k >= 0:                        # RET <DUR>\n  |  RET\n
-                        n = len(tt) - k
-                        if n == 2:
-                            ret, d = tt[k], tt[k + 1]
-                            if d[0] != "<" or d[-2:] != ">\n":
-                                raise ValueError
-                            d = d[1:-2]
-                            if not d or d.strip("0123456789."):
-                                raise ValueError      # ([\d.]+)
-                            try:
-                                dur = float(d)
-                            except ValueError:
-                                dur = None            # as the fallback reads it (e.g. '1.2.3')
-                        elif n == 1:
-                            ret, dur = tt[k][:-1], None
+                        elif args[-18:] == " <unfinished ...>\n":
+                            args, unf, rest = args[:-18], "unfinished", None
+                        elif args[-17:] == " <no return ...>\n":
+                            args, unf, rest = args[:-17], "no return", None
                         else:
                             raise ValueError
+                        if ")" in args or "<" in args:
+                            raise ValueError          # not ([^)<]*)
+                    if rest is None:
+                        ret = dur = None
+                    else:                             # what follows '= ': 'RET <DUR>\n' or 'RET\n'
+                        ret, sep, d = rest.partition(" <")
+                        if sep:
+                            if " " in ret or d[-2:] != ">\n":
+                                raise ValueError
+                            d = d[:-2]
+                            if not d.replace(".", "", 1).isdecimal():
+                                raise ValueError      # not [\d.]+ (or not a number: the regexes read it as None)
+                            dur = float(d)
+                        elif " " in rest:
+                            raise ValueError
+                        else:
+                            ret, dur = rest[:-1], None
                 except (ValueError, IndexError, KeyError, AttributeError, TypeError):
                     # ---------------------------------------------- general regex, then the slow path
-                    r = fallback(raw, lineno, fn_cache, fast_fn, fast_rnames)
+                    r = fallback(raw, lineno, fn_cache)
                     if r is None:
                         if lives is not None and lives.out:
                             out += lives.out
@@ -778,10 +814,8 @@ class _Parser:
                         seen.add(tid)
                         rep.threads.add(tid)
                         fresh = lives is not None
-                    if tid_i >= 0:
-                        self.learn_tid_token(raw, tid, nsplit, tid_i, tid_cache)
-                    if nsplit < 0 and self.layout is not None:
-                        nsplit, tid_i, ts_i = self.layout
+                    if nsplit < 0 and fast is not None and fast.layout is not None:
+                        nsplit, tid_i, ts_i, dot = fast.layout
                 if ts is not None:
                     try:
                         if ts[:tklen] != tkey:
@@ -950,17 +984,7 @@ class _Parser:
             break
         self.newline_mode = newline_mode
         self.general = (_GENERAL_NL if newline_mode else _GENERAL_ANY).match
-        self.layout = None
         return it, newline_mode
-
-    @staticmethod
-    def learn_tid_token(raw: str, tid: int, nsplit: int, tid_i: int, tid_cache: dict) -> None:
-        """From now on the fast path knows this thread's prefix token ('TID', or 'TID]' of '[pid TID]')."""
-        if len(tid_cache) < 65536 and isinstance(raw, str):
-            parts = raw.split(" ", nsplit)
-            token = str(tid) if tid_i == 0 else f"{tid}]"
-            if len(parts) > tid_i and parts[tid_i] == token and (tid_i == 0 or parts[0] == "[pid"):
-                tid_cache[token] = tid
 
     def outer_call(self, st: list, kind: str, size, nmemb, align, old):
         """The pending call of this thread that an allocator call is made from inside, or None."""
@@ -995,21 +1019,6 @@ class _Parser:
                 self.format_error()
         for tid, st in self.stacks.items():
             self.abandon(st, "the log ended", at_end=True)
-
-    @staticmethod
-    def learn_layout(raw: str, m):
-        """(nsplit, tid_i, ts_i) of the prefix of a line the general regex matched (m), or None when it is not
-        the plain one the fast path reads: 'TID ' or '[pid TID] ', then 'STAMP ', each optional, one space
-        apart. The prefix is then ``nsplit`` tokens split at single spaces: the tid is token ``tid_i``
-        (0: 'TID', 1: '[pid' 'TID]', -1: none), the stamp token ``ts_i`` (-1: none)."""
-        tid_s, pid_s, ts = m.group(1, 2, 3)
-        body = m.start(4) if m.group(4) is not None else m.start(9) - 5     # '<... NAME resumed>'
-        plain = (f"{tid_s} " if tid_s else f"[pid {pid_s}] " if pid_s else "") + (f"{ts} " if ts else "")
-        if raw[:body] != plain:
-            return None
-        tid_i = 0 if tid_s else 1 if pid_s else -1
-        nsplit = tid_i + 1 + (1 if ts else 0)
-        return nsplit, tid_i, (nsplit - 1 if ts else -1)
 
     def abandon(self, entries, why: str, at_end: bool = False):
         for e in entries:
