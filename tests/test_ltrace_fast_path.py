@@ -293,3 +293,29 @@ def test_mutated_lines_read_the_same_both_ways(seed, tmp_path):
         if round_ % 2:
             text = text[: rng.randrange(len(text) // 2, len(text))]    # cut anywhere
         assert_same_text(text, f"mutated-{seed}-{round_}.log")
+
+
+def _packed_from_events(path):
+    from scenc.trace.replay import EVENT, EVENT_CODE
+    return b"".join(EVENT.pack(e.line, e.size or 0, e.nmemb, e.align or 0, e.old_ptr or 0, e.result_ptr or 0,
+                               e.tid or 0, EVENT_CODE[e.kind], e.failed)
+                    for e in parse_file(path, extra_events=True, times=False))
+
+
+@pytest.mark.parametrize("name", ["mt_pthread_e.log", "alloc_mix_znow_x.log", "synthetic"])
+def test_packed_stream_is_the_events_packed(name, tmp_path):
+    """EventStream.packed (the parser packs the calls itself) gives the bytes the events packed one by one give,
+    after first() too (its batch is made of AllocEvents) and with thread starts and exits among the calls."""
+    from scenc.trace.replay import EVENT, EVENT_CODE
+    if name == "synthetic":
+        path = tmp_path / "synthetic.log"
+        _generator()(str(path), 20_000, threads=5)
+    else:
+        path = sample(name)
+    expected = _packed_from_events(path)
+    assert len(expected) > 1000 * EVENT.size
+    for peek in (False, True):
+        stream = parse_file(path, extra_events=True, times=False)
+        if peek:
+            assert stream.first() is not None
+        assert b"".join(stream.packed(EVENT.pack, EVENT_CODE)) == expected

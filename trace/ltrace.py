@@ -346,16 +346,32 @@ class EventStream(EventSource):
 
     leader: Optional[int] = None   # parse_file(extra_events=True): the process's main thread, if the log shows it
 
-    def __init__(self, chunks: Iterator[list], report: ParseReport):
+    def __init__(self, chunks: Iterator[list], report: ParseReport, parser=None):
         self._parser = chunks
         self._chunks = chunks
         self._events = chain.from_iterable(chunks)
+        self._owner = parser           # the _Parser making the chunks (packed() asks it to pack)
         self.report = report
 
     def batches(self) -> Iterator[list]:
         """The events in the lists the parser hands them out in (cheaper than one by one, for the converter's
         feed). Take either the batches or the events, from the start (first() aside), not both."""
         return self._chunks
+
+    def packed(self, pack, codes: dict) -> Iterator[bytes]:
+        """The events as the converter reads them (scenc.trace.replay's EVENT): ``pack(line, size, nmemb,
+        align, old_ptr, result_ptr, tid, codes[kind], failed)`` of each, None as 0, joined per batch. From the
+        next batch on the parser packs the calls itself (no AllocEvent made: a tenth of the conversion's time).
+        Take these, the batches or the events, from the start (first() aside), not two of them."""
+        if self._owner is not None:
+            self._owner.packer = (pack, codes)
+        for batch in self._chunks:
+            try:
+                yield b"".join(batch)
+            except TypeError:          # AllocEvents: a batch made before, thread starts and exits
+                yield b"".join([e if type(e) is bytes else
+                                pack(e.line, e.size or 0, e.nmemb, e.align or 0, e.old_ptr or 0, e.result_ptr or 0,
+                                     e.tid or 0, codes[e.kind], e.failed) for e in batch])
 
     def first(self) -> Optional[AllocEvent]:
         """The first event, left in the stream (None when there is none). Call it before iterating."""
@@ -394,8 +410,8 @@ def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseRepo
         lines = lines.splitlines(keepends=True)
     if report is None:
         report = ParseReport(filename)
-    return EventStream(_Parser(filename, report, sniff_lines, extra_events, times=times).run(
-        lines, newlines=newlines, whole_lines=whole_lines), report)
+    parser = _Parser(filename, report, sniff_lines, extra_events, times=times)
+    return EventStream(parser.run(lines, newlines=newlines, whole_lines=whole_lines), report, parser)
 
 
 def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20,
@@ -406,9 +422,8 @@ def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20
         report = ParseReport(path)
     leader = _leader(path) if extra_events else None
     f = open(path, encoding="utf-8", errors="replace", newline="")
-    stream = EventStream(_Parser(path, report, sniff_lines, extra_events, leader, times).run(f, close=f.close,
-                                                                                            newlines=True,
-                                                                                            whole_lines=True), report)
+    parser = _Parser(path, report, sniff_lines, extra_events, leader, times)
+    stream = EventStream(parser.run(f, close=f.close, newlines=True, whole_lines=True), report, parser)
     stream.leader = leader
     return stream
 
@@ -485,6 +500,7 @@ class _Parser:
                  leader: Optional[int] = None, times: bool = True):
         self.filename = filename
         self.times = times             # read the timestamps (parse's `times`)
+        self.packer = None             # (pack, codes) of EventStream.packed: calls handed out packed
         self.lives = _ThreadLives(leader) if extra_events else None
         self.report = report
         self.sniff_lines = sniff_lines
@@ -716,6 +732,7 @@ class _Parser:
         out: list = []                     # events are handed out in chunks of _CHUNK (cheaper than one by one)
         append = out.append
         flush_at = _CHUNK
+        packer = None                      # self.packer, read at each flush
         has_ts = has_dur = False
         tkey, tklen, tbase = "\0", 1, 0.0
         it, newline_mode = self.text_lines(lines, newlines)
@@ -950,12 +967,18 @@ class _Parser:
                 if failed:
                     note("failed-allocation", lineno, raw)
                 events += 1
-                append(new(Event, (lineno, tid, t, kind, size, nmemb, align, old, res, failed, start, dur)))
+                if packer is None:
+                    append(new(Event, (lineno, tid, t, kind, size, nmemb, align, old, res, failed, start, dur)))
+                else:
+                    append(pack(lineno, size or 0, nmemb, align or 0, old or 0, res or 0, tid, codes[kind], failed))
                 if events >= flush_at:
                     yield out
                     out = []
                     append = out.append
                     flush_at = events + _CHUNK
+                    packer = self.packer
+                    if packer is not None:
+                        pack, codes = packer
             # ---------------------------------------------------------------- end of input
             if out:
                 yield out
