@@ -776,8 +776,7 @@ class _Parser:
                                 raise ValueError
                             if not times:
                                 ts = None
-                    if body[-1] != "\n":
-                        raise ValueError              # the cut-off last line: the slow path reports it
+                    # The line ends in a newline where it is read below (the cut-off last line: the slow path).
                     if body[0] == "<":                # <... NAME resumed> )   = RET <DUR>
                         head, _, rest = body.partition(" resumed> ")
                         rname = head[5:]
@@ -812,7 +811,7 @@ class _Parser:
                             if not d.replace(".", "", 1).isdecimal():
                                 raise ValueError      # not [\d.]+ (or not a number: the regexes read it as None)
                             dur = float(d)
-                        elif " " in rest:
+                        elif " " in rest or rest[-1] != "\n":
                             raise ValueError
                         else:
                             ret, dur = rest[:-1], None
