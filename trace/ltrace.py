@@ -918,18 +918,30 @@ class _Parser:
                         if not old:
                             note("free-null", lineno, raw)
                         if unf:
-                            push(tid, [name, kind, lineno, t, size, nmemb, align, old,
-                                       F_EMITTED | (F_NORETURN if unf == "no return" else 0), None, None])
+                            e = [name, kind, lineno, t, size, nmemb, align, old,
+                                 F_EMITTED | (F_NORETURN if unf == "no return" else 0), None, None]
+                            if st is not None and len(st) < _MAX_PENDING_PER_THREAD:
+                                st.append(e)      # push() inlined: its common case
+                            else:
+                                push(tid, e)
                         res, failed, start = None, False, lineno
                     elif unf:
-                        push(tid, [name, kind, lineno, t, size, nmemb, align, old,
-                                   F_NORETURN if unf == "no return" else 0, None, None])
+                        e = [name, kind, lineno, t, size, nmemb, align, old, F_NORETURN if unf == "no return" else 0,
+                             None, None]
+                        if st is not None and len(st) < _MAX_PENDING_PER_THREAD:
+                            st.append(e)
+                        else:
+                            push(tid, e)
                         continue
                     else:
                         start, inner, res = lineno, None, 0
                 else:
                     # ------------------------------------------------ a call resumes
-                    e = resumed(tid, rname)
+                    st = stacks.get(tid)
+                    if st and st[-1][0] == rname:
+                        e = st.pop()                  # resumed() inlined: its common case
+                    else:
+                        e = resumed(tid, rname)
                     if e is None:
                         note("resumed-without-start", lineno, raw)
                         continue
