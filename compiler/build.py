@@ -23,7 +23,7 @@ from .. import __version__
 PACKAGE = Path(__file__).resolve().parents[1]
 RUNTIME = PACKAGE / "runtime"
 PROBES = PACKAGE / "probes"
-RUNTIME_SOURCES = ("runtime.c", "channel.c")
+RUNTIME_SOURCES = ("runtime.c",)
 # Runtime files no scenario program contains: editing them must not invalidate builds.
 NOT_IN_PROGRAMS = {"tracer.c", "tracelog.c", "tracelog.h", "spawn.c", "proof.c", "convert.c", "trace_read.h"}
 WARNINGS = ("-Wall", "-Wextra", "-Werror")

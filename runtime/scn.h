@@ -108,11 +108,8 @@ void scn_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)
 void scn_set_churn(const int *at_most);
 scn_box *scn_boxes_new(void);   /* a linked chunk of empty boxes */
 
-/* ---- channel.c: bounded multi-producer multi-consumer queues of objects */
+/* ---- channel.h (included by ops.h): bounded multi-producer multi-consumer queues */
 typedef struct scn_channel scn_channel;
-scn_channel *scn_channel_new(uint64_t capacity);
-void scn_channel_send(scn_channel *q, scn_obj o);
-scn_obj scn_channel_recv(scn_channel *q);
 
 #include "dist.h"
 /* The generated program defines the scn_hook_* functions for its probes and

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from ops_reference import encode_ops, write_ops
 from scenc.trace.opsfile import (KINDS, LAST_PIECE, NONE, OP, SYNC, THREAD_KINDS, WAIT, WAIT_OLD,
-                                 WRITABLE, OpsFileError, decode_ops, encode_ops, read_ops, write_ops)
+                                 WRITABLE, OpsFileError, decode_ops, read_ops)
 from scenc.trace.replay import write_replay
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,9 +21,11 @@ import pytest
 from scenc import probes
 from scenc.compiler.pipeline import build
 from scenc.trace.events import AllocEvent
-from scenc.trace.opsfile import HEADER, SYNC, read_header, read_ops, write_ops
+from scenc.trace.opsfile import HEADER, SYNC, read_header, read_ops
 from scenc.trace.preload import capture_preload
 from scenc.trace.replay import write_replay
+
+from ops_reference import write_ops
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "bench" / "programs"

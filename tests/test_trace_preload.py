@@ -409,11 +409,20 @@ def test_python3_c(tmp_path):
     if open(exe, "rb").read(2) == b"#!":
         assert any("exec'ed another program" in w for w in pre.warnings)
         exe = os.path.realpath(sys.executable)
-    direct = capture_preload([exe, "-c", code], tmp_path / "py_direct.trace", env=env)
-    x_mode = capture([exe, "-c", code], tmp_path / "py_x.log", mode="x", env=_ltrace_env(direct, env), retries=2)
-    if not x_mode.ok:
-        pytest.xfail(f"ltrace -x failed, nothing to compare with: {x_mode.warnings}")
-    assert Counter(e.kind for e in parse_file(x_mode.path)) == direct.counts
+    # The interpreter itself is not quite deterministic: about 1 run in 20 makes a few more calls (+5
+    # malloc, +11 realloc, +5 free here, with a fixed hash seed and with ASLR off alike). The two
+    # captures are two runs, so a pair that differs is taken again, up to three pairs: a tracer that
+    # loses or invents calls differs every time.
+    for attempt in range(3):
+        direct = capture_preload([exe, "-c", code], tmp_path / f"py_direct{attempt}.trace", env=env)
+        x_mode = capture([exe, "-c", code], tmp_path / f"py_x{attempt}.log", mode="x",
+                         env=_ltrace_env(direct, env), retries=2)
+        if not x_mode.ok:
+            pytest.xfail(f"ltrace -x failed, nothing to compare with: {x_mode.warnings}")
+        seen = Counter(e.kind for e in parse_file(x_mode.path))
+        if seen == direct.counts:
+            break
+    assert seen == direct.counts
 
 
 def test_every_c_function_posix_memalign_results_and_an_exact_single_threaded_replay(bins, tmp_path):

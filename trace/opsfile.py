@@ -49,21 +49,21 @@ reader per format keeps the replay's hot loop single); the runtime
 The writer is the converter, runtime/convert.c, with runtime/opsfmt.h's
 encoder (it spools each thread's ops to a temporary file and concatenates them
 at the end, so its memory follows the live objects, not the trace). This
-module reads ops files (tests, `scenc trace-stats` on .ops files), names the
-format's constants for Python, and has a Python encoder (encode_ops, checked
-against the C one byte for byte) for write_ops: tests and tools that write
-ops files of their own.
+module reads ops files (tests, `scenc trace-stats` on .ops files) and names the
+format's constants for Python. The only encoder is the C one; the tests keep a
+reference encoder of their own (tests/ops_reference.py) to check it byte for
+byte and to write ops files by hand.
 """
 
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 VERSION = 4
 MAGIC = b"SCNOPS%d\0" % VERSION
 HEADER = struct.Struct("<8sIIQQQ")
-OP = struct.Struct("<BBHIIIIIQ")    # an op's fields (version 3's layout): encode_ops' input, read_ops' output
+OP = struct.Struct("<BBHIIIIIQ")    # an op's fields (version 3's layout): read_ops' output, the C encoder's input
 NONE = 0xFFFFFFFF
 
 # Op kinds (runtime/replay.h enum) and the runtime's counter each one lands in.
@@ -95,81 +95,9 @@ class OpsFileError(ValueError):
     pass
 
 
-def _put(out: bytearray, v: int) -> None:
-    while v >= 0x80:
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-    out.append(v)
-
-
-def _zigzag(prev: int, slot: int) -> int:
-    d = ((slot - prev + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-    return d << 1 if d >= 0 else (-d << 1) - 1
-
-
-def encode_ops(records, out: bytearray, prev: int) -> int:
-    """Append the OP records' encoding to `out`; prev: the thread's previous slot. Returns the new one."""
-    put = _put
-    for kind, flags, pos_hi, slot, aux, gen, aux_gen, pos_lo, size in OP.iter_unpack(records):
-        ext = (flags >> 1 & 7) | (X_NO_SLOT if slot == NONE else 0) | \
-            (X_AUX_FLIP if (aux != NONE) != (kind in AUX_KINDS) else 0)
-        out.append(kind | (flags & WAIT) << 4 | (flags & SYNC) << 1 | (E_SIZE if size else 0) | (E_EXT if ext else 0))
-        if ext:
-            out.append(ext)
-        if flags & SYNC:
-            put(out, pos_hi << 32 | pos_lo)
-        if slot != NONE:
-            if kind in THREAD_KINDS:
-                put(out, slot)
-            else:
-                put(out, _zigzag(prev, slot))
-                prev = slot
-        if flags & WAIT:
-            put(out, gen)
-        if aux != NONE:
-            if kind in SLOT_AUX:
-                put(out, _zigzag(prev, aux))
-                prev = aux
-            else:
-                put(out, aux)
-        if flags & WAIT_OLD:
-            put(out, aux_gen)
-        if size:
-            put(out, size)
-    return prev
-
-
-def write_ops(path, threads: List[List[Tuple]], flags: Optional[List[int]] = None, touch: str = "none",
-              window: int = 0) -> None:
-    """An ops file from per-thread op tuples as `read_ops` gives them (tests, tools that edit ops files; the
-    converter, runtime/convert.c, writes its own with runtime/opsfmt.h)."""
-    sections, slots = [], 0
-    for ops in threads:
-        records = bytearray()
-        for kind, *fields in ops:
-            records += OP.pack(KIND_CODE[kind], *fields)
-            slot = fields[2] if kind not in ("spawn", "join") else NONE
-            for s in (slot, fields[3] if kind in ("realloc", "remap") else NONE):
-                if s != NONE:
-                    slots = max(slots, s + 1)
-        out = bytearray()
-        encode_ops(records, out, 0)
-        sections.append(bytes(out))
-    offsets, at = [], 0
-    for section in sections:
-        offsets.append(at)
-        at += len(section)
-    offsets.append(at)
-    data = HEADER.pack(MAGIC, len(threads), TOUCH_MODES.index(touch), slots, sum(map(len, threads)), window)
-    data += struct.pack(f"<{len(offsets)}Q", *offsets) + _flags_table(flags or [0] * len(threads))
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp")
-    tmp.write_bytes(data + b"".join(sections))
-    tmp.replace(path)
-
-
-def _flags_table(flags: List[int]) -> bytes:
-    table = struct.pack(f"<{len(flags)}I", *flags)
-    return table + b"\0" * (-len(table) % 8)
+def flags_table_size(threads: int) -> int:
+    """Bytes of the per-thread flags table: u32 each, padded to 8."""
+    return 4 * threads + 4 * (threads % 2)
 
 
 @dataclass
@@ -198,7 +126,7 @@ def read_header(data: bytes, path) -> OpsHeader:
     if touch >= len(TOUCH_MODES):
         raise OpsFileError(f"{path}: unknown touch mode {touch}: damaged")
     flags_at = HEADER.size + 8 * (threads + 1)
-    ops_at = flags_at + len(_flags_table([0] * threads))
+    ops_at = flags_at + flags_table_size(threads)
     flags = list(struct.unpack_from(f"<{threads}I", data, flags_at)) if len(data) >= ops_at else []
     return OpsHeader(threads, TOUCH_MODES[touch], slots, total, flags, ops_at, window)
 
