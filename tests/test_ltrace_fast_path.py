@@ -229,6 +229,14 @@ TRICKY = """\
 102 12:00:00.000129 +++ exited (status 1) +++
 101 12:00:00.000130 +++ exited (status 0) +++
 101 12:00:00.000131 app->malloc(16) = 0x10 <0.1>
+101 12:00:00.000132 app->malloc(16)           = 0x10 <0.1>
+101 12:00:00.000133 malloc@libc.so.6(384)      = 0x556253143bd0 <0.000087>
+101 12:00:00.000134 free@libc.so.6(0)          = <void> <0.000085>
+101 12:00:00.000135 app->free(16)	          = <void> <0.000085>
+101 12:00:00.000136 app->free(16)    	= <void> <0.000085>
+101 12:00:00.000137 app->free(16)    == <void> <0.000085>
+101 12:00:00.000138 app->free(16)    =	<void> <0.000085>
+101 12:00:00.000139 app->free(16)                                                                                           = <void> <0.000085>
 """
 
 
@@ -242,6 +250,24 @@ def test_tricky_lines_read_the_same_both_ways():
     assert_same_text(no_tid, "no-tid.log")
     no_ts = "\n".join(" ".join(w for i, w in enumerate(line.split(" ")) if i != 1) for line in text.splitlines())
     assert_same_text(no_ts + "\n", "no-stamp.log")
+
+
+def test_the_fast_path_takes_most_lines_of_real_logs(monkeypatch):
+    """It would be no use if real logs went to the regexes: ltrace pads calls to a column, uses -e and -x
+    notations, and each thread's (and second's) first line is the regexes' anyway."""
+    taken = {}
+    fallback = ltrace._Parser.fallback
+
+    def counting(self, raw, *args):
+        taken[self.filename] = taken.get(self.filename, 0) + 1
+        return fallback(self, raw, *args)
+
+    monkeypatch.setattr(ltrace._Parser, "fallback", counting)
+    for name in ("mt_pthread_e.log", "alloc_mix_znow_x.log", "python_json_e.log"):
+        stream = parse_file(sample(name), extra_events=True, times=False)
+        for _ in stream.batches():
+            pass
+        assert taken[str(sample(name))] < 0.15 * stream.report.lines, name
 
 
 def test_not_a_log_fails_the_same_way_both_ways():

@@ -230,6 +230,7 @@ _DEMANGLED_CALL = re.compile(r"\s*((?:[\w.+-]+->)?operator (?:new|delete)(?:\[\]
 P_NAME, P_KIND, P_START, P_TIME, P_SIZE, P_NMEMB, P_ALIGN, P_OLD, P_FLAGS, P_PARENT, P_INNER = range(11)
 F_IGNORED, F_NESTED, F_EMITTED, F_NORETURN = 1, 2, 4, 8
 _CHUNK = 256
+_SPACE_RUNS = frozenset(" " * n for n in range(1, 81))    # ltrace's padding before ' = ' (longer: the regexes)
 _MAX_PENDING_PER_THREAD = 64
 
 
@@ -789,8 +790,11 @@ class _Parser:
                     else:                             # CALL(ARGS) = RET <DUR>  |  CALL(ARGS <unfinished ...>
                         tok, _, rest = body.partition("(")
                         info = fast_fn[tok]           # KeyError: a token the general regex has not read yet
-                        args, sep, rest = rest.partition(") = ")
-                        if sep:
+                        args, sep, rest = rest.partition(")")
+                        if sep:                       # ltrace pads the call to a column: ')    = '
+                            pad, _, rest = rest.partition("= ")
+                            if pad not in _SPACE_RUNS:
+                                raise ValueError      # not '\) +='
                             unf = None
                         elif args[-18:] == " <unfinished ...>\n":
                             args, unf, rest = args[:-18], "unfinished", None
@@ -798,8 +802,8 @@ class _Parser:
                             args, unf, rest = args[:-17], "no return", None
                         else:
                             raise ValueError
-                        if ")" in args or "<" in args:
-                            raise ValueError          # not ([^)<]*)
+                        if "<" in args:
+                            raise ValueError          # not ([^)<]*): the partition found no ')' before
                     if rest is None:
                         ret = dur = None
                     else:                             # what follows '= ': 'RET <DUR>\n' or 'RET\n'
