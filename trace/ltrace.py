@@ -62,6 +62,13 @@ starts at its own first line, made by the thread that was active just before
 (the last thread to print a line that has not exited): a plain ``-e`` log does
 not show who created a thread, and any thread alive then may stand for it.
 The log's first thread starts with the replay and has no ``thread_start``.
+
+Reading a line: the general regex (_GENERAL_NL) reads every call and resume line, the slow path the
+rest (exits, signals, odd spacing, demangled names). Most lines take a fast path first (str.split and
+look-ups, _Parser.run with _FastPath), which takes a line only when the general regex would read it into
+the same groups and hands any other to the regex: what it knows (the prefix layout, tid tokens, function
+tokens, resumed names) it learnt from lines the regex read. tests/test_ltrace_fast_path.py parses every
+fixture, the real samples, synthetic, hand-made and mutated logs both ways and compares.
 """
 from __future__ import annotations
 
