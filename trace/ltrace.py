@@ -732,7 +732,6 @@ class _Parser:
         fallback = self.fallback
         push = self.push
         resumed = self.resumed
-        classify = self.classify
         note = rep.add
         outer_call = self.outer_call
         alloc_kinds, free_kinds = ALLOC_KINDS, FREE_KINDS
