@@ -209,7 +209,7 @@ def main(argv=None) -> int:
 
     from scenc.trace.tracer_build import converter_program
     converter_program()          # built (or found in the cache) before any timing: its compilation is not conversion
-    results = {}
+    results, paths = {}, {}
     with logs.log_dir(args.keep, "scenc-bench-convert-") as d:
         for label, n in (("short", args.short), ("long", args.long)):
             path = logs.synthetic_log(d, n, args.threads)
@@ -225,8 +225,11 @@ def main(argv=None) -> int:
                   f"peak RSS {r['maxrss_kb'] / 1024:6.1f} MB (at start {r['rss_before_kb'] / 1024:.1f} MB)  "
                   f"{r['threads']} threads, {r['slots']} slots, {r['waits']} cross-thread waits, "
                   f"ops file {r['ops_bytes'] / 1e6:.0f} MB", flush=True)
-            if args.baseline:
-                side_by_side(args.baseline, path, r["lines"], d, args.rounds)
+            paths[label] = path
+        if args.baseline:           # after the measurements above, which they must not disturb
+            for label, path in paths.items():
+                print(f"{label} log, side by side:", flush=True)
+                side_by_side(args.baseline, path, results[label]["lines"], d, args.rounds)
     short, long_, parse = results["short"], results["long"], results["parse"]
     ratio = long_["maxrss_kb"] / short["maxrss_kb"]
     convert_cpu = short["cpu_seconds"] - parse["cpu_seconds"]
