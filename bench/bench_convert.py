@@ -146,6 +146,24 @@ def bench_tracer_log(args) -> bool:
         return rate >= TARGET_CALLS_PER_S
 
 
+def side_by_side(baseline: str, log: str, lines: int, d: str, rounds: int) -> None:
+    """`scenc convert LOG` by this checkout and by `baseline`, alternating `rounds` times: the best wall and CPU
+    time of each (a busy neighbour only ever adds time), their ratio, and whether the ops files are identical."""
+    me = str(Path(sys.executable).with_name("scenc"))
+    best = {"this checkout": [], "baseline": []}
+    for _ in range(rounds):
+        for label, scenc in (("this checkout", me), ("baseline", baseline)):
+            best[label].append(_isolated(scenc, log, os.path.join(d, f"{label.split()[0]}.scn")))
+    rows = {label: (min(r["wall"] for r in runs), min(r["cpu"] for r in runs)) for label, runs in best.items()}
+    for label, (wall, cpu) in rows.items():
+        print(f"  `scenc convert`, {label:>13}: best of {rounds}: {wall:6.2f} s wall, {cpu:6.2f} s CPU: "
+              f"{lines / wall:>9,.0f} lines/s (wall), {lines / cpu:>9,.0f} lines/s (CPU)", flush=True)
+    (mw, mc), (bw, bc) = rows["this checkout"], rows["baseline"]
+    same = _same_file(best["this checkout"][-1]["ops"], best["baseline"][-1]["ops"])
+    print(f"  speed-up over the baseline: {bw / mw:.2f}x wall, {bc / mc:.2f}x CPU; ops files "
+          f"{'identical' if same else 'DIFFERENT'}; load average {os.getloadavg()[0]:.1f}", flush=True)
+
+
 def _isolated(scenc: str, log: str, scn: str) -> dict:
     """timed_convert in a fresh Python, so that its RUSAGE_CHILDREN holds that one conversion."""
     code = (f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import bench_convert as b; "
@@ -173,7 +191,10 @@ def main(argv=None) -> int:
     ap.add_argument("--parse-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--preload-calls", type=int, default=50_000_000,
                     help="calls of the tracer log case (0: skip it)")
-    ap.add_argument("--baseline", metavar="SCENC", help="another checkout's scenc, converting the same tracer log")
+    ap.add_argument("--baseline", metavar="SCENC",
+                    help="another checkout's scenc, converting the same logs side by side (`scenc convert`)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="with --baseline: conversions of each ltrace log by each scenc, alternating (best kept)")
     ap.add_argument("--no-ltrace", action="store_true", help="only the tracer log case")
     args = ap.parse_args(argv)
     if args.measure:
@@ -188,7 +209,7 @@ def main(argv=None) -> int:
 
     from scenc.trace.tracer_build import converter_program
     converter_program()          # built (or found in the cache) before any timing: its compilation is not conversion
-    results = {}
+    results, paths = {}, {}
     with logs.log_dir(args.keep, "scenc-bench-convert-") as d:
         for label, n in (("short", args.short), ("long", args.long)):
             path = logs.synthetic_log(d, n, args.threads)
@@ -204,6 +225,11 @@ def main(argv=None) -> int:
                   f"peak RSS {r['maxrss_kb'] / 1024:6.1f} MB (at start {r['rss_before_kb'] / 1024:.1f} MB)  "
                   f"{r['threads']} threads, {r['slots']} slots, {r['waits']} cross-thread waits, "
                   f"ops file {r['ops_bytes'] / 1e6:.0f} MB", flush=True)
+            paths[label] = path
+        if args.baseline:           # after the measurements above, which they must not disturb
+            for label, path in paths.items():
+                print(f"{label} log, side by side:", flush=True)
+                side_by_side(args.baseline, path, results[label]["lines"], d, args.rounds)
     short, long_, parse = results["short"], results["long"], results["parse"]
     ratio = long_["maxrss_kb"] / short["maxrss_kb"]
     convert_cpu = short["cpu_seconds"] - parse["cpu_seconds"]

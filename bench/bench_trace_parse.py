@@ -4,8 +4,8 @@
     .venv/bin/python bench/bench_trace_parse.py                       # 1M- and 10M-line logs
     .venv/bin/python bench/bench_trace_parse.py --short 200000 --long 2000000 --keep /tmp/tr
 
-Generates synthetic ltrace 0.7.3 logs (``ltrace -f -tt -T -e ... -o LOG`` style):
-several threads, ``<unfinished ...>``/``<... resumed>`` pairs when threads
+Generates synthetic ltrace 0.7.3 logs (``ltrace -f -tt -T -e ... -o LOG`` style, calls padded to
+a column as ltrace does): several threads, ``<unfinished ...>``/``<... resumed>`` pairs when threads
 interleave, realloc chains, free(NULL), failed allocations, cross-thread frees,
 libc.so.6-> mislabel lines, and a bounded number of live objects (so that a
 longer log must not need more memory).  Each log is then parsed with
@@ -29,6 +29,7 @@ from collections.abc import Iterator
 
 TARGET_LINES_PER_S = 300_000
 TARGET_MEMORY_RATIO = 1.2
+CALL_WIDTH = 26        # ltrace pads a call to a column: 'python3->free(0)           = <void> <0.000086>'
 
 
 def generate(path: str, nlines: int, threads: int = 8, live_per_thread: int = 300, seed: int = 1) -> int:
@@ -69,7 +70,7 @@ def generate(path: str, nlines: int, threads: int = 8, live_per_thread: int = 30
             pool = pools[tid]
             r = rand()
             if r < 0.02:                                    # libc's mislabelled PLT entries
-                out.append(f"{tid} {stamp()} libc.so.6->realloc(0x{addr(tid):x}, 6) = 0x6 {dur}\n")
+                out.append(f"{tid} {stamp()} {f'libc.so.6->realloc(0x{addr(tid):x}, 6)':<{CALL_WIDTH}} = 0x6 {dur}\n")
                 written += 1
                 continue
             if r < 0.06:
@@ -113,7 +114,7 @@ def generate(path: str, nlines: int, threads: int = 8, live_per_thread: int = 30
                 out.append(f"{tid} {stamp()} app->{call} <unfinished ...>\n")
                 pending[tid] = f"{name:<24} {result}"
             else:
-                out.append(f"{tid} {stamp()} app->{call}) {result} {dur}\n")
+                out.append(f"{tid} {stamp()} {f'app->{call})':<{CALL_WIDTH}} {result} {dur}\n")
             written += 1
             if len(out) >= 20000:
                 f.writelines(out)

@@ -62,6 +62,13 @@ starts at its own first line, made by the thread that was active just before
 (the last thread to print a line that has not exited): a plain ``-e`` log does
 not show who created a thread, and any thread alive then may stand for it.
 The log's first thread starts with the replay and has no ``thread_start``.
+
+Reading a line: the general regex (_GENERAL_NL) reads every call and resume line, the slow path the
+rest (exits, signals, odd spacing, demangled names). Most lines take a fast path first (str.split and
+look-ups, _Parser.run with _FastPath), which takes a line only when the general regex would read it into
+the same groups and hands any other to the regex: what it knows (the prefix layout, tid tokens, function
+tokens, resumed names) it learnt from lines the regex read. tests/test_ltrace_fast_path.py parses every
+fixture, the real samples, synthetic, hand-made and mutated logs both ways and compares.
 """
 from __future__ import annotations
 
@@ -230,6 +237,7 @@ _DEMANGLED_CALL = re.compile(r"\s*((?:[\w.+-]+->)?operator (?:new|delete)(?:\[\]
 P_NAME, P_KIND, P_START, P_TIME, P_SIZE, P_NMEMB, P_ALIGN, P_OLD, P_FLAGS, P_PARENT, P_INNER = range(11)
 F_IGNORED, F_NESTED, F_EMITTED, F_NORETURN = 1, 2, 4, 8
 _CHUNK = 256
+_SPACE_RUNS = frozenset(" " * n for n in range(1, 81))    # ltrace's padding before ' = ' (longer: the regexes)
 _MAX_PENDING_PER_THREAD = 64
 
 
@@ -346,16 +354,32 @@ class EventStream(EventSource):
 
     leader: Optional[int] = None   # parse_file(extra_events=True): the process's main thread, if the log shows it
 
-    def __init__(self, chunks: Iterator[list], report: ParseReport):
+    def __init__(self, chunks: Iterator[list], report: ParseReport, parser=None):
         self._parser = chunks
         self._chunks = chunks
         self._events = chain.from_iterable(chunks)
+        self._owner = parser           # the _Parser making the chunks (packed() asks it to pack)
         self.report = report
 
     def batches(self) -> Iterator[list]:
         """The events in the lists the parser hands them out in (cheaper than one by one, for the converter's
         feed). Take either the batches or the events, from the start (first() aside), not both."""
         return self._chunks
+
+    def packed(self, pack, codes: dict) -> Iterator[bytes]:
+        """The events as the converter reads them (scenc.trace.replay's EVENT): ``pack(line, size, nmemb,
+        align, old_ptr, result_ptr, tid, codes[kind], failed)`` of each, None as 0, joined per batch. From the
+        next batch on the parser packs the calls itself (no AllocEvent made: a tenth of the conversion's time).
+        Take these, the batches or the events, from the start (first() aside), not two of them."""
+        if self._owner is not None:
+            self._owner.packer = (pack, codes)
+        for batch in self._chunks:
+            try:
+                yield b"".join(batch)
+            except TypeError:          # AllocEvents: a batch made before, thread starts and exits
+                yield b"".join([e if type(e) is bytes else
+                                pack(e.line, e.size or 0, e.nmemb, e.align or 0, e.old_ptr or 0, e.result_ptr or 0,
+                                     e.tid or 0, codes[e.kind], e.failed) for e in batch])
 
     def first(self) -> Optional[AllocEvent]:
         """The first event, left in the stream (None when there is none). Call it before iterating."""
@@ -389,12 +413,13 @@ def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseRepo
     Raises TraceFormatError during iteration if none of the first ``sniff_lines``
     non-empty lines looks like ltrace output.  Nothing else raises.
     """
-    if isinstance(lines, (str, bytes)):          # a whole log in one string
+    whole_lines = isinstance(lines, (str, bytes))
+    if whole_lines:                              # a whole log in one string
         lines = lines.splitlines(keepends=True)
     if report is None:
         report = ParseReport(filename)
-    return EventStream(_Parser(filename, report, sniff_lines, extra_events, times=times).run(lines, newlines=newlines),
-                       report)
+    parser = _Parser(filename, report, sniff_lines, extra_events, times=times)
+    return EventStream(parser.run(lines, newlines=newlines, whole_lines=whole_lines), report, parser)
 
 
 def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20,
@@ -405,8 +430,8 @@ def parse_file(path, report: Optional[ParseReport] = None, sniff_lines: int = 20
         report = ParseReport(path)
     leader = _leader(path) if extra_events else None
     f = open(path, encoding="utf-8", errors="replace", newline="")
-    stream = EventStream(_Parser(path, report, sniff_lines, extra_events, leader, times).run(f, close=f.close,
-                                                                                            newlines=True), report)
+    parser = _Parser(path, report, sniff_lines, extra_events, leader, times)
+    stream = EventStream(parser.run(f, close=f.close, newlines=True, whole_lines=True), report, parser)
     stream.leader = leader
     return stream
 
@@ -428,11 +453,62 @@ def _leader(path, tail: int = 1 << 16):
     return None if last is None else int(last.group(1) or last.group(2))
 
 
+class _FastPath:
+    """What the fast path of _Parser.run knows, all of it learnt from lines the general regex read: it takes a
+    line only when the regex would read it into the same groups.
+
+    The prefix must be the plain one ('TID ' or '[pid TID] ', then 'STAMP ', each optional, one space apart) of
+    the first line learnt (``layout``). A thread's tid token, a function token and a resumed call's name must have
+    been read by the regex before. A stamp with one dot (-tt, -ttt, -r) is read with the tid: the line's text up
+    to its first dot (e.g. '1234 12:00:05') must be one the regex read, the digits after it are checked."""
+
+    def __init__(self):
+        self.fn: dict = {}             # function token -> its info (_Parser.classify)
+        self.rnames: set = set()       # NAME of '<... NAME resumed>'
+        self.tids: dict = {}           # 'TID' -> tid
+        self.pids: dict = {}           # 'TID]' of '[pid TID]' -> tid
+        self.heads: dict = {}          # the text up to a dotted stamp's dot -> (tid, the stamp up to its dot)
+        self.layout = None             # (nsplit, tid_i, ts_i, dot): see learn
+
+    def learn(self, raw: str, m, info) -> None:
+        """The general regex read ``raw`` (m; info: its function token's, or None)."""
+        tid_s, pid_s, ts, tok = m.group(1, 2, 3, 4)
+        if tok is not None:
+            if info is not None and len(self.fn) < 4096:
+                self.fn[tok] = info
+        elif len(self.rnames) < 4096:
+            self.rnames.add(m.group(9))
+        who = f"{tid_s} " if tid_s else f"[pid {pid_s}] " if pid_s else ""
+        body = m.start(4) if tok is not None else m.start(9) - 5           # '<... NAME resumed>'
+        if raw[:body] != who + (f"{ts} " if ts else ""):
+            return                                                          # not a plain prefix
+        stamp, sep, micro = (ts or "").partition(".")
+        dot = bool(sep) and micro.isdecimal()                               # one dot, digits after it
+        if self.layout is None:
+            # The prefix is `nsplit` tokens split at single spaces: the tid token ``tid_i`` (0: 'TID',
+            # 1: '[pid' 'TID]', -1: none), the stamp ``ts_i`` (-1: none); dot: the stamp has one.
+            tid_i = 0 if tid_s else 1 if pid_s else -1
+            nsplit = tid_i + 1 + (1 if ts else 0)
+            self.layout = (nsplit, tid_i, nsplit - 1 if ts else -1, dot)
+        tid = int(tid_s or pid_s or 0)
+        for cache, key, value in ((self.tids, tid_s, tid), (self.pids, pid_s and pid_s + "]", tid),
+                                  (self.heads, dot and who + stamp, (tid, stamp))):
+            if key:
+                if len(cache) >= 65536:
+                    cache.clear()
+                cache[key] = value
+
+
 class _Parser:
+    #: Lines of the common shapes are read with str.split (the fast path); every line it does not take with
+    #: certainty goes to the regexes. False: every line to the regexes (tests compare both ways).
+    fast_path = True
+
     def __init__(self, filename: str, report: ParseReport, sniff_lines: int, extra_events: bool = False,
                  leader: Optional[int] = None, times: bool = True):
         self.filename = filename
         self.times = times             # read the timestamps (parse's `times`)
+        self.packer = None             # (pack, codes) of EventStream.packed: calls handed out packed
         self.lives = _ThreadLives(leader) if extra_events else None
         self.report = report
         self.sniff_lines = sniff_lines
@@ -607,14 +683,13 @@ class _Parser:
 
     def fallback(self, raw, lineno: int, fn_cache: dict):
         """A line the split fast path did not take: the general regex, then the slow path.
-        Returns (tid, ts, info, args, ret, dur, unf, rname) or None when the line is done with."""
+        Returns (tid, ts, info, args, ret, dur, unf, rname) or None when the line is done with.
+        What the general regex reads teaches the fast path (self.fast)."""
         if not isinstance(raw, str):
             raw = bytes(raw).decode("utf-8", "replace")
         m = self.general(raw)
         if m is not None:
             tid_s, pid_s, ts, tok, args, ret, dur, unf, rname, rret, rdur = m.groups()
-            if self.layout is None:
-                self.layout = self.learn_layout(raw, tid_s, pid_s, ts)
         else:
             g = self.slow(raw, lineno)
             if g is None:
@@ -629,6 +704,8 @@ class _Parser:
             except ValueError:
                 self.unparsable(lineno, raw.rstrip("\r\n"))
                 return None
+        if m is not None and self.fast is not None:
+            self.fast.learn(raw, m, info)
         self.recognised = True
         try:
             dur = float(dur) if dur else None
@@ -637,7 +714,12 @@ class _Parser:
         return int(tid_s or pid_s or 0), ts, info, args, ret, dur, unf, rname
 
     # ---- main loop -------------------------------------------------------------------------
-    def run(self, lines: Iterable, close=None, newlines: Optional[bool] = None) -> Iterator[list]:
+    def run(self, lines: Iterable, close=None, newlines: Optional[bool] = None,
+            whole_lines: bool = False) -> Iterator[list]:
+        """The events, in lists. whole_lines: no line holds a newline before its end (lines of a file, or of
+        one string split here)."""
+        # The fast path reads only whole lines that end in a newline (a newline inside one would pass it).
+        self.fast = _FastPath() if self.fast_path and whole_lines else None
         rep = self.report
         stacks = self.stacks
         self.seen = seen = set()            # tids that appear in a non-exit line
@@ -647,11 +729,9 @@ class _Parser:
         Event = AllocEvent
         fn_cache: dict = {}
         times = self.times
-        tid_cache: dict = {}
         fallback = self.fallback
         push = self.push
         resumed = self.resumed
-        classify = self.classify
         note = rep.add
         outer_call = self.outer_call
         alloc_kinds, free_kinds = ALLOC_KINDS, FREE_KINDS
@@ -659,89 +739,92 @@ class _Parser:
         out: list = []                     # events are handed out in chunks of _CHUNK (cheaper than one by one)
         append = out.append
         flush_at = _CHUNK
+        packer = None                      # self.packer, read at each flush
         has_ts = has_dur = False
         tkey, tklen, tbase = "\0", 1, 0.0
-        # Layout of the line prefix, learnt from the first line the general regex takes:
-        # the prefix has ``nsplit`` whitespace-separated tokens; the tid is token ``tid_i``
-        # ('[pid N]' is two tokens, 'N]' the second) and the timestamp token ``ts_i``; -1: none.
-        nsplit = tid_i = ts_i = -1
         it, newline_mode = self.text_lines(lines, newlines)
+        if not newline_mode:
+            self.fast = None
+        fast = self.fast
+        if fast is not None:
+            fast_fn, fast_rnames, tids, pids, heads = fast.fn, fast.rnames, fast.tids, fast.pids, fast.heads
+        nsplit = tid_i = ts_i = -1         # the prefix layout (_FastPath.layout), once known
+        dot = False
         try:
             for raw in it:
                 lineno += 1
-                # -------------------------------------------------- fast path: str.split
+                # ------------------------------------------- fast path: the common shapes, read with str.split
+                # It takes a line only when the general regex would read it, into the same groups (see the
+                # class doc); anything else raises, and the line goes to the regexes.
                 try:
-                    if nsplit < 0:
-                        raise ValueError              # prefix layout not known yet
-                    parts = raw.split(None, nsplit)
-                    body = parts[nsplit]
-                    if newline_mode and raw[-1] != "\n":
-                        raise ValueError          # the cut-off last line: the slow path reports it
-                    if tid_i >= 0:
-                        tid = tid_cache[parts[tid_i]]   # KeyError: a new thread, see the fallback
-                    else:
-                        tid = 0
-                    ts = parts[ts_i] if ts_i >= 0 else None
-                    if body[0] == "<":            # <... NAME resumed> )   = RET <DUR>
-                        rs = body.split()
-                        if rs[0] != "<..." or rs[2] != "resumed>" or rs[3] != ")" or rs[4] != "=":
+                    if dot:                           # 'TID HH:MM:SS.uuuuuu ' (-tt; -ttt, -r alike)
+                        head, rest = raw.split(".", 1)
+                        tid, ts = heads[head]         # KeyError: a thread or second not seen yet
+                        micro, body = rest.split(" ", 1)
+                        if not micro.isdecimal():
                             raise ValueError
-                        n = len(rs)
-                        if n == 7:                # ... = RET <DUR>
-                            ret = rs[5]
-                            dur = float(rs[6][1:-1])
-                            if rs[6][0] != "<":
-                                raise ValueError
+                        ts = ts + "." + micro if times else None
+                    elif nsplit < 0:
+                        raise ValueError              # prefix layout not known yet
+                    else:                             # 'TID ', '[pid TID] ', a stamp without a dot, or nothing
+                        parts = raw.split(" ", nsplit)
+                        body = parts[nsplit]
+                        if tid_i == 0:
+                            tid = tids[parts[0]]      # KeyError: a new thread
+                        elif tid_i < 0:
+                            tid = 0
+                        elif parts[0] == "[pid":
+                            tid = pids[parts[1]]
                         else:
-                            last = rs[-1]
-                            if n == 6 and last[0] == "<" and last[1].isdigit():
-                                ret, dur = "", float(last[1:-1])
-                            elif n == 6:
-                                ret, dur = last, None
-                            elif n == 5:
-                                ret, dur = "", None
-                            else:
+                            raise ValueError
+                        ts = parts[ts_i] if ts_i >= 0 else None
+                        if ts is not None:
+                            if ts.strip("0123456789:.") or not ts[0].isdigit():     # (\d[\d:.]*)
                                 raise ValueError
-                        info = None
-                        rname = rs[1]
-                    else:                         # CALL(ARGS) = RET <DUR>  |  CALL(ARGS <unfinished ...>
-                        tok, sep, rest = body.partition("(")
-                        info = fn_cache.get(tok)
-                        if info is None:
-                            if not sep:
-                                raise ValueError
-                            info = classify(tok, fn_cache)
-                        rest = rest.rstrip()
-                        if rest[-4:] == "...>":
-                            if rest[-17:] == " <unfinished ...>":
-                                args, unf = rest[:-17], "unfinished"
-                            elif rest[-16:] == " <no return ...>":
-                                args, unf = rest[:-16], "no return"
-                            else:
-                                raise ValueError
-                            ret = dur = None
-                        else:
-                            args, sep, tail = rest.partition(")")
-                            tt = tail.split()
-                            if not sep or tt[0] != "=":
-                                raise ValueError
-                            n = len(tt)
-                            if n == 3:            # = RET <DUR>
-                                ret = tt[1]
-                                dur = float(tt[2][1:-1])
-                                if tt[2][0] != "<":
-                                    raise ValueError
-                            else:
-                                last = tt[-1]
-                                if n == 2 and last[0] == "<" and last[1].isdigit():
-                                    ret, dur = "", float(last[1:-1])
-                                elif n == 2:
-                                    ret, dur = last, None
-                                elif n == 1:
-                                    ret, dur = "", None
-                                else:
-                                    raise ValueError
+                            if not times:
+                                ts = None
+                    # The line ends in a newline where it is read below (the cut-off last line: the slow path).
+                    if body[0] == "<":                # <... NAME resumed> )   = RET <DUR>
+                        head, _, rest = body.partition(" resumed> ")
+                        rname = head[5:]
+                        if rname not in fast_rnames or head[:5] != "<... ":
+                            raise ValueError
+                        pad, sep, rest = rest.partition("= ")
+                        if not sep or "=" in pad or "<" in pad:
+                            raise ValueError          # not ' [^=<]*= '
+                        info = unf = None
+                    else:                             # CALL(ARGS) = RET <DUR>  |  CALL(ARGS <unfinished ...>
+                        tok, _, rest = body.partition("(")
+                        info = fast_fn[tok]           # KeyError: a token the general regex has not read yet
+                        args, sep, rest = rest.partition(")")
+                        if sep:                       # ltrace pads the call to a column: ')    = '
+                            pad, _, rest = rest.partition("= ")
+                            if pad not in _SPACE_RUNS:
+                                raise ValueError      # not '\) +='
                             unf = None
+                        elif args[-18:] == " <unfinished ...>\n":
+                            args, unf, rest = args[:-18], "unfinished", None
+                        elif args[-17:] == " <no return ...>\n":
+                            args, unf, rest = args[:-17], "no return", None
+                        else:
+                            raise ValueError
+                        if "<" in args:
+                            raise ValueError          # not ([^)<]*): the partition found no ')' before
+                    if rest is None:
+                        ret = dur = None
+                    else:                             # what follows '= ': 'RET <DUR>\n' or 'RET\n'
+                        ret, sep, d = rest.partition(" <")
+                        if sep:
+                            if " " in ret or d[-2:] != ">\n":
+                                raise ValueError
+                            d = d[:-2]
+                            if not d.replace(".", "", 1).isdecimal():
+                                raise ValueError      # not [\d.]+ (or not a number: the regexes read it as None)
+                            dur = float(d)
+                        elif " " in rest or rest[-1] != "\n":
+                            raise ValueError
+                        else:
+                            ret, dur = rest[:-1], None
                 except (ValueError, IndexError, KeyError, AttributeError, TypeError):
                     # ---------------------------------------------- general regex, then the slow path
                     r = fallback(raw, lineno, fn_cache)
@@ -757,12 +840,8 @@ class _Parser:
                         seen.add(tid)
                         rep.threads.add(tid)
                         fresh = lives is not None
-                    if tid_i >= 0:
-                        self.learn_tid_token(raw, tid, nsplit, tid_i, tid_cache)
-                    if nsplit < 0 and self.layout is not None:
-                        nsplit, tid_i, ts_i = self.layout
-                        if not times:
-                            ts_i = -1                 # the stamp is a token of the prefix, left unread
+                    if nsplit < 0 and fast is not None and fast.layout is not None:
+                        nsplit, tid_i, ts_i, dot = fast.layout
                 if ts is not None:
                     try:
                         if ts[:tklen] != tkey:
@@ -849,18 +928,30 @@ class _Parser:
                         if not old:
                             note("free-null", lineno, raw)
                         if unf:
-                            push(tid, [name, kind, lineno, t, size, nmemb, align, old,
-                                       F_EMITTED | (F_NORETURN if unf == "no return" else 0), None, None])
+                            e = [name, kind, lineno, t, size, nmemb, align, old,
+                                 F_EMITTED | (F_NORETURN if unf == "no return" else 0), None, None]
+                            if st is not None and len(st) < _MAX_PENDING_PER_THREAD:
+                                st.append(e)      # push() inlined: its common case
+                            else:
+                                push(tid, e)
                         res, failed, start = None, False, lineno
                     elif unf:
-                        push(tid, [name, kind, lineno, t, size, nmemb, align, old,
-                                   F_NORETURN if unf == "no return" else 0, None, None])
+                        e = [name, kind, lineno, t, size, nmemb, align, old, F_NORETURN if unf == "no return" else 0,
+                             None, None]
+                        if st is not None and len(st) < _MAX_PENDING_PER_THREAD:
+                            st.append(e)
+                        else:
+                            push(tid, e)
                         continue
                     else:
                         start, inner, res = lineno, None, 0
                 else:
                     # ------------------------------------------------ a call resumes
-                    e = resumed(tid, rname)
+                    st = stacks.get(tid)
+                    if st and st[-1][0] == rname:
+                        e = st.pop()                  # resumed() inlined: its common case
+                    else:
+                        e = resumed(tid, rname)
                     if e is None:
                         note("resumed-without-start", lineno, raw)
                         continue
@@ -897,12 +988,18 @@ class _Parser:
                 if failed:
                     note("failed-allocation", lineno, raw)
                 events += 1
-                append(new(Event, (lineno, tid, t, kind, size, nmemb, align, old, res, failed, start, dur)))
+                if packer is None:
+                    append(new(Event, (lineno, tid, t, kind, size, nmemb, align, old, res, failed, start, dur)))
+                else:
+                    append(pack(lineno, size or 0, nmemb, align or 0, old or 0, res or 0, tid, codes[kind], failed))
                 if events >= flush_at:
                     yield out
                     out = []
                     append = out.append
                     flush_at = events + _CHUNK
+                    packer = self.packer
+                    if packer is not None:
+                        pack, codes = packer
             # ---------------------------------------------------------------- end of input
             if out:
                 yield out
@@ -931,18 +1028,7 @@ class _Parser:
             break
         self.newline_mode = newline_mode
         self.general = (_GENERAL_NL if newline_mode else _GENERAL_ANY).match
-        self.layout = None
         return it, newline_mode
-
-    def learn_tid_token(self, raw: str, tid: int, nsplit: int, tid_i: int, tid_cache: dict) -> None:
-        """From now on the fast path knows this thread's prefix token."""
-        if len(tid_cache) < 65536:
-            try:
-                token = raw.split(None, nsplit)[tid_i]
-                if token.rstrip("]") == str(tid):
-                    tid_cache[token] = tid
-            except (IndexError, AttributeError, TypeError):
-                pass
 
     def outer_call(self, st: list, kind: str, size, nmemb, align, old):
         """The pending call of this thread that an allocator call is made from inside, or None."""
@@ -977,14 +1063,6 @@ class _Parser:
                 self.format_error()
         for tid, st in self.stacks.items():
             self.abandon(st, "the log ended", at_end=True)
-
-    @staticmethod
-    def learn_layout(raw: str, tid_s, pid_s, ts):
-        """(nsplit, tid_i, ts_i) of the prefix of a line the general regex matched (-1: absent)."""
-        pre = raw[: _PREFIX_ONLY.match(raw).end()].split()
-        tid_i = 0 if tid_s else 1 if pid_s else -1
-        ts_i = pre.index(ts, tid_i + 1) if ts else -1
-        return len(pre), tid_i, ts_i
 
     def abandon(self, entries, why: str, at_end: bool = False):
         for e in entries:

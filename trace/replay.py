@@ -139,22 +139,27 @@ def convert_log(path, ops_path, touch: str = "none", main_tid: Optional[int] = N
 
 
 def _feed(events: Iterable[AllocEvent], pipe) -> None:
-    """The events packed (EVENT), written _BATCH at a time. The parser's own lists of events (batches()) are
-    packed as they come, one list comprehension each: the cheapest way Python has."""
+    """The events packed (EVENT), written about _BATCH at a time. An ltrace parser's stream packs them itself
+    (EventStream.packed); other lists of events (batches()) are packed as they come, one list comprehension
+    each: the cheapest way Python has."""
     pack, codes = EVENT.pack, EVENT_CODE
-    batches = events.batches() if hasattr(events, "batches") else _batches(events)
-    packed, count = [], 0
-    for batch in batches:
-        try:
-            packed.append(b"".join([pack(line, size or 0, nmemb, align or 0, old or 0, res or 0, tid or 0,
-                                         codes[kind], failed)
-                                    for line, tid, _t, kind, size, nmemb, align, old, res, failed, _s, _d in batch]))
-        except KeyError as e:
-            raise ValueError(f"the replay cannot convert a {e.args[0]!r} event") from None
-        count += len(batch)
-        if count >= _BATCH:
-            pipe.write(b"".join(packed))
-            packed, count = [], 0
+    if hasattr(events, "packed"):
+        blocks = events.packed(pack, codes)
+    else:
+        batches = events.batches() if hasattr(events, "batches") else _batches(events)
+        blocks = (b"".join([pack(line, size or 0, nmemb, align or 0, old or 0, res or 0, tid or 0, codes[kind], failed)
+                            for line, tid, _t, kind, size, nmemb, align, old, res, failed, _s, _d in batch])
+                  for batch in batches)
+    packed, size = [], 0
+    try:
+        for block in blocks:
+            packed.append(block)
+            size += len(block)
+            if size >= _BATCH * EVENT.size:
+                pipe.write(b"".join(packed))
+                packed, size = [], 0
+    except KeyError as e:
+        raise ValueError(f"the replay cannot convert a {e.args[0]!r} event") from None
     if packed:
         pipe.write(b"".join(packed))
 
