@@ -21,6 +21,7 @@ MAX_GROW_SLOTS = 4096       # realloc chains a thread of the model grows at once
 
 @dataclass
 class Stmt:
+    """One statement of a phase, with what one execution of it does (the header's model column sums them)."""
     text: str
     per_thread: int = 0                        # the same count in every thread of the group ...
     share: Optional[Tuple[str, int]] = None    # ... or (variable, group total) split over the threads by `self`
@@ -377,6 +378,8 @@ class GroupPlanner:
 
     def _reallocs(self, agg: Cell, flows: _Flows, sz: Sizes, chains: Chains, counts: _Counts, ring_send: str,
                   ring_recv: str) -> List[Stmt]:
+        """The phase's reallocs: whole brief chains, a few each to its own size, the large sizes in the first
+        K blocks, or a random block grown to a drawn size."""
         reallocs, grow, pick = agg.c["realloc"], chains.grow, chains.pick
         few_rsizes = few_sizes(agg.rsizes) if self.g.n == 1 else None
         if chains.units:
