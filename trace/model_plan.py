@@ -240,6 +240,9 @@ class GroupPlanner:
             credit = self.g.n if chains.credit_phase == pi - 1 else 0
             stmts += self._chain_ends(pi, flows, sz, chains, credit, counts, ring_send, ring_recv)
         stmts += self._big_stmts(pi - 1)
+        # lost handoffs come after the ring's and channels' drain (post statements run in this order)
+        stmts = [s for s in stmts if not (s.kept and s.place == "post")] + \
+            [s for s in stmts if s.kept and s.place == "post"]
         kept = [s for s in stmts if s.max_count(self.g.n) > 0]
         return kept, [v for v in counts.variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
 
@@ -310,10 +313,13 @@ class GroupPlanner:
         return out
 
     def _kept_allocs(self, pi: int, agg: Cell, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
-        """The objects still live at the end: `lives forever`, where they came on average when once a phase."""
+        """The objects still live at the end: `lives forever`, where they came on average when once a phase;
+        after the phase's last round when they are lost handoffs (_lost_handoffs)."""
         out = []
         exact_sizes = few_sizes(agg.kept) if self.g.n == 1 else None
-        kept_at = self._kept_at(pi - 1)
+        lost = self._lost_handoffs(pi, flows)
+        kept_at = None if lost else self._kept_at(pi - 1)
+        where = dict(place="post") if lost else {}
         for mk, v in sorted(flows.kept.items(), key=lambda kv: mk_key(kv[0])):
             if exact_sizes:
                 # A few objects kept to the end, each with its size, where they came on average: drawn at
@@ -321,14 +327,24 @@ class GroupPlanner:
                 for nbytes in exact_sizes[:v]:
                     out.append(Stmt(f"{alloc_text(mk, str(nbytes))} lives forever", per_thread=1,
                                     calls={mk[0]: 1}, lives=1, draws=1, kept=True, mean=nbytes, at=kept_at,
-                                    order=-1))
+                                    order=-1, **where))
                 del exact_sizes[:v]
                 continue
             once = counts.per(v)["per_thread"] == 1
             out.append(Stmt(f"{alloc_text(mk, sz.kept or sz.size)} lives forever", **counts.per(v), calls={mk[0]: 1},
                             lives=1, draws=1, handed=bool(sz.kept), kept=True, at=kept_at if once else None,
-                            order=-1))
+                            order=-1, **where))
         return out
+
+    def _lost_handoffs(self, pi: int, flows: _Flows) -> bool:
+        """Whether the objects the group still held at the end of the capture were most likely in flight to
+        another thread, their frees lost with the capture's end (a crash, a cut): the last phase of a group
+        that hands over more of its objects (its ring, its channels) than it frees itself. Those objects
+        were among the ring's or the channels' content at the end; kept in the last rounds they would come
+        on top of it (mt_pthread_crashed_e: 4 objects live at the crash, all four in the ring), so they are
+        allocated after the drain."""
+        handed = sum(flows.ring.values()) + sum(flows.sends.values())
+        return pi == len(self.shape.phases) and handed > sum(flows.local.values())
 
     def _kept_at(self, pi: int) -> Optional[float]:
         """How far into phase pi (0-based) the group's objects still live at the end came, on average, on
