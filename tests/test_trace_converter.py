@@ -274,3 +274,22 @@ def test_a_version_3_log_cut_anywhere_converts_what_the_python_reader_reads(capt
         assert report_dict(read) == report_dict(streamed), at
         assert (log["stopped_at"], log["stop_reason"] or "", log["records"]) == \
             (python.info.stopped_at, python.info.stop_reason, python.info.records), at
+
+
+def test_a_converter_that_crashes_is_a_convert_error_naming_the_signal_not_an_interrupt(tmp_path, monkeypatch):
+    # Faked: the real converter cannot be made to crash on demand, so a script that kills itself with SIGSEGV
+    # stands in for it. A Ctrl-C (exit 130) is an interrupt; any other signal is a crash, said as such.
+    import scenc.trace.tracer_build as tracer_build
+    from scenc.trace.replay import ConvertError, convert_events
+    crash = tmp_path / "crash.sh"
+    crash.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    crash.chmod(0o755)
+    monkeypatch.setattr(tracer_build, "converter_program", lambda: crash)
+    with pytest.raises(ConvertError, match=r"the converter failed \(signal SIGSEGV\)"):
+        convert_events([], tmp_path / "x.ops")
+    stop = tmp_path / "stop.sh"
+    stop.write_text("#!/bin/sh\nexit 130\n")
+    stop.chmod(0o755)
+    monkeypatch.setattr(tracer_build, "converter_program", lambda: stop)
+    with pytest.raises(KeyboardInterrupt):
+        convert_events([], tmp_path / "x.ops")

@@ -58,6 +58,7 @@ a mapping.
 """
 
 import json
+import signal
 import struct
 import subprocess
 import sys
@@ -68,6 +69,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from .events import AllocEvent
+from ..process import describe_status
 from .ltrace import TraceFormatError
 from .opsfile import COUNTED_AS, TOUCH_MODES
 
@@ -110,6 +112,7 @@ EVENT_CODE = {k: i for i, k in enumerate((*REPLAY_KIND, "thread_start", "thread_
 #: One event on the converter's stdin (runtime/trace_read.h, tr_event).
 EVENT = struct.Struct("<QQQQQQIBB2x")
 _BATCH = 4096
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class ConvertError(RuntimeError):
@@ -203,9 +206,11 @@ def _run(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, e
                     pass
     data = json.loads(out) if out.strip() else {}
     if status or "error" in data:
-        if status == 130 or status < 0:
+        # 130: the converter stopped on SIGINT, SIGTERM or SIGHUP (its handler); killed by one of them before
+        # the handler was set, the same. Any other signal is a crash, said as such.
+        if status == 130 or -status in _STOP_SIGNALS:
             raise KeyboardInterrupt
-        message = data.get("error") or f"the converter failed (exit status {status})"
+        message = data.get("error") or f"the converter failed ({describe_status(status)})"
         if error_path and data.get("record"):
             raise TraceFormatError(error_path, data["record"], 1, message)
         raise ConvertError(message)
