@@ -17,7 +17,7 @@
  * holds an scn_slot, the bare pointer when nothing reads sizes, and send and
  * receive inline into the thread's loop. In a library the cell carried the
  * size too (24 bytes, cells straddling cache lines) and each handoff was a
- * call: prodcons ran 3-5% slower than its hand-written twin. */
+ * call: prodcons ran about 3% slower than its hand-written twin. */
 #ifndef SCN_CHANNEL_H
 #define SCN_CHANNEL_H
 #include <sched.h>

@@ -355,7 +355,7 @@ class EventStream(EventSource):
     leader: Optional[int] = None   # parse_file(extra_events=True): the process's main thread, if the log shows it
 
     def __init__(self, chunks: Iterator[list], report: ParseReport, parser=None):
-        self._parser = chunks
+        self._generator = chunks       # the parser's run(): close() stops it (first() rewraps _chunks)
         self._chunks = chunks
         self._events = chain.from_iterable(chunks)
         self._owner = parser           # the _Parser making the chunks (packed() asks it to pack)
@@ -392,7 +392,7 @@ class EventStream(EventSource):
 
     def close(self):
         """Stop parsing early (closes the file of parse_file)."""
-        self._parser.close()
+        self._generator.close()
 
 
 def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseReport] = None,

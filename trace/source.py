@@ -133,4 +133,3 @@ class TraceSource:
         if not rep.exits and not rep.killed_by:
             out.append("the log has no '+++ exited' line: the capture may have stopped before the program ended")
         return out
-

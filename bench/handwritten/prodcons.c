@@ -4,7 +4,7 @@
  *
  *   usage: prodcons PAIRS OBJECTS CAPACITY MAXSIZE SEED
  *
- * The queue is the one runtime/channel.c implements (Vyukov's bounded array
+ * The queue is the one runtime/channel.h implements (Vyukov's bounded array
  * queue, one CAS per send or receive, the same turn numbering and the same
  * spin-then-yield wait), written the way a careful author would for this
  * program alone: a cell holds just the pointer, and the queue code sits in the
