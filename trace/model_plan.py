@@ -10,13 +10,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .model_collect import REALLOC_START, Cell, merge_hist
+from .model_collect import REALLOC_START, Cell, hist_minus, hist_totals, merge_hist
 from .model_files import HistogramFiles
-from .model_fit import fit_lifetimes
+from .model_fit import BIG_OBJECT_SHARE, MAX_BIG_OBJECTS, fit_lifetimes
 from .model_shape import Group, ModelShape
 from .model_sizes import PhaseSizer, Sizes, few_sizes
 
 MAX_GROW_SLOTS = 4096       # realloc chains a thread of the model grows at once, at most
+MAX_HELD_PLACES = 8         # the objects held for a later phase are freed in at most this many places in it
 
 
 @dataclass
@@ -79,6 +80,7 @@ class GroupPlan:
     chains: Chains
     phases: List[PhasePlan]
     first_size: Optional[str]   # the first phase's size expression (the first block's size)
+    held: Dict[int, int] = field(default_factory=dict)   # phase (1-based) -> objects freed in it from `held_pN`
 
 
 @dataclass
@@ -147,7 +149,10 @@ class GroupPlanner:
             sizes.rsize, sizes.large_realloc = self.sizer.realloc_sizes(agg, pi, chains.slots)
             stmts, variables = self._statements(pi, agg, sizes, chains)
             phases.append(PhasePlan(stmts, variables, sizes, agg.c["events"]))
-        return GroupPlan(chains, phases, self.sizer.first_size)
+        held: Counter = Counter()
+        for (_, qi), (_, kinds) in self.shape.held.get(g.name, {}).items():
+            held[qi + 1] += sum(kinds.values())
+        return GroupPlan(chains, phases, self.sizer.first_size, dict(sorted(held.items())))
 
     # ---------------------------------------------------------------- the group's realloc chains
     def _chains(self) -> Tuple[Chains, dict, dict]:
@@ -232,6 +237,7 @@ class GroupPlanner:
         if agg.c["free_null"]:
             stmts.append(Stmt("free(none[0])", **counts.per(agg.c["free_null"]), calls={"free": 1}))
         stmts += self._own_allocs(flows, sz, counts)
+        stmts += self._held_allocs(pi - 1)
         stmts += self._kept_allocs(pi, agg, flows, sz, counts)
         stmts += self._sends(flows, sz, counts)
         stmts += self._ring_steps(flows, sz, counts, ring_send, ring_recv)
@@ -239,7 +245,7 @@ class GroupPlanner:
         if not chains.units:
             credit = self.g.n if chains.credit_phase == pi - 1 else 0
             stmts += self._chain_ends(pi, flows, sz, chains, credit, counts, ring_send, ring_recv)
-        stmts += self._big_stmts(pi - 1)
+        stmts += self._big_stmts(pi - 1) + self._held_frees(pi - 1)
         # lost handoffs come after the ring's and channels' drain (post statements run in this order)
         stmts = [s for s in stmts if not (s.kept and s.place == "post")] + \
             [s for s in stmts if s.kept and s.place == "post"]
@@ -310,6 +316,64 @@ class GroupPlanner:
             if n_large:
                 out.append(Stmt(f"{alloc_text(mk, large[0])} lives {self._scaled(large[1])}", **counts.per(n_large),
                                 calls={mk[0]: 1}, lives=1, draws=1, mean=large[3]))
+        return out
+
+    def _held_allocs(self, pi: int) -> List[Stmt]:
+        """The objects of phase pi (0-based) freed in a later phase (model_shape._take_held_objects), spread
+        over the phase into the pool of the phase that frees them, with their own sizes."""
+        held = {q: v for (p, q), v in self.shape.held.get(self.g.name, {}).items() if p == pi}
+        floor = self.col.peak_bytes * BIG_OBJECT_SHARE
+        out = []
+        for q, (hist, kinds) in sorted(held.items()):
+            pool, index = f"held_p{q + 1}", f"in_p{q + 1}"
+            # The few big ones with their sizes, as big objects are: drawn from the histogram, one block of a
+            # tenth of the peak among a thousand small ones comes out twice as often as once.
+            big = {b: h for b, h in hist.items() if h[1] >= floor * h[0]}
+            big_sizes = few_sizes(big) if big and hist_totals(big)[0] <= MAX_BIG_OBJECTS else None
+            kinds = Counter(kinds)
+            if big_sizes:
+                hist, mk = hist_minus(hist, big), kinds.most_common(1)[0][0]
+                kinds[mk] -= len(big_sizes)
+                out += [Stmt(f"{pool}[{index}] = {alloc_text(mk, str(n))}  {index} = {index} + 1", per_thread=1,
+                             calls={mk[0]: 1}, draws=1, mean=n) for n in big_sizes]
+            if not hist:
+                continue
+            # the objects that live to a later phase are often not those that live to the next one
+            expr, mean = self.sizer.held_sizes(hist, pi + 1, q + 1 if len(held) > 1 else None)
+            for mk, n in sorted((+kinds).items(), key=lambda kv: mk_key(kv[0])):
+                out.append(Stmt(f"{pool}[{index}] = {alloc_text(mk, expr)}  {index} = {index} + 1", per_thread=n,
+                                calls={mk[0]: 1}, draws=1, mean=mean))
+        return out
+
+    def _held_frees(self, pi: int) -> List[Stmt]:
+        """The frees in phase pi (0-based) of the objects of earlier phases held for it (_held_allocs), where
+        the capture freed them: in at most MAX_HELD_PLACES places, each at the mean place of its part."""
+        frees = self.shape.held_frees.get(self.g.name, {}).get(pi)
+        if not frees:
+            return []
+        tid = self.g.tids[0]
+        lo, ticks = self.shape.clock_span(tid, pi)
+        cells = self.col.cells[tid]
+        before = sum(c.c["ticks"] for c in cells[:min(frees)] if c is not None)
+        places = []                                  # (window, its mid-point on the clock, frees)
+        for w in range(min(frees), max(frees) + 1):
+            t = cells[w].c["ticks"] if w < len(cells) and cells[w] is not None else 0
+            if frees[w]:
+                places.append((w, before + t / 2, frees[w]))
+            before += t
+        total = sum(n for _, _, n in places)
+        pool, index = f"held_p{pi + 1}", f"out_p{pi + 1}"
+        out: List[Stmt] = []
+        part: list = []
+        for k, place in enumerate(places):
+            part.append(place)
+            n = sum(x[2] for x in part)
+            if k + 1 < len(places) and n < total / MAX_HELD_PLACES:
+                continue
+            at = sum(x[1] * x[2] for x in part) / n
+            out.append(Stmt(f"free({pool}[{index}])  {index} = {index} + 1", per_thread=n, calls={"free": 1},
+                            local_frees=1, at=min(max((at - lo) / ticks, 0.0), 1.0), order=part[0][0] * self.col.window))
+            part = []
         return out
 
     def _kept_allocs(self, pi: int, agg: Cell, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
