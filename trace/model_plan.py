@@ -150,8 +150,8 @@ class GroupPlanner:
             stmts, variables = self._statements(pi, agg, sizes, chains)
             phases.append(PhasePlan(stmts, variables, sizes, agg.c["events"]))
         held: Counter = Counter()
-        for (_, qi), (_, kinds) in self.shape.held.get(g.name, {}).items():
-            held[qi + 1] += sum(kinds.values())
+        for (_, qi), (_, births) in self.shape.held.get(g.name, {}).items():
+            held[qi + 1] += sum(births.values())
         return GroupPlan(chains, phases, self.sizer.first_size, dict(sorted(held.items())))
 
     # ---------------------------------------------------------------- the group's realloc chains
@@ -319,60 +319,81 @@ class GroupPlanner:
         return out
 
     def _held_allocs(self, pi: int) -> List[Stmt]:
-        """The objects of phase pi (0-based) freed in a later phase (model_shape._take_held_objects), spread
-        over the phase into the pool of the phase that frees them, with their own sizes."""
+        """The objects of phase pi (0-based) freed in a later phase (model_shape._take_held_objects), put into
+        the pool of the phase that frees them, with their own sizes, where they came (_places): spread evenly
+        over the phase, the start-up's last objects, which live to the teardown, would come as early as its
+        first ones (their lifetimes too long, python3 start-up: 2^12 calls instead of 2^11)."""
         held = {q: v for (p, q), v in self.shape.held.get(self.g.name, {}).items() if p == pi}
         floor = self.col.peak_bytes * BIG_OBJECT_SHARE
         out = []
-        for q, (hist, kinds) in sorted(held.items()):
+        for q, (hist, births) in sorted(held.items()):
             pool, index = f"held_p{q + 1}", f"in_p{q + 1}"
+            kinds: Counter = Counter()
+            for (_, mk), n in births.items():
+                kinds[mk] += n
             # The few big ones with their sizes, as big objects are: drawn from the histogram, one block of a
-            # tenth of the peak among a thousand small ones comes out twice as often as once.
+            # tenth of the peak among a thousand small ones comes out twice as often as once. They come at
+            # the phase's end, as one made once a phase does.
             big = {b: h for b, h in hist.items() if h[1] >= floor * h[0]}
             big_sizes = few_sizes(big) if big and hist_totals(big)[0] <= MAX_BIG_OBJECTS else None
-            kinds = Counter(kinds)
+            big_mk = kinds.most_common(1)[0][0]
             if big_sizes:
-                hist, mk = hist_minus(hist, big), kinds.most_common(1)[0][0]
-                kinds[mk] -= len(big_sizes)
-                out += [Stmt(f"{pool}[{index}] = {alloc_text(mk, str(n))}  {index} = {index} + 1", per_thread=1,
-                             calls={mk[0]: 1}, draws=1, mean=n) for n in big_sizes]
+                hist = hist_minus(hist, big)
+                out += [Stmt(f"{pool}[{index}] = {alloc_text(big_mk, str(n))}  {index} = {index} + 1", per_thread=1,
+                             calls={big_mk[0]: 1}, draws=1, mean=n) for n in big_sizes]
             if not hist:
                 continue
             # the objects that live to a later phase are often not those that live to the next one
             expr, mean = self.sizer.held_sizes(hist, pi + 1, q + 1 if len(held) > 1 else None)
-            for mk, n in sorted((+kinds).items(), key=lambda kv: mk_key(kv[0])):
-                out.append(Stmt(f"{pool}[{index}] = {alloc_text(mk, expr)}  {index} = {index} + 1", per_thread=n,
-                                calls={mk[0]: 1}, draws=1, mean=mean))
+            for mk in sorted(kinds, key=mk_key):
+                by_window = Counter({w: n for (w, k), n in births.items() if k == mk})
+                if big_sizes and mk == big_mk:
+                    _take_last(by_window, len(big_sizes))
+                text = f"{pool}[{index}] = {alloc_text(mk, expr)}  {index} = {index} + 1"
+                out += [Stmt(text, per_thread=n, calls={mk[0]: 1}, draws=1, mean=mean, at=at, order=order)
+                        for at, n, order in self._places(by_window, pi)]
         return out
 
     def _held_frees(self, pi: int) -> List[Stmt]:
         """The frees in phase pi (0-based) of the objects of earlier phases held for it (_held_allocs), where
-        the capture freed them: in at most MAX_HELD_PLACES places, each at the mean place of its part."""
+        the capture freed them (_places)."""
         frees = self.shape.held_frees.get(self.g.name, {}).get(pi)
         if not frees:
+            return []
+        pool, index, last = f"held_p{pi + 1}", f"out_p{pi + 1}", sum(frees.values()) - 1
+        # a random one of those left (its slot takes the first one left): a teardown frees its objects in no
+        # order of their births (python3 start-up: rank correlation 0.05), and first come first freed would
+        # give them all alike lifetimes
+        text = f"h = uniform({index}, {last})  free({pool}[h])  {pool}[h] = {pool}[{index}]  {index} = {index} + 1"
+        return [Stmt(text, per_thread=n, calls={"free": 1}, local_frees=1, at=at, order=order)
+                for at, n, order in self._places(frees, pi)]
+
+    def _places(self, by_window: Counter, pi: int) -> List[Tuple[float, int, int]]:
+        """Where in phase pi (0-based) calls counted by window of the capture come, in at most
+        MAX_HELD_PLACES places: (how far into the phase on the thread's `lives` clock, calls, ordinal of
+        the first one's window), each part of about as many calls at its mean place."""
+        if not by_window:
             return []
         tid = self.g.tids[0]
         lo, ticks = self.shape.clock_span(tid, pi)
         cells = self.col.cells[tid]
-        before = sum(c.c["ticks"] for c in cells[:min(frees)] if c is not None)
-        places = []                                  # (window, its mid-point on the clock, frees)
-        for w in range(min(frees), max(frees) + 1):
+        first, last = min(by_window), max(by_window)
+        before = sum(c.c["ticks"] for c in cells[:first] if c is not None)
+        windows = []                                 # (window, its mid-point on the clock, calls)
+        for w in range(first, last + 1):
             t = cells[w].c["ticks"] if w < len(cells) and cells[w] is not None else 0
-            if frees[w]:
-                places.append((w, before + t / 2, frees[w]))
+            if by_window[w] > 0:
+                windows.append((w, before + t / 2, by_window[w]))
             before += t
-        total = sum(n for _, _, n in places)
-        pool, index = f"held_p{pi + 1}", f"out_p{pi + 1}"
-        out: List[Stmt] = []
-        part: list = []
-        for k, place in enumerate(places):
-            part.append(place)
+        total = sum(n for _, _, n in windows)
+        out, part = [], []
+        for k, window in enumerate(windows):
+            part.append(window)
             n = sum(x[2] for x in part)
-            if k + 1 < len(places) and n < total / MAX_HELD_PLACES:
+            if k + 1 < len(windows) and n < total / MAX_HELD_PLACES:
                 continue
             at = sum(x[1] * x[2] for x in part) / n
-            out.append(Stmt(f"free({pool}[{index}])  {index} = {index} + 1", per_thread=n, calls={"free": 1},
-                            local_frees=1, at=min(max((at - lo) / ticks, 0.0), 1.0), order=part[0][0] * self.col.window))
+            out.append((min(max((at - lo) / ticks, 0.0), 1.0), n, part[0][0] * self.col.window))
             part = []
         return out
 
@@ -605,6 +626,16 @@ def mk_key(mk):
     """The order of allocation kinds in the text: malloc, calloc, then the aligned ones by alignment."""
     order = ("malloc", "calloc", "aligned_alloc", "memalign", "posix_memalign")
     return (order.index(mk[0]) if mk[0] in order else 9, mk[1] or 0)
+
+
+def _take_last(counts: Counter, n: int) -> None:
+    """n out of counts (by window), from the last window back."""
+    for w in sorted(counts, reverse=True):
+        step = min(n, counts[w])
+        counts[w] -= step
+        n -= step
+    for w in [w for w, c in counts.items() if c <= 0]:
+        del counts[w]
 
 
 def _split(total: int, weights) -> Counter:

@@ -239,7 +239,7 @@ class ModelShape:
 
     def _take_held_objects(self) -> None:
         """The objects of each single-thread group freed by their thread in a later phase than their own
-        (self.held: group name -> {(phase, phase of their free): [sizes, Counter of kinds]}, and
+        (self.held: group name -> {(phase, phase of their free): [sizes, Counter((window, kind) -> objects)]}, and
         self.held_frees: group name -> {phase: Counter(window of the free -> objects)}). A program's
         start-up builds objects that live until its teardown: with lifetimes drawn from the phase's table
         wherever they come in the phase, as many of them die inside it as outlive it, and the live objects
@@ -252,9 +252,10 @@ class ModelShape:
         for g, tid, summary in self._lone_threads():
             held: dict = {}
             frees: Dict[int, Counter] = {}
+            cells = col.cells[tid]
             for pi, p in enumerate(self.phases):
-                for cell in col.cells[tid][p.start:p.end]:
-                    for wd, by_class in (cell.dies.items() if cell is not None else ()):
+                for w in range(p.start, min(p.end, len(cells))):
+                    for wd, by_class in (cells[w].dies.items() if cells[w] is not None else ()):
                         qi = self._phase_of_window(wd)
                         if qi <= pi:
                             continue
@@ -264,9 +265,10 @@ class ModelShape:
                                 continue
                             for c in (summary.phases[pi], summary.total):
                                 _take_class(c, cls, entry, kinds)
-                            sizes, all_kinds = held.setdefault((pi, qi), [{}, Counter()])
+                            sizes, births = held.setdefault((pi, qi), [{}, Counter()])
                             merge_hist(sizes, entry[3])
-                            all_kinds.update(kinds)
+                            for mk, n in kinds.items():
+                                births[w, mk] += n
                             frees.setdefault(qi, Counter())[wd] += sum(kinds.values())
             if held:
                 self.held[g.name], self.held_frees[g.name] = held, frees
