@@ -17,7 +17,6 @@ from .model_shape import Group, ModelShape
 from .model_sizes import PhaseSizer, Sizes, few_sizes
 
 MAX_GROW_SLOTS = 4096       # realloc chains a thread of the model grows at once, at most
-MAX_HELD_PLACES = 8         # the objects held for a later phase are freed in at most this many places in it
 
 
 @dataclass
@@ -319,10 +318,11 @@ class GroupPlanner:
         return out
 
     def _held_allocs(self, pi: int) -> List[Stmt]:
-        """The objects of phase pi (0-based) freed in a later phase (model_shape._take_held_objects), put into
-        the pool of the phase that frees them, with their own sizes, where they came (_places): spread evenly
-        over the phase, the start-up's last objects, which live to the teardown, would come as early as its
-        first ones (their lifetimes too long, python3 start-up: 2^12 calls instead of 2^11)."""
+        """The objects of phase pi (0-based) freed in a later part of it or a later phase
+        (model_shape._take_held_objects), put into the pool of the phase that frees them, with their own
+        sizes, where they came (_places): spread evenly over the phase, the start-up's last objects, which
+        live to the teardown, would come as early as its first ones (python3 start-up: lifetimes of 2^12
+        calls instead of 2^11)."""
         held = {q: v for (p, q), v in self.shape.held.get(self.g.name, {}).items() if p == pi}
         floor = self.col.peak_bytes * BIG_OBJECT_SHARE
         out = []
@@ -331,10 +331,10 @@ class GroupPlanner:
             kinds: Counter = Counter()
             for (_, mk), n in births.items():
                 kinds[mk] += n
-            # The few big ones with their sizes, as big objects are: drawn from the histogram, one block of a
-            # tenth of the peak among a thousand small ones comes out twice as often as once. They come at
-            # the phase's end, as one made once a phase does.
-            big = {b: h for b, h in hist.items() if h[1] >= floor * h[0]}
+            # The few big ones freed in a later phase with their sizes, as big objects are: drawn from the
+            # histogram, one block of a tenth of the peak among a thousand small ones comes out twice as often
+            # as once. They come at the phase's end, as one made once a phase does.
+            big = {b: h for b, h in hist.items() if h[1] >= floor * h[0]} if q > pi else {}
             big_sizes = few_sizes(big) if big and hist_totals(big)[0] <= MAX_BIG_OBJECTS else None
             big_mk = kinds.most_common(1)[0][0]
             if big_sizes:
@@ -355,47 +355,35 @@ class GroupPlanner:
         return out
 
     def _held_frees(self, pi: int) -> List[Stmt]:
-        """The frees in phase pi (0-based) of the objects of earlier phases held for it (_held_allocs), where
-        the capture freed them (_places)."""
+        """The frees in phase pi (0-based) of the objects held for it (_held_allocs), where the capture freed
+        them (_places): a random one of those in the pool (its slot takes the first one left). A teardown
+        frees its objects in no order of their births (python3 start-up: rank correlation 0.05), and first
+        come first freed would give them all alike lifetimes. Each part's frees come after the births of
+        the objects they free, which came in earlier parts."""
         frees = self.shape.held_frees.get(self.g.name, {}).get(pi)
-        if not frees:
-            return []
-        pool, index, last = f"held_p{pi + 1}", f"out_p{pi + 1}", sum(frees.values()) - 1
-        # a random one of those left (its slot takes the first one left): a teardown frees its objects in no
-        # order of their births (python3 start-up: rank correlation 0.05), and first come first freed would
-        # give them all alike lifetimes
-        text = f"h = uniform({index}, {last})  free({pool}[h])  {pool}[h] = {pool}[{index}]  {index} = {index} + 1"
+        pool, index, end = f"held_p{pi + 1}", f"out_p{pi + 1}", f"in_p{pi + 1}"
+        text = f"h = uniform({index}, {end} - 1)  free({pool}[h])  {pool}[h] = {pool}[{index}]  {index} = {index} + 1"
         return [Stmt(text, per_thread=n, calls={"free": 1}, local_frees=1, at=at, order=order)
-                for at, n, order in self._places(frees, pi)]
+                for at, n, order in self._places(frees or Counter(), pi)]
 
     def _places(self, by_window: Counter, pi: int) -> List[Tuple[float, int, int]]:
-        """Where in phase pi (0-based) calls counted by window of the capture come, in at most
-        MAX_HELD_PLACES places: (how far into the phase on the thread's `lives` clock, calls, ordinal of
-        the first one's window), each part of about as many calls at its mean place."""
-        if not by_window:
-            return []
+        """Where in phase pi (0-based) calls counted by window of the capture come: one place per part of the
+        phase (model_shape.part_of), at their mean there on the thread's `lives` clock. Returns (how far
+        into the phase, calls, ordinal of the part's first window with some)."""
         tid = self.g.tids[0]
         lo, ticks = self.shape.clock_span(tid, pi)
         cells = self.col.cells[tid]
-        first, last = min(by_window), max(by_window)
-        before = sum(c.c["ticks"] for c in cells[:first] if c is not None)
-        windows = []                                 # (window, its mid-point on the clock, calls)
-        for w in range(first, last + 1):
+        parts: Dict[tuple, list] = {}                # part -> [sum of clock x calls, calls, first window]
+        before = sum(c.c["ticks"] for c in cells[:min(by_window)] if c is not None) if by_window else 0
+        for w in range(min(by_window, default=0), max(by_window, default=-1) + 1):
             t = cells[w].c["ticks"] if w < len(cells) and cells[w] is not None else 0
             if by_window[w] > 0:
-                windows.append((w, before + t / 2, by_window[w]))
+                part = parts.setdefault(self.shape.part_of(w), [0.0, 0, w])
+                part[0] += (before + t / 2) * by_window[w]
+                part[1] += by_window[w]
             before += t
-        total = sum(n for _, _, n in windows)
-        out, part = [], []
-        for k, window in enumerate(windows):
-            part.append(window)
-            n = sum(x[2] for x in part)
-            if k + 1 < len(windows) and n < total / MAX_HELD_PLACES:
-                continue
-            at = sum(x[1] * x[2] for x in part) / n
-            out.append((min(max((at - lo) / ticks, 0.0), 1.0), n, part[0][0] * self.col.window))
-            part = []
-        return out
+        return [(min(max((clock / n - lo) / ticks, 0.0), 1.0), n, w * self.col.window)
+                for clock, n, w in (parts[k] for k in sorted(parts))]
 
     def _kept_allocs(self, pi: int, agg: Cell, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
         """The objects still live at the end: `lives forever`, where they came on average when once a phase;

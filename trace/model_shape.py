@@ -13,6 +13,7 @@ from .model_collect import REALLOC_START, Cell, Collector, hist_minus, life_buck
 from .model_fit import Phase, ThreadSummary, big_chains, big_objects, chain_slots, detect_phases, group_threads
 
 MAX_CAPACITY = 1 << 20      # channel slots live in the runtime's arena: 16 MiB at most per channel
+HELD_PARTS = 4              # an object freed in a later part of a phase than its own, or a later phase, is held
 
 
 @dataclass
@@ -238,12 +239,13 @@ class ModelShape:
                     entry[4][r.mk] -= 1
 
     def _take_held_objects(self) -> None:
-        """The objects of each single-thread group freed by their thread in a later phase than their own
-        (self.held: group name -> {(phase, phase of their free): [sizes, Counter((window, kind) -> objects)]}, and
+        """The objects of each single-thread group freed by their thread in a later phase than their own, or
+        a part of their phase later at least (_outlives_part) (self.held: group name -> {(phase, phase of their free): [sizes, Counter((window, kind) -> objects)]}, and
         self.held_frees: group name -> {phase: Counter(window of the free -> objects)}). A program's
         start-up builds objects that live until its teardown: with lifetimes drawn from the phase's table
         wherever they come in the phase, as many of them die inside it as outlive it, and the live objects
-        never pile up as they did (python3 start-up: 800 live at the peak instead of 1400). They are
+        never pile up as they did (python3 start-up: 800 live at the peak instead of 1400); likewise in a
+        phase that starts up, then works (py_work.py: the import's objects that die before its work). They are
         allocated into a pool in their phase and freed from it where the capture freed them; they leave the
         thread's figures (sizes, lifetimes, counts), which the other statements model as before."""
         self.held: Dict[str, dict] = {}
@@ -257,7 +259,7 @@ class ModelShape:
                 for w in range(p.start, min(p.end, len(cells))):
                     for wd, by_class in (cells[w].dies.items() if cells[w] is not None else ()):
                         qi = self._phase_of_window(wd)
-                        if qi <= pi:
+                        if not self._outlives_part(w, wd):
                             continue
                         for cls, entry in by_class.items():
                             kinds = +entry[4]
@@ -274,6 +276,20 @@ class ModelShape:
                 self.held[g.name], self.held_frees[g.name] = held, frees
 
     # ---------------------------------------------------------------- places in the capture
+    def _outlives_part(self, w: int, wd: int) -> bool:
+        """Whether an object made in window w and freed in window wd is held (_take_held_objects): freed in a
+        later phase, or in its own phase a part of it later at least (HELD_PARTS; two windows at least: a
+        short-lived object freed across a window's bound stays a `lives` one)."""
+        p = self.phases[self._phase_of_window(w)]
+        return not p.start <= wd < p.end or (wd - w >= 2 and (wd - w) * HELD_PARTS >= p.end - p.start)
+
+    def part_of(self, w: int) -> Tuple[int, int]:
+        """(phase, part) of window w: each phase cut in HELD_PARTS parts of as many windows (the last ones
+        longer)."""
+        pi = self._phase_of_window(w)
+        p = self.phases[pi]
+        return pi, min((w - p.start) * HELD_PARTS // max(p.end - p.start, 1), HELD_PARTS - 1)
+
     def _phase_of_window(self, w: int) -> int:
         return next((i for i, p in enumerate(self.phases) if p.start <= w < p.end), len(self.phases) - 1)
 

@@ -178,7 +178,8 @@ class ModelWriter:
             out.append("    pool grow[1]        # the block this thread grows with realloc" + ("" if chains.initial
                                                                                          else "; empty at first"))
         for q, n in plan.held.items():
-            out.append(f"    pool held_p{q}[{n}]        # objects of earlier phases freed in phase {q}, as captured")
+            out.append(f"    pool held_p{q}[{n}]        # objects freed in phase {q}, made in an earlier part of it or "
+                       f"an earlier phase: each where the capture made it, freed where it was freed")
             out.append(f"    in_p{q} = 0")
             out.append(f"    out_p{q} = 0")
         if chains.big_slots:
