@@ -97,10 +97,14 @@ def model_peaks(path: Path, work: Path, runs: int, seeds: int, calibrate: bool =
     if calibrate:
         calibrate_peak(model)
     peaks = []
+    text = model.text
     for seed in range(1, seeds + 1):
-        if seed > 1:
-            model.scn_path.write_text(model.scn_path.read_text().replace(f"\nseed {seed - 1}\n", f"\nseed {seed}\n"))
+        # from the model's text each time: measure_peak writes the text (seed 1) back with the peak in it
+        model.text = text.replace("\nseed 1\n", f"\nseed {seed}\n", 1)
+        model.scn_path.write_text(model.text)
         peaks += [measure_peak(model) for _ in range(runs)]
+    model.text = text
+    model.scn_path.write_text(text)
     return peaks, model
 
 

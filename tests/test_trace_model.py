@@ -167,8 +167,9 @@ def test_start_up_objects_that_live_to_the_teardown_keep_their_sizes_and_places(
     pools = dict(re.findall(r"pool held_p(\d+)\[(\d+)\]", text))
     assert sorted(pools) == sorted({q for q, _ in held}) and sum(map(int, pools.values())) == 100
     # freed where the capture freed them, in no order of their births (a random one of those left)
-    frees = re.findall(r"(?:repeat (\d+) \{\s*)?h = uniform\(out_p(\d+), in_p\2 - 1\)\s+free\(held_p\2\[h\]\)", text)
-    assert sum(int(n or 1) for n, _ in frees) == 100
+    frees = re.findall(r"(?:repeat (?:(\d+)|\(r \+ 1[^*]*\* (\d+) / [^{]*) \{\s*)?"
+                       r"h = uniform\(out_p(\d+), in_p\3 - 1\)\s+free\(held_p\3\[h\]\)", text)
+    assert sum(int(n or spread or 1) for n, spread, _ in frees) == 100, text
     last = len(model.phases)
     assert f"free(held_p{last}[h])" in text.split(f'measure "phase {last}"')[1]     # the teardown
     startup = text.split('measure "phase 1"')[0].split("# phase 1,")[1]

@@ -36,6 +36,7 @@ class Stmt:
     kept: bool = False                         # its objects live to the end (`lives forever`): their own sizes
     mean: Optional[float] = None               # the mean of its sizes, when not the phase's
     at: Optional[float] = None                 # runs once, this far into the phase (0 .. 1): a big chain's step
+    until: Optional[float] = None              # ... or spread evenly from `at` to this far (held objects)
     order: int = 0                             # ... its ordinal in the capture (steps in one round keep it)
 
     def max_count(self, threads: int) -> int:
@@ -350,8 +351,8 @@ class GroupPlanner:
                 if big_sizes and mk == big_mk:
                     _take_last(by_window, len(big_sizes))
                 text = f"{pool}[{index}] = {alloc_text(mk, expr)}  {index} = {index} + 1"
-                out += [Stmt(text, per_thread=n, calls={mk[0]: 1}, draws=1, mean=mean, at=at, order=order)
-                        for at, n, order in self._places(by_window, pi)]
+                out += [Stmt(text, per_thread=n, calls={mk[0]: 1}, draws=1, mean=mean, at=at, until=until, order=order)
+                        for at, until, n, order in self._places(by_window, pi)]
         return out
 
     def _held_frees(self, pi: int) -> List[Stmt]:
@@ -363,27 +364,42 @@ class GroupPlanner:
         frees = self.shape.held_frees.get(self.g.name, {}).get(pi)
         pool, index, end = f"held_p{pi + 1}", f"out_p{pi + 1}", f"in_p{pi + 1}"
         text = f"h = uniform({index}, {end} - 1)  free({pool}[h])  {pool}[h] = {pool}[{index}]  {index} = {index} + 1"
-        return [Stmt(text, per_thread=n, calls={"free": 1}, local_frees=1, at=at, order=order)
-                for at, n, order in self._places(frees or Counter(), pi)]
+        return [Stmt(text, per_thread=n, calls={"free": 1}, local_frees=1, at=at, until=until, order=order)
+                for at, until, n, order in self._places(frees or Counter(), pi)]
 
-    def _places(self, by_window: Counter, pi: int) -> List[Tuple[float, int, int]]:
-        """Where in phase pi (0-based) calls counted by window of the capture come: one place per part of the
-        phase (model_shape.part_of), at their mean there on the thread's `lives` clock. Returns (how far
-        into the phase, calls, ordinal of the part's first window with some)."""
+    def _places(self, by_window: Counter, pi: int) -> List[Tuple[float, float, int, int]]:
+        """Where in phase pi (0-based) calls counted by window of the capture come: per part of the phase
+        (model_shape.part_of), spread evenly over the windows that hold the middle 90% of them (a steady
+        flow over the part, a teardown in its last window), on the thread's `lives` clock. Returns (how far
+        into the phase they begin, how far they end, calls, ordinal of their first window), in the order of
+        the parts."""
         tid = self.g.tids[0]
         lo, ticks = self.shape.clock_span(tid, pi)
         cells = self.col.cells[tid]
-        parts: Dict[tuple, list] = {}                # part -> [sum of clock x calls, calls, first window]
+        parts: Dict[tuple, list] = {}                # part -> [(window, clock where it begins, its ticks, calls)]
         before = sum(c.c["ticks"] for c in cells[:min(by_window)] if c is not None) if by_window else 0
         for w in range(min(by_window, default=0), max(by_window, default=-1) + 1):
             t = cells[w].c["ticks"] if w < len(cells) and cells[w] is not None else 0
             if by_window[w] > 0:
-                part = parts.setdefault(self.shape.part_of(w), [0.0, 0, w])
-                part[0] += (before + t / 2) * by_window[w]
-                part[1] += by_window[w]
+                parts.setdefault(self.shape.part_of(w), []).append((w, before, t, by_window[w]))
             before += t
-        return [(min(max((clock / n - lo) / ticks, 0.0), 1.0), n, w * self.col.window)
-                for clock, n, w in (parts[k] for k in sorted(parts))]
+
+        def where(clock):
+            return min(max((clock - lo) / ticks, 0.0), 1.0)
+        out = []
+        for key in sorted(parts):
+            windows = parts[key]
+            n = sum(x[3] for x in windows)
+            seen, first, last = 0, None, windows[-1]
+            for x in windows:
+                seen += x[3]
+                if first is None and seen > 0.05 * n:
+                    first = x
+                if seen >= 0.95 * n:
+                    last = x
+                    break
+            out.append((where(first[1]), where(last[1] + last[2]), n, windows[0][0] * self.col.window))
+        return out
 
     def _kept_allocs(self, pi: int, agg: Cell, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
         """The objects still live at the end: `lives forever`, where they came on average when once a phase;
@@ -404,10 +420,32 @@ class GroupPlanner:
                 del exact_sizes[:v]
                 continue
             once = counts.per(v)["per_thread"] == 1
-            out.append(Stmt(f"{alloc_text(mk, sz.kept or sz.size)} lives forever", **counts.per(v), calls={mk[0]: 1},
+            text = f"{alloc_text(mk, sz.kept or sz.size)} lives forever"
+            places = self._kept_places(pi - 1, mk, v) if self.g.n == 1 and not lost and not once else []
+            if places:
+                # with one thread, in each part of the phase as many as the capture made there (as held objects,
+                # which those are whose frees the capture's end cut off): spread evenly over the phase, a steady
+                # program's last objects, kept to its end, would come as early as its first ones
+                out += [Stmt(text, per_thread=n, calls={mk[0]: 1}, lives=1, draws=1, handed=bool(sz.kept), kept=True,
+                             at=at, until=until, order=order) for at, until, n, order in places]
+                continue
+            out.append(Stmt(text, **counts.per(v), calls={mk[0]: 1},
                             lives=1, draws=1, handed=bool(sz.kept), kept=True, at=kept_at if once else None,
                             order=-1, **where))
         return out
+
+    def _kept_places(self, pi: int, mk, v: int) -> List[Tuple[float, float, int, int]]:
+        """Where in phase pi (0-based) the thread's v objects of kind mk still live at the end came (_places),
+        or [] when the capture's windows do not say (their counts do not add up to v)."""
+        p, tid = self.shape.phases[pi], self.g.tids[0]
+        cells = self.col.cells[tid]
+        by_window = Counter({w: cells[w].c["kept", mk] for w in range(p.start, min(p.end, len(cells)))
+                             if cells[w] is not None and cells[w].c["kept", mk] > 0})
+        for r in self.shape.big_objects.get(self.g.name, []):       # written one by one
+            if r.how == "kept" and r.mk == mk and self.shape.phase_of(r.at) == pi:
+                by_window[r.at[0] // self.col.window] -= 1
+        by_window = +by_window
+        return self._places(by_window, pi) if sum(by_window.values()) == v else []
 
     def _lost_handoffs(self, pi: int, flows: _Flows) -> bool:
         """Whether the objects the group still held at the end of the capture were most likely in flight to

@@ -178,8 +178,8 @@ class ModelWriter:
             out.append("    pool grow[1]        # the block this thread grows with realloc" + ("" if chains.initial
                                                                                          else "; empty at first"))
         for q, n in plan.held.items():
-            out.append(f"    pool held_p{q}[{n}]        # objects freed in phase {q}, made in an earlier part of it or "
-                       f"an earlier phase: each where the capture made it, freed where it was freed")
+            out.append(f"    pool held_p{q}[{n}]        # objects made before phase {q} or early in it, freed in it: "
+                       f"both where captured")
             out.append(f"    in_p{q} = 0")
             out.append(f"    out_p{q} = 0")
         if chains.big_slots:
@@ -352,9 +352,22 @@ def _timed(stmts: List[Stmt], rounds: int) -> List[str]:
     """Statements that run once, in the round as far into the phase as they came in the capture (a big
     chain's steps), in the capture's order; those of one round under one `if`."""
     by_round: Dict[int, List[Stmt]] = {}
+    spans = []
     for s in stmts:
-        by_round.setdefault(min(rounds - 1, int(s.at * rounds)), []).append(s)
+        if s.until is None:
+            by_round.setdefault(min(rounds - 1, int(s.at * rounds)), []).append(s)
+        else:
+            spans.append(s)
     out = []
+    for s in spans:
+        # spread evenly over rounds a .. b - 1: n times in all, none outside
+        a = min(rounds - 1, int(s.at * rounds))
+        b = max(a + 1, min(rounds, int(s.until * rounds)))
+        head = f"            if r >= {a} {{ if r < {b} {{ repeat " + \
+            (f"{spread(str(s.per_thread), b)} {{" if a == 0 else
+             f"(r + 1 - {a}) * {s.per_thread} / {b - a} - (r - {a}) * {s.per_thread} / {b - a} {{")
+        out += [head.replace("if r >= 0 { ", "")] + _statement_lines(s.text, 16) + \
+            ["            } }" if a == 0 else "            } } }"]
     for r, group in sorted(by_round.items()):
         texts = [s.text if s.per_thread == 1 else f"repeat {s.per_thread} {{ {s.text} }}" for s in _merged(group)]
         line = f"            if r == {r} {{ " + "  ".join(texts) + " }"
