@@ -83,14 +83,16 @@ model_write.py)
   windows at least), are held (model_shape._take_held_objects): allocated into
   a pool of the phase that frees them, `held_pN[in_pN] = malloc(...)  in_pN =
   in_pN + 1`, with sizes of their own (`held-sizes` files; the few of 1/64 of
-  the capture's peak or more one by one, at the phase's end), in each quarter of
-  their phase as many as the capture made there, at their mean place; freed in
-  each quarter of the phase that frees them as many as the capture freed there,
-  a random one of those in the pool each time. A start-up builds objects that
-  live to the teardown: drawn from the phase's lifetime table wherever they
-  came, as many died inside the phase as outlived it (python3's start-up: 800
-  objects live at the peak, not 1400). Their frees move the model's `lives`
-  clock, which the capture's does not count them on.
+  the capture's peak or more freed in a later phase one by one, at the phase's
+  end), in each quarter of their phase as many as the capture made there,
+  spread over the windows of the middle 90% of them; freed likewise in each
+  quarter of the phase that frees them, a random one of those in the pool each
+  time. A start-up builds objects that live to the teardown: drawn from the
+  phase's lifetime table wherever they came, as many died inside the phase as
+  outlived it (python3's start-up: 800 objects live at the peak, not 1400).
+  The objects of one thread still live at the end are placed by quarter too.
+  The held objects' frees move the model's `lives` clock, which the capture's
+  does not count them on.
 * **Lifetimes.** An object freed by its own thread is a `lives` allocation; its
   lifetime is counted as the `lives` clock counts: in the thread's calls that
   the model makes with statements (allocations, reallocs, free(NULL), frees of
