@@ -1,7 +1,7 @@
 """A fitted model's peak of live bytes against its capture's (issue 15: within 10% everywhere).
 
 For every shared ltrace log (/work/shared/ltrace-samples, when present), every log in the
-repository's fixtures, and captures made here of the bench programs (the LD_PRELOAD tracer:
+repository's fixtures (tests/fixtures/trace, tests/fixtures/model), and captures made here of the bench programs (the LD_PRELOAD tracer:
 bench/programs/*.c, python3 start-up, bench/programs/py_work.py and pc.py), it prints the capture's
 peak of live bytes (trace-stats), the model's (`scenc convert --model`: one run under glibc
 with the `live` probe), their ratio, and the capture's threads alive at most beside the model's
@@ -51,7 +51,7 @@ def logs() -> list:
         stem = xz.name[:-len(".log.xz")]
         if stem not in shared:
             out.append((stem, Path(sample(stem + ".log"))))
-    out += [(p.stem, p) for p in sorted((FIXTURES / "trace").glob("*.log"))]
+    out += [(p.stem, p) for p in sorted((FIXTURES / "trace").glob("*.log")) + sorted((FIXTURES / "model").glob("*.log"))]
     return out
 
 

@@ -150,14 +150,14 @@ def test_a_few_large_long_lived_objects_keep_their_lifetimes_and_their_number(tm
 
 
 def test_start_up_objects_that_live_to_the_teardown_keep_their_sizes_and_places(tmp_path):
-    """tests/fixtures/trace/startup_teardown_e.log (startup_teardown.c, ltrace): a start-up makes 100 tables
+    """tests/fixtures/model/startup_teardown_e.log (startup_teardown.c, ltrace): a start-up makes 100 tables
     of 512-2047 bytes among 400 temporaries of 16-63 bytes, works with short-lived 4-8 KiB buffers, then frees
     its tables. The objects freed in a later phase than their own are held in a pool for that phase, with
     their own sizes (the tables', not the temporaries'), and freed there; the start-up's `lives` keep the
     temporaries' lifetimes alone. Drawn from the start-up's one size histogram and one lifetime table, the
     long lifetimes fell on the temporaries as often as on the tables: the peak was 0.20-0.26x the capture's
     (seeds 1-3), uncalibrated; now it is within 10%."""
-    log = FIXTURES / "startup_teardown_e.log"
+    log = FIXTURES.parent / "model" / "startup_teardown_e.log"
     model = write_model(parse_file(log), tmp_path / "st-model.scn", log.name)
     text = model.text
     held = re.findall(r'held_p(\d+)\[in_p\1\] = malloc\(histogram\("([^"]+)"\)\)', text)
