@@ -199,7 +199,8 @@ class GroupPlanner:
         where the last one ended. The nearer of the two keeps the bytes held in chains nearer the capture's
         (mt_pthread_crashed_e: four threads that grow a 1 KB block now and then, and hand it on at once).
         Each phase must end a chain for each few reallocs (a chain across phases is no statement), and the
-        chains must end in their thread or around the group's ring."""
+        chains must end in their thread, around the group's ring or over a channel to another group
+        (mt_pthread_e: each block grown once and handed on, to the next worker or to main)."""
         g = self.g
         held = sum(self.col.chain_held[t] for t in g.tids)
         ticks = sum(c.c["ticks"] for t in g.tids for c in self.col.cells[t] if c is not None)
@@ -212,7 +213,8 @@ class GroupPlanner:
                 reallocs += c["realloc"]
                 for k, v in c.items():
                     if isinstance(k, tuple) and k[0] == "end":
-                        if k[1] == "send" and self.shape.group_of[k[2]] is not g:
+                        dest = self.shape.group_of[k[2]] if k[1] == "send" else g
+                        if dest is not g and (g.name, dest.name) not in self.shape.edges:
                             return False
                         ends += v
             if reallocs < ends or (reallocs and not ends):
@@ -290,12 +292,21 @@ class GroupPlanner:
         return f"send({g.name}_ring[(self + 1) % {g.n}], {{0}})", f"free(recv({g.name}_ring[self]))"
 
     def _receives(self, flows: _Flows, counts: _Counts) -> List[Stmt]:
-        out = []
+        """Frees of the objects received from other groups: those the capture freed only once their senders
+        were done with the phase before (model_shape._late_receives) first, right after its barrier, then
+        the phase's others spread over its rounds (its own late ones wait for the next phase)."""
+        out, pi = [], counts.pi
         for src, total in sorted(flows.recvs.items()):
             src_tids = set(self.shape.group_named(src).tids)
-            members = counts.members(lambda k: k[0] == "recv" and k[1] in src_tids)
-            out.append(Stmt(f"free(recv({src}_to_{self.g.name}))",
-                            **counts.exact(total, f"from_{src}_p{counts.pi}", members), calls={"free": 1}))
+            late = [self.shape.late_recvs.get((src, t), [0] * pi) for t in self.g.tids]
+            waited = [n[pi - 2] for n in late] if pi > 1 else [0] * self.g.n
+            if sum(waited):
+                out.append(Stmt(f"free(recv({src}_to_{self.g.name}))", calls={"free": 1}, place="pre",
+                                **counts.exact(sum(waited), f"from_{src}_p{pi - 1}_late", waited)))
+            members = [m - n[pi - 1] for m, n in
+                       zip(counts.members(lambda k: k[0] == "recv" and k[1] in src_tids), late)]
+            out.append(Stmt(f"free(recv({src}_to_{self.g.name}))", calls={"free": 1},
+                            **counts.exact(total - sum(n[pi - 1] for n in late), f"from_{src}_p{pi}", members)))
         return out
 
     def _own_allocs(self, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
@@ -375,22 +386,38 @@ class GroupPlanner:
         return out
 
     def _ring_steps(self, flows: _Flows, sz: Sizes, counts: _Counts, ring_send: str, ring_recv: str) -> List[Stmt]:
-        """Objects handed around the group's ring. They stay in flight as long as in the capture: each thread
-        first sends `depth` objects, then sends one and frees one per step, and frees the last `depth` at
-        the end."""
+        """Objects handed around the group's ring. They stay in flight as long as in the capture: the threads
+        first send the ring's primed objects (model_shape._ring_depths: spread over them by `self`), then
+        send one and free one per step, and each frees at the end as many as its predecessor primed."""
         out = []
-        depth = self.shape.ring_depth.get(self.g.name, 0)
+        primed = self.shape.ring_depth.get(self.g.name, 0)
         ring_size, ring_fields = sz.handed_for(self.g.name)
         for mk, v in sorted(flows.ring.items(), key=lambda kv: (-kv[1], mk_key(kv[0]))):
             steps = counts.per(v)["per_thread"]
-            d, depth = min(depth, steps), 0              # the most frequent kind carries the depth
-            if d:
-                out.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}", per_thread=d,
+            total, primed = min(primed, steps * self.g.n), 0            # the most frequent kind primes the ring
+            if total:
+                prime, drain = self._ring_shares(total, counts)
+                out.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}", **prime,
                                 calls={mk[0]: 1}, sent=1, draws=1, place="pre", **ring_fields))
-                out.append(Stmt(ring_recv, per_thread=d, calls={"free": 1}, place="post"))
+                out.append(Stmt(ring_recv, **drain, calls={"free": 1}, place="post"))
+            # every thread steps as often: thread i frees what thread i - 1 primed and sent, the same count
             out.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}  {ring_recv}",
-                            per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1, **ring_fields))
+                            per_thread=steps - total // self.g.n, calls={mk[0]: 1, "free": 1}, sent=1, draws=1,
+                            **ring_fields))
         return out
+
+    def _ring_shares(self, total: int, counts: _Counts) -> Tuple[dict, dict]:
+        """How many of the ring's primed objects each thread sends first, and how many it frees at the end
+        (its predecessor's: thread i hands to i + 1): the same in every thread, or split by `self`."""
+        n = self.g.n
+        if total % n == 0:
+            return dict(per_thread=total // n), dict(per_thread=total // n)
+        prime, drain, pred = f"primed_p{counts.pi}", f"drained_p{counts.pi}", f"((self + {n - 1}) % {n})"
+        counts.variables.append(f"{prime} = (self + 1) * {total} / {n} - self * {total} / {n}    "
+                                f"# {total} primed objects over {n} threads")
+        counts.variables.append(f"{drain} = ({pred} + 1) * {total} / {n} - {pred} * {total} / {n}    "
+                                f"# its predecessor's")
+        return dict(share=(prime, total)), dict(share=(drain, total))
 
     def _reallocs(self, agg: Cell, flows: _Flows, sz: Sizes, chains: Chains, counts: _Counts, ring_send: str,
                   ring_recv: str) -> List[Stmt]:
@@ -399,8 +426,7 @@ class GroupPlanner:
         reallocs, grow, pick = agg.c["realloc"], chains.grow, chains.pick
         few_rsizes = few_sizes(agg.rsizes) if self.g.n == 1 else None
         if chains.units:
-            return self._chain_units(flows.ends, chains.start_kinds, reallocs, sz.size, sz.rsize, grow, ring_send,
-                                     ring_recv)
+            return self._chain_units(flows.ends, chains.start_kinds, reallocs, sz, grow, counts, ring_send, ring_recv)
         if reallocs and few_rsizes and len(few_rsizes) == reallocs:
             # a few reallocs, each to its own size (drawn at random, the one big size could come out twice)
             return [Stmt(f"{pick}{grow} = realloc({grow}, {nbytes})", per_thread=1, calls={"realloc": 1})
@@ -455,42 +481,50 @@ class GroupPlanner:
                                     sent=1, draws=draws))
         return out
 
-    def _chain_units(self, ends: Counter, start_kinds, reallocs: int, size: str, rsize: str, grow: str,
+    def _chain_units(self, ends: Counter, start_kinds, reallocs: int, sz: Sizes, grow: str, counts: _Counts,
                      ring_send: str, ring_recv: str) -> List[Stmt]:
         """Realloc chains held briefly (_brief_chains), one statement each: the chain starts, grows and ends
-        (freed, or handed to the next thread of the ring) in one step, so that the thread holds no block
-        between its chains. The phase's reallocs are shared among its chains: L each, L + 1 for the first
-        few, as many in all as captured."""
-        n = self.g.n
-        units = []
-        for where in ("local", "ring"):
-            for mk, part in sorted(_split(ends[where], start_kinds).items(), key=lambda kv: mk_key(kv[0])) \
-                    if ends[where] else ():
-                if round(part / n):
-                    units.append((where, mk, int(round(part / n))))
-        total = sum(u for _, _, u in units)
+        (freed, handed to the next thread of the ring or sent to another group) in one step, so that the
+        thread holds no block between its chains. The phase's reallocs are shared among its chains: L each,
+        L + 1 for the first few, as many in all as captured (about, when a count is split by `self`)."""
+        n, g = self.g.n, self.g
+        units = []              # (where, kind, per thread (rounded), its count's fields)
+        for where in ["local", "ring"] + sorted(k for k in ends if k not in ("local", "ring")):
+            for mk, part in sorted(_split(ends[where], start_kinds).items(), key=lambda kv: mk_key(kv[0]))                     if ends[where] else ():
+                if where in ("local", "ring") and round(part / n):
+                    units.append((where, mk, int(round(part / n)), None))
+                elif where not in ("local", "ring") and part:      # the receiver frees exactly as many
+                    units.append((where, mk, -(-part // n),
+                                  counts.exact(part, f"to_{where}_grown_{mk[0]}_p{counts.pi}")))
+        total = sum(u[2] for u in units)
         if not total:
             return []
         per_thread = int(round(reallocs / n))
         length, extra = divmod(per_thread, total) if per_thread >= total else (1, 0)
         out = []
-        for where, mk, count in units:
-            for grows, times in ((length + 1, min(extra, count)), (length, count - min(extra, count))):
+        for where, mk, count, exact in units:
+            plan = ((length + 1, min(extra, count)), (length, count - min(extra, count))) if exact is None else                 ((length + 1 if extra >= count else length, exact),)
+            for grows, times in plan:
                 if not times:
                     continue
-                start = "" if mk == REALLOC_START else f"{grow} = {alloc_text(mk, size)}  "
-                step = f"{grow} = realloc({grow}, {rsize})"
+                start = "" if mk == REALLOC_START else f"{grow} = {alloc_text(mk, sz.size)}  "
+                step = f"{grow} = realloc({grow}, {sz.rsize})"
                 body = start + ("  ".join([step] * grows) if grows <= 2 else f"repeat {grows} {{ {step} }}")
                 calls = Counter({"realloc": grows})
                 if mk != REALLOC_START:
                     calls[mk[0]] += 1
-                calls["free"] += 1
+                counted = dict(per_thread=times) if exact is None else times
                 if where == "local":
-                    out.append(Stmt(f"{body}  free({grow})", per_thread=times, calls=dict(calls), local_frees=1,
+                    calls["free"] += 1
+                    out.append(Stmt(f"{body}  free({grow})", **counted, calls=dict(calls), local_frees=1,
                                     draws=int(mk != REALLOC_START)))
-                else:
-                    out.append(Stmt(f"{body}  {ring_send.format(grow)}  {ring_recv}", per_thread=times,
+                elif where == "ring":
+                    calls["free"] += 1
+                    out.append(Stmt(f"{body}  {ring_send.format(grow)}  {ring_recv}", **counted,
                                     calls=dict(calls), sent=1, draws=int(mk != REALLOC_START)))
+                else:
+                    out.append(Stmt(f"{body}  send({g.name}_to_{where}, {grow})", **counted, calls=dict(calls),
+                                    sent=1, draws=int(mk != REALLOC_START)))
             extra -= min(extra, count)
         return out
 
