@@ -166,7 +166,7 @@ class ModelShape:
                 most = self.col.in_flight(pairs) or 0
                 depth[g.name] = g.n * max(0, (2 * most + alive) // (2 * alive) - 1)   # most / alive, rounded, - 1
             else:
-                depth[g.name] = max(0, (2 * (self.col.typical_in_flight(pairs) or 0) - g.n + 1) // 2)
+                depth[g.name] = max(0, (self.col.typical_in_flight(pairs) or 0) - (g.n - 1))
         return depth
 
     def _late_receives(self) -> Dict[Tuple[str, int], List[int]]:
