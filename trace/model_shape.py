@@ -149,13 +149,14 @@ class ModelShape:
     def _ring_depths(self) -> Dict[str, int]:
         """Group name -> objects its threads send, all together, before their first step of the ring.
 
-        Each thread of the ring holds one object more than those primed while mid-step (allocated and sent,
-        its predecessor's not yet received and freed), about half of the threads at any time: the model's
-        ring holds as many objects most of the time as the capture's did (the median, over its calls, of the
-        objects the group's threads handed to one another in flight at once), less half the threads
-        (mt_pthread_crashed_e: 4 in flight most of the time, 8 once; primed from the most, 1 per thread, the
-        model held 4-8 all along). A group whose threads come and go (churn) has its threads' sends in
-        flight all along, not a loop's: the most in flight per thread alive, less one, per thread."""
+        The model's ring holds as many objects most of the time as the capture's did: the median, over its
+        calls, of the objects the group's threads handed to one another in flight at once. Besides those
+        primed, a thread of the model holds one while it waits mid-step (its object sent, its predecessor's
+        not yet come), and all but the one running wait most of the time: the median less n - 1
+        (mt_pthread_crashed_e: 4 in flight most of the time, 8 once; primed from the most, 1 per thread,
+        the model held 7 most of the time, 8 at most; primed with 1 in all, 4 and 5).
+        A group whose threads come and go (churn) has its threads' sends in flight all along, not a
+        loop's: the most in flight per thread alive, less one, per thread."""
         depth = {}
         for g in self.groups:
             if g.n < 2:

@@ -14,7 +14,8 @@ from typing import Dict, List, Optional, Tuple
 from .events import FREE_KINDS, REALLOC_KINDS
 from .model_collect import MODEL_KIND, Collector, hist_totals
 from .model_files import HistogramFiles, safe_name
-from .model_plan import GroupPlan, GroupPlanner, PhasePlan, Stmt, alloc_text
+from .model_plan import GroupPlan, GroupPlanner, PhasePlan
+from .model_stmt import Stmt, alloc_text
 from .model_shape import MAX_CAPACITY, Group, ModelShape
 
 NOT_MEASURED = "not measured"
@@ -127,14 +128,16 @@ class ModelWriter:
             if pi > 1:
                 blocks.append(BARRIER)
             if not phase.stmts:
-                blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
-                              + (" (its objects' `lives` end them)" if phase.events else ""))
+                why = f" (its {phase.waiting} receives wait for the other threads to end the phase)" \
+                    if phase.waiting else " (its objects' `lives` end them)" if phase.events else ""
+                blocks += _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here{why}",
+                                "    # ", "    #   ")
                 continue
             variables += phase.variables
             for s in phase.stmts:
                 tally.add(s, g.n, phase.sizes.mean, phase.sizes.handed_mean, phase.sizes.kept_mean)
                 if "_ring[" in s.text and s.sent:
-                    ring_per_thread += s.per_thread
+                    ring_per_thread += s.max_count(g.n)
             blocks += self._phase_block(g, pi, p, phase)
         if not any(b.startswith("    measure") for b in blocks):
             return [], 0
