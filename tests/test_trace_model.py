@@ -566,7 +566,7 @@ def test_a_crashed_ring_is_modelled_as_it_ran_not_as_it_stopped(tmp_path):
     kept = 'malloc(histogram("mc-kept-sizes.csv")) lives forever'
     assert text.count(kept) == 1 and "if r == " not in text
     tail = body.split("\n        for r in 0 .. ")[1].split("\n        }\n", 1)[1].split("\n    }\n")[0].split("\n")
-    assert [line.strip() for line in tail] == ["repeat drained_p1 {", "free(recv(worker_ring[self]))", "}", kept], tail
+    assert [line.strip() for line in tail] == ["repeat primed_p1 {", "free(recv(worker_ring[self]))", "}", kept], tail
     assert totals(run(model.scn_path)) == model.model_calls
 
 
