@@ -80,9 +80,6 @@ class GroupPlanner:
         stmts += self._ring_steps(flows, sz, counts, ring_send, ring_recv)
         stmts += self.chains.statements(pi, agg, flows, sz, chains, counts, ring_send, ring_recv)
         stmts += self._big_stmts(pi - 1)
-        # lost handoffs come after the ring's and channels' drain (post statements run in this order)
-        stmts = [s for s in stmts if not (s.kept and s.place == "post")] + \
-            [s for s in stmts if s.kept and s.place == "post"]
         kept = [s for s in stmts if s.max_count(self.g.n) > 0]
         return kept, [v for v in counts.variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
 
@@ -163,12 +160,12 @@ class GroupPlanner:
 
     def _kept_allocs(self, pi: int, agg: Cell, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:
         """The objects still live at the end: `lives forever`, where they came on average when once a phase;
-        after the phase's last round when they are lost handoffs (_lost_handoffs)."""
+        after every thread's last round and drain when they are lost handoffs (_lost_handoffs)."""
         out = []
         exact_sizes = few_sizes(agg.kept) if self.g.n == 1 else None
         lost = self._lost_handoffs(pi, flows)
         kept_at = None if lost else self._kept_at(pi - 1)
-        where = dict(place="post") if lost else {}
+        where = dict(place="end") if lost else {}
         for mk, v in sorted(flows.kept.items(), key=lambda kv: mk_key(kv[0])):
             if exact_sizes:
                 # A few objects kept to the end, each with its size, where they came on average: drawn at
@@ -190,10 +187,12 @@ class GroupPlanner:
         another thread, their frees lost with the capture's end (a crash, a cut): the last phase of a group
         that hands over more of its objects (its ring, its channels) than it frees itself. Those objects
         were among the ring's or the channels' content at the end; kept in the last rounds they would come
-        on top of it (mt_pthread_crashed_e: 4 objects live at the crash, all four in the ring), so they are
-        allocated after the drain."""
+        on top of it (mt_pthread_crashed_e: 4 objects live at the crash, all four in the ring), and so they
+        would after a thread's own drain, while the others still run theirs (most of the model's peaks came
+        there): they are allocated once every thread is done (place 'end': after a last barrier, which
+        threads that come and go (churn) cannot wait at)."""
         handed = sum(flows.ring.values()) + sum(flows.sends.values())
-        return pi == len(self.shape.phases) and handed > sum(flows.local.values())
+        return pi == len(self.shape.phases) and handed > sum(flows.local.values()) and not self.shape.churn
 
     def _kept_at(self, pi: int) -> Optional[float]:
         """How far into phase pi (0-based) the group's objects still live at the end came, on average, on

@@ -22,7 +22,8 @@ class Stmt:
     local_frees: int = 0                       # objects of its own thread it frees (a realloc chain's end)
     draws: int = 0                             # sizes drawn from the phase's size histogram
     handed: bool = False                       # ... from the sizes of the objects handed over instead
-    place: str = "loop"                        # 'pre' and 'post' run before and after the phase's rounds
+    place: str = "loop"                        # 'pre' and 'post' run before and after the phase's rounds,
+    #                                            'end' after the last barrier, once every thread is done
     lumped: bool = False                       # its share is all one thread's: a loop of its own
     kept: bool = False                         # its objects live to the end (`lives forever`): their own sizes
     mean: Optional[float] = None               # the mean of its sizes, when not the phase's

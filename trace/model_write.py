@@ -27,8 +27,12 @@ LEFT_OUT = ("alloc_failed", "realloc_failed", "free_unknown", "free_missed", "ce
 
 
 def spread(count_expr: str, rounds: int) -> str:
-    """Runs in round r of `for r in 0 .. rounds`: count_expr in all, evenly spread (Bresenham)."""
-    return f"(r + 1) * {count_expr} / {rounds} - r * {count_expr} / {rounds}"
+    """Runs in round r of `for r in 0 .. rounds`: count_expr in all, evenly spread (Bresenham, rounded: the
+    k-th run comes k - 1/2 rounds' worth in, not at the end of its share of the rounds, where the last run of
+    every statement would come in the last round, all together: mt_pthread_crashed_e's four threads each
+    grew and handed on two 1 KB blocks there, most of the model's peaks)."""
+    half = rounds // 2
+    return f"((r + 1) * {count_expr} + {half}) / {rounds} - (r * {count_expr} + {half}) / {rounds}"
 
 
 def runtime_kind(trace_kind: str) -> str:
@@ -88,9 +92,11 @@ class ModelWriter:
         tally = _Tally()
         body: List[str] = []
         rings: Dict[str, int] = {}
-        for g in self.groups:
-            lines, ring_per_thread = self._group_text(g, GroupPlanner(self.shape, files, g, self.life_scale).plan(),
-                                                      tally)
+        plans = [(g, GroupPlanner(self.shape, files, g, self.life_scale).plan()) for g in self.groups]
+        join = self.shape.join_at_end() or any(s.place == "end" for _, plan in plans for phase in plan.phases
+                                               for s in phase.stmts)
+        for g, plan in plans:
+            lines, ring_per_thread = self._group_text(g, plan, tally, join)
             if lines:
                 body += lines + [""]
                 if ring_per_thread:
@@ -118,16 +124,21 @@ class ModelWriter:
         return decls
 
     # ---------------------------------------------------------------- a group's block
-    def _group_text(self, g: Group, plan: GroupPlan, tally: _Tally) -> Tuple[List[str], int]:
+    def _group_text(self, g: Group, plan: GroupPlan, tally: _Tally, join: bool) -> Tuple[List[str], int]:
         """The `thread` block of one group (none when it makes no call of its own); how many ring handoffs
-        per thread."""
+        per thread. With join, every thread ends at a last barrier, and then makes its statements placed
+        'end'."""
         blocks: List[str] = []
         variables: List[str] = []
         ring_per_thread = 0
+        at_end: List[Stmt] = []
         for pi, (p, phase) in enumerate(zip(self.phases, plan.phases), 1):
             if pi > 1:
                 blocks.append(BARRIER)
-            if not phase.stmts:
+            at_end += [s for s in phase.stmts if s.place == "end"]
+            for s in phase.stmts:
+                tally.add(s, g.n, phase.sizes.mean, phase.sizes.handed_mean, phase.sizes.kept_mean)
+            if all(s.place == "end" for s in phase.stmts):
                 why = f" (its {phase.waiting} receives wait for the other threads to end the phase)" \
                     if phase.waiting else " (its objects' `lives` end them)" if phase.events else ""
                 blocks += _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here{why}",
@@ -135,7 +146,6 @@ class ModelWriter:
                 continue
             variables += phase.variables
             for s in phase.stmts:
-                tally.add(s, g.n, phase.sizes.mean, phase.sizes.handed_mean, phase.sizes.kept_mean)
                 if "_ring[" in s.text and s.sent:
                     ring_per_thread += s.max_count(g.n)
             blocks += self._phase_block(g, pi, p, phase)
@@ -144,8 +154,12 @@ class ModelWriter:
         blocks = _drop_trailing_barriers(blocks)
         head = self._thread_head(g, plan, blocks, variables, tally)
         end = self._thread_end(g, plan, tally)
-        if self.shape.join_at_end():
+        if join:
             blocks.append(END_BARRIER)
+        if at_end:
+            blocks.append("    # the objects in flight when the capture ended (their frees lost), once every thread is done")
+            blocks += [line for s in at_end for line in (_statement_lines(s.text, 4) if s.max_count(g.n) == 1 else
+                       [f"    repeat {s.per_thread} {{"] + _statement_lines(s.text, 8) + ["    }"])]
         return head + blocks + end + ["}"], ring_per_thread
 
     def _phase_block(self, g: Group, pi: int, p, phase: PhasePlan) -> List[str]:
@@ -189,7 +203,8 @@ class ModelWriter:
             tally.calls[chains.start_mk[0]] += g.n
             tally.known_frees += g.n
         if any("(r + 1) * " in b for b in blocks) and not self._explained:
-            out.append("    # `repeat (r + 1) * n / R - r * n / R` over `for r in 0 .. R`: n times, evenly spread")
+            out.append("    # `repeat ((r + 1) * n + R / 2) / R - (r * n + R / 2) / R` over `for r in 0 .. R`: n times, "
+                       "evenly spread")
             self._explained = True
         return out
 
