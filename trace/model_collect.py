@@ -450,23 +450,24 @@ class Collector:
     def in_flight(self, pairs) -> Optional[int]:
         """Most objects allocated by one thread and not yet freed by another at once, over the given
         (owner, freer) pairs together; None when too many handoffs were seen to keep them all."""
-        if self.handoff_count > MAX_HANDOFFS:
-            return None
-        spans = array("q")
-        for pair in pairs:
-            spans.extend(self.handoffs.get(pair, ()))
-        return _most_at_once(spans)
+        spans = self._handoff_spans(pairs)
+        return None if spans is None else _most_at_once(spans)
 
     def typical_in_flight(self, pairs) -> Optional[int]:
         """How many objects allocated by one thread and not yet freed by another were in flight at once most
         of the time, over the given (owner, freer) pairs together: the median, each count weighted by the
         calls it lasted, from the first handoff's allocation to the last one's free; None as for in_flight."""
+        spans = self._handoff_spans(pairs)
+        return None if spans is None else _median_at_once(spans)
+
+    def _handoff_spans(self, pairs) -> Optional[array]:
+        """The handoffs' [allocated, freed, ...] ordinals of the given (owner, freer) pairs, together."""
         if self.handoff_count > MAX_HANDOFFS:
             return None
         spans = array("q")
         for pair in pairs:
             spans.extend(self.handoffs.get(pair, ()))
-        return _median_at_once(spans)
+        return spans
 
     def _realloc(self, tid, w, cell, win, size, nmemb, old, res, failed, line) -> None:
         c = cell.c
