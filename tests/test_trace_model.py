@@ -620,7 +620,9 @@ def test_receives_made_after_the_senders_were_done_wait_for_the_barrier(tmp_path
     assert len(handed) == 2 and 'measure "phase 2"' not in workers
     assert "    primed_p1 = (self + 1) * 2 / 4 - self * 2 / 4 " in workers
     assert load(model.scn_path).warnings == []
-    assert totals(run(model.scn_path)) == model.model_calls
+    result = run(model.scn_path)
+    assert totals(result) == model.model_calls
+    assert sum(t["sends"] for t in result["threads"]) == sum(t["recvs"] for t in result["threads"])  # none left
 
 
 def test_threads_whose_objects_live_forever_end_together(tmp_path):

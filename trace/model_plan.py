@@ -131,9 +131,12 @@ class GroupPlanner:
         were done with the phase before (model_shape._late_receives) first, right after its barrier, then
         the phase's others spread over its rounds (its own late ones wait for the next phase)."""
         out, pi = [], counts.pi
-        for src, total in sorted(flows.recvs.items()):
+        late_of = self.shape.late_recvs
+        waiting = {src for (src, t), n in late_of.items() if t in self.g.tids and pi > 1 and n[pi - 2]}
+        for src in sorted(set(flows.recvs) | waiting):
+            total = flows.recvs[src]
             src_tids = set(self.shape.group_named(src).tids)
-            late = [self.shape.late_recvs.get((src, t), [0] * pi) for t in self.g.tids]
+            late = [late_of.get((src, t), [0] * pi) for t in self.g.tids]
             waited = [n[pi - 2] for n in late] if pi > 1 else [0] * self.g.n
             if sum(waited):
                 out.append(Stmt(f"free(recv({src}_to_{self.g.name}))", calls={"free": 1}, place="pre",
