@@ -202,6 +202,9 @@ def test_replay_keeps_no_more_threads_alive_than_its_capture(tmp_path, thread_pe
     assert kinds.count("thread_start") == 200 and kinds.count("thread_exit") == 200
     out = convert(trace, tmp_path / "churn.scn")
     assert "200 thread(s) created during the replay" in out and "at most 3 alive at once" in out
+    # An ended thread's freed slots are reused: the slot table follows the objects live at once (3 threads'
+    # 100 objects and their arrays), not every object the 200 threads ever had (each kept up to 256).
+    assert read_header((tmp_path / "churn.ops").read_bytes(), "churn.ops").slots < 1000
     binary = build(tmp_path / "churn.scn").binary
     peak, created = thread_peak([str(binary)], tmp_path / "replay.txt")
     # The captured main thread runs on the replay's main thread; the others are created as the program did.

@@ -9,8 +9,9 @@ text and the summary's wording. What the conversion does:
 
 Each captured thread keeps its own calls in order with their exact sizes.
 Pointers become slots, reused as soon as they are free (by the thread that
-freed them first, so that reuse rarely waits for another thread) so memory
-grows with the number of live objects, not with the trace. When an op touches a slot
+freed them first, so that reuse rarely waits for another thread; a thread that
+ends leaves its freed slots to the others) so memory grows with the number of
+live objects, not with the trace or its number of threads. When an op touches a slot
 whose previous op was made by another thread (a cross-thread free, or a slot
 reused after another thread freed it), the op is marked to wait for that
 thread, as DJ Delorie's glibc trace simulator does: the replay keeps every
