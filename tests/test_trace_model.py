@@ -144,7 +144,7 @@ def test_a_few_large_long_lived_objects_keep_their_lifetimes_and_their_number(tm
     model = model_of(log.text(), tmp_path, max_phases=1)
     large = model.text.split('malloc(histogram("app-model-large-sizes.csv"))')[1].split("}")[0]
     assert "400: 26 " in large, model.text                          # the last four are cut by the end
-    assert "repeat ((r + 1) * 30 + " in model.text                  # exactly the 30 large ones, evenly spread
+    assert "repeat (r + 1) * 30 / " in model.text                   # exactly the 30 large ones, evenly spread
     assert totals(run(model.scn_path)) == model.model_calls
     captured = model.capture_peak
     assert 0.9 * captured <= measure_peak(model) <= 1.1 * captured, captured
@@ -552,8 +552,8 @@ def test_a_crashed_ring_is_modelled_as_it_ran_not_as_it_stopped(tmp_path):
       threads wait mid-step (their object sent, their predecessor's not yet come), not with 8 / 4 per thread;
     - the four objects live at the crash (the last calls) were in flight in the ring, their frees lost with the
       crash: they come once every thread has drained the ring (after a last barrier), not on top of its content;
-    - every statement's runs are spread evenly, rounded: the last ones of all do not come in the last round
-      together (two 1 KB blocks grown and handed on per thread there made most of the model's peaks)."""
+    - every statement's runs are spread evenly, rounded: the last ones of all threads do not come in the last
+      round together (two 1 KB blocks grown and handed on per thread there made most of the model's peaks)."""
     model = write_model(parse_file(sample("mt_pthread_crashed_e.log")), tmp_path / "mc.scn", "mt_pthread_crashed_e.log")
     text = model.text
     assert "pool grow[1]        # the block this thread grows with realloc; empty at first" in text

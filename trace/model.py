@@ -54,8 +54,10 @@ model_write.py)
   partner (`handed-sizes-to-NAME`): mt_pthread_e's workers hand 314-byte
   objects to main on average, 264-byte ones to one another.
 * **Where in a phase.** Statements are spread evenly over the phase's rounds,
-  rounded (the k-th of n runs k - 1/2 n-ths in), so one made once a phase runs
-  in its middle round, and the last runs of all do not meet in the last round. Some run once where they
+  and one made once a phase runs in its last round; in a group of several
+  threads rounded (the k-th of n runs k - 1/2 n-ths in: one made once runs in
+  the middle round), as its threads run the same rounds and the last runs of
+  all would meet in the last round in every thread at once. Some run once where they
   came instead (`if r == R0 { ... }`, R0 as far into the rounds as the call
   came into the phase on its thread's `lives` clock, whose ticks the rounds
   spread evenly): the big objects and big chains below, and a statement that
@@ -171,8 +173,9 @@ model_write.py)
   Deterministic for single-threaded models; a threaded model's peak varies with
   the threads' timing, so its scale may differ from one conversion to the next.
 * **Counts.** Exact per thread: in `for r in 0 .. R`, a statement made n times
-  runs `((r + 1) * n + R / 2) / R - (r * n + R / 2) / R` times in round r: n in
-  all, evenly spread.
+  runs `(r + 1) * n / R - r * n / R` times in round r (in a group of several
+  threads `((r + 1) * n + R / 2) / R - (r * n + R / 2) / R`): n in all, evenly
+  spread.
 
 Streaming (trace/model_collect.py): one pass; memory holds the live objects,
 a clock per thread and, per thread and window, counters and bucketed
