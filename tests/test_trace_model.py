@@ -625,6 +625,38 @@ def test_receives_made_after_the_senders_were_done_wait_for_the_barrier(tmp_path
     assert sum(t["sends"] for t in result["threads"]) == sum(t["recvs"] for t in result["threads"])  # none left
 
 
+def test_receives_that_wait_open_the_next_phase_even_without_calls_there(tmp_path):
+    """Main hands 100 objects to a worker early in its first phase and goes on; the worker frees them only after
+    main's last one for it. They wait for the barrier and open phase 2, where the worker makes no call of its
+    own: every object sent is received, none left in the channel."""
+    rng = random.Random(3)
+    log = LogWriter()
+    handed = []
+    pool = [log.malloc(100, 32) for _ in range(20)]
+    for step in range(1500):                             # phase 1: main's 32-byte objects
+        i = rng.randrange(len(pool))
+        log.free(100, pool[i])
+        pool[i] = log.malloc(100, 32)
+        if step < 1000 and step % 10 == 0:
+            handed.append(log.malloc(100, 48))
+        if step >= 1200 and handed:
+            log.free(200, handed.pop(0))
+    for step in range(1500 + len(pool)):                 # phase 2: main's 8 KiB objects, no call of the worker
+        i = step % len(pool)
+        log.free(100, pool[i])
+        pool[i] = log.malloc(100, 8192)
+    for p in pool:
+        log.free(100, p)
+    model = model_of(log.text(tids=(100, 200)), tmp_path, "late")
+    assert [(g.name, g.n) for g in model.groups] == [("main", 1), ("worker", 1)] and len(model.phases) == 2
+    worker = model.text.split("\nthread worker {")[1]
+    assert "(its 100 receives wait for the other threads to end the" in worker.split("    barrier")[0]
+    assert re.findall(r"repeat (\d+) \{\s+free\(recv\(main_to_worker\)\)", worker.split("    barrier")[1]) == ["100"]
+    result = run(model.scn_path)
+    assert totals(result) == model.model_calls
+    assert [t["recvs"] for t in result["threads"] if t["group"] == "worker"] == [100]
+
+
 def test_threads_whose_objects_live_forever_end_together(tmp_path):
     """mt_handoff_x_crashed: main allocates 5 KB (half the capture's peak) and keeps it while three workers run. A
     thread of the model ends when its statements are done, and its `lives forever` objects with it: every thread
