@@ -9,6 +9,7 @@ import heapq
 import json
 import random
 import re
+from array import array
 from collections import Counter
 from pathlib import Path
 
@@ -355,9 +356,10 @@ def test_a_producer_consumer_model_keeps_the_captured_back_pressure(tmp_path):
 
 
 def test_objects_handed_around_a_ring_stay_in_flight_as_long_as_captured(tmp_path):
-    """Four threads, each freeing its predecessor's objects 8 steps late: 32-36 objects in flight. The ring
-    of the model is primed with as many (each thread sends 8 before it frees any), so its peak of live bytes
-    is the capture's within 10% (handing each object on at once, as before, gave 0.1-0.2x)."""
+    """Four threads, each freeing its predecessor's objects 8 steps late: 32-36 objects in flight, 33 most of
+    the time. The ring of the model is primed with 30: the 33 less the three threads that wait mid-step (their
+    object sent, their predecessor's not yet come), spread over the threads by `self`; so its peak of live
+    bytes is the capture's within 10% (handing each object on at once, as before, gave 0.1-0.2x)."""
     log = LogWriter()
     queues = {t: [] for t in range(4)}
     for _ in range(600):
@@ -370,7 +372,8 @@ def test_objects_handed_around_a_ring_stay_in_flight_as_long_as_captured(tmp_pat
             log.free(100 + t, p)
     model = model_of(log.text(tids=(100, 101, 102, 103)), tmp_path, "ring")
     assert [(g.name, g.n) for g in model.groups] == [("worker", 4)]
-    assert "        repeat 8 {\n            p = malloc(" in model.text
+    assert "    primed_p1 = (self + 1) * 30 / 4 - self * 30 / 4 " in model.text
+    assert "        repeat primed_p1 {\n            p = malloc(" in model.text
     captured = int(dict((a, b) for a, b, _ in model.figures)["live bytes, peak"])
     assert captured == 34000
     for _ in range(2):
@@ -576,10 +579,12 @@ def test_a_crashed_ring_is_modelled_as_it_ran_not_as_it_stopped(tmp_path):
     """mt_pthread_crashed_e: four threads hand every block to the next one, and now and then grow a 32-byte block to
     1 KB and hand it on at once; ltrace crashed the program. Each cause of the model's 2.4x peak, by structure:
     - a chain held a tenth of the time is one statement (start, grow, hand on), not a block held all along;
-    - the ring holds at most as many objects as the capture's 8 in flight: primed with 8 / 4 - 1 per thread (each
-      thread holds one more mid-step), not 8 / 4;
+    - the ring holds as many objects most of the time as the capture's (4; 8 once): primed with 1, as three
+      threads wait mid-step (their object sent, their predecessor's not yet come), not with 8 / 4 per thread;
     - the four objects live at the crash (the last calls) were in flight in the ring, their frees lost with the
-      crash: they come after the ring's drain (each thread's last receive), not on top of its content."""
+      crash: they come once every thread has drained the ring (after a last barrier), not on top of its content;
+    - every statement's runs are spread evenly, rounded: the last ones of all threads do not come in the last
+      round together (two 1 KB blocks grown and handed on per thread there made most of the model's peaks)."""
     model = write_model(parse_file(sample("mt_pthread_crashed_e.log")), tmp_path / "mc.scn", "mt_pthread_crashed_e.log")
     text = model.text
     assert "pool grow[1]        # the block this thread grows with realloc; empty at first" in text
@@ -587,12 +592,17 @@ def test_a_crashed_ring_is_modelled_as_it_ran_not_as_it_stopped(tmp_path):
                       r"send\(worker_ring\[\(self \+ 1\) % 4\], grow\[0\]\)\s+free\(recv\(worker_ring\[self\]\)\)", text)
     assert len(unit) == 2, text                   # one per start kind: malloc, calloc
     assert "free(grow" not in text.split("measure")[-1].split("}\n}")[-1]
+    assert "    primed_p1 = (self + 1) * 1 / 4 - self * 1 / 4 " in text
     body = text.split('measure "phase 1" {')[1]
-    assert body.lstrip().startswith("p = malloc(") and "send(worker_ring[(self + 1) % 4], p)" in body.split("\n")[1]
+    assert body.lstrip().startswith("repeat primed_p1 {\n            p = malloc(") \
+        and "send(worker_ring[(self + 1) % 4], p)" in body.split("\n")[2]
     kept = 'malloc(histogram("mc-kept-sizes.csv")) lives forever'
     assert text.count(kept) == 1 and "if r == " not in text
     tail = body.split("\n        for r in 0 .. ")[1].split("\n        }\n", 1)[1].split("\n    }\n")[0].split("\n")
-    assert [line.strip() for line in tail] == ["free(recv(worker_ring[self]))", kept], tail
+    assert [line.strip() for line in tail] == ["repeat primed_p1 {", "free(recv(worker_ring[self]))", "}"], tail
+    end = text.split('measure "phase 1" {')[1].split("\n    }\n")[1].split("\n")
+    assert end[0].startswith("    barrier ") and end[2] == "    " + kept, end
+    assert "repeat ((r + 1) * 9 + 60) / 121 - (r * 9 + 60) / 121 {" in text
     assert totals(run(model.scn_path)) == model.model_calls
 
 
@@ -611,6 +621,71 @@ def test_objects_handed_to_each_partner_keep_their_own_sizes(tmp_path):
     assert 'send(worker_to_main, p)' in model.text and 'mp-handed-sizes-to-main-worker-p1.csv"))  send(worker_to_main' \
         in model.text
     assert totals(run(model.scn_path)) == model.model_calls
+
+
+def test_the_typical_number_in_flight_is_weighted_by_the_calls_it_lasted():
+    """Two objects in flight for the first 2 calls, one for the next 8: one most of the time, two at most."""
+    col = Collector()
+    col.handoffs = {(1, 2): array("q", [0, 10, 0, 2])}
+    assert col.in_flight([(1, 2)]) == 2 and col.typical_in_flight([(1, 2)]) == 1
+    assert col.typical_in_flight([(2, 1)]) == 0
+
+
+def test_receives_made_after_the_senders_were_done_wait_for_the_barrier(tmp_path):
+    """mt_pthread_e: main frees the 95 objects its workers handed it only once it has joined them (all of them
+    in flight at the capture's peak); a phase ends after 27 of those frees. The model's main receives as soon as
+    an object is sent, so those 27 come after phase 1's barrier (27 at phase 2's start, before its own 68), not
+    as the workers send them. The workers grow a block once and hand it on (to main, 8 times, or to the next
+    worker) at once: a chain handed over ends where its owner let go of it (its last realloc, phase 1), each
+    one statement. The ring is primed with its 5 in flight most of the time less the 3 threads waiting."""
+    model = write_model(parse_file(sample("mt_pthread_e.log")), tmp_path / "mw.scn", "mt_pthread_e.log")
+    assert [(g.name, g.n) for g in model.groups] == [("worker", 4), ("main", 1)]
+    workers, main_block = model.text.split("\nthread worker * 4 {")[1].split("\nthread main {")
+    phases = main_block.split("    barrier ")
+    assert "measure" not in phases[0] and "(its 27 receives wait for the other threads to end the" in phases[0]
+    assert re.findall(r"repeat (\d+) \{\s+free\(recv\(worker_to_main\)\)\s+\}", phases[1]) == ["27", "68"]
+    assert "    to_main_grown_malloc_p1 = (self + 1) * 7 / 4 - self * 7 / 4" in workers
+    assert "    to_main_grown_calloc_p1 = (self + 1) * 1 / 4 - self * 1 / 4" in workers
+    handed = re.findall(r"grow\[0\] = (?:malloc|calloc)\(.*\)\s+grow\[0\] = realloc\(grow\[0\], .*\)\s+"
+                        r"send\(worker_to_main, grow\[0\]\)", workers)
+    assert len(handed) == 2 and 'measure "phase 2"' not in workers
+    assert "    primed_p1 = (self + 1) * 2 / 4 - self * 2 / 4 " in workers
+    assert load(model.scn_path).warnings == []
+    result = run(model.scn_path)
+    assert totals(result) == model.model_calls
+    assert sum(t["sends"] for t in result["threads"]) == sum(t["recvs"] for t in result["threads"])  # none left
+
+
+def test_receives_that_wait_open_the_next_phase_even_without_calls_there(tmp_path):
+    """Main hands 100 objects to a worker early in its first phase and goes on; the worker frees them only after
+    main's last one for it. They wait for the barrier and open phase 2, where the worker makes no call of its
+    own: every object sent is received, none left in the channel."""
+    rng = random.Random(3)
+    log = LogWriter()
+    handed = []
+    pool = [log.malloc(100, 32) for _ in range(20)]
+    for step in range(1500):                             # phase 1: main's 32-byte objects
+        i = rng.randrange(len(pool))
+        log.free(100, pool[i])
+        pool[i] = log.malloc(100, 32)
+        if step < 1000 and step % 10 == 0:
+            handed.append(log.malloc(100, 48))
+        if step >= 1200 and handed:
+            log.free(200, handed.pop(0))
+    for step in range(1500 + len(pool)):                 # phase 2: main's 8 KiB objects, no call of the worker
+        i = step % len(pool)
+        log.free(100, pool[i])
+        pool[i] = log.malloc(100, 8192)
+    for p in pool:
+        log.free(100, p)
+    model = model_of(log.text(tids=(100, 200)), tmp_path, "late")
+    assert [(g.name, g.n) for g in model.groups] == [("main", 1), ("worker", 1)] and len(model.phases) == 2
+    worker = model.text.split("\nthread worker {")[1]
+    assert "(its 100 receives wait for the other threads to end the" in worker.split("    barrier")[0]
+    assert re.findall(r"repeat (\d+) \{\s+free\(recv\(main_to_worker\)\)", worker.split("    barrier")[1]) == ["100"]
+    result = run(model.scn_path)
+    assert totals(result) == model.model_calls
+    assert [t["recvs"] for t in result["threads"] if t["group"] == "worker"] == [100]
 
 
 def test_threads_whose_objects_live_forever_end_together(tmp_path):

@@ -13,7 +13,7 @@ written, so `scenc exec` of the model reports exactly those calls) and the
 peak of live bytes (measured: one run under glibc with the `live` probe).
 
 What is fitted (trace/model_fit.py, model_shape.py), and how it is written (model_sizes.py, model_plan.py,
-model_write.py)
+model_chains.py, model_stmt.py, model_write.py)
 ----------------------------------------------------------------------------------------------------------
 * **Phases.** The calls are cut into windows (at most 128; they double in
   length as the trace grows). Binary segmentation splits a range where the
@@ -54,7 +54,10 @@ model_write.py)
   partner (`handed-sizes-to-NAME`): mt_pthread_e's workers hand 314-byte
   objects to main on average, 264-byte ones to one another.
 * **Where in a phase.** Statements are spread evenly over the phase's rounds,
-  and one made once a phase runs in its last round. Some run once where they
+  and one made once a phase runs in its last round; in a group of several
+  threads rounded (the k-th of n runs k - 1/2 n-ths in: one made once runs in
+  the middle round), as its threads run the same rounds and the last runs of
+  all would meet in the last round in every thread at once. Some run once where they
   came instead (`if r == R0 { ... }`, R0 as far into the rounds as the call
   came into the phase on its thread's `lives` clock, whose ticks the rounds
   spread evenly): the big objects and big chains below, and a statement that
@@ -105,14 +108,19 @@ model_write.py)
   distance is in the comment above the phase).
 * **Cross-thread frees.** An object freed by another thread is sent to it:
   inside a group over a ring of channels (thread i hands one object to i+1 and
-  frees one from i-1 in one step, so the ring cannot deadlock; each thread
-  first sends as many objects as the group's threads had handed to one another
-  and not yet freed at most at once in the capture, divided by the threads
-  (rounded) less one, and frees as many after its rounds, so they stay in
-  flight: a thread mid-step holds one more, so with every thread mid-step the
-  ring holds the capture's most, not that many more), between groups
-  over one channel per direction, with totals split over the threads by
-  `self` so that sends and receives match exactly, phase by phase. A channel
+  frees one from i-1 in one step, so the ring cannot deadlock; the threads
+  first send, all together, as many objects as the group's threads had handed
+  to one another and not yet freed most of the time in the capture (the median
+  over its calls) less n - 1, spread by `self`, and each frees as many as it
+  sent first after its rounds, so they stay in flight: a thread waiting
+  mid-step holds one more, and all but one wait most of the time; a churning
+  group: the most in flight per thread alive, less one, per thread), between
+  groups over one channel per direction, with totals split over the threads by
+  `self` so that sends and receives match exactly, phase by phase. The
+  receives the capture made only after the senders' last allocation of the
+  phase for them (a main thread that frees its workers' results once it has
+  joined them) come at the start of the next phase, after its barrier: a
+  receive of the model runs as soon as its object is sent. A channel
   between groups holds at most as many objects as were in flight at once
   between them in the capture (allocated by one, not yet freed by the other):
   that back-pressure keeps a producer from running ahead of its consumer, so
@@ -123,7 +131,7 @@ model_write.py)
   others are freed by their owner itself (`lives`), and the header says so.
 * **Reallocs.** A thread holds a chain from its start to its end, or to its
   last realloc when another thread frees it (then it is in flight, counted
-  with the handoffs above). Each thread grows as many blocks at once (`pool
+  with the handoffs above, and handed over in the phase of that realloc). Each thread grows as many blocks at once (`pool
   grow[K]`) as it held realloc chains at once in the capture (at most 4096), a
   random one
   at each realloc, with the capture's realloc sizes; a chain ends as in the
@@ -148,16 +156,22 @@ model_write.py)
   (python_json_e: 0.7x). Brief chains: when a group's threads, growing one
   block at a time, held it less than half of the time (their `lives` clock),
   each chain is one statement, `grow = malloc(n)  grow = realloc(grow, m) ...`
-  then freed or handed on, and no block is held between chains
-  (mt_pthread_crashed_e: a 32-byte block grown to 1 KB now and then and handed
-  on at once; held all along, four threads held 4 KB where the capture's peak
-  is 3.8 KB).
+  then freed or handed on (around the ring, or over a channel to another
+  group), and no block is held between chains (mt_pthread_crashed_e: a 32-byte
+  block grown to 1 KB now and then and handed on at once; held all along, four
+  threads held 4 KB where the capture's peak is 3.8 KB; mt_pthread_e: each
+  block grown once, its reallocs drawn apart from its ends, half the blocks
+  handed to main had not been grown).
 * **Threads end together** when the model has several groups, none churning,
   and objects that `lives forever`: a last `barrier` in every thread. Such an
   object lives to its thread's end; in the capture its thread lived to the
   end (a main thread waits for its workers), but a thread of the model ends
   when its statements are done (mt_handoff_x_crashed: main's 5 KB, half the
-  peak, was freed before the workers got going).
+  peak, was freed before the workers got going). Also when a group's objects
+  live at the end were lost handoffs (it hands over more than it frees itself:
+  a crash or a cut lost their frees; no group churning): those come after the
+  last barrier, once every thread has drained the ring and channels, not on top
+  of the others' last objects in flight.
 * **Calibration** (calibrate_peak; `scenc convert --model` unless --no-measure or
   --no-calibrate). The peak of live bytes is a statistic of the trace, like its
   sizes and lifetimes, so the model is fitted to it too (never to an allocator's
@@ -174,7 +188,9 @@ model_write.py)
   Deterministic for single-threaded models; a threaded model's peak varies with
   the threads' timing, so its scale may differ from one conversion to the next.
 * **Counts.** Exact per thread: in `for r in 0 .. R`, a statement made n times
-  runs `(r + 1) * n / R - r * n / R` times in round r: n in all, evenly spread.
+  runs `(r + 1) * n / R - r * n / R` times in round r (in a group of several
+  threads `((r + 1) * n + R / 2) / R - (r * n + R / 2) / R`): n in all, evenly
+  spread.
 
 Streaming (trace/model_collect.py): one pass; memory holds the live objects,
 a clock per thread and, per thread and window, counters and bucketed

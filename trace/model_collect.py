@@ -171,9 +171,10 @@ class Cell:
     by size class: SIZE_CLASS_BOUNDS),
     ('start', mk), ('end', how, tid), ('recv', tid); mk = (model kind, alignment).
     Objects are counted in the window of their allocation, chain ends and receives
-    in the window where they happen. ``dies``: the objects freed by their own thread in a later window
-    than their own, by that window and size class (as ``lives_by_class``, with their kinds): those that
-    outlive their phase are modelled apart (trace/model_shape.py, _take_held_objects). ``sent``: the sizes of the objects among ``sizes`` that another
+    in the window where they happen (a chain handed to another thread ends at its last realloc). ``dies``:
+    the objects freed by their own thread in a later window than their own, by that window and size class
+    (as ``lives_by_class``, with their kinds): those that outlive their part of a phase are modelled apart
+    (trace/model_shape.py, _take_held_objects). ``sent``: the sizes of the objects among ``sizes`` that another
     thread freed (in a program they are often not the short-lived ones: a queue's items, a thread's
     results), so that the model hands over objects of their sizes; ``kept``: those still live at the
     end (buffers, tables, caches), likewise.
@@ -403,7 +404,8 @@ class Collector:
             if owner == freer:
                 cell.c["end", "local", None] += 1
             else:
-                self._cell(owner, w).c["end", "send", freer] += 1
+                # handed over at its last realloc (o_alloc): the owner let go of it then, in that window
+                self._cell(owner, o_alloc // self.window).c["end", "send", freer] += 1
                 cell.c["recv", owner] += 1
             self.tick[freer] += 1
             return
@@ -476,12 +478,24 @@ class Collector:
     def in_flight(self, pairs) -> Optional[int]:
         """Most objects allocated by one thread and not yet freed by another at once, over the given
         (owner, freer) pairs together; None when too many handoffs were seen to keep them all."""
+        spans = self._handoff_spans(pairs)
+        return None if spans is None else _most_at_once(spans)
+
+    def typical_in_flight(self, pairs) -> Optional[int]:
+        """How many objects allocated by one thread and not yet freed by another were in flight at once most
+        of the time, over the given (owner, freer) pairs together: the median, each count weighted by the
+        calls it lasted, from the first handoff's allocation to the last one's free; None as for in_flight."""
+        spans = self._handoff_spans(pairs)
+        return None if spans is None else _median_at_once(spans)
+
+    def _handoff_spans(self, pairs) -> Optional[array]:
+        """The handoffs' [allocated, freed, ...] ordinals of the given (owner, freer) pairs, together."""
         if self.handoff_count > MAX_HANDOFFS:
             return None
         spans = array("q")
         for pair in pairs:
             spans.extend(self.handoffs.get(pair, ()))
-        return _most_at_once(spans)
+        return spans
 
     def _realloc(self, tid, w, cell, win, size, nmemb, old, res, failed, line) -> None:
         c = cell.c
@@ -619,15 +633,37 @@ def _add_to_class(by_class: dict, cls: int, bucket: int, lifetime: int, nbytes: 
     return entry
 
 
+def _steps(spans) -> list:
+    """The starts (+1) and ends (-1) of the spans [a, b] of a flat [a, b, a, b, ...], in order (an end at x
+    before a start at x)."""
+    return sorted([(spans[i], 1) for i in range(0, len(spans), 2)] + [(spans[i], -1) for i in range(1, len(spans), 2)])
+
+
 def _most_at_once(spans) -> int:
     """Most spans [a, b] of a flat [a, b, a, b, ...] that overlap at once (one ending at x before one starting
     at x)."""
-    steps = sorted([(spans[i], 1) for i in range(0, len(spans), 2)] + [(spans[i], -1) for i in range(1, len(spans), 2)])
     most = level = 0
-    for _, step in steps:
+    for _, step in _steps(spans):
         level += step
         most = max(most, level)
     return most
+
+
+def _median_at_once(spans) -> int:
+    """The median of how many spans [a, b] of a flat [a, b, a, b, ...] overlap, each count weighted by the
+    calls it lasted, from the first span's start to the last one's end (0 without spans)."""
+    lasted: Counter = Counter()
+    level, last = 0, None
+    for x, step in _steps(spans):
+        if last is not None:
+            lasted[level] += x - last
+        level, last = level + step, x
+    half, seen = sum(lasted.values()) / 2, 0
+    for count in sorted(lasted):
+        seen += lasted[count]
+        if seen >= half:
+            return count
+    return 0
 
 
 # --------------------------------------------------------------------------- phases

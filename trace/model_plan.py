@@ -1,7 +1,8 @@
 """The statements of a fitted model, planned per thread group and phase on the model's shape
 (trace/model_shape.py), with the sizes trace/model_sizes.py chose: how many times each runs per thread
 and what one execution does (calls, objects left to `lives`, objects handed over), from which
-trace/model_write.py writes the text and the header's model column.
+trace/model_write.py writes the text and the header's model column. The realloc chains' statements are
+trace/model_chains.py's.
 
     plan = GroupPlanner(shape, files, group, life_scale).plan()   # -> GroupPlan: Chains, a PhasePlan per phase
 """
@@ -10,61 +11,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .model_collect import REALLOC_START, Cell, hist_minus, hist_totals, merge_hist
+from .model_chains import ChainPlanner, Chains
+from .model_collect import REALLOC_START, Cell
 from .model_files import HistogramFiles
-from .model_fit import BIG_OBJECT_SHARE, MAX_BIG_OBJECTS, fit_lifetimes
+from .model_held import HeldPlanner
+from .model_fit import fit_lifetimes
 from .model_shape import Group, ModelShape
 from .model_sizes import PhaseSizer, Sizes, few_sizes
-
-MAX_GROW_SLOTS = 4096       # realloc chains a thread of the model grows at once, at most
-
-
-@dataclass
-class Stmt:
-    """One statement of a phase, with what one execution of it does (the header's model column sums them)."""
-    text: str
-    per_thread: int = 0                        # the same count in every thread of the group ...
-    share: Optional[Tuple[str, int]] = None    # ... or (variable, group total) split over the threads by `self`
-    calls: Dict[str, int] = field(default_factory=dict)   # allocator calls per execution, runtime counter names
-    lives: int = 0                             # objects it leaves to a `lives` free
-    sent: int = 0                              # objects it hands to another thread
-    local_frees: int = 0                       # objects of its own thread it frees (a realloc chain's end)
-    draws: int = 0                             # sizes drawn from the phase's size histogram
-    handed: bool = False                       # ... from the sizes of the objects handed over instead
-    place: str = "loop"                        # 'pre' and 'post' run before and after the phase's rounds
-    lumped: bool = False                       # its share is all one thread's: a loop of its own
-    kept: bool = False                         # its objects live to the end (`lives forever`): their own sizes
-    mean: Optional[float] = None               # the mean of its sizes, when not the phase's
-    at: Optional[float] = None                 # runs once, this far into the phase (0 .. 1): a big chain's step
-    until: Optional[float] = None              # ... or spread evenly from `at` to this far (held objects)
-    order: int = 0                             # ... its ordinal in the capture (steps in one round keep it)
-
-    def max_count(self, threads: int) -> int:
-        return self.per_thread if self.share is None else self.share[1] if self.lumped \
-            else -(-self.share[1] // threads)
-
-    def total(self, threads: int) -> int:
-        return self.per_thread * threads if self.share is None else self.share[1]
-
-
-@dataclass
-class Chains:
-    """How the threads of a group grow blocks with realloc (the same in every phase)."""
-    has_chain: bool             # the group reallocs at all
-    start_kinds: list           # [(kind, chains started with it)], the most frequent first
-    initial: bool               # the first block is allocated before the phases, the last freed after them
-    credit_phase: Optional[int]  # (0-based) the phase that ends one chain fewer per thread for it
-    slots: int                  # blocks grown at once (`pool grow[slots]`)
-    big_slots: int              # the big chains' own pool (`pool big[...]`), 0 without
-    units: bool                 # brief chains: each one statement, no block held between them
-    in_pool: bool               # the grown blocks live in a pool (else in a variable `grow`)
-    grow: str                   # the block a realloc grows: `grow`, `grow[0]` or `grow[k]`
-    pick: str                   # the statement that picks k, or ""
-
-    @property
-    def start_mk(self):
-        """The first block's kind."""
-        return self.start_kinds[0][0]
+from .model_stmt import Counts, Flows, Stmt, alloc_text, mk_key
 
 
 @dataclass
@@ -73,6 +27,7 @@ class PhasePlan:
     variables: List[str]        # the `self`-dependent counts they need, declared at the group's top
     sizes: Sizes
     events: int                 # the group's calls in the phase (a phase without statements says so)
+    waiting: int = 0            # its receives that wait for the next phase (model_shape._late_receives)
 
 
 @dataclass
@@ -83,50 +38,6 @@ class GroupPlan:
     held: Dict[int, int] = field(default_factory=dict)   # phase (1-based) -> objects freed in it from `held_pN`
 
 
-@dataclass
-class _Flows:
-    """A phase's objects by where they go: counts per kind (and partner)."""
-    local: Counter = field(default_factory=Counter)     # kind -> freed by their own thread (`lives`)
-    sends: Counter = field(default_factory=Counter)     # (kind, group) -> sent over a channel
-    ring: Counter = field(default_factory=Counter)      # kind -> handed around the group's ring
-    recvs: Counter = field(default_factory=Counter)     # group -> received from it and freed
-    ends: Counter = field(default_factory=Counter)      # 'local', 'ring' or group -> realloc chains ended so
-    kept: Counter = field(default_factory=Counter)      # kind -> still live at the end
-
-
-class _Counts:
-    """Per-thread counts of one group's statements in one phase, and the variables that split a total
-    over the threads by `self`."""
-
-    def __init__(self, g: Group, pi: int):
-        self.g, self.n, self.pi = g, g.n, pi
-        self.variables: List[str] = []
-
-    def per(self, total) -> dict:
-        return dict(per_thread=int(round(total / self.n)))
-
-    def exact(self, total: int, var: str, member_counts=None) -> dict:
-        """total over the threads: evenly, or all by the first (last) thread when the capture's first (last)
-        thread of the group made them all (a churning group's first thread takes what came before it)."""
-        n = self.n
-        if member_counts and n > 1 and sum(member_counts) == total:
-            if member_counts[0] == total:
-                self.variables.append(f"{var} = {total} * (1 / (self + 1))      # thread 0 only, as captured")
-                return dict(share=(var, total), lumped=True)
-            if member_counts[-1] == total:
-                self.variables.append(f"{var} = {total} * ((self + 1) / {n})      # the last thread only, as captured")
-                return dict(share=(var, total), lumped=True)
-        if total % n == 0:
-            return dict(per_thread=total // n)
-        self.variables.append(f"{var} = (self + 1) * {total} / {n} - self * {total} / {n}")
-        return dict(share=(var, total))
-
-    def members(self, match) -> list:
-        """Per thread of the group, its counts in the phase under the keys that match."""
-        return [sum(v for k, v in m.phases[self.pi - 1].c.items() if isinstance(k, tuple) and match(k))
-                for m in self.g.summaries]
-
-
 class GroupPlanner:
     """The statements of one group, phase by phase; the histogram files they read are written on the way."""
 
@@ -134,10 +45,12 @@ class GroupPlanner:
         self.shape, self.col, self.g = shape, shape.col, g
         self.life_scale = life_scale
         self.sizer = PhaseSizer(shape, files, g)
+        self.chains = ChainPlanner(shape, g)
+        self.held = HeldPlanner(shape, self.sizer, g)
 
     def plan(self) -> GroupPlan:
         g = self.g
-        chains, rsizes, group_lives = self._chains()
+        chains, rsizes, group_lives = self.chains.chains()
         self.sizer.start_reallocs(rsizes)
         group_fit = fit_lifetimes(group_lives)
         phases: List[PhasePlan] = []
@@ -148,81 +61,9 @@ class GroupPlanner:
             sizes = self.sizer.sizes(agg, pi, group_fit)
             sizes.rsize, sizes.large_realloc = self.sizer.realloc_sizes(agg, pi, chains.slots)
             stmts, variables = self._statements(pi, agg, sizes, chains)
-            phases.append(PhasePlan(stmts, variables, sizes, agg.c["events"]))
-        held: Counter = Counter()
-        for (_, qi), (_, births) in self.shape.held.get(g.name, {}).items():
-            held[qi + 1] += sum(births.values())
-        return GroupPlan(chains, phases, self.sizer.first_size, dict(sorted(held.items())))
-
-    # ---------------------------------------------------------------- the group's realloc chains
-    def _chains(self) -> Tuple[Chains, dict, dict]:
-        """How the group grows blocks; its realloc sizes and its lifetimes, over all phases."""
-        g, shape = self.g, self.shape
-        starts: Counter = Counter()
-        rsizes: dict = {}
-        group_lives: dict = {}
-        local_ends = [0] * len(shape.phases)
-        for s in g.summaries:
-            merge_hist(rsizes, s.total.rsizes)
-            merge_hist(group_lives, s.total.lives)
-            for k, v in s.total.c.items():
-                if isinstance(k, tuple) and k[0] == "start":
-                    starts[k[1]] += v
-            for i, p in enumerate(s.phases):
-                local_ends[i] += sum(v for k, v in p.c.items() if isinstance(k, tuple) and k[0] == "end"
-                                     and (k[1] in ("local", "end") or (k[1] == "send" and not shape.sent_on(g, k[2]))))
-        has_chain = bool(rsizes)
-        start_kinds = sorted(starts.items(), key=lambda kv: (-kv[1], kv[0] == REALLOC_START, mk_key(kv[0]))) \
-            or [(REALLOC_START, 1)]
-        initial = has_chain and start_kinds[0][0] != REALLOC_START
-        # The first block in `grow` is allocated before the phases and the last one freed after them,
-        # so the phases end one chain fewer per thread: the last phase that ends enough chains locally.
-        credit_phase = next((i for i in reversed(range(len(shape.phases))) if local_ends[i] >= g.n), None) \
-            if initial else None
-        # A chain that the capture began with realloc(NULL, n) starts from an empty block: a pool slot, which
-        # may be empty (the checker rightly refuses a variable that may hold a freed block).
-        # As many chains at once as a thread of the group held at once in the capture, a random one grown
-        # or ended each time (one block, grown again and again, held far fewer bytes than many).
-        big = shape.big.get(g.name, [])
-        big_slots = max([slot + 1 for _, slot in big] + [0])
-        # (the big chains, written step by step, have slots of their own)
-        slots = min(max([self.col.max_chains[t] - big_slots for t in g.tids] + [1]), MAX_GROW_SLOTS) if has_chain \
-            else 1
-        units = has_chain and slots == 1 and not big and self._brief_chains()
-        if units:                               # no block held between chains: none before the phases either
-            initial, credit_phase = False, None
-        in_pool = has_chain and (slots > 1 or not initial or REALLOC_START in starts)
-        grow = "grow[k]" if slots > 1 else "grow[0]" if in_pool else "grow"
-        pick = f"k = uniform(0, {slots - 1})  " if slots > 1 else ""
-        return Chains(has_chain, start_kinds, initial, credit_phase, slots, big_slots, units, in_pool, grow,
-                      pick), rsizes, group_lives
-
-    def _brief_chains(self) -> bool:
-        """Whether the threads of g held their realloc chain (one at a time) less than half of the time, on
-        their `lives` clock: then each chain is one statement (start, grow, end: _chain_units) and the thread
-        holds no block between them; else the thread holds a block all along, as when a new chain starts
-        where the last one ended. The nearer of the two keeps the bytes held in chains nearer the capture's
-        (mt_pthread_crashed_e: four threads that grow a 1 KB block now and then, and hand it on at once).
-        Each phase must end a chain for each few reallocs (a chain across phases is no statement), and the
-        chains must end in their thread or around the group's ring."""
-        g = self.g
-        held = sum(self.col.chain_held[t] for t in g.tids)
-        ticks = sum(c.c["ticks"] for t in g.tids for c in self.col.cells[t] if c is not None)
-        if not ticks or held >= ticks / 2:
-            return False
-        for pi in range(len(self.shape.phases)):
-            reallocs = ends = 0
-            for s in g.summaries:
-                c = s.phases[pi].c
-                reallocs += c["realloc"]
-                for k, v in c.items():
-                    if isinstance(k, tuple) and k[0] == "end":
-                        if k[1] == "send" and self.shape.group_of[k[2]] is not g:
-                            return False
-                        ends += v
-            if reallocs < ends or (reallocs and not ends):
-                return False
-        return True
+            waiting = sum(n[pi - 1] for (_, t), n in self.shape.late_recvs.items() if t in g.tids)
+            phases.append(PhasePlan(stmts, variables, sizes, agg.c["events"], waiting))
+        return GroupPlan(chains, phases, self.sizer.first_size, self.held.pools())
 
     # ---------------------------------------------------------------- a phase's statements
     def _statements(self, pi: int, agg: Cell, sz: Sizes, chains: Chains) -> Tuple[List[Stmt], List[str]]:
@@ -230,33 +71,27 @@ class GroupPlanner:
         need. In this order: frees of received objects, free(NULL), the thread's own objects (`lives`),
         those kept to the end, sends to other groups, the ring, reallocs, ends of realloc chains, and the
         big objects and big chains' steps where they came."""
-        counts = _Counts(self.g, pi)
+        counts = Counts(self.g, pi)
         flows = self._flows(agg.c)
         ring_send, ring_recv = self._ring_ops()
         stmts = self._receives(flows, counts)
         if agg.c["free_null"]:
             stmts.append(Stmt("free(none[0])", **counts.per(agg.c["free_null"]), calls={"free": 1}))
         stmts += self._own_allocs(flows, sz, counts)
-        stmts += self._held_allocs(pi - 1)
+        stmts += self.held.allocs(pi - 1)
         stmts += self._kept_allocs(pi, agg, flows, sz, counts)
         stmts += self._sends(flows, sz, counts)
         stmts += self._ring_steps(flows, sz, counts, ring_send, ring_recv)
-        stmts += self._reallocs(agg, flows, sz, chains, counts, ring_send, ring_recv)
-        if not chains.units:
-            credit = self.g.n if chains.credit_phase == pi - 1 else 0
-            stmts += self._chain_ends(pi, flows, sz, chains, credit, counts, ring_send, ring_recv)
-        stmts += self._big_stmts(pi - 1) + self._held_frees(pi - 1)
-        # lost handoffs come after the ring's and channels' drain (post statements run in this order)
-        stmts = [s for s in stmts if not (s.kept and s.place == "post")] + \
-            [s for s in stmts if s.kept and s.place == "post"]
+        stmts += self.chains.statements(pi, agg, flows, sz, chains, counts, ring_send, ring_recv)
+        stmts += self._big_stmts(pi - 1) + self.held.frees(pi - 1)
         kept = [s for s in stmts if s.max_count(self.g.n) > 0]
         return kept, [v for v in counts.variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
 
-    def _flows(self, c: Counter) -> _Flows:
+    def _flows(self, c: Counter) -> Flows:
         """A phase's counts sorted by where the objects go: a flow between groups without a channel (it
         would close a loop) is freed by its owner itself."""
         g, group_of, edges = self.g, self.shape.group_of, self.shape.edges
-        f = _Flows()
+        f = Flows()
         for k, v in c.items():
             if not isinstance(k, tuple):
                 continue
@@ -295,16 +130,28 @@ class GroupPlanner:
                     f"if self > 0 {{ free(recv({g.name}_ring[self])) }}")
         return f"send({g.name}_ring[(self + 1) % {g.n}], {{0}})", f"free(recv({g.name}_ring[self]))"
 
-    def _receives(self, flows: _Flows, counts: _Counts) -> List[Stmt]:
-        out = []
-        for src, total in sorted(flows.recvs.items()):
+    def _receives(self, flows: Flows, counts: Counts) -> List[Stmt]:
+        """Frees of the objects received from other groups: those the capture freed only once their senders
+        were done with the phase before (model_shape._late_receives) first, right after its barrier, then
+        the phase's others spread over its rounds (its own late ones wait for the next phase)."""
+        out, pi = [], counts.pi
+        late_of = self.shape.late_recvs
+        waiting = {src for (src, t), n in late_of.items() if t in self.g.tids and pi > 1 and n[pi - 2]}
+        for src in sorted(set(flows.recvs) | waiting):
+            total = flows.recvs[src]
             src_tids = set(self.shape.group_named(src).tids)
-            members = counts.members(lambda k: k[0] == "recv" and k[1] in src_tids)
-            out.append(Stmt(f"free(recv({src}_to_{self.g.name}))",
-                            **counts.exact(total, f"from_{src}_p{counts.pi}", members), calls={"free": 1}))
+            late = [late_of.get((src, t), [0] * pi) for t in self.g.tids]
+            waited = [n[pi - 2] for n in late] if pi > 1 else [0] * self.g.n
+            if sum(waited):
+                out.append(Stmt(f"free(recv({src}_to_{self.g.name}))", calls={"free": 1}, place="pre",
+                                **counts.exact(sum(waited), f"from_{src}_p{pi - 1}_late", waited)))
+            members = [m - n[pi - 1] for m, n in
+                       zip(counts.members(lambda k: k[0] == "recv" and k[1] in src_tids), late)]
+            out.append(Stmt(f"free(recv({src}_to_{self.g.name}))", calls={"free": 1},
+                            **counts.exact(total - sum(n[pi - 1] for n in late), f"from_{src}_p{pi}", members)))
         return out
 
-    def _own_allocs(self, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
+    def _own_allocs(self, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:
         """The objects freed by their own thread, `lives` as fitted; the large ones with their own sizes and
         lifetimes."""
         out, large = [], sz.large
@@ -318,97 +165,14 @@ class GroupPlanner:
                                 calls={mk[0]: 1}, lives=1, draws=1, mean=large[3]))
         return out
 
-    def _held_allocs(self, pi: int) -> List[Stmt]:
-        """The objects of phase pi (0-based) freed in a later part of it or a later phase
-        (model_shape._take_held_objects), put into the pool of the phase that frees them, with their own
-        sizes, where they came (_places): spread evenly over the phase, the start-up's last objects, which
-        live to the teardown, would come as early as its first ones (python3 start-up: lifetimes of 2^12
-        calls instead of 2^11)."""
-        held = {q: v for (p, q), v in self.shape.held.get(self.g.name, {}).items() if p == pi}
-        floor = self.col.peak_bytes * BIG_OBJECT_SHARE
-        out = []
-        for q, (hist, births) in sorted(held.items()):
-            pool, index = f"held_p{q + 1}", f"in_p{q + 1}"
-            kinds: Counter = Counter()
-            for (_, mk), n in births.items():
-                kinds[mk] += n
-            # The few big ones freed in a later phase with their sizes, as big objects are: drawn from the
-            # histogram, one block of a tenth of the peak among a thousand small ones comes out twice as often
-            # as once. They come at the phase's end, as one made once a phase does.
-            big = {b: h for b, h in hist.items() if h[1] >= floor * h[0]} if q > pi else {}
-            big_sizes = few_sizes(big) if big and hist_totals(big)[0] <= MAX_BIG_OBJECTS else None
-            big_mk = kinds.most_common(1)[0][0]
-            if big_sizes:
-                hist = hist_minus(hist, big)
-                out += [Stmt(f"{pool}[{index}] = {alloc_text(big_mk, str(n))}  {index} = {index} + 1", per_thread=1,
-                             calls={big_mk[0]: 1}, draws=1, mean=n) for n in big_sizes]
-            if not hist:
-                continue
-            # the objects that live to a later phase are often not those that live to the next one
-            expr, mean = self.sizer.held_sizes(hist, pi + 1, q + 1 if len(held) > 1 else None)
-            for mk in sorted(kinds, key=mk_key):
-                by_window = Counter({w: n for (w, k), n in births.items() if k == mk})
-                if big_sizes and mk == big_mk:
-                    _take_last(by_window, len(big_sizes))
-                text = f"{pool}[{index}] = {alloc_text(mk, expr)}  {index} = {index} + 1"
-                out += [Stmt(text, per_thread=n, calls={mk[0]: 1}, draws=1, mean=mean, at=at, until=until, order=order)
-                        for at, until, n, order in self._places(by_window, pi)]
-        return out
-
-    def _held_frees(self, pi: int) -> List[Stmt]:
-        """The frees in phase pi (0-based) of the objects held for it (_held_allocs), where the capture freed
-        them (_places): a random one of those in the pool (its slot takes the first one left). A teardown
-        frees its objects in no order of their births (python3 start-up: rank correlation 0.05), and first
-        come first freed would give them all alike lifetimes. Each part's frees come after the births of
-        the objects they free, which came in earlier parts."""
-        frees = self.shape.held_frees.get(self.g.name, {}).get(pi)
-        pool, index, end = f"held_p{pi + 1}", f"out_p{pi + 1}", f"in_p{pi + 1}"
-        text = f"h = uniform({index}, {end} - 1)  free({pool}[h])  {pool}[h] = {pool}[{index}]  {index} = {index} + 1"
-        return [Stmt(text, per_thread=n, calls={"free": 1}, local_frees=1, at=at, until=until, order=order)
-                for at, until, n, order in self._places(frees or Counter(), pi)]
-
-    def _places(self, by_window: Counter, pi: int) -> List[Tuple[float, float, int, int]]:
-        """Where in phase pi (0-based) calls counted by window of the capture come: per part of the phase
-        (model_shape.part_of), spread evenly over the windows that hold the middle 90% of them (a steady
-        flow over the part, a teardown in its last window), on the thread's `lives` clock. Returns (how far
-        into the phase they begin, how far they end, calls, ordinal of their first window), in the order of
-        the parts."""
-        tid = self.g.tids[0]
-        lo, ticks = self.shape.clock_span(tid, pi)
-        cells = self.col.cells[tid]
-        parts: Dict[tuple, list] = {}                # part -> [(window, clock where it begins, its ticks, calls)]
-        before = sum(c.c["ticks"] for c in cells[:min(by_window)] if c is not None) if by_window else 0
-        for w in range(min(by_window, default=0), max(by_window, default=-1) + 1):
-            t = cells[w].c["ticks"] if w < len(cells) and cells[w] is not None else 0
-            if by_window[w] > 0:
-                parts.setdefault(self.shape.part_of(w), []).append((w, before, t, by_window[w]))
-            before += t
-
-        def where(clock):
-            return min(max((clock - lo) / ticks, 0.0), 1.0)
-        out = []
-        for key in sorted(parts):
-            windows = parts[key]
-            n = sum(x[3] for x in windows)
-            seen, first, last = 0, None, windows[-1]
-            for x in windows:
-                seen += x[3]
-                if first is None and seen > 0.05 * n:
-                    first = x
-                if seen >= 0.95 * n:
-                    last = x
-                    break
-            out.append((where(first[1]), where(last[1] + last[2]), n, windows[0][0] * self.col.window))
-        return out
-
-    def _kept_allocs(self, pi: int, agg: Cell, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
+    def _kept_allocs(self, pi: int, agg: Cell, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:
         """The objects still live at the end: `lives forever`, where they came on average when once a phase;
-        after the phase's last round when they are lost handoffs (_lost_handoffs)."""
+        after every thread's last round and drain when they are lost handoffs (_lost_handoffs)."""
         out = []
         exact_sizes = few_sizes(agg.kept) if self.g.n == 1 else None
         lost = self._lost_handoffs(pi, flows)
         kept_at = None if lost else self._kept_at(pi - 1)
-        where = dict(place="post") if lost else {}
+        where = dict(place="end") if lost else {}
         for mk, v in sorted(flows.kept.items(), key=lambda kv: mk_key(kv[0])):
             if exact_sizes:
                 # A few objects kept to the end, each with its size, where they came on average: drawn at
@@ -421,7 +185,7 @@ class GroupPlanner:
                 continue
             once = counts.per(v)["per_thread"] == 1
             text = f"{alloc_text(mk, sz.kept or sz.size)} lives forever"
-            places = self._kept_places(pi - 1, mk, v) if self.g.n == 1 and not lost and not once else []
+            places = self.held.kept_places(pi - 1, mk, v) if self.g.n == 1 and not lost and not once else []
             if places:
                 # with one thread, in each part of the phase as many as the capture made there (as held objects,
                 # which those are whose frees the capture's end cut off): spread evenly over the phase, a steady
@@ -434,28 +198,17 @@ class GroupPlanner:
                             order=-1, **where))
         return out
 
-    def _kept_places(self, pi: int, mk, v: int) -> List[Tuple[float, float, int, int]]:
-        """Where in phase pi (0-based) the thread's v objects of kind mk still live at the end came (_places),
-        or [] when the capture's windows do not say (their counts do not add up to v)."""
-        p, tid = self.shape.phases[pi], self.g.tids[0]
-        cells = self.col.cells[tid]
-        by_window = Counter({w: cells[w].c["kept", mk] for w in range(p.start, min(p.end, len(cells)))
-                             if cells[w] is not None and cells[w].c["kept", mk] > 0})
-        for r in self.shape.big_objects.get(self.g.name, []):       # written one by one
-            if r.how == "kept" and r.mk == mk and self.shape.phase_of(r.at) == pi:
-                by_window[r.at[0] // self.col.window] -= 1
-        by_window = +by_window
-        return self._places(by_window, pi) if sum(by_window.values()) == v else []
-
-    def _lost_handoffs(self, pi: int, flows: _Flows) -> bool:
+    def _lost_handoffs(self, pi: int, flows: Flows) -> bool:
         """Whether the objects the group still held at the end of the capture were most likely in flight to
         another thread, their frees lost with the capture's end (a crash, a cut): the last phase of a group
         that hands over more of its objects (its ring, its channels) than it frees itself. Those objects
         were among the ring's or the channels' content at the end; kept in the last rounds they would come
-        on top of it (mt_pthread_crashed_e: 4 objects live at the crash, all four in the ring), so they are
-        allocated after the drain."""
+        on top of it (mt_pthread_crashed_e: 4 objects live at the crash, all four in the ring), and so they
+        would after a thread's own drain, while the others still run theirs (most of the model's peaks came
+        there): they are allocated once every thread is done (place 'end': after a last barrier, which
+        threads that come and go (churn) cannot wait at)."""
         handed = sum(flows.ring.values()) + sum(flows.sends.values())
-        return pi == len(self.shape.phases) and handed > sum(flows.local.values())
+        return pi == len(self.shape.phases) and handed > sum(flows.local.values()) and not self.shape.churn
 
     def _kept_at(self, pi: int) -> Optional[float]:
         """How far into phase pi (0-based) the group's objects still live at the end came, on average, on
@@ -473,7 +226,7 @@ class GroupPlanner:
             count += n
         return total / count if count else None
 
-    def _sends(self, flows: _Flows, sz: Sizes, counts: _Counts) -> List[Stmt]:
+    def _sends(self, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:
         """Objects sent over a channel to another group, which frees them."""
         out = []
         for (mk, dest), v in sorted(flows.sends.items(), key=lambda kv: (mk_key(kv[0][0]), kv[0][1])):
@@ -485,125 +238,38 @@ class GroupPlanner:
                             draws=1, **dest_fields))
         return out
 
-    def _ring_steps(self, flows: _Flows, sz: Sizes, counts: _Counts, ring_send: str, ring_recv: str) -> List[Stmt]:
-        """Objects handed around the group's ring. They stay in flight as long as in the capture: each thread
-        first sends `depth` objects, then sends one and frees one per step, and frees the last `depth` at
-        the end."""
+    def _ring_steps(self, flows: Flows, sz: Sizes, counts: Counts, ring_send: str, ring_recv: str) -> List[Stmt]:
+        """Objects handed around the group's ring. They stay in flight as long as in the capture: the threads
+        first send the ring's primed objects (model_shape._ring_depths: spread over them by `self`), then
+        send one and free one per step, and each frees at the end as many as it primed. A thread primes k,
+        steps n - k times and frees k at the end: it sends and frees n objects, as captured, and the ring
+        cannot wait on itself (a thread mid-step has sent one more than it freed)."""
         out = []
-        depth = self.shape.ring_depth.get(self.g.name, 0)
+        primed = self.shape.ring_depth.get(self.g.name, 0)
         ring_size, ring_fields = sz.handed_for(self.g.name)
         for mk, v in sorted(flows.ring.items(), key=lambda kv: (-kv[1], mk_key(kv[0]))):
             steps = counts.per(v)["per_thread"]
-            d, depth = min(depth, steps), 0              # the most frequent kind carries the depth
-            if d:
-                out.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}", per_thread=d,
+            total, primed = min(primed, steps * self.g.n), 0            # the most frequent kind primes the ring
+            prime, stepped = self._ring_shares(total, steps, counts)
+            if total:
+                out.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}", **prime,
                                 calls={mk[0]: 1}, sent=1, draws=1, place="pre", **ring_fields))
-                out.append(Stmt(ring_recv, per_thread=d, calls={"free": 1}, place="post"))
-            out.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}  {ring_recv}",
-                            per_thread=steps - d, calls={mk[0]: 1, "free": 1}, sent=1, draws=1, **ring_fields))
+                out.append(Stmt(ring_recv, **prime, calls={"free": 1}, place="post"))
+            out.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}  {ring_recv}", **stepped,
+                            calls={mk[0]: 1, "free": 1}, sent=1, draws=1, **ring_fields))
         return out
 
-    def _reallocs(self, agg: Cell, flows: _Flows, sz: Sizes, chains: Chains, counts: _Counts, ring_send: str,
-                  ring_recv: str) -> List[Stmt]:
-        """The phase's reallocs: whole brief chains, a few each to its own size, the large sizes in the first
-        K blocks, or a random block grown to a drawn size."""
-        reallocs, grow, pick = agg.c["realloc"], chains.grow, chains.pick
-        few_rsizes = few_sizes(agg.rsizes) if self.g.n == 1 else None
-        if chains.units:
-            return self._chain_units(flows.ends, chains.start_kinds, reallocs, sz.size, sz.rsize, grow, ring_send,
-                                     ring_recv)
-        if reallocs and few_rsizes and len(few_rsizes) == reallocs:
-            # a few reallocs, each to its own size (drawn at random, the one big size could come out twice)
-            return [Stmt(f"{pick}{grow} = realloc({grow}, {nbytes})", per_thread=1, calls={"realloc": 1})
-                    for nbytes in few_rsizes]
-        if reallocs and sz.large_realloc:
-            # A program grows one big buffer (or a few) among many small blocks: the large sizes grow the first
-            # K blocks, as many as the thread held large ones at once in the capture, the others the rest. Drawn
-            # for any block, the big sizes would pile up in several blocks at once.
-            l_size, n_large, k, slots = sz.large_realloc
-            pick_large = "grow[0]" if k == 1 else "grow[k]"
-            out = [Stmt(("" if k == 1 else f"k = uniform(0, {k - 1})  ")
-                        + f"{pick_large} = realloc({pick_large}, {l_size})", **counts.per(n_large),
-                        calls={"realloc": 1})]
-            if reallocs > n_large:
-                out.append(Stmt(f"k = uniform({k}, {slots - 1})  grow[k] = realloc(grow[k], {sz.rsize})",
-                                **counts.per(reallocs - n_large), calls={"realloc": 1}))
-            return out
-        if reallocs:
-            return [Stmt(f"{pick}{grow} = realloc({grow}, {sz.rsize})", **counts.per(reallocs), calls={"realloc": 1})]
-        return []
-
-    def _chain_ends(self, pi: int, flows: _Flows, sz: Sizes, chains: Chains, local_end_credit: int, counts: _Counts,
-                    ring_send: str, ring_recv: str) -> List[Stmt]:
-        """A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
-        each kind as often as the capture's chains started with it."""
-        grow, pick, g = chains.grow, chains.pick, self.g
-
-        def restart(mk):
-            if mk == REALLOC_START:             # the next realloc(NULL, n) starts it
-                return "", {}, 0
-            return f"  {grow} = {alloc_text(mk, sz.size)}", {mk[0]: 1}, 1
-
-        out = []
-        for where, v in sorted(flows.ends.items(), key=lambda kv: ("local", "ring").index(kv[0])
-                               if kv[0] in ("local", "ring") else 2):
-            parts = _split(v, chains.start_kinds)
-            if where == "local" and local_end_credit:        # the first block came before the phases
-                parts[chains.start_kinds[0][0]] -= local_end_credit
-            for mk, part in sorted(parts.items(), key=lambda kv: mk_key(kv[0])):
-                if part <= 0:
-                    continue
-                text, calls, draws = restart(mk)
-                if where == "local":
-                    out.append(Stmt(f"{pick}free({grow}){text}", **counts.per(part), calls={"free": 1, **calls},
-                                    local_frees=1, draws=draws))
-                elif where == "ring":
-                    out.append(Stmt(f"{pick}{ring_send.format(grow)}{text}  {ring_recv}", **counts.per(part),
-                                    calls={"free": 1, **calls}, sent=1, draws=draws))
-                else:
-                    out.append(Stmt(f"{pick}send({g.name}_to_{where}, {grow}){text}",
-                                    **counts.exact(part, f"to_{where}_grown_{mk[0]}_p{pi}"), calls=dict(calls),
-                                    sent=1, draws=draws))
-        return out
-
-    def _chain_units(self, ends: Counter, start_kinds, reallocs: int, size: str, rsize: str, grow: str,
-                     ring_send: str, ring_recv: str) -> List[Stmt]:
-        """Realloc chains held briefly (_brief_chains), one statement each: the chain starts, grows and ends
-        (freed, or handed to the next thread of the ring) in one step, so that the thread holds no block
-        between its chains. The phase's reallocs are shared among its chains: L each, L + 1 for the first
-        few, as many in all as captured."""
+    def _ring_shares(self, total: int, steps: int, counts: Counts) -> Tuple[dict, dict]:
+        """How many of the ring's `total` primed objects each thread sends first (and frees at the end), and
+        how many steps it makes: the same in every thread, or split by `self`."""
         n = self.g.n
-        units = []
-        for where in ("local", "ring"):
-            for mk, part in sorted(_split(ends[where], start_kinds).items(), key=lambda kv: mk_key(kv[0])) \
-                    if ends[where] else ():
-                if round(part / n):
-                    units.append((where, mk, int(round(part / n))))
-        total = sum(u for _, _, u in units)
-        if not total:
-            return []
-        per_thread = int(round(reallocs / n))
-        length, extra = divmod(per_thread, total) if per_thread >= total else (1, 0)
-        out = []
-        for where, mk, count in units:
-            for grows, times in ((length + 1, min(extra, count)), (length, count - min(extra, count))):
-                if not times:
-                    continue
-                start = "" if mk == REALLOC_START else f"{grow} = {alloc_text(mk, size)}  "
-                step = f"{grow} = realloc({grow}, {rsize})"
-                body = start + ("  ".join([step] * grows) if grows <= 2 else f"repeat {grows} {{ {step} }}")
-                calls = Counter({"realloc": grows})
-                if mk != REALLOC_START:
-                    calls[mk[0]] += 1
-                calls["free"] += 1
-                if where == "local":
-                    out.append(Stmt(f"{body}  free({grow})", per_thread=times, calls=dict(calls), local_frees=1,
-                                    draws=int(mk != REALLOC_START)))
-                else:
-                    out.append(Stmt(f"{body}  {ring_send.format(grow)}  {ring_recv}", per_thread=times,
-                                    calls=dict(calls), sent=1, draws=int(mk != REALLOC_START)))
-            extra -= min(extra, count)
-        return out
+        if total % n == 0:
+            return dict(per_thread=total // n), dict(per_thread=steps - total // n)
+        prime, stepped = f"primed_p{counts.pi}", f"stepped_p{counts.pi}"
+        counts.variables.append(f"{prime} = (self + 1) * {total} / {n} - self * {total} / {n}    "
+                                f"# the ring's first {total} object(s), spread over the threads")
+        counts.variables.append(f"{stepped} = {steps} - {prime}")
+        return dict(share=(prime, total)), dict(share=(stepped, steps * n - total))
 
     def _big_stmts(self, pi: int) -> List[Stmt]:
         """The big objects and the steps of the big chains of group g (one thread) in phase pi (0-based), each
@@ -637,39 +303,3 @@ class GroupPlanner:
     def _scaled(self, lives: str) -> str:
         """A `lives` expression times the calibrated scale, when there is one (trace/model.py)."""
         return lives if self.life_scale is None or lives == "0" else f"({lives}) * life_scale / 100"
-
-
-def alloc_text(mk, size_expr: str) -> str:
-    kind, align = mk
-    if kind == "malloc":
-        return f"malloc({size_expr})"
-    if kind == "calloc":
-        return f"calloc(1, {size_expr})"
-    return f"{kind}({align or 16}, {size_expr})"
-
-
-def mk_key(mk):
-    """The order of allocation kinds in the text: malloc, calloc, then the aligned ones by alignment."""
-    order = ("malloc", "calloc", "aligned_alloc", "memalign", "posix_memalign")
-    return (order.index(mk[0]) if mk[0] in order else 9, mk[1] or 0)
-
-
-def _take_last(counts: Counter, n: int) -> None:
-    """n out of counts (by window), from the last window back."""
-    for w in sorted(counts, reverse=True):
-        step = min(n, counts[w])
-        counts[w] -= step
-        n -= step
-    for w in [w for w, c in counts.items() if c <= 0]:
-        del counts[w]
-
-
-def _split(total: int, weights) -> Counter:
-    """total split in proportion to [(key, weight)], largest remainders first; the parts add up to total."""
-    whole = sum(w for _, w in weights)
-    shares = [(key, total * w / whole) for key, w in weights]
-    parts = Counter({key: int(x) for key, x in shares})
-    left = total - sum(parts.values())
-    for key, x in sorted(shares, key=lambda kx: -(kx[1] - int(kx[1])))[:left]:
-        parts[key] += 1
-    return parts

@@ -9,7 +9,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .model_collect import REALLOC_START, Cell, Collector, hist_minus, life_bucket, merge_hist, size_bucket, size_class
+from .model_collect import (MAX_HANDOFFS, REALLOC_START, Cell, Collector, hist_minus, life_bucket, merge_hist,
+                            size_bucket, size_class)
 from .model_fit import Phase, ThreadSummary, big_chains, big_objects, chain_slots, detect_phases, group_threads
 
 MAX_CAPACITY = 1 << 20      # channel slots live in the runtime's arena: 16 MiB at most per channel
@@ -109,6 +110,7 @@ class ModelShape:
         owner itself, and a note says so."""
         self.edges = self._channel_forest()
         self.ring_depth = self._ring_depths()
+        self.late_recvs = self._late_receives()
         self.capacity = {}
         tids = {g.name: g.tids for g in self.groups}
         for (src, dst), n in self.edges.items():
@@ -148,20 +150,54 @@ class ModelShape:
         return kept
 
     def _ring_depths(self) -> Dict[str, int]:
-        """Group name -> objects each thread of its ring sends before its first step.
+        """Group name -> objects its threads send, all together, before their first step of the ring.
 
-        Objects the threads of a group handed to one another, in flight at once at most, per thread alive,
-        less the one each thread holds in a step of the ring (allocated and sent, its predecessor's not yet
-        received and freed): with every thread mid-step, the model's ring then holds as many as the
-        capture's at most, not that many more (mt_pthread_crashed_e: 8 at most, 4-5 most of the time;
-        primed with 8, the model held 8-12 all along)"""
+        The model's ring holds as many objects most of the time as the capture's did: the median, over its
+        calls, of the objects the group's threads handed to one another in flight at once. Besides those
+        primed, a thread of the model holds one while it waits mid-step (its object sent, its predecessor's
+        not yet come), and all but the one running wait most of the time: the median less n - 1
+        (mt_pthread_crashed_e: 4 in flight most of the time, 8 once; primed from the most, 1 per thread,
+        the model held 7 most of the time, 8 at most; primed with 1 in all, 4 and 5).
+        A group whose threads come and go (churn) has its threads' sends in flight all along, not a
+        loop's: the most in flight per thread alive, less one, per thread."""
         depth = {}
         for g in self.groups:
-            if g.n > 1:
-                most, alive = self.col.in_flight([(a, b) for a in g.tids for b in g.tids if b != a]) or 0, \
-                    self.churn.get(g.name, g.n)
-                depth[g.name] = max(0, (2 * most + alive) // (2 * alive) - 1)   # most / alive, rounded, - 1
+            if g.n < 2:
+                continue
+            pairs = [(a, b) for a in g.tids for b in g.tids if b != a]
+            alive = self.churn.get(g.name)
+            if alive:
+                most = self.col.in_flight(pairs) or 0
+                depth[g.name] = g.n * max(0, (2 * most + alive) // (2 * alive) - 1)   # most / alive, rounded, - 1
+            else:
+                depth[g.name] = max(0, (self.col.typical_in_flight(pairs) or 0) - (g.n - 1))
         return depth
+
+    def _late_receives(self) -> Dict[Tuple[str, int], List[int]]:
+        """(sending group, receiving thread) -> per phase, the objects of that flow the thread freed after the
+        sending group's last allocation, in that phase, of an object handed to the receiving group: the
+        receiver waited for the senders to be done (a main thread that frees its workers' results once it
+        has joined them). In the model a receive runs as soon as its object is sent, so these wait for the
+        phase's barrier: they run at the start of the next phase (model_plan). The last phase's stay (no
+        barrier follows). All of them were in flight at once at that allocation: the channel, which holds
+        as many as the capture's most in flight, holds them. Empty when too many handoffs were seen."""
+        late: Dict[Tuple[str, int], List[int]] = {}
+        col, last = self.col, len(self.phases) - 1
+        if col.handoff_count > MAX_HANDOFFS or last == 0:
+            return late
+        tids = {g.name: g.tids for g in self.groups}
+        for src, dst in self.edges:
+            spans = [(pair[1], sp[i], sp[i + 1]) for pair in ((a, b) for a in tids[src] for b in tids[dst])
+                     for sp in (col.handoffs.get(pair, ()),) for i in range(0, len(sp), 2)]
+            last_alloc = [-1] * len(self.phases)
+            for _, a, _ in spans:
+                pi = self.phase_of((a,))
+                last_alloc[pi] = max(last_alloc[pi], a)
+            for freer, _, f in spans:
+                pi = self.phase_of((f,))
+                if pi < last and 0 <= last_alloc[pi] < f:
+                    late.setdefault((src, freer), [0] * len(self.phases))[pi] += 1
+        return late
 
     def sent_on(self, g: Group, tid: int) -> bool:
         """Whether group g's objects freed by thread tid are handed over in the model (its ring or a channel)."""

@@ -15,7 +15,8 @@ from typing import Dict, List, Optional, Tuple
 from .events import FREE_KINDS, REALLOC_KINDS
 from .model_collect import MODEL_KIND, Collector, hist_totals
 from .model_files import HistogramFiles, safe_name
-from .model_plan import GroupPlan, GroupPlanner, PhasePlan, Stmt, alloc_text
+from .model_plan import GroupPlan, GroupPlanner, PhasePlan
+from .model_stmt import Stmt, alloc_text
 from .model_shape import MAX_CAPACITY, Group, ModelShape
 
 NOT_MEASURED = "not measured"
@@ -26,9 +27,23 @@ LINE = 110                  # longer statements are split over several lines
 LEFT_OUT = ("alloc_failed", "realloc_failed", "free_unknown", "free_missed", "censored", "realloc_as_free")
 
 
-def spread(count_expr: str, rounds: int) -> str:
-    """Runs in round r of `for r in 0 .. rounds`: count_expr in all, evenly spread (Bresenham)."""
-    return f"(r + 1) * {count_expr} / {rounds} - r * {count_expr} / {rounds}"
+def spread(count_expr: str, rounds: int, rounded: bool = False) -> str:
+    """Runs in round r of `for r in 0 .. rounds`: count_expr in all, evenly spread (Bresenham). Rounded, the
+    k-th run comes k - 1/2 n-ths into the rounds, not at the end of its share of them: in a group of several
+    threads, which all run the same rounds, the last runs of every statement would else meet in the last
+    round, in every thread at once (mt_pthread_crashed_e: four threads each grew and handed on two 1 KB
+    blocks there, most of the model's peaks)."""
+    if not rounded:
+        return f"(r + 1) * {count_expr} / {rounds} - r * {count_expr} / {rounds}"
+    half = rounds // 2
+    return f"((r + 1) * {count_expr} + {half}) / {rounds} - (r * {count_expr} + {half}) / {rounds}"
+
+
+SPREAD_NOTES = {
+    False: ["    # `repeat (r + 1) * n / R - r * n / R` over `for r in 0 .. R`: n times, evenly spread"],
+    True: ["    # `repeat ((r + 1) * n + R / 2) / R - (r * n + R / 2) / R` over `for r in 0 .. R`: n times, evenly",
+           "    #   spread, rounded (the threads' last runs do not all meet in the last round)"],
+}
 
 
 def runtime_kind(trace_kind: str) -> str:
@@ -75,7 +90,7 @@ class ModelWriter:
         self.data_files: List[Path] = []
         self.figures: List[Tuple[str, str, str]] = []
         self.tally_calls: Dict[str, int] = {}
-        self._explained = False         # the spreading formula is explained once, at its first use
+        self._explained: set = set()    # each spreading formula is explained once, at its first use
         # Calibration (trace/model.py): the lifetimes of the objects freed by their own thread, in percent of the
         # fitted ones, as `param life_scale`; None: not calibrated, the fitted lifetimes as they are.
         self.life_scale: Optional[int] = None
@@ -84,13 +99,15 @@ class ModelWriter:
     # ---------------------------------------------------------------- the whole text
     def write(self) -> str:
         files = HistogramFiles(self.scn_path, self.source_name, len(self.groups) > 1, len(self.phases) > 1)
-        self.fits, self.data_files, self.notes, self._explained = [], files.paths, list(self.shape.notes), False
+        self.fits, self.data_files, self.notes, self._explained = [], files.paths, list(self.shape.notes), set()
         tally = _Tally()
         body: List[str] = []
         rings: Dict[str, int] = {}
-        for g in self.groups:
-            lines, ring_per_thread = self._group_text(g, GroupPlanner(self.shape, files, g, self.life_scale).plan(),
-                                                      tally)
+        plans = [(g, GroupPlanner(self.shape, files, g, self.life_scale).plan()) for g in self.groups]
+        join = self.shape.join_at_end() or any(s.place == "end" for _, plan in plans for phase in plan.phases
+                                               for s in phase.stmts)
+        for g, plan in plans:
+            lines, ring_per_thread = self._group_text(g, plan, tally, join)
             if lines:
                 body += lines + [""]
                 if ring_per_thread:
@@ -118,32 +135,42 @@ class ModelWriter:
         return decls
 
     # ---------------------------------------------------------------- a group's block
-    def _group_text(self, g: Group, plan: GroupPlan, tally: _Tally) -> Tuple[List[str], int]:
+    def _group_text(self, g: Group, plan: GroupPlan, tally: _Tally, join: bool) -> Tuple[List[str], int]:
         """The `thread` block of one group (none when it makes no call of its own); how many ring handoffs
-        per thread."""
+        per thread. With join, every thread ends at a last barrier, and then makes its statements placed
+        'end'."""
         blocks: List[str] = []
         variables: List[str] = []
         ring_per_thread = 0
+        at_end: List[Stmt] = []
         for pi, (p, phase) in enumerate(zip(self.phases, plan.phases), 1):
             if pi > 1:
                 blocks.append(BARRIER)
-            if not phase.stmts:
-                blocks.append(f"    # phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here"
-                              + (" (its objects' `lives` end them)" if phase.events else ""))
+            at_end += [s for s in phase.stmts if s.place == "end"]
+            for s in phase.stmts:
+                tally.add(s, g.n, phase.sizes.mean, phase.sizes.handed_mean, phase.sizes.kept_mean)
+            if all(s.place == "end" for s in phase.stmts):
+                why = f" (its {phase.waiting} receives wait for the other threads to end the phase)" \
+                    if phase.waiting else " (its objects' `lives` end them)" if phase.events else ""
+                blocks += _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here{why}",
+                                "    # ", "    #   ")
                 continue
             variables += phase.variables
             for s in phase.stmts:
-                tally.add(s, g.n, phase.sizes.mean, phase.sizes.handed_mean, phase.sizes.kept_mean)
                 if "_ring[" in s.text and s.sent:
-                    ring_per_thread += s.per_thread
+                    ring_per_thread += s.max_count(g.n)
             blocks += self._phase_block(g, pi, p, phase)
         if not any(b.startswith("    measure") for b in blocks):
             return [], 0
         blocks = _drop_trailing_barriers(blocks)
         head = self._thread_head(g, plan, blocks, variables, tally)
         end = self._thread_end(g, plan, tally)
-        if self.shape.join_at_end():
+        if join:
             blocks.append(END_BARRIER)
+        if at_end:
+            blocks.append("    # the objects in flight when the capture ended (their frees lost), once every thread is done")
+            blocks += [line for s in at_end for line in (_statement_lines(s.text, 4) if s.max_count(g.n) == 1 else
+                       [f"    repeat {s.per_thread} {{"] + _statement_lines(s.text, 8) + ["    }"])]
         return head + blocks + end + ["}"], ring_per_thread
 
     def _phase_block(self, g: Group, pi: int, p, phase: PhasePlan) -> List[str]:
@@ -191,9 +218,9 @@ class ModelWriter:
                        + ("" if chains.in_pool else "    # the block this thread grows with realloc"))
             tally.calls[chains.start_mk[0]] += g.n
             tally.known_frees += g.n
-        if any("(r + 1) * " in b for b in blocks) and not self._explained:
-            out.append("    # `repeat (r + 1) * n / R - r * n / R` over `for r in 0 .. R`: n times, evenly spread")
-            self._explained = True
+        if any("(r + 1) * " in b for b in blocks) and (g.n > 1) not in self._explained:
+            out += SPREAD_NOTES[g.n > 1]
+            self._explained.add(g.n > 1)
         return out
 
     def _thread_end(self, g: Group, plan: GroupPlan, tally: _Tally) -> List[str]:
@@ -324,23 +351,24 @@ def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
         return once_each(pre) + once_each(_merged(timed)) + once_each(post)
     rounds = max([s.max_count(threads) for s in stmts] + [1])
     if timed:
-        return once_each(pre) + _rounds(stmts, rounds) + _timed(timed, rounds) + ["        }"] + once_each(post)
+        return once_each(pre) + _rounds(stmts, rounds, threads) + _timed(timed, rounds) + ["        }"] + once_each(post)
     if rounds == 1:
         return once_each(pre) + once_each(stmts) + once_each(post)
     if all(s.share is None and s.per_thread == rounds for s in stmts):
         return (once_each(pre) + [f"        repeat {rounds} {{"]
                 + [line for s in stmts for line in _statement_lines(s.text, 12)] + ["        }"] + once_each(post))
-    return once_each(pre) + _rounds(stmts, rounds) + ["        }"] + once_each(post)
+    return once_each(pre) + _rounds(stmts, rounds, threads) + ["        }"] + once_each(post)
 
 
-def _rounds(stmts: List[Stmt], rounds: int) -> List[str]:
-    """`for r in 0 .. rounds {` and the statements, each spread evenly over the rounds (the loop left open)."""
+def _rounds(stmts: List[Stmt], rounds: int, threads: int) -> List[str]:
+    """`for r in 0 .. rounds {` and the statements, each spread evenly over the rounds (the loop left open;
+    rounded for a group of several threads: spread)."""
     out = [f"        for r in 0 .. {rounds} {{"]
     for s in stmts:
         if s.share is None and s.per_thread == rounds:
             out += _statement_lines(s.text, 12)
             continue
-        head = f"            repeat {spread(s.share[0] if s.share else str(s.per_thread), rounds)} {{"
+        head = f"            repeat {spread(s.share[0] if s.share else str(s.per_thread), rounds, threads > 1)} {{"
         if len(head) + len(s.text) + 3 <= LINE:
             out.append(f"{head} {s.text} }}")
         else:
