@@ -1,8 +1,9 @@
 """A fitted model's peak of live bytes against its capture's (issue 15: within 10% everywhere).
 
 For every shared ltrace log (/work/shared/ltrace-samples, when present), every log in the
-repository's fixtures (tests/fixtures/trace, tests/fixtures/model), and captures made here of the bench programs (the LD_PRELOAD tracer:
-bench/programs/*.c, python3 start-up, bench/programs/py_work.py and pc.py), it prints the capture's
+repository's fixtures (tests/fixtures/trace, tests/fixtures/model), and captures made here of
+the bench programs (the LD_PRELOAD tracer: bench/programs/*.c, python3 start-up,
+bench/programs/py_work.py and pc.py), it prints the capture's
 peak of live bytes (trace-stats), the model's (`scenc convert --model`: one run under glibc
 with the `live` probe), their ratio, and the capture's threads alive at most beside the model's
 threads alive at most (what the model's thread groups and churn allow).

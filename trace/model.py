@@ -13,7 +13,7 @@ written, so `scenc exec` of the model reports exactly those calls) and the
 peak of live bytes (measured: one run under glibc with the `live` probe).
 
 What is fitted (trace/model_fit.py, model_shape.py), and how it is written (model_sizes.py, model_plan.py,
-model_chains.py, model_stmt.py, model_write.py)
+model_chains.py, model_held.py, model_stmt.py, model_write.py)
 ----------------------------------------------------------------------------------------------------------
 * **Phases.** The calls are cut into windows (at most 128; they double in
   length as the trace grows). Binary segmentation splits a range where the
