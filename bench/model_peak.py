@@ -1,8 +1,9 @@
 """A fitted model's peak of live bytes against its capture's (issue 15: within 10% everywhere).
 
 For every shared ltrace log (/work/shared/ltrace-samples, when present), every log in the
-repository's fixtures, and captures made here of the bench programs (the LD_PRELOAD tracer:
-bench/programs/*.c, python3 start-up, bench/programs/py_work.py and pc.py), it prints the capture's
+repository's fixtures (tests/fixtures/trace, tests/fixtures/model), and captures made here of
+the bench programs (the LD_PRELOAD tracer: bench/programs/*.c, python3 start-up,
+bench/programs/py_work.py and pc.py), it prints the capture's
 peak of live bytes (trace-stats), the model's (`scenc convert --model`: one run under glibc
 with the `live` probe), their ratio, and the capture's threads alive at most beside the model's
 threads alive at most (what the model's thread groups and churn allow).
@@ -51,7 +52,7 @@ def logs() -> list:
         stem = xz.name[:-len(".log.xz")]
         if stem not in shared:
             out.append((stem, Path(sample(stem + ".log"))))
-    out += [(p.stem, p) for p in sorted((FIXTURES / "trace").glob("*.log"))]
+    out += [(p.stem, p) for p in sorted((FIXTURES / "trace").glob("*.log")) + sorted((FIXTURES / "model").glob("*.log"))]
     return out
 
 
@@ -97,10 +98,14 @@ def model_peaks(path: Path, work: Path, runs: int, seeds: int, calibrate: bool =
     if calibrate:
         calibrate_peak(model)
     peaks = []
+    text = model.text
     for seed in range(1, seeds + 1):
-        if seed > 1:
-            model.scn_path.write_text(model.scn_path.read_text().replace(f"\nseed {seed - 1}\n", f"\nseed {seed}\n"))
+        # from the model's text each time: measure_peak writes the text (seed 1) back with the peak in it
+        model.text = text.replace("\nseed 1\n", f"\nseed {seed}\n", 1)
+        model.scn_path.write_text(model.text)
         peaks += [measure_peak(model) for _ in range(runs)]
+    model.text = text
+    model.scn_path.write_text(text)
     return peaks, model
 
 

@@ -150,6 +150,36 @@ def test_a_few_large_long_lived_objects_keep_their_lifetimes_and_their_number(tm
     assert 0.9 * captured <= measure_peak(model) <= 1.1 * captured, captured
 
 
+def test_start_up_objects_that_live_to_the_teardown_keep_their_sizes_and_places(tmp_path):
+    """tests/fixtures/model/startup_teardown_e.log (startup_teardown.c, ltrace): a start-up makes 100 tables
+    of 512-2047 bytes among 400 temporaries of 16-63 bytes, works with short-lived 4-8 KiB buffers, then frees
+    its tables. The objects freed in a later phase than their own are held in a pool for that phase, with
+    their own sizes (the tables', not the temporaries'), and freed there; the start-up's `lives` keep the
+    temporaries' lifetimes alone. Drawn from the start-up's one size histogram and one lifetime table, the
+    long lifetimes fell on the temporaries as often as on the tables: the peak was 0.20-0.26x the capture's
+    (seeds 1-3), uncalibrated; now it is within 10%."""
+    log = FIXTURES.parent / "model" / "startup_teardown_e.log"
+    model = write_model(parse_file(log), tmp_path / "st-model.scn", log.name)
+    text = model.text
+    held = re.findall(r'held_p(\d+)\[in_p\1\] = malloc\(histogram\("([^"]+)"\)\)', text)
+    assert held, text
+    sizes = [(size, count) for name in {name for _, name in held} for size, count in read_histogram(tmp_path / name)]
+    assert sum(c for _, c in sizes) == 100 and all(512 <= s < 2048 for s, _ in sizes), sizes
+    pools = dict(re.findall(r"pool held_p(\d+)\[(\d+)\]", text))
+    assert sorted(pools) == sorted({q for q, _ in held}) and sum(map(int, pools.values())) == 100
+    # freed where the capture freed them, in no order of their births (a random one of those left)
+    frees = re.findall(r"(?:repeat (?:(\d+)|\(r \+ 1[^*]*\* (\d+) / [^{]*) \{\s*)?"
+                       r"h = uniform\(out_p(\d+), in_p\3 - 1\)\s+free\(held_p\3\[h\]\)", text)
+    assert sum(int(n or spread or 1) for n, spread, _ in frees) == 100, text
+    last = len(model.phases)
+    assert f"free(held_p{last}[h])" in text.split(f'measure "phase {last}"')[1]     # the teardown
+    startup = text.split('measure "phase 1"')[0].split("# phase 1,")[1]
+    assert "mean 0.0 calls: a geometric fits" in startup                # the temporaries' lifetimes alone
+    assert totals(run(model.scn_path)) == model.model_calls
+    captured = model.capture_peak
+    assert 0.9 * captured <= measure_peak(model) <= 1.1 * captured, captured
+
+
 def test_one_big_buffer_grown_among_small_blocks_stays_one(tmp_path):
     """A thread grows 8 small blocks (64-512 bytes) at once and one buffer to 1 MiB in 64 KiB steps: the big
     buffer's chain is written step by step in a slot of its own (`big[0]`, its sizes in the captured order,
@@ -232,14 +262,15 @@ def test_phases_follow_clear_changes(tmp_path):
     assert abs(model.phases[2].first_line - start3) <= window
     assert "typical size" in model.phases[1].why and "growth" in model.phases[2].why
     text = model.text
-    # the teardown makes no call of its own: its frees are the `lives` ends of phase 2's objects
-    assert text.count('measure "phase ') == 2 and text.count("    barrier") == 1
-    assert "# phase 3, lines" in text and "no call of its own here" in text
+    # the teardown frees phase 2's objects that lived to it: held in a pool for it, freed there
+    assert text.count('measure "phase ') == 3 and text.count("    barrier") == 2
+    teardown = text.split('measure "phase 3"')[1]
+    assert "malloc" not in teardown and "free(held_p3[h])" in teardown
     p1, p2 = (read_histogram(tmp_path / f"phases-model-sizes-p{i}.csv") for i in (1, 2))
     assert max(s for s, _ in p1) <= 8192 and min(s for s, _ in p2) >= 32
     assert sum(c for s, c in p1 if s == 32) > 1000 and sum(c for s, c in p2 if s >= 8192) > 1000
     result = run(model.scn_path)
-    assert {r for t in result["threads"] for r in t["regions"]} == {"phase 1", "phase 2"}
+    assert {r for t in result["threads"] for r in t["regions"]} == {"phase 1", "phase 2", "phase 3"}
     assert totals(result) == model.model_calls
 
 
@@ -413,14 +444,14 @@ def test_shared_python_model_checks_builds_runs_and_keeps_the_statistics(capsys,
     phases = {r for t in result["threads"] for r in t["regions"]}
     assert phases == {f"phase {i}" for i in range(1, len(model.phases) + 1)} and len(phases) >= 2
     # the histograms, and the objects written one by one (still live at the end; the big ones, with their
-    # lifetimes; the starts of the big chains), hold every successful allocation, sizes below 1 KiB exactly
+    # lifetimes; the big ones held for a later phase; the starts of the big chains), hold every successful allocation, sizes below 1 KiB exactly
     sizes = Counter()
     for f in tmp_path.glob("py-model-*sizes*.csv"):
         if "realloc-sizes" not in f.name:
             for size, count in read_histogram(f):
                 sizes[size] += count
     for size in re.findall(r"(?:malloc\(|calloc\(1, )(\d+)\) lives (?:forever|\d+)", scn.read_text()) + \
-            re.findall(r"big\[\d+\] = (?:malloc\(|calloc\(1, )(\d+)\)", scn.read_text()):
+            re.findall(r"(?:big\[\d+\]|held_p\d+\[in_p\d+\]) = (?:malloc\(|calloc\(1, )(\d+)\)", scn.read_text()):
         sizes[int(size)] += 1
     allocs = [ev.size * ev.nmemb for ev in parse_file(sample("python_json_e.log"))
               if ev.kind in ALLOC_KINDS and not ev.failed]

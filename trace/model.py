@@ -13,7 +13,7 @@ written, so `scenc exec` of the model reports exactly those calls) and the
 peak of live bytes (measured: one run under glibc with the `live` probe).
 
 What is fitted (trace/model_fit.py, model_shape.py), and how it is written (model_sizes.py, model_plan.py,
-model_chains.py, model_stmt.py, model_write.py)
+model_chains.py, model_held.py, model_stmt.py, model_write.py)
 ----------------------------------------------------------------------------------------------------------
 * **Phases.** The calls are cut into windows (at most 128; they double in
   length as the trace grows). Binary segmentation splits a range where the
@@ -81,6 +81,21 @@ model_chains.py, model_stmt.py, model_write.py)
   Drawn from one histogram and one lifetime table with the others, a 64 KiB block
   would get a small block's lifetime as often as its own, and their number (which
   makes the peak of live bytes) would be a chance of each draw.
+* **Held objects.** With one thread, the objects freed by their own thread in a
+  later phase than their own, or a quarter of their phase later at least (two
+  windows at least), are held (model_shape._take_held_objects): allocated into
+  a pool of the phase that frees them, `held_pN[in_pN] = malloc(...)  in_pN =
+  in_pN + 1`, with sizes of their own (`held-sizes` files; the few of 1/64 of
+  the capture's peak or more freed in a later phase one by one, at the phase's
+  end), in each quarter of their phase as many as the capture made there,
+  spread over the windows of the middle 90% of them; freed likewise in each
+  quarter of the phase that frees them, a random one of those in the pool each
+  time. A start-up builds objects that live to the teardown: drawn from the
+  phase's lifetime table wherever they came, as many died inside the phase as
+  outlived it (python3's start-up: 800 objects live at the peak, not 1400).
+  The objects of one thread still live at the end are placed by quarter too.
+  The held objects' frees move the model's `lives` clock, which the capture's
+  does not count them on.
 * **Lifetimes.** An object freed by its own thread is a `lives` allocation; its
   lifetime is counted as the `lives` clock counts: in the thread's calls that
   the model makes with statements (allocations, reallocs, free(NULL), frees of

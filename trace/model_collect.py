@@ -107,13 +107,15 @@ def hist_totals(hist: dict) -> Tuple[int, int]:
 class BigObject:
     """One of a thread's largest plain objects: when it was allocated (a moment: (ordinal, the thread's
     `lives` clock)), its size and model kind, how it ended ('local' with its lifetime on the `lives` clock,
-    'send', 'chain' when a realloc grew it, 'kept' when still live at the end; '' while live)."""
-    __slots__ = ("at", "size", "mk", "how", "life")
+    'send', 'chain' when a realloc grew it, 'kept' when still live at the end; '' while live) and the
+    ordinal of its free (None while live)."""
+    __slots__ = ("at", "size", "mk", "how", "life", "end")
 
     def __init__(self, at: tuple, size: int, mk):
         self.at, self.size, self.mk = at, size, mk
         self.how = ""
         self.life: Optional[int] = None
+        self.end: Optional[int] = None
 
 
 class Trail:
@@ -169,12 +171,15 @@ class Cell:
     by size class: SIZE_CLASS_BOUNDS),
     ('start', mk), ('end', how, tid), ('recv', tid); mk = (model kind, alignment).
     Objects are counted in the window of their allocation, chain ends and receives
-    in the window where they happen (a chain handed to another thread ends at its last realloc). ``sent``: the sizes of the objects among ``sizes`` that another
+    in the window where they happen (a chain handed to another thread ends at its last realloc). ``dies``:
+    the objects freed by their own thread in a later window than their own, by that window and size class
+    (as ``lives_by_class``, with their kinds): those that outlive their part of a phase are modelled apart
+    (trace/model_shape.py, _take_held_objects). ``sent``: the sizes of the objects among ``sizes`` that another
     thread freed (in a program they are often not the short-lived ones: a queue's items, a thread's
     results), so that the model hands over objects of their sizes; ``kept``: those still live at the
     end (buffers, tables, caches), likewise.
     """
-    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "sent_to", "kept", "lives_by_class")
+    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "sent_to", "kept", "lives_by_class", "dies")
 
     def __init__(self):
         self.c = Counter()
@@ -186,6 +191,8 @@ class Cell:
         self.kept: dict = {}
         # objects freed by their own thread, by size class: [lifetime histogram, bytes, bytes * lifetime, sizes]
         self.lives_by_class: dict = {}
+        # ... and those freed in a later window: window -> size class -> [the same four, Counter of kinds]
+        self.dies: dict = {}
 
     def merge(self, o: "Cell") -> "Cell":
         self.c.update(o.c)
@@ -196,15 +203,30 @@ class Cell:
         merge_hist(self.kept, o.kept)
         merge_hist(self.rsizes, o.rsizes)
         merge_hist(self.lives, o.lives)
-        for cls, (hist, nbytes, mass, sizes) in o.lives_by_class.items():
-            mine = self.lives_by_class.get(cls)
-            if mine is None:
-                mine = self.lives_by_class[cls] = [{}, 0, 0, {}]
-            merge_hist(mine[0], hist)
-            mine[1] += nbytes
-            mine[2] += mass
-            merge_hist(mine[3], sizes)
+        _merge_classes(self.lives_by_class, o.lives_by_class)
+        for w, by_class in o.dies.items():
+            _merge_classes(self.dies.setdefault(w, {}), by_class)
         return self
+
+    def halve_dies(self) -> None:
+        """The windows of ``dies`` after neighbours merged (window w becomes w // 2)."""
+        dies, self.dies = self.dies, {}
+        for w, by_class in dies.items():
+            _merge_classes(self.dies.setdefault(w // 2, {}), by_class)
+
+
+def _merge_classes(into: dict, other: dict) -> None:
+    """Merge figures by size class (Cell.lives_by_class, Cell.dies) into ``into``."""
+    for cls, entry in other.items():
+        mine = into.get(cls)
+        if mine is None:
+            mine = into[cls] = [{}, 0, 0, {}] + ([Counter()] if len(entry) > 4 else [])
+        merge_hist(mine[0], entry[0])
+        mine[1] += entry[1]
+        mine[2] += entry[2]
+        merge_hist(mine[3], entry[3])
+        if len(entry) > 4:
+            mine[4].update(entry[4])
 
 
 class Collector:
@@ -286,6 +308,8 @@ class Collector:
                 a = cells[i]
                 b = cells[i + 1] if i + 1 < len(cells) else None
                 out.append(a.merge(b) if a is not None and b is not None else a or b)
+                if out[-1] is not None:
+                    out[-1].halve_dies()
             self.cells[tid] = out
         self.window *= 2
 
@@ -389,18 +413,15 @@ class Collector:
         big = e[6]
         if big is not None:
             big.how, big.life = ("local", self.tick[owner] - t_alloc) if owner == freer else ("send", None)
+            big.end = self.ordinal - 1
         if owner == freer:
             lifetime = self.tick[owner] - t_alloc
             bucket = life_bucket(lifetime)
             add(acell.lives, bucket, lifetime)
             cls = size_class(nbytes)
-            by_class = acell.lives_by_class.get(cls)
-            if by_class is None:
-                by_class = acell.lives_by_class[cls] = [{}, 0, 0, {}]
-            add(by_class[0], bucket, lifetime)
-            by_class[1] += nbytes
-            by_class[2] += nbytes * lifetime
-            add(by_class[3], size_bucket(nbytes), nbytes)
+            _add_to_class(acell.lives_by_class, cls, bucket, lifetime, nbytes)
+            if w != o_alloc // self.window:
+                _add_to_class(self._dies(acell, w), cls, bucket, lifetime, nbytes, kinds=True)[4][mk] += 1
             acell.c["lives_class", mk, cls] += 1
             acell.c["lives", mk] += 1
         else:
@@ -410,6 +431,13 @@ class Collector:
             cell.c["recv", owner] += 1
             cell.c["ticks"] += 1
             self.tick[freer] += 1
+
+    @staticmethod
+    def _dies(acell: Cell, w: int) -> dict:
+        by_class = acell.dies.get(w)
+        if by_class is None:
+            by_class = acell.dies[w] = {}
+        return by_class
 
     def _handoff(self, owner: int, freer: int, o_alloc: int) -> None:
         self.handoff_count += 1
@@ -590,6 +618,19 @@ class Collector:
         if self.chain_span_count <= MAX_HANDOFFS:
             for tid, spans in self.chain_spans.items():
                 self.max_chains[tid] = _most_at_once(spans)
+
+
+def _add_to_class(by_class: dict, cls: int, bucket: int, lifetime: int, nbytes: int, kinds: bool = False) -> list:
+    """One object freed by its own thread into figures by size class (Cell.lives_by_class; a Cell.dies
+    window, with a Counter of kinds); its class's entry."""
+    entry = by_class.get(cls)
+    if entry is None:
+        entry = by_class[cls] = [{}, 0, 0, {}] + ([Counter()] if kinds else [])
+    add(entry[0], bucket, lifetime)
+    entry[1] += nbytes
+    entry[2] += nbytes * lifetime
+    add(entry[3], size_bucket(nbytes), nbytes)
+    return entry
 
 
 def _steps(spans) -> list:

@@ -8,12 +8,13 @@ trace/model_chains.py's.
 """
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
 
 from .model_chains import ChainPlanner, Chains
 from .model_collect import REALLOC_START, Cell
 from .model_files import HistogramFiles
+from .model_held import HeldPlanner
 from .model_fit import fit_lifetimes
 from .model_shape import Group, ModelShape
 from .model_sizes import PhaseSizer, Sizes, few_sizes
@@ -34,6 +35,7 @@ class GroupPlan:
     chains: Chains
     phases: List[PhasePlan]
     first_size: Optional[str]   # the first phase's size expression (the first block's size)
+    held: Dict[int, int] = field(default_factory=dict)   # phase (1-based) -> objects freed in it from `held_pN`
 
 
 class GroupPlanner:
@@ -44,6 +46,7 @@ class GroupPlanner:
         self.life_scale = life_scale
         self.sizer = PhaseSizer(shape, files, g)
         self.chains = ChainPlanner(shape, g)
+        self.held = HeldPlanner(shape, self.sizer, g)
 
     def plan(self) -> GroupPlan:
         g = self.g
@@ -60,7 +63,7 @@ class GroupPlanner:
             stmts, variables = self._statements(pi, agg, sizes, chains)
             waiting = sum(n[pi - 1] for (_, t), n in self.shape.late_recvs.items() if t in g.tids)
             phases.append(PhasePlan(stmts, variables, sizes, agg.c["events"], waiting))
-        return GroupPlan(chains, phases, self.sizer.first_size)
+        return GroupPlan(chains, phases, self.sizer.first_size, self.held.pools())
 
     # ---------------------------------------------------------------- a phase's statements
     def _statements(self, pi: int, agg: Cell, sz: Sizes, chains: Chains) -> Tuple[List[Stmt], List[str]]:
@@ -75,11 +78,12 @@ class GroupPlanner:
         if agg.c["free_null"]:
             stmts.append(Stmt("free(none[0])", **counts.per(agg.c["free_null"]), calls={"free": 1}))
         stmts += self._own_allocs(flows, sz, counts)
+        stmts += self.held.allocs(pi - 1)
         stmts += self._kept_allocs(pi, agg, flows, sz, counts)
         stmts += self._sends(flows, sz, counts)
         stmts += self._ring_steps(flows, sz, counts, ring_send, ring_recv)
         stmts += self.chains.statements(pi, agg, flows, sz, chains, counts, ring_send, ring_recv)
-        stmts += self._big_stmts(pi - 1)
+        stmts += self._big_stmts(pi - 1) + self.held.frees(pi - 1)
         kept = [s for s in stmts if s.max_count(self.g.n) > 0]
         return kept, [v for v in counts.variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
 
@@ -180,7 +184,16 @@ class GroupPlanner:
                 del exact_sizes[:v]
                 continue
             once = counts.per(v)["per_thread"] == 1
-            out.append(Stmt(f"{alloc_text(mk, sz.kept or sz.size)} lives forever", **counts.per(v), calls={mk[0]: 1},
+            text = f"{alloc_text(mk, sz.kept or sz.size)} lives forever"
+            places = self.held.kept_places(pi - 1, mk, v) if self.g.n == 1 and not lost and not once else []
+            if places:
+                # with one thread, in each part of the phase as many as the capture made there (as held objects,
+                # which those are whose frees the capture's end cut off): spread evenly over the phase, a steady
+                # program's last objects, kept to its end, would come as early as its first ones
+                out += [Stmt(text, per_thread=n, calls={mk[0]: 1}, lives=1, draws=1, handed=bool(sz.kept), kept=True,
+                             at=at, until=until, order=order) for at, until, n, order in places]
+                continue
+            out.append(Stmt(text, **counts.per(v), calls={mk[0]: 1},
                             lives=1, draws=1, handed=bool(sz.kept), kept=True, at=kept_at if once else None,
                             order=-1, **where))
         return out

@@ -102,6 +102,15 @@ class PhaseSizer:
                      kept_mean=sum_kept / n_kept if n_kept else mean_size,
                      comment=(fit.comment() if fit else "") + large_comment)
 
+    def held_sizes(self, hist: dict, pi: int, until: Optional[int]) -> Tuple[str, float]:
+        """The size expression and mean size of the objects of phase pi freed in a later phase (phase
+        `until`, when it is not the only one: model_shape._take_held_objects)."""
+        n, total = hist_totals(hist)
+        what, label = ("held-sizes", "sizes of the objects freed in a later phase") if until is None else \
+            (f"held-sizes-until-p{until}", f"sizes of the objects freed in phase {until}")
+        expr = self.files.expr(hist, what, label, self.g.name, pi)
+        return expr, total / n
+
     def _handed_to(self, agg: Cell, pi: int) -> Dict[str, Tuple[str, float]]:
         """Destination group -> (size expression, mean size) of the objects group g hands to it in phase pi,
         when it hands them to several (its ring and another group, ...): a program often hands bigger

@@ -28,6 +28,7 @@ class Stmt:
     kept: bool = False                         # its objects live to the end (`lives forever`): their own sizes
     mean: Optional[float] = None               # the mean of its sizes, when not the phase's
     at: Optional[float] = None                 # runs once, this far into the phase (0 .. 1): a big chain's step
+    until: Optional[float] = None              # ... or spread evenly from `at` to this far (held objects)
     order: int = 0                             # ... its ordinal in the capture (steps in one round keep it)
 
     def max_count(self, threads: int) -> int:

@@ -8,6 +8,7 @@ computed from the statements actually written, not from the capture.
 """
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -203,6 +204,11 @@ class ModelWriter:
         elif chains.in_pool:
             out.append("    pool grow[1]        # the block this thread grows with realloc" + ("" if chains.initial
                                                                                          else "; empty at first"))
+        for q, n in plan.held.items():
+            out.append(f"    pool held_p{q}[{n}]        # objects made before phase {q} or early in it, freed in it: "
+                       f"both where captured")
+            out.append(f"    in_p{q} = 0")
+            out.append(f"    out_p{q} = 0")
         if chains.big_slots:
             out.append(f"    pool big[{chains.big_slots}]         # the big buffers grown by realloc, step by step "
                        f"as captured")
@@ -228,6 +234,7 @@ class ModelWriter:
         elif chains.has_chain and not chains.units:
             end = [f"    free({chains.grow})          # the last block grown (free(NULL) if a chain had just ended)"]
             tally.calls["free"] += g.n
+        end += [f"    free_all(held_p{q})    # empty by now: its objects were freed in phase {q}" for q in plan.held]
         big = self.shape.big.get(g.name, [])
         if big:
             live_at_end = sum(t.how == "end" for t, _ in big)
@@ -340,8 +347,8 @@ def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
     post = [s for s in stmts if s.place == "post"]
     timed = sorted((s for s in stmts if s.at is not None), key=lambda s: s.order)
     stmts = [s for s in stmts if s.place == "loop" and s.at is None and s.max_count(threads) > 0]
-    if not stmts and not timed:
-        return once_each(pre) + once_each(post)
+    if not stmts:           # one round: the statements placed in it run in their order, no loop needed
+        return once_each(pre) + once_each(_merged(timed)) + once_each(post)
     rounds = max([s.max_count(threads) for s in stmts] + [1])
     if timed:
         return once_each(pre) + _rounds(stmts, rounds, threads) + _timed(timed, rounds) + ["        }"] + once_each(post)
@@ -372,14 +379,42 @@ def _rounds(stmts: List[Stmt], rounds: int, threads: int) -> List[str]:
 def _timed(stmts: List[Stmt], rounds: int) -> List[str]:
     """Statements that run once, in the round as far into the phase as they came in the capture (a big
     chain's steps), in the capture's order; those of one round under one `if`."""
-    by_round: Dict[int, List[str]] = {}
+    by_round: Dict[int, List[Stmt]] = {}
+    spans = []
     for s in stmts:
-        by_round.setdefault(min(rounds - 1, int(s.at * rounds)), []).append(s.text)
+        if s.until is None:
+            by_round.setdefault(min(rounds - 1, int(s.at * rounds)), []).append(s)
+        else:
+            spans.append(s)
     out = []
-    for r, texts in sorted(by_round.items()):
+    for s in spans:
+        # spread evenly over rounds a .. b - 1: n times in all, none outside
+        a = min(rounds - 1, int(s.at * rounds))
+        b = max(a + 1, min(rounds, int(s.until * rounds)))
+        head = f"            if r >= {a} {{ if r < {b} {{ repeat " + \
+            (f"{spread(str(s.per_thread), b)} {{" if a == 0 else
+             f"(r + 1 - {a}) * {s.per_thread} / {b - a} - (r - {a}) * {s.per_thread} / {b - a} {{")
+        out += [head.replace("if r >= 0 { ", "")] + _statement_lines(s.text, 16) + \
+            ["            } }" if a == 0 else "            } } }"]
+    for r, group in sorted(by_round.items()):
+        texts = [s.text if s.per_thread == 1 else f"repeat {s.per_thread} {{ {s.text} }}" for s in _merged(group)]
         line = f"            if r == {r} {{ " + "  ".join(texts) + " }"
         out += [line] if len(line) <= LINE else \
             [f"            if r == {r} {{"] + [f"                {t}" for t in texts] + ["            }"]
+    return out
+
+
+def _merged(stmts: List[Stmt]) -> List[Stmt]:
+    """Placed statements in their order, neighbours with the same text made one that runs as often as both
+    (the frees of held objects from neighbouring windows of the capture that fall in one round); those
+    that run once each stay apart."""
+    out: List[Stmt] = []
+    for s in stmts:
+        if out and out[-1].text == s.text and s.share is None and out[-1].share is None \
+                and max(s.per_thread, out[-1].per_thread) > 1:      # objects written one by one stay so
+            out[-1] = replace(out[-1], per_thread=out[-1].per_thread + s.per_thread)
+        else:
+            out.append(s)
     return out
 
 
