@@ -96,6 +96,7 @@ class CProgram:
     source_file: str
     shared: Dict[str, int] = field(default_factory=dict)  # C name of a shared pool -> slots
     pointer_slots: bool = False  # pool slots hold bare pointers: nothing reads an object's size
+    touch_new: int = 0           # `touch_new`: index in scenario.nodes.TOUCH_NEW_MODES
 
     @property
     def churns(self) -> bool:
@@ -135,7 +136,7 @@ class _Lowerer:
                         self.regions, LIVES_WHEEL_BITS if self.uses_lives else 0,
                         replay_file, s.filename,
                         {_shared_ident(name): slots for name, slots in self.r.shared.items()},
-                        self.pointer_slots)
+                        self.pointer_slots, n.TOUCH_NEW_MODES.index(s.touch_new))
 
     # -- threads
     def thread(self, g: ThreadGroup) -> CThread:

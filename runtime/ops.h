@@ -166,6 +166,42 @@ static inline size_t scn_opaque_size(size_t n) {
   return n;
 }
 
+/* One store in every page of [p + from, p + to) and one on its last byte: the
+ * first use of fresh memory, which makes the kernel back each page (a minor
+ * fault) without the cost of filling it. The step is 4 KiB, the smallest page
+ * size of the machines scenc runs on, so bigger pages are touched too. */
+#define SCN_TOUCH_STEP 4096
+static inline void scn_touch_range(void *p, size_t from, size_t to) {
+  volatile char *c = p;
+  if (from >= to) return;
+  for (size_t at = from; at < to; at += SCN_TOUCH_STEP) c[at] = 1;
+  c[to - 1] = 1;
+}
+
+/* What a program does to a block it just got, [from, size) being the new part:
+ * `touch_new` of a scenario (SCN_TOUCH_NEW, a constant: no cost when none)
+ * and a replay's touch mode (runtime/replay.h) alike. */
+enum { SCN_TOUCH_NONE, SCN_TOUCH_FIRST, SCN_TOUCH_PAGES, SCN_TOUCH_ALL };
+static inline void scn_touch_new(scn_obj o, size_t from, int mode) {
+  if (!o.ptr || from >= o.size) return;
+  switch (mode) {
+    case SCN_TOUCH_FIRST:   /* the two ends, as a program writing a header and a trailer */
+      ((volatile char *)o.ptr)[from] = 1;
+      ((volatile char *)o.ptr)[o.size - 1] = 1;
+      break;
+    case SCN_TOUCH_PAGES: scn_touch_range(o.ptr, from, o.size); break;
+    case SCN_TOUCH_ALL:
+      memset((char *)o.ptr + from, 1, o.size - from);
+      __asm__ __volatile__("" : : "r"(o.ptr) : "memory");
+      break;
+    default: break;
+  }
+}
+
+#ifndef SCN_TOUCH_NEW
+#define SCN_TOUCH_NEW SCN_TOUCH_NONE
+#endif
+
 /* A failed allocation is counted on a branch the CPU predicts, never on the
  * fast path: left alone, gcc turns the count into cmp + adc on every call, a
  * data dependency on the allocator's result that cost loop 2-5% of its time
@@ -178,6 +214,7 @@ static inline scn_obj scn_done_alloc(scn_thread *t, enum scn_op op, void *p, siz
   scn_obj o = { scn_opaque(p), n };
   t->count[op]++;
   SCN_ON_FAILURE(p == NULL, (t->failed++, o.size = 0));
+  if (SCN_TOUCH_NEW) scn_touch_new(o, 0, SCN_TOUCH_NEW);
   scn_hook_op_after(t, op, o, SCN_NULL_OBJ);
   scn_tick(t);
   return o;
@@ -227,6 +264,7 @@ static inline scn_obj scn_realloc(scn_thread *t, scn_obj old, size_t n) {
   scn_obj o = { p, n };
   t->count[SCN_REALLOC]++;
   SCN_ON_FAILURE(p == NULL && n != 0, (t->failed++, o = before));
+  if (SCN_TOUCH_NEW) scn_touch_new(o, before.size, SCN_TOUCH_NEW);   /* the grown part; a failure: nothing */
   scn_hook_op_after(t, SCN_REALLOC, o, before);
   scn_tick(t);
   return o;
@@ -281,18 +319,6 @@ static inline void scn_write_bytes(scn_thread *t, scn_obj o, uint64_t times, int
     memset(o.ptr, (int)k, n);
     __asm__ __volatile__("" : : "r"(o.ptr) : "memory");
   }
-}
-
-/* One store in every page of [p + from, p + to) and one on its last byte: the
- * first use of fresh memory, which makes the kernel back each page (a minor
- * fault) without the cost of filling it. The step is 4 KiB, the smallest page
- * size of the machines scenc runs on, so bigger pages are touched too. */
-#define SCN_TOUCH_STEP 4096
-static inline void scn_touch_range(void *p, size_t from, size_t to) {
-  volatile char *c = p;
-  if (from >= to) return;
-  for (size_t at = from; at < to; at += SCN_TOUCH_STEP) c[at] = 1;
-  c[to - 1] = 1;
 }
 
 static inline void scn_touch(scn_thread *t, scn_obj o) {

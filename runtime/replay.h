@@ -252,22 +252,11 @@ static inline void scn_replay_publish(scn_replay_slot *s, scn_obj o, uint64_t st
   atomic_store_explicit(&s->state, state, memory_order_release);
 }
 
-/* What a program does to a block it just got: [from, to) is the new part. */
-static inline void scn_replay_touch(scn_obj o, size_t from) {
-  if (!o.ptr || from >= o.size) return;
-  switch (scn_replay.touch) {
-    case SCN_R_TOUCH_FIRST:   /* the two ends, as a program writing a header and a trailer */
-      ((volatile char *)o.ptr)[from] = 1;
-      ((volatile char *)o.ptr)[o.size - 1] = 1;
-      break;
-    case SCN_R_TOUCH_PAGES: scn_touch_range(o.ptr, from, o.size); break;
-    case SCN_R_TOUCH_ALL:
-      memset((char *)o.ptr + from, 1, o.size - from);
-      __asm__ __volatile__("" : : "r"(o.ptr) : "memory");
-      break;
-    default: break;
-  }
-}
+/* What a program does to a block it just got: [from, size) is the new part (the
+ * ops file's touch modes are ops.h's SCN_TOUCH_*). */
+_Static_assert((int)SCN_R_TOUCH_FIRST == (int)SCN_TOUCH_FIRST && (int)SCN_R_TOUCH_PAGES == (int)SCN_TOUCH_PAGES &&
+               (int)SCN_R_TOUCH_ALL == (int)SCN_TOUCH_ALL, "one numbering of the touch modes");
+static inline void scn_replay_touch(scn_obj o, size_t from) { scn_touch_new(o, from, (int)scn_replay.touch); }
 
 static inline scn_obj scn_replay_alloc(scn_thread *t, const scn_replay_op *op) {
   scn_obj o;

@@ -204,6 +204,10 @@ class Replay:
     pos: Pos = NOWHERE
 
 
+#: `touch_new MODE`, in the order of runtime/ops.h's SCN_TOUCH_* (and of an ops file's touch modes).
+TOUCH_NEW_MODES = ("none", "first", "pages", "all")
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -214,5 +218,6 @@ class Scenario:
     replays: Tuple[Replay, ...] = ()
     leaks: str = "warn"  # "warn": report pointers live at the end; "free": free them
     shared: Tuple[SharedPool, ...] = ()
+    touch_new: str = "none"  # what every new block gets: none, first (its two ends), pages (a byte a page), all
     filename: str = "<scenario>"
     source: str = field(default="", repr=False, compare=False)

@@ -108,6 +108,9 @@ class _ToAst(Transformer):
     def leaks_decl(self, meta, c):
         return ("leaks", str(c[0]), _pos(c[0]))
 
+    def touch_decl(self, meta, c):
+        return ("touch_new", str(c[0]), _pos(c[0]))
+
     def block(self, meta, stmts):
         return tuple(stmts)
 
@@ -305,7 +308,7 @@ def parse_file(path, display_name: Optional[str] = None) -> n.Scenario:
 
 def _assemble(decls, filename: str, source: str) -> n.Scenario:
     errors = []
-    name, seed, leaks = None, None, "warn"
+    name, seed, leaks, touch_new = None, None, "warn", "none"
     params, channels, threads, replays, shared = [], [], [], [], []
     seen = {}
     for d in decls:
@@ -325,6 +328,11 @@ def _assemble(decls, filename: str, source: str) -> n.Scenario:
                     errors.append(Diagnostic("error", f"'leaks' takes 'warn' or 'free', not {value!r}",
                                              filename, pos))
                 leaks = value
+            elif kind == "touch_new":
+                if value not in n.TOUCH_NEW_MODES:
+                    errors.append(Diagnostic("error", f"'touch_new' takes {', '.join(n.TOUCH_NEW_MODES[:-1])} or "
+                                             f"{n.TOUCH_NEW_MODES[-1]}, not {value!r}", filename, pos))
+                touch_new = value
         elif isinstance(d, n.Param):
             params.append(d)
         elif isinstance(d, n.Channel):
@@ -335,6 +343,9 @@ def _assemble(decls, filename: str, source: str) -> n.Scenario:
             replays.append(d)
         elif isinstance(d, n.SharedPool):
             shared.append(d)
+    if replays and touch_new != "none":
+        errors.append(Diagnostic("error", "a replay's ops file says what it writes into new blocks "
+                                 "(`scenc convert --touch`): 'touch_new' is for scenarios", filename, seen["touch_new"]))
     if errors:
         raise ScenarioError(errors, source)
     if name is None:
@@ -342,5 +353,5 @@ def _assemble(decls, filename: str, source: str) -> n.Scenario:
         # A file name need not be UTF-8; the name goes into a JSON report, which must be.
         name = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return n.Scenario(name=name, seed=seed, params=tuple(params), channels=tuple(channels),
-                      threads=tuple(threads), replays=tuple(replays), leaks=leaks, shared=tuple(shared),
+                      threads=tuple(threads), replays=tuple(replays), leaks=leaks, shared=tuple(shared), touch_new=touch_new,
                       filename=filename, source=source)

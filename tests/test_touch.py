@@ -95,3 +95,42 @@ def test_the_generated_calls(tmp_path):
     assert "scn_touch(t, v_p);" in c
     assert "scn_write_bytes(t, v_p, (uint64_t)(INT64_C(3)), (int64_t)(INT64_C(7)));" in c
     assert "scn_write(t, v_p, (uint64_t)(INT64_C(2)));" in c
+
+
+# `touch_new MODE`: every block the scenario allocates gets it (a fitted model's blocks are anonymous
+# `malloc(...) lives N`, which `touch(p)` cannot reach), and the grown part of a realloc.
+NEW = """
+touch_new {mode}
+thread w {{
+    p = malloc(32M)
+    p = realloc(p, 64M)
+    free(p)
+}}
+"""
+
+
+@pytest.mark.parametrize("mode, pages", [("none", 0), ("first", 4), ("pages", PAGES), ("all", PAGES)])
+def test_touch_new_stores_into_every_new_block_as_its_mode_says(tmp_path, mode, pages):
+    path = tmp_path / f"{mode}.scn"
+    path.write_text(NEW.format(mode=mode))
+    base = tmp_path / "base.scn"
+    base.write_text(NEW.format(mode="none"))
+    counts = [json.loads(subprocess.run([str(build(p).binary)], stdout=subprocess.PIPE, check=True,
+                                        timeout=60).stdout)["rusage"]["minflt"] for p in (base, path)]
+    # first: the two ends of the 32M block and of the grown part; pages and all: every page of the grown block
+    # (realloc of an mmap'd block moves its pages with mremap: the 32M touched stay backed).
+    assert pages - 2 * HEAD - NOISE <= counts[1] - counts[0] <= pages + NOISE
+
+
+def test_touch_new_is_a_declaration_of_the_scenario(tmp_path):
+    from scenc.compiler.pipeline import emit
+    from scenc.scenario.errors import ScenarioError
+    path = tmp_path / "t.scn"
+    path.write_text('touch_new pages\nthread w { p = malloc(5000)  touch(p)  free(p) }\n')
+    c = emit(path)
+    assert "#define SCN_TOUCH_NEW 2" in c and "scn_touch(t, v_p);" in c
+    path.write_text('thread w { p = malloc(5000)  free(p) }\n')
+    assert "SCN_TOUCH_NEW" not in emit(path)
+    path.write_text('touch_new some\nthread w { p = malloc(5000)  free(p) }\n')
+    with pytest.raises(ScenarioError, match=r"'touch_new' takes none, first, pages or all, not 'some'"):
+        emit(path)

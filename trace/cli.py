@@ -156,7 +156,9 @@ def cmd_convert(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
         from .model import ModelRunError, calibrate_peak, measure_peak, write_model
-        model = write_model(source.events, out, source_name=source.path.name, max_phases=args.max_phases)
+        touch = _model_touch(source, args.touch)
+        model = write_model(source.events, out, source_name=source.path.name, max_phases=args.max_phases,
+                            touch=touch)
         _check_calls(source, model.calls, [out, *model.data_files])
         _self_check(out)
         if not args.no_measure:
@@ -190,6 +192,20 @@ def cmd_convert(args) -> int:
         _print_losses(source)
     print(f"run it: scenc run {out} --allocators glibc,jemalloc,mimalloc")
     return EXIT_INCOMPLETE if source.damaged else EXIT_OK      # a log cut inside a record: converted, but damaged
+
+
+def _model_touch(source, touch: str) -> str:
+    """A model's `touch_new`: the mode given, or for auto the one the exact replay's converter chooses from the
+    same capture (a tracer log's sampled pages and faults; pages without a reading, as for an ltrace log)."""
+    if touch != "auto":
+        return touch
+    if source.format != "preload":
+        return "pages"
+    import tempfile
+    from .replay import write_replay
+    with tempfile.TemporaryDirectory(prefix="scenc-touch-") as tmp:
+        return write_replay(source.path, Path(tmp) / "auto.scn", source.path.name, touch="auto",
+                            main_tid=source.main_tid()).touch
 
 
 def _note_losses(scn: Path, losses: list) -> None:

@@ -368,12 +368,14 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
     return scale
 
 
-def write_model(events: Iterable, scn_path, source_name: str, max_phases: int = 4) -> ModelResult:
-    """Fit a model to a stream of AllocEvents; write the scenario and its histogram files beside it."""
+def write_model(events: Iterable, scn_path, source_name: str, max_phases: int = 4,
+                touch: str = "none") -> ModelResult:
+    """Fit a model to a stream of AllocEvents; write the scenario and its histogram files beside it. touch:
+    what every new block gets (`touch_new`; an exact replay's --touch modes)."""
     col = Collector().consume(events)
     col.finish()
     scn_path = Path(scn_path)
-    writer = ModelWriter(col, scn_path, source_name, max_phases)
+    writer = ModelWriter(col, scn_path, source_name, max_phases, touch)
     text = writer.write()
     scn_path.write_text(text)
     return ModelResult(scn_path, text, writer.data_files, col.ordinal, dict(writer.tally_calls), writer.groups,

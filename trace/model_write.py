@@ -78,8 +78,9 @@ class _Tally:
 class ModelWriter:
     """Collected figures -> the .scn text and its .csv files (write(), again after each calibration step)."""
 
-    def __init__(self, col: Collector, scn_path: Path, source_name: str, max_phases: int):
+    def __init__(self, col: Collector, scn_path: Path, source_name: str, max_phases: int, touch: str = "none"):
         self.col = col
+        self.touch = touch                    # `touch_new`: what the program did to its new blocks
         self.scn_path = scn_path
         self.stem = scn_path.stem
         self.source_name = source_name
@@ -115,6 +116,8 @@ class ModelWriter:
         self.tally_calls = dict(tally.calls)
         text = self._header(tally)
         text += [f'scenario "{safe_name(self.stem)}"', "seed 1"]
+        if self.touch != "none":
+            text += [f"touch_new {self.touch}    # every new block, as the program wrote them (convert --touch)"]
         if self.life_scale is not None:
             text += _wrap(self.calibration, "# ", "#   ") + [f"param life_scale = {self.life_scale}"]
         text += self._channels(rings) + [""] + body
