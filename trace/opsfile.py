@@ -60,6 +60,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
+from ..scenario.nodes import TOUCH_NEW_MODES
+
 VERSION = 4
 MAGIC = b"SCNOPS%d\0" % VERSION
 HEADER = struct.Struct("<8sIIQQQ")
@@ -85,7 +87,7 @@ AUX_KINDS = frozenset(KIND_CODE[k] for k in ("calloc", "realloc", "aligned_alloc
                                              "valloc", "spawn", "exit", "unmap", "remap"))
 THREAD_KINDS = frozenset((KIND_CODE["spawn"], KIND_CODE["join"]))
 SLOT_AUX = frozenset((KIND_CODE["realloc"], KIND_CODE["remap"]))
-TOUCH_MODES = ("none", "first", "pages", "all")
+TOUCH_MODES = TOUCH_NEW_MODES      # a scenario's `touch_new` modes, in one numbering (runtime/ops.h SCN_TOUCH_*)
 #: The default of `scenc convert --touch`: auto, the converter chooses from the capture (first or pages;
 #: pages, the mode whose rankings agree with most real programs, without a reading). docs/capture.md says why.
 DEFAULT_TOUCH = "auto"
