@@ -336,13 +336,18 @@ static uint32_t new_slot(cv *c, int32_t last) {
   return (uint32_t)c->nslots++;
 }
 
+/* The first n slots of a thread's own list onto the shared stack. */
+static void share_slots(cv *c, const cv_thread *t, uint32_t n) {
+  c->shared = tr_grow(c->shared, &c->shared_cap, c->nshared + n, sizeof *c->shared);
+  memcpy(c->shared + c->nshared, t->own, n * sizeof *t->own);
+  c->nshared += n;
+}
+
 /* A freed slot goes to its thread's own list; past OWN_SLOTS, the older half goes to the shared stack. */
 static void release_slot(cv *c, cv_thread *t, uint32_t slot) {
   t->own[t->nown++] = slot;
   if (t->nown > OWN_SLOTS) {
-    c->shared = tr_grow(c->shared, &c->shared_cap, c->nshared + OWN_SLOTS / 2, sizeof *c->shared);
-    memcpy(c->shared + c->nshared, t->own, OWN_SLOTS / 2 * sizeof *t->own);
-    c->nshared += OWN_SLOTS / 2;
+    share_slots(c, t, OWN_SLOTS / 2);
     t->nown -= OWN_SLOTS / 2;
     memmove(t->own, t->own + OWN_SLOTS / 2, t->nown * sizeof *t->own);
   }
@@ -540,10 +545,8 @@ static void spawn(cv *c, uint32_t creator, uint32_t child, uint64_t position) {
  * of the replay's RSS, where 3K objects were live at once). */
 static void thread_exit(cv *c, uint32_t i) {
   cv_thread *t = &c->t[i];
-  if (t->nown) {
-    c->shared = tr_grow(c->shared, &c->shared_cap, c->nshared + t->nown, sizeof *c->shared);
-    memcpy(c->shared + c->nshared, t->own, t->nown * sizeof *t->own);
-    c->nshared += t->nown;
+  if (t->nown) {            /* never an empty copy: the shared stack may not exist yet (memcpy to NULL) */
+    share_slots(c, t, t->nown);
     t->nown = 0;
   }
   emit(c, i, SCN_R_EXIT, 0, SCN_R_NONE, c->spawns, 0, 0, 0);
