@@ -139,6 +139,15 @@ ANOMALY_KINDS = {
 }
 
 
+def pack_events(batch, pack, codes: dict) -> bytes:
+    """A list of AllocEvents as the exact replay's converter reads them (scenc.trace.replay's EVENT):
+    ``pack(line, size, nmemb, align, old_ptr, result_ptr, tid, codes[kind], failed)`` of each, None as 0,
+    joined; entries already packed (bytes) as they are. KeyError: a kind without a code."""
+    return b"".join([e if type(e) is bytes else
+                     pack(e.line, e.size or 0, e.nmemb, e.align or 0, e.old_ptr or 0, e.result_ptr or 0, e.tid or 0,
+                          codes[e.kind], e.failed) for e in batch])
+
+
 # The first bytes of a preload tracer log (runtime/tracer.c): how a capture's reader is chosen.
 PRELOAD_MAGIC = b"SCNTRACE"
 

@@ -76,7 +76,7 @@ import re
 from itertools import chain
 from typing import Iterable, Iterator, Optional
 
-from .events import ALLOC_KINDS, FREE_KINDS, REALLOC_KINDS, AllocEvent, Anomaly, EventSource
+from .events import ALLOC_KINDS, FREE_KINDS, REALLOC_KINDS, AllocEvent, Anomaly, EventSource, pack_events
 
 __all__ = ["parse", "parse_file", "ParseReport", "TraceFormatError", "FUNCTIONS", "EventStream"]
 
@@ -377,9 +377,7 @@ class EventStream(EventSource):
             try:
                 yield b"".join(batch)
             except TypeError:          # AllocEvents: a batch made before, thread starts and exits
-                yield b"".join([e if type(e) is bytes else
-                                pack(e.line, e.size or 0, e.nmemb, e.align or 0, e.old_ptr or 0, e.result_ptr or 0,
-                                     e.tid or 0, codes[e.kind], e.failed) for e in batch])
+                yield pack_events(batch, pack, codes)
 
     def first(self) -> Optional[AllocEvent]:
         """The first event, left in the stream (None when there is none). Call it before iterating."""

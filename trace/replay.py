@@ -69,7 +69,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from .events import AllocEvent
+from .events import AllocEvent, pack_events
 from ..process import describe_status
 from .ltrace import TraceFormatError
 from .opsfile import COUNTED_AS, TOUCH_MODES
@@ -144,16 +144,13 @@ def convert_log(path, ops_path, touch: str = "none", main_tid: Optional[int] = N
 
 def _feed(events: Iterable[AllocEvent], pipe) -> None:
     """The events packed (EVENT), written about _BATCH at a time. An ltrace parser's stream packs them itself
-    (EventStream.packed); other lists of events (batches()) are packed as they come, one list comprehension
-    each: the cheapest way Python has."""
+    (EventStream.packed); other lists of events (batches()) are packed as they come (events.pack_events)."""
     pack, codes = EVENT.pack, EVENT_CODE
     if hasattr(events, "packed"):
         blocks = events.packed(pack, codes)
     else:
         batches = events.batches() if hasattr(events, "batches") else _batches(events)
-        blocks = (b"".join([pack(line, size or 0, nmemb, align or 0, old or 0, res or 0, tid or 0, codes[kind], failed)
-                            for line, tid, _t, kind, size, nmemb, align, old, res, failed, _s, _d in batch])
-                  for batch in batches)
+        blocks = (pack_events(batch, pack, codes) for batch in batches)
     packed, size = [], 0
     try:
         for block in blocks:
