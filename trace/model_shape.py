@@ -276,7 +276,8 @@ class ModelShape:
 
     def _take_held_objects(self) -> None:
         """The objects of each single-thread group freed by their thread in a later phase than their own, or
-        a part of their phase later at least (_outlives_part) (self.held: group name -> {(phase, phase of their free): [sizes, Counter((window, kind) -> objects)]}, and
+        a part of their phase later at least (_outlives_part) (self.held: group name -> {(phase, phase of their
+        free): [sizes, Counter((window, kind) -> objects)]}, and
         self.held_frees: group name -> {phase: Counter(window of the free -> objects)}). A program's
         start-up builds objects that live until its teardown: with lifetimes drawn from the phase's table
         wherever they come in the phase, as many of them die inside it as outlive it, and the live objects
@@ -294,9 +295,9 @@ class ModelShape:
             for pi, p in enumerate(self.phases):
                 for w in range(p.start, min(p.end, len(cells))):
                     for wd, by_class in (cells[w].dies.items() if cells[w] is not None else ()):
-                        qi = self._phase_of_window(wd)
-                        if not self._outlives_part(w, wd):
+                        if not _outlives_part(p, w, wd):
                             continue
+                        qi = self._phase_of_window(wd)
                         for cls, entry in by_class.items():
                             kinds = +entry[4]
                             if not kinds:
@@ -312,13 +313,6 @@ class ModelShape:
                 self.held[g.name], self.held_frees[g.name] = held, frees
 
     # ---------------------------------------------------------------- places in the capture
-    def _outlives_part(self, w: int, wd: int) -> bool:
-        """Whether an object made in window w and freed in window wd is held (_take_held_objects): freed in a
-        later phase, or in its own phase a part of it later at least (HELD_PARTS; two windows at least: a
-        short-lived object freed across a window's bound stays a `lives` one)."""
-        p = self.phases[self._phase_of_window(w)]
-        return not p.start <= wd < p.end or (wd - w >= 2 and (wd - w) * HELD_PARTS >= p.end - p.start)
-
     def part_of(self, w: int) -> Tuple[int, int]:
         """(phase, part) of window w: each phase cut in HELD_PARTS parts of as many windows (the last ones
         longer)."""
@@ -371,6 +365,13 @@ def _take_object(cell: Cell, r) -> None:
     _take_from_class(cell.lives_by_class[cls], r.size, r.life)
     if not cell.lives_by_class[cls][0]:
         del cell.lives_by_class[cls]
+
+
+def _outlives_part(p: Phase, w: int, wd: int) -> bool:
+    """Whether an object made in window w of phase p and freed in window wd is held (ModelShape.
+    _take_held_objects): freed in a later phase, or in its own phase a part of it later at least (HELD_PARTS;
+    two windows at least: a short-lived object freed across a window's bound stays a `lives` one)."""
+    return not p.start <= wd < p.end or (wd - w >= 2 and (wd - w) * HELD_PARTS >= p.end - p.start)
 
 
 def _take_from_class(entry: list, nbytes: int, life: int) -> None:
