@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Ops file size and replay speed: this scenc's ops file (version 4) against another scenc's, same capture.
+"""Ops file size and replay speed: this scenc's ops file (version 5) against another scenc's, same capture.
 
     .venv/bin/python bench/bench_ops.py --baseline /tmp/before/scenc              # alloc_heavy, ~20M calls
     .venv/bin/python bench/bench_ops.py --baseline /tmp/before/scenc --trace app.trace --runs 7 --keep /tmp/ops

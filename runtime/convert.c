@@ -1,13 +1,13 @@
-/* scenc's exact-replay converter: a capture's events -> an ops file (trace/opsfile.py, version 4) and a JSON
+/* scenc's exact-replay converter: a capture's events -> an ops file (trace/opsfile.py, version 5) and a JSON
  * report on stdout (trace/replay.py turns it into the summary and the .scn file).
  *
  *   scenc-convert --log app.trace [--no-extra] --ops app.ops [--touch N|auto] [--main-tid TID]
  *   scenc-convert --events --ops app.ops ...      (events packed by trace/replay.py on stdin: ltrace logs)
  *
  * The only implementation of the conversion (the rules are trace/replay.py's module doc): per thread its
- * calls in order; pointers become slots, reused first by the thread that freed them; an op touching a slot
- * another thread touched last waits for it (WAIT, WAIT_OLD); thread starts and exits become SPAWN, JOIN and
- * EXIT; the program's own mappings MAP, UNMAP, REMAP; back-pressure flags SYNC ops (positions, window).
+ * calls in order; pointers become slots, kept by the thread that freed them (take_slot); an op that must
+ * follow another thread's op on its slot waits for it (WAIT, WAIT_OLD); thread starts and exits become SPAWN,
+ * JOIN and EXIT; the program's own mappings MAP, UNMAP, REMAP; back-pressure flags SYNC ops (returns, pace).
  * Memory follows the live objects: a hash of live pointers, a slot table, each thread's ops spooled to a
  * temporary file through a 64 KiB buffer, the final file written beside the target and renamed into place
  * (Ctrl-C, or a damaged log, leaves no half-written ops file).
@@ -22,7 +22,6 @@
 #include <signal.h>
 
 /* ---------------------------------------------------------------- the ops file (vocabulary, encoder: opsfmt.h) */
-#define OWN_SLOTS 256              /* freed slots a thread keeps for itself; the rest go to a shared stack */
 #define SPILL_BYTES (64 << 10)     /* encoded ops a thread gathers before they go to its spool file */
 #define KEEP_OPEN 256              /* spool files kept open (more threads: opened per spill, no fd limit) */
 #define MAX_SYNC_STEP (1ull << 48)
@@ -55,10 +54,14 @@ typedef struct {
   scn_ops_state enc;               /* the encoder's state for this thread's section */
   int fd;                          /* its spool file, while kept open */
   uint64_t ops, bytes;             /* ops emitted; bytes in the spool file */
-  uint64_t synced, sync_before;    /* position of the last SYNC (before the pending one) */
-  int sync_pending;                /* the next op of this event gets SYNC */
-  uint32_t nown;
-  uint32_t own[OWN_SLOTS + 1];
+  uint64_t live, live_peak;        /* positions of its blocks live (made or moved by it last), at most */
+  uint64_t returned;               /* positions of its blocks other threads have freed so far */
+  uint64_t needed;                 /* what its SYNC ops have asked for so far */
+  uint64_t sync_step;              /* the next op gets SYNC with this step (0: none) */
+  uint32_t *own;                   /* its freed slots: it takes the newest, another thread the oldest */
+  size_t own_head, nown, own_cap;  /* own[own_head .. nown) */
+  uint64_t horizon;                /* the JOINs done before its next op in the replay: the first `horizon` */
+  uint64_t join_seq;               /* its JOIN's place among them; UINT64_MAX until it is joined */
   uint64_t by_kind[EV_CALLS];
 } cv_thread;
 
@@ -86,15 +89,15 @@ typedef struct {
   uint32_t *gen;
   int32_t *last;                   /* the thread that touched the slot last, -1: none */
   size_t nslots, slot_cap, last_cap;
-  uint32_t *shared;
-  size_t nshared, shared_cap;
+  uint32_t *joinq;                 /* joined threads with freed slots, in order of their JOINs */
+  size_t joinq_head, njoinq, joinq_cap;
+  uint32_t donor;                  /* the thread whose slots were taken with a wait last */
+  uint64_t nlive_peak;
   /* live pointers */
   cv_live *live;
   size_t nlive, live_cap;          /* live_cap: a power of two */
   uint64_t live_bytes, peak, peak_line, waits;
   /* back-pressure */
-  uint64_t position, prev_position, foreign;
-  int64_t prev_thread, pending;
   /* thread lifetimes */
   uint32_t spawns;
   uint32_t *ended;
@@ -172,18 +175,17 @@ static int spool_write(cv *c, uint32_t i) {
   return 0;
 }
 
-/* The one way an op enters the file: a pending SYNC lands on the thread's first op of the event. */
+/* The one way an op enters the file: a pending SYNC lands on the thread's next op. */
 static void emit_op(cv *c, uint32_t i, scn_replay_op op) {
   cv_thread *t = &c->t[i];
-  if (t->sync_pending) {
-    uint64_t step = t->synced - t->sync_before;
-    if (!(step > 0 && step < MAX_SYNC_STEP)) {
-      tr_fail(&c->err, 0, "a thread's position moved by %" PRIu64 " between two SYNC ops", step);
+  if (t->sync_step) {
+    if (t->sync_step >= MAX_SYNC_STEP) {
+      tr_fail(&c->err, 0, "a thread's returns grew by %" PRIu64 " positions between two SYNC ops", t->sync_step);
       cv_stop = -1;
     }
     op.flags |= SCN_R_SYNC;
-    op.step = step;
-    t->sync_pending = 0;
+    op.step = t->sync_step;
+    t->sync_step = 0;
   }
   t->len += scn_ops_encode(t->buf + t->len, &op, &t->enc);
   t->ops++;
@@ -227,8 +229,12 @@ static int copy_spool(cv *c, int out, uint32_t i) {
   return 0;
 }
 
+static uint64_t thread_window(const cv_thread *t);
+
+/* The header's window: the widest thread's (pace). */
 static uint64_t window_of(const cv *c) {
-  uint64_t w = (c->peak + c->mapped_peak) >> 4;    /* W: 1/16 of the peak of live and mapped bytes */
+  uint64_t w = 0;
+  for (size_t i = 0; i < c->nt; i++) w = thread_window(&c->t[i]) > w ? thread_window(&c->t[i]) : w;
   return w ? w : 1;
 }
 
@@ -305,7 +311,7 @@ static void alive(cv *c, int delta) {
   if (c->alive > (int64_t)c->peak_threads) c->peak_threads = (uint64_t)c->alive;
 }
 
-static uint32_t new_thread(cv *c, uint32_t tid, uint32_t flags, uint64_t position) {
+static uint32_t new_thread(cv *c, uint32_t tid, uint32_t flags) {
   if ((c->nt + 1) * 2 > c->tslot_cap) tid_rehash(c);
   c->t = tr_grow(c->t, &c->tcap, c->nt + 1, sizeof *c->t);
   uint32_t i = (uint32_t)c->nt++;
@@ -314,7 +320,7 @@ static uint32_t new_thread(cv *c, uint32_t tid, uint32_t flags, uint64_t positio
   t->tid = tid;
   t->flags = flags | ((int64_t)tid == c->main_tid ? SCN_R_MAIN : 0);
   t->fd = -1;
-  t->synced = position;
+  t->join_seq = UINT64_MAX;
   t->buf = malloc(SPILL_BYTES + SCN_OPS_MAX);     /* room for one more op past the spill mark */
   if (!t->buf) oom();
   c->tslot[tid_probe(c, tid)] = i + 1;
@@ -324,7 +330,7 @@ static uint32_t new_thread(cv *c, uint32_t tid, uint32_t flags, uint64_t positio
 
 static uint32_t thread_for(cv *c, uint32_t tid) {
   int64_t i = thread_index(c, tid);
-  return i >= 0 ? (uint32_t)i : new_thread(c, tid, 0, 0);
+  return i >= 0 ? (uint32_t)i : new_thread(c, tid, 0);
 }
 
 /* ---------------------------------------------------------------- slots */
@@ -336,27 +342,78 @@ static uint32_t new_slot(cv *c, int32_t last) {
   return (uint32_t)c->nslots++;
 }
 
-/* The first n slots of a thread's own list onto the shared stack. */
-static void share_slots(cv *c, const cv_thread *t, uint32_t n) {
-  c->shared = tr_grow(c->shared, &c->shared_cap, c->nshared + n, sizeof *c->shared);
-  memcpy(c->shared + c->nshared, t->own, n * sizeof *t->own);
-  c->nshared += n;
-}
+/* A freed slot stays with the thread that freed it. An allocation takes, in this order:
+ *   1. the newest slot its own thread freed;
+ *   2. a slot freed by a thread whose JOIN comes before it in the replay (the join orders that free first);
+ *   3. a new slot, while there are fewer than twice the most objects ever live, plus SLOT_SLACK;
+ *   4. the oldest slot freed by another thread, with a WAIT for that free.
+ * The program's threads never waited for each other's frees to allocate: a reuse that waits ties the replay's
+ * threads to the capture's interleaving, which is the traced program's under the capture's allocator
+ * (thread_churn: each new thread's allocations waited for the frees of the one before it, so jemalloc's
+ * threads ran in glibc's rhythm and faulted in 80K pages where the program faults in 20-30K). The bound keeps
+ * the slot table, which is the replay's own memory, in proportion to the live objects. */
+#define SLOT_SLACK 4096
 
-/* A freed slot goes to its thread's own list; past OWN_SLOTS, the older half goes to the shared stack. */
-static void release_slot(cv *c, cv_thread *t, uint32_t slot) {
-  t->own[t->nown++] = slot;
-  if (t->nown > OWN_SLOTS) {
-    share_slots(c, t, OWN_SLOTS / 2);
-    t->nown -= OWN_SLOTS / 2;
-    memmove(t->own, t->own + OWN_SLOTS / 2, t->nown * sizeof *t->own);
+static void own_push(cv_thread *t, uint32_t slot) {
+  if (t->own_head && t->nown == t->own_cap) {      /* reclaim the room the oldest ones left */
+    memmove(t->own, t->own + t->own_head, (t->nown - t->own_head) * sizeof *t->own);
+    t->nown -= t->own_head;
+    t->own_head = 0;
   }
+  t->own = tr_grow(t->own, &t->own_cap, t->nown + 1, sizeof *t->own);
+  t->own[t->nown++] = slot;
 }
 
-/* Taken before the old block of a realloc is released: never the same slot. */
-static uint32_t take_slot(cv *c, cv_thread *t) {
-  if (t->nown) return t->own[--t->nown];
-  if (c->nshared) return c->shared[--c->nshared];
+static int own_empty(const cv_thread *t) { return t->nown == t->own_head; }
+
+static void release_slot(cv *c, uint32_t i, uint32_t slot) {
+  cv_thread *t = &c->t[i];
+  if (own_empty(t) && t->join_seq != UINT64_MAX) {     /* joined already (its key destructors freed late) */
+    c->joinq = tr_grow(c->joinq, &c->joinq_cap, c->njoinq + 1, sizeof *c->joinq);
+    c->joinq[c->njoinq++] = i;
+  }
+  own_push(t, slot);
+}
+
+/* Step 2: the joined threads' slots, the earliest joined first; none when the earliest with slots left is
+ * not yet joined where this thread is. */
+static int joined_slot(cv *c, const cv_thread *t, uint32_t *slot) {
+  while (c->joinq_head < c->njoinq && own_empty(&c->t[c->joinq[c->joinq_head]])) c->joinq_head++;
+  if (c->joinq_head == c->njoinq) {
+    c->joinq_head = c->njoinq = 0;
+    return 0;
+  }
+  cv_thread *d = &c->t[c->joinq[c->joinq_head]];
+  if (d->join_seq >= t->horizon) return 0;
+  *slot = d->own[--d->nown];
+  return 1;
+}
+
+/* Step 4: the oldest slot of the thread with most freed slots (the last one found still has some). */
+static int waiting_slot(cv *c, uint32_t i, uint32_t *slot) {
+  if (c->donor >= c->nt || c->donor == i || own_empty(&c->t[c->donor])) {
+    size_t most = 0;
+    for (uint32_t k = 0; k < c->nt; k++)
+      if (k != i && c->t[k].nown - c->t[k].own_head > most) { most = c->t[k].nown - c->t[k].own_head; c->donor = k; }
+    if (!most) return 0;
+  }
+  cv_thread *d = &c->t[c->donor];
+  *slot = d->own[d->own_head++];
+  return 1;
+}
+
+/* Taken before the old block of a realloc is released: never the same slot. *wait: the op may wait for the
+ * slot's last op, made by another thread not joined yet. */
+static uint32_t take_slot(cv *c, uint32_t i, int *wait) {
+  cv_thread *t = &c->t[i];
+  uint32_t slot;
+  *wait = 0;
+  if (!own_empty(t)) return t->own[--t->nown];
+  if (joined_slot(c, t, &slot)) return slot;
+  if (c->nslots >= 2 * c->nlive_peak + SLOT_SLACK && waiting_slot(c, i, &slot)) {
+    *wait = 1;
+    return slot;
+  }
   return new_slot(c, -1);
 }
 
@@ -391,7 +448,7 @@ static void live_put(cv *c, uint64_t ptr, uint32_t slot, uint64_t nbytes) {
   size_t h = live_home(c, ptr);
   while (c->live[h].ptr) h = (h + 1) & (c->live_cap - 1);
   c->live[h] = (cv_live){ptr, nbytes, slot};
-  c->nlive++;
+  if (++c->nlive > c->nlive_peak) c->nlive_peak = c->nlive;
 }
 
 /* Backward-shift deletion: the table never fills with tombstones however long the trace. */
@@ -504,51 +561,59 @@ static const char *choose_touch(cv *c, const tr_info *info, int64_t *heap_faults
 }
 
 /* ---------------------------------------------------------------- back-pressure */
-/* A SYNC asked for in the previous event that found no op of its thread is withdrawn. */
-static void settle(cv *c) {
-  if (c->pending < 0) return;
-  cv_thread *t = &c->t[c->pending];
-  if (t->sync_pending) { t->synced = t->sync_before; t->sync_pending = 0; }
-  c->pending = -1;
-}
+/* A program's producer blocks when its queue is full. The capture does not show the queue, only how much of
+ * each thread's blocks other threads had freed when it allocated: its returns, in positions (1 plus the bytes
+ * of each block). A thread that allocates waits in the replay while its returns lag more than its window W
+ * behind the capture's at that point: its next op gets SYNC with the growth of what it needs, asked for when
+ * that grew by more than W/2. W is 1/16 of the most positions of the thread's own blocks live at once so far, so
+ * a replay holds at most about 3/32 of each thread's peak more than the capture did (a window for the whole
+ * capture would let each of N producers run that far ahead). A FREE of another thread's block
+ * names that thread (aux) and the positions it gives back (size), so the replay counts the same returns.
+ * Only allocations wait, and only for frees before them in capture order: nothing else of the capture's
+ * interleaving is imposed (runtime/replay.h: why it cannot deadlock). */
+static uint64_t thread_window(const cv_thread *t) { return t->live_peak >> 4 ? t->live_peak >> 4 : 1; }
 
-/* The event's position; flags the thread's next op SYNC when it moved more than D = W/2 past its last SYNC
- * while another thread had events (runtime/replay.h: why that cannot deadlock). */
-static uint64_t pace(cv *c, uint32_t i, uint64_t nbytes) {
-  settle(c);
-  uint64_t position = c->position += 1 + nbytes;
-  if ((int64_t)i != c->prev_thread) { c->foreign = c->prev_position; c->prev_thread = i; }
-  c->prev_position = position;
+static void pace(cv *c, uint32_t i) {
   cv_thread *t = &c->t[i];
-  uint64_t d = (c->peak + c->mapped_peak) >> 5;
-  if (c->foreign > t->synced && position - t->synced > (d ? d : 1)) {
-    t->sync_before = t->synced;
-    t->synced = position;
-    t->sync_pending = 1;
-    c->pending = i;
+  uint64_t w = thread_window(t);
+  if (t->returned > w && t->returned - w > t->needed + w / 2) {
+    t->sync_step += t->returned - w - t->needed;
+    t->needed = t->returned - w;
   }
-  return position;
 }
 
 /* ---------------------------------------------------------------- thread lifetimes */
-static void spawn(cv *c, uint32_t creator, uint32_t child, uint64_t position) {
-  for (size_t k = 0; k < c->nended; k++) emit(c, creator, SCN_R_JOIN, 0, c->ended[k], SCN_R_NONE, 0, 0, 0);
-  c->joined += c->nended;
-  c->nended = 0;
-  emit(c, creator, SCN_R_SPAWN, 0, child, c->spawns++, 0, 0, position);
+/* Before a creation, the creator joins the threads that have ended, the earliest ended first, but only as
+ * many as it must so that no more threads can be alive in the replay than were ever alive at once in the
+ * capture so far. The capture's program joined what it joined, which the capture does not show; a thread it
+ * joined late (thread_churn's main joins thread k-1 after creating thread k+1) must not hold back a creation
+ * in the replay, or the replay runs its threads in the rhythm they had under the capture's allocator
+ * (thread_churn: in pairs under glibc, one after another under jemalloc). What the creator knows to be done
+ * is then the first `horizon` JOINs, and the child starts knowing as much (slot reuse without waits). */
+static void spawn(cv *c, uint32_t creator, uint32_t child) {
+  cv_thread *t = &c->t[creator];
+  uint64_t after = (uint64_t)c->alive + 1, most = c->peak_threads > after ? c->peak_threads : after;
+  size_t keep = (size_t)(most - after), join = c->nended > keep ? c->nended - keep : 0;
+  int knew_all = t->horizon == c->joined;
+  for (size_t k = 0; k < join; k++) {
+    cv_thread *x = &c->t[c->ended[k]];
+    emit(c, creator, SCN_R_JOIN, 0, c->ended[k], SCN_R_NONE, 0, 0, 0);
+    x->join_seq = c->joined++;
+    if (!own_empty(x)) {
+      c->joinq = tr_grow(c->joinq, &c->joinq_cap, c->njoinq + 1, sizeof *c->joinq);
+      c->joinq[c->njoinq++] = c->ended[k];
+    }
+  }
+  if (knew_all) t->horizon = c->joined;
+  c->nended -= join;
+  if (join) memmove(c->ended, c->ended + join, c->nended * sizeof *c->ended);   /* never from NULL (UBSan) */
+  c->t[child].horizon = t->horizon;
+  emit(c, creator, SCN_R_SPAWN, 0, child, c->spawns++, 0, 0, 0);
   c->spawned++;
   alive(c, +1);
 }
 
-/* Its own freed slots go to the shared stack: kept by a thread that has ended, they would be lost, and a
- * program that churns threads would need a slot per object it ever had (thread_churn: 49K slots, a megabyte
- * of the replay's RSS, where 3K objects were live at once). */
 static void thread_exit(cv *c, uint32_t i) {
-  cv_thread *t = &c->t[i];
-  if (t->nown) {            /* never an empty copy: the shared stack may not exist yet (memcpy to NULL) */
-    share_slots(c, t, t->nown);
-    t->nown = 0;
-  }
   emit(c, i, SCN_R_EXIT, 0, SCN_R_NONE, c->spawns, 0, 0, 0);
   c->ended = tr_grow(c->ended, &c->ended_cap, c->nended + 1, sizeof *c->ended);
   c->ended[c->nended++] = i;
@@ -682,15 +747,12 @@ static void other_event(cv *c, const tr_event *ev) {
   if (ev->kind == EV_THREAD_START) {
     if (known >= 0 || !ev->size || ev->size == ev->tid) return;
     uint32_t creator = thread_for(c, (uint32_t)ev->size);
-    uint64_t at = pace(c, creator, 0);
-    spawn(c, creator, new_thread(c, ev->tid, SCN_R_DEFERRED, at), at);
+    spawn(c, creator, new_thread(c, ev->tid, SCN_R_DEFERRED));
   } else if (ev->kind == EV_THREAD_EXIT) {
-    if (known < 0) return;
-    pace(c, (uint32_t)known, 0);
-    thread_exit(c, (uint32_t)known);
+    if (known >= 0) thread_exit(c, (uint32_t)known);
   } else {
-    uint32_t i = known >= 0 ? (uint32_t)known : new_thread(c, ev->tid, 0, 0);
-    pace(c, i, ev->size);
+    uint32_t i = known >= 0 ? (uint32_t)known : new_thread(c, ev->tid, 0);
+    if (ev->kind != EV_MUNMAP) pace(c, i);
     if (ev->kind == EV_MMAP) map_event(c, i, ev);
     else if (ev->kind == EV_MUNMAP) cut(c, i, ev->old, ev->old + pages(ev->size), ev->line, 0);
     else remap_event(c, i, ev);
@@ -701,27 +763,44 @@ static void other_event(cv *c, const tr_event *ev) {
 /* Element count of a realloc and of a position: none is one (calloc's own nmemb is taken as it is). */
 static uint64_t nmemb_or_1(const tr_event *ev) { return ev->nmemb ? ev->nmemb : 1; }
 
+/* The live positions of the thread that made or moved a block (its slot's last toucher) go down. */
+static void disown(cv *c, int32_t owner, uint64_t nbytes) {
+  if (owner < 0) return;
+  cv_thread *t = &c->t[owner];
+  t->live -= t->live > nbytes ? 1 + nbytes : t->live;
+}
+
 static void free_call(cv *c, uint32_t i, const tr_event *ev, cv_live *entry) {
-  cv_thread *t = &c->t[i];
   if (!entry) {
     if (ev->old) note_line(c, N_FREE_UNKNOWN, ev->line);
     emit(c, i, SCN_R_FREE, 0, SCN_R_NONE, SCN_R_NONE, 0, 0, 0);
     return;
   }
   uint32_t slot = entry->slot;
-  c->live_bytes -= entry->nbytes;
-  heap_gone(c, entry->ptr, entry->nbytes);
+  uint64_t nbytes = entry->nbytes;
+  c->live_bytes -= nbytes;
+  heap_gone(c, entry->ptr, nbytes);
   live_del(c, entry);
-  uint8_t flags = c->last[slot] != (int32_t)i ? SCN_R_WAIT : 0;
+  int32_t owner = c->last[slot];
+  disown(c, owner, nbytes);
+  uint8_t flags = owner != (int32_t)i ? SCN_R_WAIT : 0;
+  uint32_t to = SCN_R_NONE;
+  uint64_t back = 0;
+  if (flags && owner >= 0) {                       /* a return to the thread that made or moved the block */
+    to = (uint32_t)owner;
+    back = 1 + nbytes;
+    c->t[owner].returned += back;
+  }
   c->waits += flags;
   c->last[slot] = (int32_t)i;
-  emit(c, i, SCN_R_FREE, flags, slot, SCN_R_NONE, c->gen[slot], 0, 0);
+  emit(c, i, SCN_R_FREE, flags, slot, to, c->gen[slot], 0, back);
   c->gen[slot]++;
-  release_slot(c, t, slot);
+  release_slot(c, i, slot);
 }
 
-/* A new block at ev->res: its slot, WAIT when another thread touched that slot last. */
-static uint32_t place(cv *c, uint32_t i, const tr_event *ev, uint64_t nbytes, uint8_t *flags) {
+/* A new block at ev->res: its slot, WAIT when another thread touched that slot last (the op names the slot's
+ * generation then; *blocks: that thread may not be done with it, it is not joined yet). */
+static uint32_t place(cv *c, uint32_t i, const tr_event *ev, uint64_t nbytes, uint8_t *flags, int *blocks) {
   cv_live *again = live_find(c, ev->res);
   if (again) {
     /* The allocator returned a pointer we believed live: its free was not captured. Its slot stays
@@ -729,9 +808,12 @@ static uint32_t place(cv *c, uint32_t i, const tr_event *ev, uint64_t nbytes, ui
     live_del(c, again);
     note_line(c, N_RETURNED_AGAIN, ev->line);
   }
-  uint32_t slot = take_slot(c, &c->t[i]);
+  uint32_t slot = take_slot(c, i, blocks);
   if (c->last[slot] != -1 && c->last[slot] != (int32_t)i) *flags |= SCN_R_WAIT;
   c->last[slot] = (int32_t)i;
+  cv_thread *t = &c->t[i];
+  t->live += 1 + nbytes;
+  if (t->live > t->live_peak) t->live_peak = t->live;
   live_put(c, ev->res, slot, nbytes);
   c->live_bytes += nbytes;
   return slot;
@@ -756,19 +838,21 @@ static void realloc_call(cv *c, uint32_t i, const tr_event *ev, cv_live *entry) 
   if (entry) {
     aux = entry->slot;
     aux_gen = c->gen[aux];
+    disown(c, c->last[aux], entry->nbytes);
     if (c->last[aux] != (int32_t)i) { flags = SCN_R_WAIT_OLD; c->last[aux] = (int32_t)i; }
     c->live_bytes -= entry->nbytes;
     live_del(c, entry);
   }
+  int blocks = 0;
   if (ev->res) {
-    slot = place(c, i, ev, size, &flags);
+    slot = place(c, i, ev, size, &flags, &blocks);
     gen_new = c->gen[slot];
   }
-  c->waits += flags != 0;
+  c->waits += (flags & SCN_R_WAIT_OLD) || blocks;
   emit(c, i, SCN_R_REALLOC, flags, slot, aux, gen_new, aux_gen, size);
   if (aux != SCN_R_NONE) {                         /* release the old block's slot */
     c->gen[aux]++;
-    release_slot(c, &c->t[i], aux);
+    release_slot(c, i, aux);
   }
   if (c->live_bytes > c->peak) { c->peak = c->live_bytes; c->peak_line = ev->line; }
 }
@@ -784,14 +868,15 @@ static void alloc_call(cv *c, uint32_t i, const tr_event *ev) {
     return;
   }
   uint8_t flags = 0;
-  uint32_t slot = place(c, i, ev, nbytes, &flags);
+  int blocks;
+  uint32_t slot = place(c, i, ev, nbytes, &flags, &blocks);
   first_touch(c, ev->res, 0, nbytes);
-  c->waits += flags != 0;
+  c->waits += blocks;
   emit(c, i, op, flags, slot, (uint32_t)aux, c->gen[slot], 0, ev->size);
   if (c->live_bytes > c->peak) { c->peak = c->live_bytes; c->peak_line = ev->line; }
 }
 
-/* One event. The order of effects (counts, position, slots, notes) is the conversion's definition: the ops
+/* One event. The order of effects (counts, returns, slots, notes) is the conversion's definition: the ops
  * files of tests/fixtures/trace/converted.json depend on it. */
 static int convert_event(void *arg, const tr_event *ev) {
   cv *c = arg;
@@ -800,11 +885,8 @@ static int convert_event(void *arg, const tr_event *ev) {
   uint32_t i = thread_for(c, ev->tid);
   c->t[i].by_kind[ev->kind]++;
   cv_live *entry = live_find(c, ev->old);
-  /* A position counts the bytes freed too: a consumer that lags is as many bytes too many as it has yet to
-   * free. A call that failed in the capture allocated and freed nothing. */
-  uint64_t freed = entry ? entry->nbytes : 0;
   uint8_t op = op_of[ev->kind];
-  pace(c, i, ev->failed ? 0 : op == SCN_R_FREE ? freed : freed + ev->size * nmemb_or_1(ev));
+  if (op != SCN_R_FREE) pace(c, i);
   if (op == SCN_R_FREE) free_call(c, i, ev, entry);
   else if (op == SCN_R_REALLOC) realloc_call(c, i, ev, entry);
   else alloc_call(c, i, ev);
@@ -927,8 +1009,6 @@ int main(int argc, char **argv) {
   const char *log_path = NULL;
   int events = 0, extra = 1;
   c->main_tid = -1;
-  c->prev_thread = -1;
-  c->pending = -1;
   for (int k = 1; k < argc; k++) {
     const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
     if (!strcmp(a, "--events")) events = 1;
@@ -955,7 +1035,6 @@ int main(int argc, char **argv) {
   c->count_pages = c->touch_auto && log_path && !rc && log.info.faulted;
   if (!rc) rc = prepare_output(c);
   if (!rc) rc = log_path ? tr_merge(&log, convert_event, c, &c->err) : read_events(c);
-  settle(c);
   const char *why = "";
   int64_t heap_faults = -1;
   if (c->touch_auto) why = choose_touch(c, log_path ? &log.info : NULL, &heap_faults);

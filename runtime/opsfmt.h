@@ -1,4 +1,4 @@
-/* The ops file's op encoding (version 4): one encoder, one decoder.
+/* The ops file's op encoding (version 5): one encoder, one decoder.
  *
  * API (self-contained: needs only <stdint.h> and <stddef.h>):
  *
@@ -9,13 +9,13 @@
  *
  * The encoder's contract (what lets it leave fields out):
  * - op.flags holds only SCN_R_WAIT, SCN_R_WAIT_OLD, SCN_R_LAST_PIECE,
- *   SCN_R_WRITABLE, SCN_R_SYNC; op.step is the SYNC distance (< 2^48) and is
- *   written only with SCN_R_SYNC;
+ *   SCN_R_WRITABLE, SCN_R_SYNC; op.step is the SYNC's growth of the returns
+ *   the thread needs (< 2^48) and is written only with SCN_R_SYNC;
  * - op.gen is written only with SCN_R_WAIT, op.aux_gen only with
  *   SCN_R_WAIT_OLD. An op that does not wait is on a slot its own thread
- *   touched last (or a fresh one), so the replay knows the generation from
- *   the slot's state, and the decoder gives 0. The converter sets WAIT
- *   exactly when another thread touched the slot last, so that holds;
+ *   touched last, a fresh one, or one whose last toucher the replay has
+ *   joined before it, so the replay knows the generation from the slot's
+ *   state, and the decoder gives 0. The converter leaves WAIT out only then;
  * - SCN_R_NONE in slot or aux costs nothing, nor does size 0;
  * - SYNC is a flag of the op itself: a converter that decides an event
  *   syncs before emitting its ops sets it (and step) on the event's first op
@@ -55,17 +55,18 @@ enum { SCN_R_WAIT = 1, SCN_R_WAIT_OLD = 2, SCN_R_LAST_PIECE = 4, SCN_R_WRITABLE 
 enum { SCN_R_TOUCH_NONE, SCN_R_TOUCH_FIRST, SCN_R_TOUCH_PAGES, SCN_R_TOUCH_ALL };
 enum { SCN_R_DEFERRED = 1, SCN_R_MAIN = 2 };   /* thread flags: started by a SPAWN op; the process's main thread */
 #define SCN_R_NONE 0xffffffffu
-#define SCN_R_VERSION 4
-#define SCN_R_MAGIC "SCNOPS4"
+#define SCN_R_VERSION 5
+#define SCN_R_MAGIC "SCNOPS5"
 
 typedef struct {
   uint8_t kind, flags;
   uint32_t slot;      /* the object this op creates, or frees (free); SPAWN, JOIN: the thread */
-  uint32_t aux;       /* realloc: the old slot; calloc: nmemb; aligned: alignment; SPAWN, EXIT: creations before */
+  uint32_t aux;       /* realloc: the old slot; calloc: nmemb; aligned: alignment; SPAWN, EXIT: creations before;
+                         free: the thread whose block it is, when another's (a return) */
   uint32_t gen;       /* WAIT: the slot's generation this op creates or frees (else 0: see above) */
   uint32_t aux_gen;   /* WAIT_OLD: generation of the old slot */
-  uint64_t size;      /* SPAWN: the creation's position, the child's first */
-  uint64_t step;      /* SYNC: positions since the thread's previous SYNC */
+  uint64_t size;      /* free with aux: the positions it returns (1 + the block's bytes) */
+  uint64_t step;      /* SYNC: the growth of the returns the thread needs since its previous SYNC */
 } scn_replay_op;
 
 /* The file's header; then u64[threads + 1] byte offsets of each thread's
@@ -75,7 +76,7 @@ typedef struct {
   char magic[8];      /* SCN_R_MAGIC */
   uint32_t threads, touch;
   uint64_t slots, ops;
-  uint64_t window;    /* W, in positions (0: no SYNC op) */
+  uint64_t window;    /* the widest thread's back-pressure window, in positions (for the record) */
 } scn_replay_header;
 
 typedef struct {

@@ -25,52 +25,35 @@
  *
  * Back-pressure: in the program a producer blocked on its bounded queue; the
  * replay's handoffs alone would let it run ahead of its consumer and hold far
- * more memory than the program did. So threads stay within a window of each
- * other in CAPTURE ORDER. A position is the capture's order counted in bytes:
- * each captured event adds 1 plus the bytes it allocates, frees, maps or
- * unmaps, so threads W positions apart have at most about W bytes of
- * allocations done or frees undone that the capture had not at that point. Some ops carry flag SCN_R_SYNC and the
- * distance in positions from the thread's previous SYNC (op step, < 2^48);
- * at such an op the thread publishes its position (an atomic on a cache line
- * of its own) and waits while it exceeds the least published
- * position of the live threads by more than the header's window W. A thread
- * not yet started publishes nothing (UINT64_MAX), one that ended likewise;
- * SPAWN gives the child its creator's position of the creation (op size).
- * The converter (trace/replay.py) flags an op when its position is more than
- * D (<= W) beyond the thread's last SYNC and another thread had an event in
- * between; a thread that runs alone in the capture never syncs, so a
- * single-threaded replay pays one flag test per op.
+ * more memory than the program did. The converter (runtime/convert.c, pace)
+ * counts each thread's RETURNS: the positions (1 plus the bytes) of its blocks
+ * that other threads freed, in capture order. A FREE of another thread's block
+ * names that thread in aux and the positions in size, and adds them to that
+ * thread's counter here (an atomic on a cache line of its own). An op with flag
+ * SYNC carries in step how much more the thread needs than at its previous
+ * SYNC: there the thread waits until its returns reach what it needs, which is
+ * what the capture's returns were at that point less the window W. Only
+ * allocations get SYNC. So a producer never has more than W positions more of
+ * its blocks unfreed than the capture had; threads that do not hand blocks to
+ * each other are not held to the capture's interleaving at all (an earlier
+ * design held every thread within W of the others in capture order, which made
+ * a replay run its threads in the rhythm of the capture's allocator: thread_churn
+ * under jemalloc took glibc's pairs of threads and three times the page faults).
+ * A single-threaded replay pays one flag test per op.
  *
- * Why this cannot deadlock. Take, among the ops not yet done of threads not
- * joining another, the one first in capture order, at position t, of thread
- * m. (It belongs to a started thread: a thread's ops follow its SPAWN.) Every
- * wait of the replay but JOIN is for an op earlier in capture order: a free
- * or a reuse for the slot's previous op, an EXIT or a SPAWN for earlier
- * creations; all those are done, so no data wait holds m. (Unless it waits for
- * an op a joining thread makes after its JOIN, for a thread that ends later:
- * a program cannot do that either.) JOIN is the exception: it waits for the
- * whole of a thread whose captured end came before, but whose last frees may
- * come after (glibc frees a thread's cache after the thread's key
- * destructors, where the tracer records its end); so a thread in a JOIN
- * leaves the minimum (publishes UINT64_MAX) until the join returns, and
- * neither holds nor is m. Nor does
- * the window: m waits only while t > min_j p_j + W. A thread j that waits
- * (on data or on the window) published p_j >= t - D: if it waits at a SYNC,
- * p_j is its own next position, >= t; if it waits on data at op q_j (>= t),
- * either q_j <= p_j + D, or no other thread had an event between p_j and q_j,
- * which excludes m's op at t, in (p_j, q_j), unless t <= p_j. So with W >= D
- * every thread that waits lets m pass; a thread that does not wait runs to
- * its next SYNC or data wait, publishing there, or to its end (UINT64_MAX).
- * Then m passes, does its op, and the argument repeats for the next one.
- * What it needs: a thread publishes BEFORE any wait that comes after a flag
- * (the SYNC is done before the op's data wait), counts at its own last SYNC
- * while it waits on data (not excluded: a consumer waiting for its producer
- * still holds back the other pairs' producers), and leaves the minimum only
- * when its body is done or while it joins. tests/test_replay_backpressure.py
- * (thread churn: a JOIN of a thread that frees after its end) replays a consumer
- * that waits on data for a block allocated long after its last SYNC in
- * capture order: had it no SYNC before that free, it would wait with a stale
- * position and hold its producer back forever.
+ * Why this cannot deadlock. Every wait of the replay but JOIN is for ops that
+ * come earlier in capture order: a free or a reuse for the slot's previous op,
+ * a SYNC for frees before its op (returns counted up to it, less W), an EXIT or
+ * a SPAWN for earlier creations. Take, among the ops not yet done of threads
+ * not in a JOIN, the one first in capture order: everything it waits for is
+ * done, so it runs. A thread in a JOIN waits for a thread whose captured end
+ * came before the JOIN: that thread's ops up to its end are earlier than the
+ * joiner's next op, so they are done or run in turn by the same argument, and
+ * its ops after its captured end (glibc frees a thread's cache after the key
+ * destructors, where the tracer records the end) are frees, which wait only for
+ * their blocks' earlier ops. tests/test_replay_backpressure.py replays a
+ * producer/consumer capture within 10% of its peak of live bytes, and a
+ * consumer that waits for a block allocated long after it started.
  *
  * Blocks: the header's touch mode says what the replay stores into each new
  * block and into the grown part of a realloc, as the program would have.
@@ -94,13 +77,12 @@
 #include "opsfmt.h"
 #define SCN_R_WINDOW 65536     /* bytes per read */
 
-/* A thread's published position, alone on its cache line: every SYNC of every
- * thread reads them all. */
+/* A thread's returns (positions of its blocks other threads freed), alone on
+ * its cache line: its consumers add to it, it reads it at each SYNC. */
 typedef struct {
-  _Atomic uint64_t at;
+  _Atomic uint64_t returned;
   char pad[SCN_CACHE_LINE - sizeof(uint64_t)];
-} scn_replay_pos;
-#define SCN_R_NOT_LIVE UINT64_MAX
+} scn_replay_returns;
 
 typedef struct {
   _Atomic uint64_t state;
@@ -114,8 +96,8 @@ static struct {
   uint32_t *thread_flags;
   off_t ops_at;              /* file offset of the first op's byte */
   scn_replay_slot *slots;
-  scn_replay_pos *pos;       /* per thread */
-  uint64_t n_slots, window;
+  scn_replay_returns *returns;   /* per thread */
+  uint64_t n_slots;
   uint32_t threads, touch;
   _Atomic uint32_t spawned;  /* SPAWN ops done so far */
 } scn_replay;
@@ -169,10 +151,8 @@ static void scn_replay_load(const char *path) {
   for (uint32_t i = 0; sane && i < h.threads; i++) sane = sec[i] <= sec[i + 1];
   if (!sane) scn_die("%s is damaged (an index points outside it)", path);
   scn_replay.slots = scn_arena_alloc((h.slots ? h.slots : 1) * sizeof *scn_replay.slots);
-  scn_replay.window = h.window;
-  scn_replay.pos = scn_arena_alloc(h.threads * sizeof *scn_replay.pos);
-  for (uint32_t i = 0; i < h.threads; i++)   /* a deferred thread counts once its creator starts it */
-    atomic_init(&scn_replay.pos[i].at, scn_replay.thread_flags[i] & SCN_R_DEFERRED ? SCN_R_NOT_LIVE : 0);
+  scn_replay.returns = scn_arena_alloc(h.threads * sizeof *scn_replay.returns);
+  for (uint32_t i = 0; i < h.threads; i++) atomic_init(&scn_replay.returns[i].returned, 0);
   scn_threads_place(scn_replay_where);
 }
 
@@ -194,6 +174,8 @@ static int scn_replay_op_sane(const scn_replay_op *op) {
     case SCN_R_MAP: return op->slot < slots;
     case SCN_R_UNMAP: return op->slot < slots && op->size % 4096 == 0;
     case SCN_R_REMAP: return op->slot < slots && op->aux < slots;
+    case SCN_R_FREE: return (op->aux == SCN_R_NONE || op->aux < scn_replay.threads) &&
+                            (op->slot == SCN_R_NONE || op->slot < slots);
     case SCN_R_REALLOC:
       if (op->aux != SCN_R_NONE && op->aux >= slots) return 0;
       /* fall through */
@@ -284,6 +266,8 @@ static void scn_replay_free(scn_thread *t, const scn_replay_op *op) {
   uint64_t state = scn_replay_await(s, 2ull * op->gen + 1, op->flags & SCN_R_WAIT);
   scn_free(t, s->obj);
   scn_replay_publish(s, SCN_NULL_OBJ, state + 1);
+  if (op->aux != SCN_R_NONE)      /* a return to the thread that made the block */
+    atomic_fetch_add_explicit(&scn_replay.returns[op->aux].returned, op->size, memory_order_release);
 }
 
 static void scn_replay_realloc(scn_thread *t, const scn_replay_op *op) {
@@ -347,10 +331,9 @@ static void scn_replay_await_spawns(uint32_t count) {
     if (++spins > 64) sched_yield();
 }
 
-/* A wait for the window can last as long as another thread's whole life (a
- * creator waiting for the thread it started): spin, then yield, then sleep
- * (1 us, doubling up to 64 us), so a long wait costs little CPU time; the
- * program itself slept in a join or on a condition variable. */
+/* A wait for returns can last as long as a consumer's whole life: spin, then
+ * yield, then sleep (1 us, doubling up to 64 us), so a long wait costs little
+ * CPU time; the program itself slept on a condition variable. */
 static void scn_replay_back_off(unsigned spins) {
   if (spins < 64) return;
   if (spins < 128) {
@@ -362,36 +345,21 @@ static void scn_replay_back_off(unsigned spins) {
   nanosleep(&nap, NULL);
 }
 
-/* Back-pressure (see the top of this file): publish this thread's position,
- * then wait while it is more than the window ahead of the least published. */
-static void scn_replay_sync(uint32_t self, uint64_t at) {
-  atomic_store_explicit(&scn_replay.pos[self].at, at, memory_order_release);
-  if (at <= scn_replay.window) return;
-  uint64_t floor = at - scn_replay.window;
-  for (unsigned spins = 0;; spins++) {
-    uint64_t least = SCN_R_NOT_LIVE;
-    for (uint32_t i = 0; i < scn_replay.threads; i++) {
-      uint64_t p = atomic_load_explicit(&scn_replay.pos[i].at, memory_order_acquire);
-      least = p < least ? p : least;
-    }
-    if (least >= floor) return;
+/* Back-pressure (see the top of this file): wait until this thread's blocks
+ * that other threads freed reach what it needs. */
+static void scn_replay_sync(uint32_t self, uint64_t need) {
+  for (unsigned spins = 0; atomic_load_explicit(&scn_replay.returns[self].returned, memory_order_acquire) < need;
+       spins++)
     scn_replay_back_off(spins);
-  }
 }
 
-static void scn_replay_thread_op(scn_thread *t, const scn_replay_op *op, uint64_t at) {
+static void scn_replay_thread_op(scn_thread *t, const scn_replay_op *op) {
   if (op->kind == SCN_R_SPAWN) {
     scn_replay_await_spawns(op->aux);
-    atomic_store_explicit(&scn_replay.pos[op->slot].at, op->size, memory_order_release);
     scn_thread_spawn(t->group, (int)op->slot);
     atomic_store_explicit(&scn_replay.spawned, op->aux + 1, memory_order_release);
   } else if (op->kind == SCN_R_JOIN) {
-    /* The joined thread may have ops later in capture order than this JOIN
-     * (glibc frees its thread cache after the captured end): a joining
-     * thread leaves the minimum until the join returns. */
-    atomic_store_explicit(&scn_replay.pos[t->index].at, SCN_R_NOT_LIVE, memory_order_release);
     scn_thread_join(t->group, (int)op->slot);
-    atomic_store_explicit(&scn_replay.pos[t->index].at, at, memory_order_release);
   } else {
     scn_replay_await_spawns(op->aux);
   }
@@ -403,18 +371,18 @@ static void scn_replay_body(scn_thread *t) {
   c.buf = mmap(NULL, window, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (c.buf == MAP_FAILED) scn_die("out of memory for the replay's read window");
   c.at = c.end = c.buf;
-  uint64_t at = atomic_load_explicit(&scn_replay.pos[t->index].at, memory_order_relaxed);
+  uint64_t need = 0;
   scn_replay_op o;
   const scn_replay_op *op = &o;
   while (scn_replay_next(&c, &o)) {
     if (op->flags & SCN_R_SYNC) {
-      at += op->step;
-      scn_replay_sync((uint32_t)t->index, at);
+      need += op->step;
+      scn_replay_sync((uint32_t)t->index, need);
     }
     switch (op->kind) {
       case SCN_R_FREE: scn_replay_free(t, op); break;
       case SCN_R_REALLOC: scn_replay_realloc(t, op); break;
-      case SCN_R_SPAWN: case SCN_R_JOIN: case SCN_R_EXIT: scn_replay_thread_op(t, op, at); break;
+      case SCN_R_SPAWN: case SCN_R_JOIN: case SCN_R_EXIT: scn_replay_thread_op(t, op); break;
       case SCN_R_MAP: scn_replay_map(op); break;
       case SCN_R_UNMAP: scn_replay_unmap(op); break;
       case SCN_R_REMAP: scn_replay_remap(op); break;
@@ -430,7 +398,6 @@ static void scn_replay_body(scn_thread *t) {
         }
     }
   }
-  atomic_store_explicit(&scn_replay.pos[t->index].at, SCN_R_NOT_LIVE, memory_order_release);
   munmap(c.buf, window);
 }
 #endif

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from scenc.compiler.pipeline import build
-from scenc.trace.opsfile import HEADER, OpsFileError, read_header
+from scenc.trace.opsfile import HEADER, VERSION, OpsFileError, read_header
 from scenc.trace.preload import capture_preload
 from scenc.trace.preload_log import EXTRA_KINDS, HEADER as LOG_HEADER, RECORD, parse_preload_log, raw_records
 
@@ -293,22 +293,26 @@ def test_touch_modes_store_into_new_blocks_as_they_say(tmp_path):
 def old_ops_file(version: int) -> bytes:
     if version < 3:     # a 32-byte header (no back-pressure window): one thread, no op
         return struct.pack("<8sIIQQ", b"SCNOPS%d\0" % version, 1, 0, 0, 0) + struct.pack("<QQQ", 0, 0, 0)
-    # Version 3: the header of today, op indexes, one 32-byte op: malloc(100) into slot 0.
-    return (struct.pack("<8sIIQQQ", b"SCNOPS3\0", 1, 0, 1, 1, 1) + struct.pack("<QQ", 0, 1) + bytes(8)
-            + struct.pack("<BBHIIIIIQ", 0, 0, 0, 0, 0xFFFFFFFF, 0, 0, 0, 100))
+    if version == 3:    # the header of today, op indexes, one 32-byte op: malloc(100) into slot 0
+        return (struct.pack("<8sIIQQQ", b"SCNOPS3\0", 1, 0, 1, 1, 1) + struct.pack("<QQ", 0, 1) + bytes(8)
+                + struct.pack("<BBHIIIIIQ", 0, 0, 0, 0, 0xFFFFFFFF, 0, 0, 0, 100))
+    # Version 4: today's layout and encoding (malloc(100) into slot 0: 3 bytes), whose SYNC ops meant
+    # positions in capture order, not returns: replayed today they would wait for returns never counted.
+    return (struct.pack("<8sIIQQQ", b"SCNOPS4\0", 1, 0, 1, 1, 1) + struct.pack("<QQ", 0, 3) + bytes(8)
+            + bytes([0x40, 0x00, 100]))
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_old_ops_files_are_refused_with_their_version(tmp_path, version):
     data = old_ops_file(version)
-    assert HEADER.size > 32
-    with pytest.raises(OpsFileError, match=f"version {version} ops file; this scenc reads version 4"):
+    assert HEADER.size > 32 and VERSION == 5
+    with pytest.raises(OpsFileError, match=f"version {version} ops file; this scenc reads version 5"):
         read_header(data, "old.ops")
     (tmp_path / "old.ops").write_bytes(data)
     (tmp_path / "old.scn").write_text('replay "old.ops"\n')
     proc = subprocess.run([str(build(tmp_path / "old.scn").binary)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3
-    assert f"version {version} replay file; this program reads version 4: convert the capture again" in proc.stderr
+    assert f"version {version} replay file; this program reads version 5: convert the capture again" in proc.stderr
 
 
 def test_a_version_1_tracer_log_still_converts_with_every_thread_from_the_start(tmp_path):

@@ -4,9 +4,15 @@ It replaced a Python loop; before that loop was removed, both converted every
 capture below and wrote the same bytes and the same report. What the Python
 converter wrote then is kept in tests/fixtures/trace/converted.json (a digest
 of the decoded ops file and the whole report, per capture and options), so the
-C converter is still held to it (but for one rule changed since: an ended thread's freed slots go to
-the shared stack, which changed the slot counts and cross-thread waits of the 17 cases with thread
-exits, whose figures were written anew then):
+C converter is still held to it (but for the rules changed since, after which the figures of the
+cases they touch were written anew: the ops of the single-threaded cases are still the Python
+converter's, and for 21 of the 53 cases the whole file and report are):
+- a thread's freed slots stay its own, taken by another thread without a wait only once the replay
+  has joined it, and with a wait only when the slots would outgrow twice the live objects; a creator
+  joins only as many ended threads as keep the replay within the capture's most threads alive;
+- back-pressure counts each thread's returns (its blocks freed by other threads): SYNC steps, the
+  header's window and the aux and size of cross-thread frees changed in every multi-threaded case,
+  and the window of single-threaded ones with mappings or a large peak;
 - the ltrace logs of tests/fixtures/trace and tests/fixtures/ltrace-samples;
 - small real tracer logs (tests/fixtures/trace/*.trace, captured with scenc's
   tracer: mt_handoff.c 3 threads x 20 rounds, cxx_new.cc, and the OWN_MAPS_C

@@ -260,7 +260,7 @@ def replay_summary(report) -> list:
         out.append(f"  ... and {report.threads - SHOWN_THREADS} more thread(s) (scenc exec on the scenario lists "
                    f"them all)")
     out.append(f"cross-thread waits: {report.cross_thread_waits} ops wait for another thread "
-               f"(cross-thread frees and reuse of a block another thread freed)")
+               f"(cross-thread frees and reuse of a block freed by a thread not joined yet)")
     out.append(f"peak live: {report.peak_live_bytes} bytes (line {report.peak_line}); "
                f"{report.live_at_end} objects live at the end")
     if report.degraded:

@@ -1,7 +1,7 @@
 """The replay data file that `replay "app.ops"` scenarios read (runtime/replay.h).
 
-Layout, little-endian (version 4):
-    header   magic "SCNOPS4\\0", u32 threads, u32 touch, u64 slots, u64 ops, u64 window
+Layout, little-endian (version 5):
+    header   magic "SCNOPS5\\0", u32 threads, u32 touch, u64 slots, u64 ops, u64 window
     sections u64[threads + 1]: byte offset of each thread's first op from the first op's byte,
              then the total
     flags    u32[threads], then 4 zero bytes if threads is odd: bit 0 (DEFERRED) = the thread is
@@ -27,21 +27,24 @@ Layout, little-endian (version 4):
 touch: what the replay stores into each new block and into the grown part of a
 realloc (TOUCH_MODES: none, its first and last byte, one byte per page and the
 last, every byte). Op kinds beyond the allocator calls: SPAWN (slot = the thread it
-starts, aux = how many SPAWN ops precede it in the capture, size = its position), JOIN (slot = a
+starts, aux = how many SPAWN ops precede it in the capture), JOIN (slot = a
 thread that ended before this point; waits until it has), EXIT (the thread's
 end; aux = SPAWN ops that happened before it in the capture, which it waits
 for). MAP (slot, gen, size: an anonymous mapping of the program's own), UNMAP
 (slot, gen, aux = offset in 4 KiB pages, size: a piece of it; flag LAST_PIECE
 when that ends the mapping), REMAP (like realloc: slot, aux = old slot, size).
 Back-pressure (runtime/replay.h has the design and why it cannot deadlock):
-positions count the capture's events in order, each adding 1 plus the bytes
-it allocates, frees, maps or unmaps. An op with flag SYNC carries in step (< 2^48)
-how many positions lie between the thread's previous SYNC (or its start: 0,
-or its SPAWN's size) and this op; there the replay thread publishes its
-position and waits while it is more than `window` positions ahead of the
-least published one.
+a thread's returns are the positions (1 plus the bytes) of its blocks that
+other threads freed. A FREE of another thread's block carries that thread in
+aux and the positions it gives back in size. An op with flag SYNC carries in
+step (< 2^48) how much more the thread needs than at its previous SYNC; there
+the replay thread waits until its returns reach that. `window` is the widest
+thread's window (1/16 of the most positions of its blocks live at once), for
+the record: the needs were computed with it.
 Versions 1 (SCNOPS1: no touch, no thread lifetimes), 2 (SCNOPS2: no
-back-pressure) and 3 (SCNOPS3: 32-byte ops) are refused with a message naming
+back-pressure), 3 (SCNOPS3: 32-byte ops) and 4 (SCNOPS4: SYNC steps were
+positions in capture order, kept within a window of the least advanced thread)
+are refused with a message naming
 the version and asking to convert again (a capture converts in seconds, and one
 reader per format keeps the replay's hot loop single); the runtime
 (runtime/replay.h) does the same.
@@ -62,7 +65,7 @@ from typing import Dict, Iterator, List, Tuple
 
 from ..scenario.nodes import TOUCH_NEW_MODES
 
-VERSION = 4
+VERSION = 5
 MAGIC = b"SCNOPS%d\0" % VERSION
 HEADER = struct.Struct("<8sIIQQQ")
 OP = struct.Struct("<BBHIIIIIQ")    # an op's fields (version 3's layout): read_ops' output, the C encoder's input

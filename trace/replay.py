@@ -8,14 +8,15 @@ which becomes a ReplayReport here. This module keeps the report, the `.scn`
 text and the summary's wording. What the conversion does:
 
 Each captured thread keeps its own calls in order with their exact sizes.
-Pointers become slots, reused as soon as they are free (by the thread that
-freed them first, so that reuse rarely waits for another thread; a thread that
-ends leaves its freed slots to the others) so memory grows with the number of
-live objects, not with the trace or its number of threads. When an op touches a slot
-whose previous op was made by another thread (a cross-thread free, or a slot
-reused after another thread freed it), the op is marked to wait for that
-thread, as DJ Delorie's glibc trace simulator does: the replay keeps every
-handoff and its order, and nothing else is serialised.
+Pointers become slots. A freed slot stays with the thread that freed it, which
+reuses it first; another thread takes it without waiting once the replay has
+joined that thread, and with a wait for that free only when new slots would
+outgrow twice the live objects at their peak: so memory grows with the number
+of live objects, not with the trace or its number of threads, and no thread
+waits for another's free to allocate where the program did not. When an op
+frees a block another thread made (or reuses a slot as above), it is marked to
+wait for that thread, as DJ Delorie's glibc trace simulator does: the replay
+keeps every handoff and its order, and nothing else is serialised.
 
 Calls that cannot be replayed faithfully are still replayed as calls of the
 same kind, so counts per kind and per thread match the capture exactly, and
@@ -26,21 +27,27 @@ a pointer, or a realloc that failed in the trace, becomes realloc(NULL, n).
 Thread lifetimes (from events of kinds thread_start and thread_exit, which the
 preload tracer records since version 2): a thread whose start was captured
 becomes a DEFERRED replay thread, started by a SPAWN op placed in its
-creator's ops where it began; thread creations keep their captured order; the
-threads that had ended by then are joined first (JOIN ops before the SPAWN);
-a thread's end is an EXIT op that waits for the creations it outlived. The
-replay never has more threads alive than the capture had at the same point.
+creator's ops where it began; thread creations keep their captured order;
+threads that had ended by then are joined first (JOIN ops before the SPAWN,
+the earliest ended first), as many as keep the replay within the most threads
+the capture had alive at once so far; a thread's end is an EXIT op that waits
+for the creations it outlived. The capture does not show which thread a
+program joined when: a thread_churn main that joins thread k-1 after creating
+thread k+1 would otherwise wait for both before the creation, and its replay
+would run its threads in pairs.
 Captures without those events (ltrace, version 1 tracer logs) start every
 thread with the replay, as before.
 
 Back-pressure (the design and why it cannot deadlock are in
-runtime/replay.h): every event gets a position in capture order (1 plus the
-bytes it allocates, frees, maps or unmaps, summed), and an op is flagged SYNC when its
-thread's position moved more than D past its last SYNC while another thread
-had events; the replay keeps every thread within W positions of the least
-advanced one. W is 1/16 of the capture's peak of live (and mapped)
-bytes, D half of that at most, so a replay holds at most about 3/32 of the
-peak more than the capture did at the same point.
+runtime/replay.h): a thread's returns are the positions (1 plus the bytes) of
+its blocks that other threads freed, in capture order. A thread that
+allocates while its returns lag more than its window W behind the capture's
+waits until they catch up (SYNC ops); W is 1/16 of the most positions of its
+own blocks live at once, and a SYNC is asked for each time the need grew by
+more than W/2, so a producer holds at most about 3/32 of its peak more than
+in the capture. Threads that do not hand blocks over are not held to the
+capture's interleaving at all: their rhythm is the allocator's, as in the
+program.
 
 ``touch`` (opsfile.TOUCH_MODES) is written into the ops file: what the replay
 stores into each new block and the grown part of each realloc. ``auto`` lets
