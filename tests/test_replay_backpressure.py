@@ -1,7 +1,7 @@
 """Back-pressure in exact replays: a thread that allocates waits for the frees of its blocks by other threads
 (its returns), as far behind the capture's as the window allows, and for nothing else.
 
-* A real producer/consumer (bench/programs/prodcons.c, 2 pairs, queues of 64 blocks),
+* A real producer/consumer (bench/programs/prodcons.c, 2 pairs of 100,000 blocks, queues of 64),
   captured with the preload tracer and replayed: the replay's peak of live bytes
   (the `live` probe, exact) is within 10% of the capture's. Without back-pressure the
   producers ran ahead of their consumers (3.6x the capture's peak on 2 x 100,000 blocks).
@@ -45,17 +45,18 @@ def test_a_producer_consumer_replay_holds_the_live_bytes_its_capture_held(tmp_pa
     prodcons = tmp_path / "prodcons"
     subprocess.run(["gcc", "-O2", "-pthread", "-o", str(prodcons), str(PROGRAMS / "prodcons.c")], check=True)
     trace = tmp_path / "pc.trace"
-    assert capture_preload([str(prodcons), "2", "20000"], trace).ok
+    assert capture_preload([str(prodcons), "2", "100000"], trace).ok
     from scenc.trace.preload_log import parse_preload_log
     report = write_replay(parse_preload_log(trace, extra_events=True), tmp_path / "pc.scn", "pc.trace",
                           touch="none")
     assert report.threads == 5 and report.peak_live_bytes > 64 * 1024
     for _ in range(2):   # the interleaving differs from run to run: the bound holds in each
         # Each producer holds at most about 3/32 of its own peak more than in the capture (its window and a
-        # half); a consumer may keep up better than in the capture, as the program's may (measured: 0.83-0.98x
-        # over 12 replays of 4 captures).
+        # half), and the queues fill as the program's do (measured: 0.995-1.032x over 8 replays of 2 captures;
+        # on 2 x 20,000 blocks, a tenth of a second, the capture's peak is partly its start and a replay's
+        # consumers may keep up better: 0.55-0.93x).
         peak = live_peak(tmp_path / "pc.scn")
-        assert 0.6 * report.peak_live_bytes <= peak <= 1.1 * report.peak_live_bytes, (peak, report.peak_live_bytes)
+        assert 0.8 * report.peak_live_bytes <= peak <= 1.1 * report.peak_live_bytes, (peak, report.peak_live_bytes)
 
 
 def ev(line, tid, kind, size=None, old=None, res=None):
