@@ -40,8 +40,10 @@ static inline scn_channel *scn_channel_new(uint64_t capacity) {
   q->capacity = capacity;
   if (capacity == 0 || capacity > SIZE_MAX / 2 / sizeof *q->cells)
     scn_die("a channel of capacity %llu cannot be made", (unsigned long long)capacity);
+  /* Every cell's sequence starts at 0, which the arena's fresh memory holds already: no store, so the
+   * cells a run never reaches are never resident (a model's ring of 200 channels of 996 cells, one pair
+   * of threads at a time, had 3.2 MB resident before its first allocation). */
   q->cells = scn_arena_alloc(capacity * sizeof *q->cells);
-  for (uint64_t i = 0; i < capacity; i++) atomic_init(&q->cells[i].seq, 0);
   atomic_init(&q->tail, 0);
   atomic_init(&q->head, 0);
   return q;

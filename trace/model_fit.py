@@ -291,11 +291,21 @@ class ThreadSummary:
                 "activity": [p.c["events"] / events for p in self.phases]}
 
 
+RECEIVES_SHARE = 3      # feature()["shares"][3]: calls that free another thread's objects
+
+
 def _alike(a: dict, b: dict) -> bool:
     """Within 2x in calls and mean size, 0.15 in each share of calls, 0.5 apart in activity per phase."""
     return (abs(a["events"] - b["events"]) <= 1.0 and abs(a["size"] - b["size"]) <= 1.0
             and all(abs(x - y) <= 0.15 for x, y in zip(a["shares"], b["shares"]))
             and sum(abs(x - y) for x, y in zip(a["activity"], b["activity"])) <= 0.5)
+
+
+def alike_but_receives(a: dict, b: dict) -> bool:
+    """Alike, the share of calls that free another thread's objects aside (a chain's head: model_shape)."""
+    skip = RECEIVES_SHARE
+    return _alike(dict(a, shares=a["shares"][:skip] + a["shares"][skip + 1:]),
+                  dict(b, shares=b["shares"][:skip] + b["shares"][skip + 1:]))
 
 
 def group_threads(summaries: List[ThreadSummary]) -> List[List[ThreadSummary]]:

@@ -11,7 +11,8 @@ from typing import Dict, List, Optional, Tuple
 
 from .model_collect import (MAX_HANDOFFS, REALLOC_START, Cell, Collector, hist_minus, life_bucket, merge_hist,
                             size_bucket, size_class)
-from .model_fit import Phase, ThreadSummary, big_chains, big_objects, chain_slots, detect_phases, group_threads
+from .model_fit import (Phase, ThreadSummary, alike_but_receives, big_chains, big_objects, chain_slots,
+                        detect_phases, group_threads)
 
 MAX_CAPACITY = 1 << 20      # channel slots live in the runtime's arena: 16 MiB at most per channel
 HELD_PARTS = 4              # an object freed in a later part of a phase than its own, or a later phase, is held
@@ -70,7 +71,7 @@ class ModelShape:
         leader = min(self.col.cells) if self.col.cells else 0
         self.groups: List[Group] = []
         workers = 0
-        for members in group_threads(summaries):
+        for members in self._with_chain_heads(group_threads(summaries)):
             if len(members) == 1 and members[0].tid == leader:
                 name = "main"
             else:
@@ -78,6 +79,28 @@ class ModelShape:
                 name = "worker" if workers == 1 else f"worker{workers}"
             self.groups.append(Group(name, [s.tid for s in members], members))
         self.group_of = {tid: g for g in self.groups for tid in g.tids}
+
+    def _with_chain_heads(self, groups: List[List[ThreadSummary]]) -> List[List[ThreadSummary]]:
+        """A thread alone in its group that hands all its objects to the first-born thread of a group whose
+        threads hand theirs on to one another, and was born before it, heads that chain: it joins the group.
+        It frees nothing of a predecessor, which alone told it apart (a share of calls 0.17 off), and as a
+        group of its own it ran beside the chain from the start (thread_churn: its first worker made the
+        model hold 4 threads at once where the program held 3)."""
+        born = self.col.born
+        first = {id(g): min(g, key=lambda s: born.get(s.tid, 0)) for g in groups if len(g) > 1}
+        chains = {first[id(g)].tid: g for g in groups if len(g) > 1
+                  and any(_dest(k) in {m.tid for m in g} for s in g for k in s.total.c)}
+        out = []
+        for g in groups:
+            head = g[0]
+            dests = {_dest(k) for k in head.total.c} - {None}
+            chain = chains.get(next(iter(dests))) if len(g) == 1 and len(dests) == 1 else None
+            if chain is not None and born.get(head.tid, 0) < born.get(first[id(chain)].tid, 0) \
+                    and alike_but_receives(head.feature(), first[id(chain)].feature()):
+                chain.insert(0, head)
+            else:
+                out.append(g)
+        return out
 
     def _churn(self) -> Dict[str, int]:
         """Group name -> K for the groups whose threads were not all alive at once in the capture (its
