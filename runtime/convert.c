@@ -1,8 +1,10 @@
 /* scenc's exact-replay converter: a capture's events -> an ops file (trace/opsfile.py, version 5) and a JSON
  * report on stdout (trace/replay.py turns it into the summary and the .scn file).
  *
- *   scenc-convert --log app.trace [--no-extra] --ops app.ops [--touch N|auto] [--main-tid TID]
+ *   scenc-convert --log app.trace [--no-extra] --ops app.ops [--touch N|auto] [--main-tid TID] [--touch-only]
  *   scenc-convert --events --ops app.ops ...      (events packed by trace/replay.py on stdin: ltrace logs)
+ *   (--touch-only with --touch auto: when the tracer's sample of pages decides, only {"touch", "touch_auto"},
+ *    from the log's index, and no ops file; otherwise the whole conversion, as without it)
  *
  * The only implementation of the conversion (the rules are trace/replay.py's module doc): per thread its
  * calls in order; pointers become slots, kept by the thread that freed them (take_slot); an op that must
@@ -983,7 +985,7 @@ static void on_signal(int sig) { (void)sig; cv_stop = 1; }
 
 static int usage(void) {
   fprintf(stderr, "usage: scenc-convert (--log TRACE [--no-extra] | --events) --ops OUT [--touch 0-3|auto] "
-                  "[--main-tid TID]\n");
+                  "[--main-tid TID] [--touch-only]\n");
   return 64;
 }
 
@@ -1007,12 +1009,13 @@ int main(int argc, char **argv) {
   static cv conv;
   cv *c = &conv;
   const char *log_path = NULL;
-  int events = 0, extra = 1;
+  int events = 0, extra = 1, touch_only = 0;
   c->main_tid = -1;
   for (int k = 1; k < argc; k++) {
     const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
     if (!strcmp(a, "--events")) events = 1;
     else if (!strcmp(a, "--no-extra")) extra = 0;
+    else if (!strcmp(a, "--touch-only")) touch_only = 1;
     else if (!strcmp(a, "--log") && v) { log_path = v; k++; }
     else if (!strcmp(a, "--ops") && v) { c->path = v; k++; }
     else if (!strcmp(a, "--touch") && v) { c->touch = strcmp(v, "auto") ? atoi(v) : TOUCH_AUTO; k++; }
@@ -1031,6 +1034,16 @@ int main(int argc, char **argv) {
   static tr_log log;
   int rc = 0;
   if (log_path) rc = tr_open(&log, log_path, extra, &c->err);
+  if (touch_only && c->touch_auto && !rc && log_path && log.info.faulted && log.info.fresh_pages >= MIN_SAMPLED) {
+    /* --touch-only (a model's touch_new): the tracer's sample decides, read with the log's index; no ops file. */
+    int64_t heap_faults;
+    const char *why = choose_touch(c, &log.info, &heap_faults);
+    static const char *const mode[] = {"none", "first", "pages", "all"};
+    printf("{\"touch\": \"%s\", \"touch_auto\": {\"why\": \"%s\", \"fresh_pages\": %" PRIu64
+           ", \"written_pages\": %" PRIu64 "}}\n", mode[c->touch], why, log.info.fresh_pages, log.info.written_pages);
+    tr_close(&log);
+    return 0;
+  }
   /* An ltrace log or a tracer log without a fault reading: auto takes pages whatever the counts say. */
   c->count_pages = c->touch_auto && log_path && !rc && log.info.faulted;
   if (!rc) rc = prepare_output(c);

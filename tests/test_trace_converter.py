@@ -212,6 +212,25 @@ def test_a_tracer_log_read_by_the_converter_converts_as_its_events_streamed(capt
 
 
 # --------------------------------------------------------------------------- what is left behind
+@pytest.mark.parametrize("name", ["prodcons", "thread_churn"])
+def test_touch_only_chooses_as_the_whole_conversion_does(captures, name, tmp_path):
+    """--touch-only (a model's touch_new): prodcons's sample of pages decides (it writes the first and last
+    byte of blocks up to 32 KiB), so the converter reads the log's index only and writes nothing; thread_churn's
+    blocks are too small to sample, so it converts the whole log as --touch auto does."""
+    from scenc.trace.replay import auto_touch
+    path = captures[name]
+    whole, _ = convert_log(path, tmp_path / "whole.ops", "auto", log_pid(path))
+    assert auto_touch(path, log_pid(path)) == whole.touch
+    proc = subprocess.run([str(converter_program()), "--log", str(path), "--ops", str(tmp_path / "only.ops"),
+                           "--touch", "auto", "--touch-only"], capture_output=True, text=True, check=True)
+    data = json.loads(proc.stdout)
+    sampled = whole.touch_auto["fresh_pages"] >= 16
+    assert sampled == (name == "prodcons"), whole.touch_auto
+    assert (set(data) == {"touch", "touch_auto"}) == sampled and data["touch"] == whole.touch
+    assert (tmp_path / "only.ops").exists() != sampled
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]      # no spool or temporary file
+
+
 def leftovers(folder: Path) -> list:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") or p.suffix == ".ops")
 

@@ -201,11 +201,8 @@ def _model_touch(source, touch: str) -> str:
         return touch
     if source.format != "preload":
         return "pages"
-    import tempfile
-    from .replay import write_replay
-    with tempfile.TemporaryDirectory(prefix="scenc-touch-") as tmp:
-        return write_replay(source.path, Path(tmp) / "auto.scn", source.path.name, touch="auto",
-                            main_tid=source.main_tid()).touch
+    from .replay import auto_touch
+    return auto_touch(source.path, source.main_tid())
 
 
 def _note_losses(scn: Path, losses: list) -> None:

@@ -181,7 +181,23 @@ def _batches(events: Iterable[AllocEvent]) -> Iterable[list]:
         yield batch
 
 
+def auto_touch(path, main_tid: Optional[int] = None) -> str:
+    """The mode `--touch auto` chooses for a tracer log (a model's touch_new). When the tracer's sample of
+    pages decides, the converter reads only the log's index (alloc_heavy's 2M calls: 0.003 s against 0.26-0.31 s
+    for the whole conversion); otherwise it converts the whole log, into a folder removed afterwards."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="scenc-touch-") as tmp:
+        return _convert(["--log", str(path), "--touch-only"], Path(tmp) / "auto.ops", "auto", main_tid, None,
+                        error_path=str(path))["touch"]
+
+
 def _run(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, error_path: str = ""):
+    data = _convert(args, ops_path, touch, main_tid, feed, error_path)
+    return _report(data, touch), data.get("log")
+
+
+def _convert(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, error_path: str = "") -> dict:
+    """The converter's JSON report; its errors raised (TraceFormatError, ConvertError, KeyboardInterrupt)."""
     from .tracer_build import converter_program
     cmd = [str(converter_program()), *args, "--ops", str(ops_path), "--touch",
            "auto" if touch == "auto" else str(TOUCH_MODES.index(touch))]
@@ -219,7 +235,7 @@ def _run(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, e
         if error_path and data.get("record"):
             raise TraceFormatError(error_path, data["record"], 1, message)
         raise ConvertError(message)
-    return _report(data, touch), data.get("log")
+    return data
 
 
 def _report(data: dict, touch: str) -> ReplayReport:
