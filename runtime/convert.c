@@ -33,6 +33,7 @@
 #define TOUCH_FIRST 1              /* the ops file's touch modes (runtime/opsfmt.h, trace/opsfile.TOUCH_MODES) */
 #define TOUCH_PAGES 2
 #define TOUCH_AUTO 4               /* --touch auto: the mode whose first-touched pages match the capture's faults */
+static const char *const touch_name[] = {"none", "first", "pages", "all"};   /* the report's names of modes 0-3 */
 /* Faults a traced process takes between the tracer's constructor and its end mark besides its heap's: the
  * stack, stdio, lazy binding, exit handlers (measured: a C program making one malloc and one printf takes
  * 17-19, one of them the tracer's buffer). Subtracted from the measured faults before they are compared. */
@@ -236,7 +237,10 @@ static uint64_t thread_window(const cv_thread *t);
 /* The header's window: the widest thread's (pace). */
 static uint64_t window_of(const cv *c) {
   uint64_t w = 0;
-  for (size_t i = 0; i < c->nt; i++) w = thread_window(&c->t[i]) > w ? thread_window(&c->t[i]) : w;
+  for (size_t i = 0; i < c->nt; i++) {
+    uint64_t tw = thread_window(&c->t[i]);
+    if (tw > w) w = tw;
+  }
   return w ? w : 1;
 }
 
@@ -368,12 +372,15 @@ static void own_push(cv_thread *t, uint32_t slot) {
 
 static int own_empty(const cv_thread *t) { return t->nown == t->own_head; }
 
+/* A joined thread with freed slots joins the queue that step 2 takes from. */
+static void joinq_push(cv *c, uint32_t i) {
+  c->joinq = tr_grow(c->joinq, &c->joinq_cap, c->njoinq + 1, sizeof *c->joinq);
+  c->joinq[c->njoinq++] = i;
+}
+
 static void release_slot(cv *c, uint32_t i, uint32_t slot) {
   cv_thread *t = &c->t[i];
-  if (own_empty(t) && t->join_seq != UINT64_MAX) {     /* joined already (its key destructors freed late) */
-    c->joinq = tr_grow(c->joinq, &c->joinq_cap, c->njoinq + 1, sizeof *c->joinq);
-    c->joinq[c->njoinq++] = i;
-  }
+  if (own_empty(t) && t->join_seq != UINT64_MAX) joinq_push(c, i);   /* joined already: it frees after its end */
   own_push(t, slot);
 }
 
@@ -601,10 +608,7 @@ static void spawn(cv *c, uint32_t creator, uint32_t child) {
     cv_thread *x = &c->t[c->ended[k]];
     emit(c, creator, SCN_R_JOIN, 0, c->ended[k], SCN_R_NONE, 0, 0, 0);
     x->join_seq = c->joined++;
-    if (!own_empty(x)) {
-      c->joinq = tr_grow(c->joinq, &c->joinq_cap, c->njoinq + 1, sizeof *c->joinq);
-      c->joinq[c->njoinq++] = c->ended[k];
-    }
+    if (!own_empty(x)) joinq_push(c, c->ended[k]);
   }
   if (knew_all) t->horizon = c->joined;
   c->nended -= join;
@@ -916,8 +920,7 @@ static int read_events(cv *c) {
 
 /* ---------------------------------------------------------------- the report */
 static void report(const cv *c, const tr_log *log, const char *why, int64_t heap_faults) {
-  static const char *const mode[] = {"none", "first", "pages", "all"};
-  printf("{\"touch\": \"%s\", ", mode[c->touch]);
+  printf("{\"touch\": \"%s\", ", touch_name[c->touch]);
   if (c->touch_auto) {
     const tr_info *f = log ? &log->info : NULL;
     printf("\"touch_auto\": {\"why\": \"%s\", \"pages\": {\"none\": %" PRIu64 ", \"first\": %" PRIu64 ", \"pages\": %" PRIu64 ", "
@@ -1038,9 +1041,8 @@ int main(int argc, char **argv) {
     /* --touch-only (a model's touch_new): the tracer's sample decides, read with the log's index; no ops file. */
     int64_t heap_faults;
     const char *why = choose_touch(c, &log.info, &heap_faults);
-    static const char *const mode[] = {"none", "first", "pages", "all"};
     printf("{\"touch\": \"%s\", \"touch_auto\": {\"why\": \"%s\", \"fresh_pages\": %" PRIu64
-           ", \"written_pages\": %" PRIu64 "}}\n", mode[c->touch], why, log.info.fresh_pages, log.info.written_pages);
+           ", \"written_pages\": %" PRIu64 "}}\n", touch_name[c->touch], why, log.info.fresh_pages, log.info.written_pages);
     tr_close(&log);
     return 0;
   }

@@ -88,8 +88,11 @@ class ModelShape:
         model hold 4 threads at once where the program held 3)."""
         born = self.col.born
         first = {id(g): min(g, key=lambda s: born.get(s.tid, 0)) for g in groups if len(g) > 1}
-        chains = {first[id(g)].tid: g for g in groups if len(g) > 1
-                  and any(_dest(k) in {m.tid for m in g} for s in g for k in s.total.c)}
+        chains = {}
+        for g in groups:
+            tids = {m.tid for m in g}
+            if len(g) > 1 and any(_dest(k) in tids for s in g for k in s.total.c):
+                chains[first[id(g)].tid] = g
         out = []
         for g in groups:
             head = g[0]
