@@ -124,6 +124,30 @@ class ModelShape:
     def group_named(self, name: str) -> Group:
         return next(g for g in self.groups if g.name == name)
 
+    def ring_channels(self, name: str) -> int:
+        """How many channels group `name`'s ring has: one per thread, or fewer when at most K of its threads
+        are alive at once (thread i + K starts when thread i ends), each channel shared by the threads whose
+        indices it is modulo that number (model_plan._ring_ops).
+
+        Sharing is safe when a thread that sends into a channel, or receives from it, starts only after its
+        previous receiver has ended (and so emptied it). Let a be the first thread not ended. Thread a + d
+        can have started when d < K, or when thread a + d - K has ended, which needs it started and its
+        predecessor a + d - K - 1 started (its sends received): d - K >= 1 and both in that set. The set is
+        finite (K=2: 0, 1, 3; K=3: 0, 1, 2, 4, 5, 8), its largest d sends into a + d + 1: d + 2 channels
+        suffice (K=2: 5, K=3: 10). K + 1 did not: thread i + 1 may end before thread i, its successor
+        i + 1 + K then started while thread i still received, and took thread i's objects (a hang)."""
+        n = self.group_named(name).n
+        k = self.churn.get(name)
+        if not k:
+            return n
+        started = set(range(k))
+        d = k
+        while d <= max(started) + k + 1:
+            if d - k >= 1 and d - k in started and d - k - 1 in started:
+                started.add(d)
+            d += 1
+        return min(n, max(started) + 2)
+
     # ---------------------------------------------------------------- flows
     def _flows(self) -> None:
         """Objects handed between groups, over a forest of channels; each channel holds as many objects as

@@ -132,7 +132,7 @@ class ModelWriter:
                          f"    # {total} objects allocated by {src}, freed by {dst}, at most "
                          f"{shape.capacity[src, dst]} in flight at once")
         for name, per_thread in sorted(rings.items()):
-            n = shape.group_named(name).n
+            n = shape.ring_channels(name)
             decls.append(f"channel {name}_ring[{n}] capacity {max(1, min(per_thread, MAX_CAPACITY))}"
                          f"    # {name}[i] hands objects to {name}[i + 1], which frees them")
         return decls
