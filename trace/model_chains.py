@@ -181,7 +181,7 @@ class ChainPlanner:
                     out.append(Stmt(f"{pick}{ring_send.format(grow)}{text}  {ring_recv}", **counts.per(part),
                                     calls={"free": 1, **calls}, sent=1, draws=draws))
                 else:
-                    out.append(Stmt(f"{pick}send({g.name}_to_{where}, {grow}){text}",
+                    out.append(Stmt(f"{pick}send({self.shape.channel(g.name, where)}, {grow}){text}",
                                     **counts.exact(part, f"to_{where}_grown_{mk[0]}_p{pi}"), calls=dict(calls),
                                     sent=1, draws=draws))
         return out
@@ -228,7 +228,7 @@ class ChainPlanner:
                     out.append(Stmt(f"{body}  {ring_send.format(grow)}  {ring_recv}", **counted,
                                     calls=dict(calls), sent=1, draws=int(mk != REALLOC_START)))
                 else:
-                    out.append(Stmt(f"{body}  send({g.name}_to_{where}, {grow})", **counted, calls=dict(calls),
+                    out.append(Stmt(f"{body}  send({self.shape.channel(g.name, where)}, {grow})", **counted, calls=dict(calls),
                                     sent=1, draws=int(mk != REALLOC_START)))
             extra -= min(extra, count)
         return out

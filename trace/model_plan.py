@@ -149,11 +149,11 @@ class GroupPlanner:
             late = [late_of.get((src, t), [0] * pi) for t in self.g.tids]
             waited = [n[pi - 2] for n in late] if pi > 1 else [0] * self.g.n
             if sum(waited):
-                out.append(Stmt(f"free(recv({src}_to_{self.g.name}))", calls={"free": 1}, place="pre",
+                out.append(Stmt(f"free(recv({self.shape.channel(src, self.g.name)}))", calls={"free": 1}, place="pre",
                                 **counts.exact(sum(waited), f"from_{src}_p{pi - 1}_late", waited)))
             members = [m - n[pi - 1] for m, n in
                        zip(counts.members(lambda k: k[0] == "recv" and k[1] in src_tids), late)]
-            out.append(Stmt(f"free(recv({src}_to_{self.g.name}))", calls={"free": 1},
+            out.append(Stmt(f"free(recv({self.shape.channel(src, self.g.name)}))", calls={"free": 1},
                             **counts.exact(total - sum(n[pi - 1] for n in late), f"from_{src}_p{pi}", members)))
         return out
 
@@ -239,7 +239,7 @@ class GroupPlanner:
             dest_tids = set(self.shape.group_named(dest).tids)
             members = counts.members(lambda k: k[0] == "send" and k[1] == mk and k[2] in dest_tids)
             dest_size, dest_fields = sz.handed_for(dest)
-            out.append(Stmt(f"p = {alloc_text(mk, dest_size)}  send({self.g.name}_to_{dest}, p)",
+            out.append(Stmt(f"p = {alloc_text(mk, dest_size)}  send({self.shape.channel(self.g.name, dest)}, p)",
                             **counts.exact(v, f"to_{dest}_{mk[0]}_p{counts.pi}", members), calls={mk[0]: 1}, sent=1,
                             draws=1, **dest_fields))
         return out

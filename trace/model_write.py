@@ -128,6 +128,12 @@ class ModelWriter:
         shape = self.shape
         decls = []
         for (src, dst), total in sorted(shape.edges.items()):
+            if (src, dst) in shape.paired:
+                n = shape.group_named(src).n
+                decls.append(f"channel {src}_to_{dst}[{n}] capacity {shape.capacity[src, dst]}"
+                             f"    # {total} objects allocated by {src}[i], freed by {dst}[i], at most "
+                             f"{shape.capacity[src, dst]} in flight at once in a pair")
+                continue
             decls.append(f"channel {src}_to_{dst} capacity {shape.capacity[src, dst]}"
                          f"    # {total} objects allocated by {src}, freed by {dst}, at most "
                          f"{shape.capacity[src, dst]} in flight at once")
