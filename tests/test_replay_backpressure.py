@@ -3,7 +3,8 @@
 
 * A real producer/consumer (bench/programs/prodcons.c, 2 pairs of 100,000 blocks, queues of 64),
   captured with the preload tracer and replayed: the replay's peak of live bytes
-  (the `live` probe, exact) is within 10% of the capture's. Without back-pressure the
+  (the `live` probe, exact) is never more than 10% above the capture's, and the best of three
+  replays reaches 0.8x of it (a replay's consumers may keep up better). Without back-pressure the
   producers ran ahead of their consumers (3.6x the capture's peak on 2 x 100,000 blocks).
 * Made-up events (a capture cannot be made to interleave this way on demand; the conversion,
   build and replay are the real ones): a producer whose consumer lags gets SYNC ops, its consumer's
@@ -50,13 +51,15 @@ def test_a_producer_consumer_replay_holds_the_live_bytes_its_capture_held(tmp_pa
     report = write_replay(parse_preload_log(trace, extra_events=True), tmp_path / "pc.scn", "pc.trace",
                           touch="none")
     assert report.threads == 5 and report.peak_live_bytes > 64 * 1024
-    for _ in range(2):   # the interleaving differs from run to run: the bound holds in each
-        # Each producer holds at most about 3/32 of its own peak more than in the capture (its window and a
-        # half), and the queues fill as the program's do (measured: 0.995-1.032x over 8 replays of 2 captures;
-        # on 2 x 20,000 blocks, a tenth of a second, the capture's peak is partly its start and a replay's
-        # consumers may keep up better: 0.55-0.93x).
-        peak = live_peak(tmp_path / "pc.scn")
-        assert 0.8 * report.peak_live_bytes <= peak <= 1.1 * report.peak_live_bytes, (peak, report.peak_live_bytes)
+    # Each producer holds at most about 3/32 of its own peak more than in the capture (its window and a half):
+    # the upper bound holds in every run. Nothing holds a replay's consumer back as the program's full queue
+    # held its producer, so a replay's queues may stay shallower: 0.995-1.032x over 8 replays of 2 captures in
+    # one session, but 0.60-0.80x in 5 of 32 replays in the next (before and after its changes alike, quiet
+    # machine). So the lower bound asks it of the best of three replays (the queues do fill as the program's).
+    # On 2 x 20,000 blocks, a tenth of a second, the capture's peak is partly its start: 0.55-0.93x.
+    peaks = [live_peak(tmp_path / "pc.scn") for _ in range(3)]
+    assert max(peaks) <= 1.1 * report.peak_live_bytes, (peaks, report.peak_live_bytes)
+    assert max(peaks) >= 0.8 * report.peak_live_bytes, (peaks, report.peak_live_bytes)
 
 
 def ev(line, tid, kind, size=None, old=None, res=None):
