@@ -498,6 +498,23 @@ def test_the_collector_keeps_bounded_memory_on_long_streams():
 
 
 # --------------------------------------------------------------------------- thread lifetimes, peaks on real captures
+def model_of_bench_program(tmp_path, name, *args):
+    """The model of a fresh preload capture of bench/programs/NAME.c run with ARGS."""
+    import shutil
+    import subprocess
+    from scenc.trace.preload import capture_preload
+    from scenc.trace.source import TraceSource
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    exe = tmp_path / name
+    source = Path(__file__).resolve().parents[1] / "bench" / "programs" / f"{name}.c"
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(source)], check=True)
+    trace = tmp_path / f"{name}.trace"
+    assert capture_preload([str(exe), *args], trace, stdout=subprocess.DEVNULL).ok
+    return write_model(TraceSource(trace, extra_events=True).events, tmp_path / f"{name}-model.scn",
+                       source_name=trace.name)
+
+
 def test_a_program_that_churns_threads_is_modelled_with_churn(tmp_path):
     """bench/programs/thread_churn.c keeps at most two workers alive, each freeing what the previous one left:
     the model's worker group churns (`* N at most 2`) in the order the threads started, its handoffs pass
@@ -509,19 +526,7 @@ def test_a_program_that_churns_threads_is_modelled_with_churn(tmp_path):
     capture: 0.65-1.43 over fresh captures on a loaded machine), so the structure above is what this test pins
     down, and the peak bound (median of three runs) only catches a gross error such as the 31x of a model
     without back-pressure: 0.5-2x. bench/model_peak.py gives the ratio over seeds (0.89-1.00 on 200 threads)."""
-    import shutil
-    import subprocess
-    from scenc.trace.preload import capture_preload
-    from scenc.trace.source import TraceSource
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
-    root = Path(__file__).resolve().parents[1]
-    exe = tmp_path / "churn"
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(root / "bench/programs/thread_churn.c")], check=True)
-    trace = tmp_path / "churn.trace"
-    assert capture_preload([str(exe), "30", "50"], trace, stdout=subprocess.DEVNULL).ok
-    model = write_model(TraceSource(trace, extra_events=True).events, tmp_path / "churn-model.scn",
-                        source_name="churn.trace")
+    model = model_of_bench_program(tmp_path, "thread_churn", "30", "50")
     text = model.scn_path.read_text()
     churning = [line for line in text.splitlines() if line.startswith("thread ") and " at most 2 " in line]
     assert len(churning) == 1, text
@@ -545,22 +550,10 @@ def test_producers_and_consumers_in_pairs_get_a_channel_per_pair(tmp_path):
     keeps the pairs: a channel per pair (`src_to_dst[self]`, the consumers in their producers' order), each as
     deep as a pair's queue was. Over one channel shared by all, each consumer freed both producers' blocks, and
     jemalloc's peak RSS on the model was 32-62 MiB against the program's 8.4 (with pairs: 9.2)."""
-    import re
-    import shutil
-    import subprocess
-    from scenc.trace.preload import capture_preload
-    from scenc.trace.source import TraceSource
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
-    root = Path(__file__).resolve().parents[1]
-    exe = tmp_path / "prodcons"
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(root / "bench/programs/prodcons.c")], check=True)
-    trace = tmp_path / "pc.trace"
-    assert capture_preload([str(exe), "2", "20000"], trace, stdout=subprocess.DEVNULL).ok
-    model = write_model(TraceSource(trace, extra_events=True).events, tmp_path / "pc-model.scn", source_name="pc.trace")
+    model = model_of_bench_program(tmp_path, "prodcons", "2", "20000")
     text = model.scn_path.read_text()
     (decl,) = [line for line in text.splitlines() if line.startswith("channel ")]
-    name, count, capacity = re.match(r"channel (\w+)\[(\d+)\] capacity (\d+)", decl).groups()
+    name, count, capacity = re.fullmatch(r"channel (\w+)\[(\d+)\] capacity (\d+)\b.*", decl).groups()
     assert count == "2" and 32 <= int(capacity) <= 66, decl       # a queue of 64 (and the block in hand)
     assert f"send({name}[self], p)" in text and f"free(recv({name}[self]))" in text, text
     measure_peak(model, timeout=60)           # finishing proves each consumer receives what its producer sends
