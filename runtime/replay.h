@@ -52,8 +52,9 @@
  * its ops after its captured end (glibc frees a thread's cache after the key
  * destructors, where the tracer records the end) are frees, which wait only for
  * their blocks' earlier ops. tests/test_replay_backpressure.py replays a
- * producer/consumer capture within 0.8-1.1x of its peak of live bytes, and
- * shows a producer waiting for its consumer's returns and for nothing else.
+ * producer/consumer capture at most 1.1x its peak of live bytes (and 0.8x at
+ * least in the best of three replays: nothing holds a replay's consumer back),
+ * and shows a producer waiting for its consumer's returns and for nothing else.
  *
  * Blocks: the header's touch mode says what the replay stores into each new
  * block and into the grown part of a realloc, as the program would have.

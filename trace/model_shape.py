@@ -159,7 +159,8 @@ class ModelShape:
         that form no loop keep their channel (a maximum spanning forest), the others are freed by their
         owner itself, and a note says so."""
         self.edges = self._channel_forest()
-        self.paired = {edge for edge in self.edges if self._pair_threads(*edge)}
+        self._ordered_by_pairs: set = set()
+        self.paired = {edge for edge in sorted(self.edges) if self._pair_threads(*edge)}
         self.ring_depth = self._ring_depths()
         self.late_recvs = self._late_receives()
         self.capacity = {}
@@ -180,21 +181,24 @@ class ModelShape:
         one (bench/programs/prodcons.c: producer i to consumer i). Then dst's threads are put in the order of
         their partners and the flow gets a channel per pair (`src_to_dst[self]`): over one channel shared by
         all, each consumer freed every producer's blocks, and jemalloc's peak RSS on the model was 4-8x the
-        program's (which frees each block in its partner's arena only)."""
+        program's (which frees each block in its partner's arena only). A group whose order an earlier pair
+        of groups fixed keeps it: a pairing that needs another order is not made."""
         a, b = self.group_named(src), self.group_named(dst)
         if a.n < 2 or a.n != b.n or src in self.churn or dst in self.churn:
             return False
-        partner = {}
+        partner, b_tids = {}, set(b.tids)
         for summary in a.summaries:
-            dests = {_dest(k) for k, n in summary.total.c.items() if n and _dest(k) in b.tids}
+            dests = {d for d in (_dest(k) for k, n in summary.total.c.items() if n) if d in b_tids}
             if len(dests) != 1:
                 return False
             partner[summary.tid] = dests.pop()
-        if len(set(partner.values())) != b.n:
+        order = [partner[t] for t in a.tids]
+        if len(set(order)) != b.n or (dst in self._ordered_by_pairs and order != b.tids):
             return False
-        where = {tid: i for i, tid in enumerate(partner[t] for t in a.tids)}
+        where = {tid: i for i, tid in enumerate(order)}
         b.summaries.sort(key=lambda s: where[s.tid])
-        b.tids[:] = [s.tid for s in b.summaries]
+        b.tids[:] = order
+        self._ordered_by_pairs |= {src, dst}
         return True
 
     def channel(self, src: str, dst: str) -> str:

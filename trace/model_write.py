@@ -128,15 +128,11 @@ class ModelWriter:
         shape = self.shape
         decls = []
         for (src, dst), total in sorted(shape.edges.items()):
-            if (src, dst) in shape.paired:
-                n = shape.group_named(src).n
-                decls.append(f"channel {src}_to_{dst}[{n}] capacity {shape.capacity[src, dst]}"
-                             f"    # {total} objects allocated by {src}[i], freed by {dst}[i], at most "
-                             f"{shape.capacity[src, dst]} in flight at once in a pair")
-                continue
-            decls.append(f"channel {src}_to_{dst} capacity {shape.capacity[src, dst]}"
-                         f"    # {total} objects allocated by {src}, freed by {dst}, at most "
-                         f"{shape.capacity[src, dst]} in flight at once")
+            cap = shape.capacity[src, dst]
+            paired = (src, dst) in shape.paired
+            array, i, each = (f"[{shape.group_named(src).n}]", "[i]", " in a pair") if paired else ("", "", "")
+            decls.append(f"channel {src}_to_{dst}{array} capacity {cap}    # {total} objects allocated by {src}{i}, "
+                         f"freed by {dst}{i}, at most {cap} in flight at once{each}")
         for name, per_thread in sorted(rings.items()):
             n = shape.ring_channels(name)
             decls.append(f"channel {name}_ring[{n}] capacity {max(1, min(per_thread, MAX_CAPACITY))}"
