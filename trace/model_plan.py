@@ -124,17 +124,21 @@ class GroupPlanner:
         g = self.g
         if g.name in self.shape.churn:
             # Threads come and go in order: thread i hands to i + 1, which starts after it; the ring does not
-            # close (thread 0 would wait for the last thread, which starts only after it ends). Its channels
-            # hold a thread's sends: none blocks, and thread i's receives wait only for thread i - 1. With at
-            # most K threads alive, K * K + 1 channels serve them all, each shared modulo that number
-            # (model_shape.ring_channels says why); one channel per thread kept the cells of all of them
-            # resident: thread_churn's model of 200 workers, 2 at a time, had 2.1 MB of its runtime's arena
-            # resident where the replay had 0.3.
-            k = self.shape.ring_channels(g.name)
-            return (f"if self + 1 < {g.n} {{{{ send({g.name}_ring[(self + 1) % {k}], {{0}}) }}}} "
-                    f"else {{{{ free({{0}}) }}}}",
-                    f"if self > 0 {{ free(recv({g.name}_ring[self % {k}])) }}")
-        return f"send({g.name}_ring[(self + 1) % {g.n}], {{0}})", f"free(recv({g.name}_ring[self]))"
+            # close (thread 0 would wait for the last thread, which starts only after it ends). The last
+            # thread frees what it would send (a realloc chain's end; _ring_steps' objects it never makes).
+            return (f"if self + 1 < {g.n} {{{{ {self._ring_target('{0}')} }}}} else {{{{ free({{0}}) }}}}",
+                    f"if self > 0 {{ free(recv({g.name}_ring[self % {self.shape.ring_channels(g.name)}])) }}")
+        return self._ring_target("{0}"), f"free(recv({g.name}_ring[self]))"
+
+    def _ring_target(self, obj: str) -> str:
+        """The send of obj to the ring's next thread. A churning group's channels hold a thread's sends: none
+        blocks, and thread i's receives wait only for thread i - 1. With at most K threads alive, K * K + 1
+        channels serve them all, each shared modulo that number (model_shape.ring_channels says why); one
+        channel per thread kept the cells of all of them resident: thread_churn's model of 200 workers, 2 at
+        a time, had 2.1 MB of its runtime's arena resident where the replay had 0.3."""
+        g = self.g
+        k = self.shape.ring_channels(g.name) if g.name in self.shape.churn else g.n
+        return f"send({g.name}_ring[(self + 1) % {k}], {obj})"
 
     def _receives(self, flows: Flows, counts: Counts) -> List[Stmt]:
         """Frees of the objects received from other groups: those the capture freed only once their senders
@@ -249,20 +253,30 @@ class GroupPlanner:
         first send the ring's primed objects (model_shape._ring_depths: spread over them by `self`), then
         send one and free one per step, and each frees at the end as many as it primed. A thread primes k,
         steps n - k times and frees k at the end: it sends and frees n objects, as captured, and the ring
-        cannot wait on itself (a thread mid-step has sent one more than it freed)."""
+        cannot wait on itself (a thread mid-step has sent one more than it freed).
+        A churning group's ring is open: its last thread sends nothing and its first receives nothing, so
+        each of the other n - 1 sends the flow's count over n - 1 (over n, thread_churn's model handed 49
+        objects where each of its program's threads handed 51, and its last thread made and freed 49 the
+        program never made)."""
         out = []
-        primed = self.shape.ring_depth.get(self.g.name, 0)
-        ring_size, ring_fields = sz.handed_for(self.g.name)
+        g = self.g
+        churn = g.name in self.shape.churn and g.n > 1
+        primed = self.shape.ring_depth.get(g.name, 0)
+        ring_size, ring_fields = sz.handed_for(g.name)
+        skip = dict(skip=1) if churn else {}
         for mk, v in sorted(flows.ring.items(), key=lambda kv: (-kv[1], mk_key(kv[0]))):
-            steps = counts.per(v)["per_thread"]
-            total, primed = min(primed, steps * self.g.n), 0            # the most frequent kind primes the ring
+            steps = int(round(v / (g.n - 1))) if churn else counts.per(v)["per_thread"]
+            total, primed = min(primed, steps * g.n), 0            # the most frequent kind primes the ring
             prime, stepped = self._ring_shares(total, steps, counts)
+            made = f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}"
+            if churn:
+                made = f"if self + 1 < {g.n} {{ p = {alloc_text(mk, ring_size)}  {self._ring_target('p')} }}"
             if total:
-                out.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}", **prime,
-                                calls={mk[0]: 1}, sent=1, draws=1, place="pre", **ring_fields))
-                out.append(Stmt(ring_recv, **prime, calls={"free": 1}, place="post"))
-            out.append(Stmt(f"p = {alloc_text(mk, ring_size)}  {ring_send.format('p')}  {ring_recv}", **stepped,
-                            calls={mk[0]: 1, "free": 1}, sent=1, draws=1, **ring_fields))
+                out.append(Stmt(made, **prime, calls={mk[0]: 1}, sent=1, draws=1, place="pre", **skip,
+                                **ring_fields))
+                out.append(Stmt(ring_recv, **prime, calls={"free": 1}, place="post", **skip))
+            out.append(Stmt(f"{made}  {ring_recv}", **stepped, calls={mk[0]: 1, "free": 1}, sent=1, draws=1, **skip,
+                            **ring_fields))
         return out
 
     def _ring_shares(self, total: int, steps: int, counts: Counts) -> Tuple[dict, dict]:

@@ -30,13 +30,15 @@ class Stmt:
     at: Optional[float] = None                 # runs once, this far into the phase (0 .. 1): a big chain's step
     until: Optional[float] = None              # ... or spread evenly from `at` to this far (held objects)
     order: int = 0                             # ... its ordinal in the capture (steps in one round keep it)
+    skip: int = 0                              # threads of the group whose `if self ...` guard skips it (a
+    #                                            churning ring's last sender, its first receiver)
 
     def max_count(self, threads: int) -> int:
         return self.per_thread if self.share is None else self.share[1] if self.lumped \
             else -(-self.share[1] // threads)
 
     def total(self, threads: int) -> int:
-        return self.per_thread * threads if self.share is None else self.share[1]
+        return self.per_thread * (threads - self.skip) if self.share is None else self.share[1]
 
 
 @dataclass

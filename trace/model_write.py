@@ -7,6 +7,7 @@ calls, objects left to `lives`, objects handed to another thread), so the header
 computed from the statements actually written, not from the capture.
 """
 
+import re
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -435,8 +436,11 @@ def _statement_lines(text: str, indent: int) -> List[str]:
     if indent + len(text) <= LINE:
         return [pad + text]
     out = []
-    for part in text.split("  "):
-        if indent + len(part) > LINE and " lives " in part:
+    for part in _top_level_parts(text):
+        guarded = re.fullmatch(r"(if [^{}]*\{) (.*) \}", part)
+        if indent + len(part) > LINE and guarded:
+            out += [pad + guarded.group(1)] + _statement_lines(guarded.group(2), indent + 4) + [pad + "}"]
+        elif indent + len(part) > LINE and " lives " in part:
             alloc, lives = part.split(" lives ", 1)
             out.append(pad + alloc)
             line = pad + "    lives "
@@ -451,6 +455,17 @@ def _statement_lines(text: str, indent: int) -> List[str]:
         else:
             out.append(pad + part)
     return out
+
+
+def _top_level_parts(text: str) -> List[str]:
+    """text split at its two-space separators outside braces (an `if ... { a  b }` stays one part)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "{") - (ch == "}")
+        if depth == 0 and text.startswith("  ", i) and i > start:
+            parts.append(text[start:i])
+            start = i + 2
+    return parts + [text[start:]]
 
 
 def _wrap(text: str, first: str, rest: str, width: int = LINE) -> List[str]:
