@@ -498,19 +498,26 @@ def test_the_collector_keeps_bounded_memory_on_long_streams():
 
 
 # --------------------------------------------------------------------------- thread lifetimes, peaks on real captures
-def model_of_bench_program(tmp_path, name, *args):
-    """The model of a fresh preload capture of bench/programs/NAME.c run with ARGS."""
+def model_of_bench_program(tmp_path, name, *args, captures: int = 1):
+    """The model of a fresh preload capture of bench/programs/NAME.c run with ARGS: of `captures` captures,
+    the one whose peak of live bytes is their median (the program's usual peak, where its timing varies)."""
     import shutil
     import subprocess
     from scenc.trace.preload import capture_preload
     from scenc.trace.source import TraceSource
+    from scenc.trace.stats import TraceStats
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
     exe = tmp_path / name
     source = Path(__file__).resolve().parents[1] / "bench" / "programs" / f"{name}.c"
     subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(source)], check=True)
-    trace = tmp_path / f"{name}.trace"
-    assert capture_preload([str(exe), *args], trace, stdout=subprocess.DEVNULL).ok
+    peaks = []
+    for i in range(captures):
+        trace = tmp_path / f"{name}-{i}.trace"
+        assert capture_preload([str(exe), *args], trace, stdout=subprocess.DEVNULL).ok
+        source = TraceSource(trace, extra_events=True)
+        peaks.append((TraceStats(source.report).consume(source.events).peak_bytes, trace))
+    trace = sorted(peaks)[captures // 2][1]
     return write_model(TraceSource(trace, extra_events=True).events, tmp_path / f"{name}-model.scn",
                        source_name=trace.name)
 
@@ -519,16 +526,15 @@ def test_a_program_that_churns_threads_is_modelled_with_churn(tmp_path):
     """bench/programs/thread_churn.c keeps at most two workers alive, each freeing what the previous one left:
     the model's worker group churns (`* N at most 2`) in the order the threads started, its handoffs pass
     from each thread to the next (the ring does not close), the first worker heads it, and its peak of live
-    bytes is near the capture's.
+    bytes is within 10% of the capture's (the median of three model runs).
     Its ring has 5 channels, not one per thread: 30 channels (200 in bench/fidelity.py's capture) kept every
     channel's cells resident.
-    Both peaks vary from run to run with the threads' timing, the capture's as much as the model's (model /
-    capture: 0.98x or 1.28-1.43x over 8 fresh captures beside a CI run, each capture 225,024 bytes: three
-    workers' objects were never live at once in them, sometimes in the model), so the structure above is what
-    this test pins down, and the peak bound (median of three runs) only catches a gross error such as the 31x
-    of a model without back-pressure: 0.5-2x. bench/model_peak.py gives the ratio over seeds on 200 threads
-    (0.95-1.07x since waiting threads sleep)."""
-    model = model_of_bench_program(tmp_path, "thread_churn", "30", "50")
+    The program's own peak depends on its threads' timing: three workers' objects live at once, or two. With
+    50 objects a worker (a worker's work about 30 us: the scheduler's ticks ruled the program's rhythm beside
+    a busy core), 8 captures beside a CI run all held two, and the model three in 6 of 8 (1.28-1.43x). With 400
+    objects the program's work rules: 9 captures (5 beside a busy core) held three in 8, and the model of each
+    0.97-1.02x by its median. The test models the median of three captures."""
+    model = model_of_bench_program(tmp_path, "thread_churn", "30", "400", captures=3)
     text = model.scn_path.read_text()
     churning = [line for line in text.splitlines() if line.startswith("thread ") and " at most 2 " in line]
     assert len(churning) == 1, text
@@ -544,21 +550,25 @@ def test_a_program_that_churns_threads_is_modelled_with_churn(tmp_path):
     assert figures["threads alive, at most"] == ("3", "3")
     captured = int(figures["live bytes, peak"][0])
     peaks = sorted(measure_peak(model) for _ in range(3))   # finishing proves the churn cannot deadlock
-    assert 0.5 * captured <= peaks[1] <= 2 * captured, (peaks, captured)
+    assert 0.9 * captured <= peaks[1] <= 1.1 * captured, (peaks, captured)
 
 
 def test_producers_and_consumers_in_pairs_get_a_channel_per_pair(tmp_path):
     """bench/programs/prodcons.c: producer i hands every block to consumer i, through a queue of 64. The model
     keeps the pairs: a channel per pair (`src_to_dst[self]`, the consumers in their producers' order), each as
-    deep as a pair's queue was. Over one channel shared by all, each consumer freed both producers' blocks, and
-    jemalloc's peak RSS on the model was 32-62 MiB against the program's 8.4 (with pairs: 9.2)."""
-    model = model_of_bench_program(tmp_path, "prodcons", "2", "20000")
+    deep as a pair's queue was, and its peak of live bytes is within 10% of the capture's (median of three
+    runs). Over one channel shared by all, each consumer freed both producers' blocks, and jemalloc's peak
+    RSS on the model was 32-62 MiB against the program's 8.4 (with pairs: 9.2)."""
+    model = model_of_bench_program(tmp_path, "prodcons", "2", "20000", captures=3)
     text = model.scn_path.read_text()
     (decl,) = [line for line in text.splitlines() if line.startswith("channel ")]
     name, count, capacity = re.fullmatch(r"channel (\w+)\[(\d+)\] capacity (\d+)\b.*", decl).groups()
     assert count == "2" and 32 <= int(capacity) <= 66, decl       # a queue of 64 (and the block in hand)
     assert f"send({name}[self], p)" in text and f"free(recv({name}[self]))" in text, text
-    measure_peak(model, timeout=60)           # finishing proves each consumer receives what its producer sends
+    # finishing proves each consumer receives what its producer sends; the peak: 0.95-1.06x in 15 runs
+    peaks = sorted(measure_peak(model, timeout=60) for _ in range(3))
+    captured = int({a: b for a, b, _ in model.figures}["live bytes, peak"])
+    assert 0.9 * captured <= peaks[1] <= 1.1 * captured, (peaks, captured)
 
 
 RING_OF_CHURN = """\
