@@ -66,7 +66,9 @@ def captures(work: Path) -> list:
         exe = work / name
         subprocess.run([cc, "-O2", "-pthread", "-o", str(exe), str(PROGRAMS / f"{name}.c")], check=True)
         out.append((f"{name} (preload)", [str(exe), *args]))
-    py = shutil.which("python3")
+    # Debian's own python3: a `python3` first in PATH can be a wrapper (a pyenv shim is a shell script that
+    # execs it, and its children would be captured instead)
+    py = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else shutil.which("python3")
     if py:
         out.append(("python3 start-up (preload)", [py, "-c", "pass"]))
         out.append(("py_work.py (preload)", [py, str(PROGRAMS / "py_work.py")]))

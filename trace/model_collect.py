@@ -10,6 +10,7 @@ which clock the lifetimes use: see trace/model.py.
 import heapq
 from array import array
 from collections import Counter
+from statistics import median
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from .events import ALLOC_KINDS, FREE_KINDS, KINDS, REALLOC_KINDS
@@ -487,6 +488,24 @@ class Collector:
         calls it lasted, from the first handoff's allocation to the last one's free; None as for in_flight."""
         spans = self._handoff_spans(pairs)
         return None if spans is None else _median_at_once(spans)
+
+    def receive_run(self, pairs) -> int:
+        """How many of the handed objects of the given (owner, freer) pairs the freers freed in a row, with no
+        allocation of one in between: the median over such runs (0 without handoffs, or with too many).
+        python's pc.py: 64, every run (the GIL lets the producer fill its queue of 64, then the consumer
+        empty it); bench/programs/prodcons.c, in C on two cores: 1."""
+        spans = self._handoff_spans(pairs)
+        if not spans:
+            return 0
+        runs, run = [], 0
+        for _, step in _steps(spans):
+            if step < 0:
+                run += 1
+            elif run:
+                runs.append(run)
+                run = 0
+        runs += [run] if run else []
+        return int(median(runs))
 
     def _handoff_spans(self, pairs) -> Optional[array]:
         """The handoffs' [allocated, freed, ...] ordinals of the given (owner, freer) pairs, together."""

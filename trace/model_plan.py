@@ -157,8 +157,16 @@ class GroupPlanner:
                                 **counts.exact(sum(waited), f"from_{src}_p{pi - 1}_late", waited)))
             members = [m - n[pi - 1] for m, n in
                        zip(counts.members(lambda k: k[0] == "recv" and k[1] in src_tids), late)]
-            out.append(Stmt(f"free(recv({self.shape.channel(src, self.g.name)}))", calls={"free": 1},
-                            **counts.exact(total - sum(n[pi - 1] for n in late), f"from_{src}_p{pi}", members)))
+            batch = self.shape.batch.get((src, self.g.name), 0)
+            if batch:       # model_shape._batch_receives: B received, then freed together
+                whole = [m // batch for m in members]
+                out.append(Stmt(f"for j in 0 .. {batch} {{ from_{src}[j] = recv({self.shape.channel(src, self.g.name)}) }}"
+                                f"  free_all(from_{src})", calls={"free": batch},
+                                **counts.exact(sum(whole), f"from_{src}_p{pi}_batches", whole)))
+                members = [m % batch for m in members]
+            if sum(members):
+                out.append(Stmt(f"free(recv({self.shape.channel(src, self.g.name)}))", calls={"free": 1},
+                                **counts.exact(sum(members), f"from_{src}_p{pi}", members)))
         return out
 
     def _own_allocs(self, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:

@@ -164,6 +164,7 @@ class ModelShape:
         self.ring_depth = self._ring_depths()
         self.late_recvs = self._late_receives()
         self.capacity = {}
+        self.batch: Dict[Tuple[str, str], int] = {}
         tids = {g.name: g.tids for g in self.groups}
         for (src, dst), n in self.edges.items():
             if (src, dst) in self.paired:
@@ -175,6 +176,27 @@ class ModelShape:
                 self.notes.append(f"channel {src}_to_{dst} may hold all {n} objects at once: too many handoffs "
                                   f"to measure how many were in flight in the capture")
             self.capacity[src, dst] = max(1, min(n, MAX_CAPACITY, most if most is not None else n))
+            self._batch_receives(src, dst, n, most)
+
+    def _batch_receives(self, src: str, dst: str, n: int, most: Optional[int]) -> None:
+        """A flow whose receivers freed its objects in runs (Collector.receive_run: B in a row, the median,
+        at least 2) is received B at a time, each batch freed once whole: the objects in flight then go up
+        and down between 0 and B as in the capture. Received one by one, python's pc.py (its GIL fills the
+        queue of 64, then empties it) had its model's consumer keep its channel nearly empty, and the model's
+        peak of live bytes was 0.82x the capture's, every run on a quiet machine. The channel then holds
+        what a batch leaves of the capture's most in flight, and at least the receives that wait for the
+        senders' phase to end (model_shape._late_receives)."""
+        tids = {g.name: g.tids for g in self.groups}
+        pairs = [(a, b) for a in tids[src] for b in tids[dst]]
+        runs = [self.col.receive_run([pair]) for pair in zip(tids[src], tids[dst])] \
+            if (src, dst) in self.paired else [self.col.receive_run(pairs)]
+        batch = min(runs)
+        if batch < 2 or n < 2 * batch or most is None:
+            return
+        late = max((sum(x) for x in zip(*[self.late_recvs[src, t] for t in tids[dst]
+                                          if (src, t) in self.late_recvs])), default=0)
+        self.batch[src, dst] = batch
+        self.capacity[src, dst] = max(1, most - batch, late)
 
     def _pair_threads(self, src: str, dst: str) -> bool:
         """Whether each thread of group src hands its objects to one thread of group dst, each to a different

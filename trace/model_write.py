@@ -106,8 +106,10 @@ class ModelWriter:
         body: List[str] = []
         rings: Dict[str, int] = {}
         plans = [(g, GroupPlanner(self.shape, files, g, self.life_scale).plan()) for g in self.groups]
-        join = self.shape.join_at_end() or any(s.place == "end" for _, plan in plans for phase in plan.phases
-                                               for s in phase.stmts)
+        # A churning group's threads never meet at a last barrier: those waiting there would hold the slots
+        # the group's later threads need (docs/language.md, `at most`), and the model would hang.
+        join = not self.shape.churn and (self.shape.join_at_end() or any(
+            s.place == "end" for _, plan in plans for phase in plan.phases for s in phase.stmts))
         for g, plan in plans:
             lines, ring_per_thread = self._group_text(g, plan, tally, join)
             if lines:
@@ -174,7 +176,10 @@ class ModelWriter:
         if join:
             blocks.append(END_BARRIER)
         if at_end:
-            blocks.append("    # the objects in flight when the capture ended (their frees lost), once every thread is done")
+            if any(not s.local_frees for s in at_end):
+                blocks.append("    # the objects in flight when the capture ended (their frees lost), once every thread is done")
+            if any(s.local_frees for s in at_end):
+                blocks.append("    # what this thread freed once the other threads had ended (after joining them)")
             blocks += [line for s in at_end for line in (_statement_lines(s.text, 4) if s.max_count(g.n) == 1 else
                        [f"    repeat {s.per_thread} {{"] + _statement_lines(s.text, 8) + ["    }"])]
         return head + blocks + end + ["}"], ring_per_thread
@@ -215,6 +220,10 @@ class ModelWriter:
                        f"both where captured")
             out.append(f"    in_p{q} = 0")
             out.append(f"    out_p{q} = 0")
+        for (src, dst), batch in sorted(self.shape.batch.items()):
+            if dst == g.name and any(f"free_all(from_{src})" in b for b in blocks):
+                out.append(f"    pool from_{src}[{batch}]        # {src}'s objects, received {batch} at a time as "
+                           f"the capture freed them, then freed together")
         if chains.big_slots:
             out.append(f"    pool big[{chains.big_slots}]         # the big buffers grown by realloc, step by step "
                        f"as captured")
