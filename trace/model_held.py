@@ -15,6 +15,8 @@ from .model_shape import Group, ModelShape
 from .model_sizes import PhaseSizer, few_sizes
 from .model_stmt import Stmt, alloc_text, mk_key
 
+EXIT_TAIL = 8     # calls a thread can make as it ends, after the thread that joins it goes on (_others_done)
+
 
 class HeldPlanner:
     """The held objects' statements of one group of one thread."""
@@ -85,20 +87,27 @@ class HeldPlanner:
         return out
 
     def _others_done(self, pi: int):
-        """In the last phase, the last window in which a thread of another group made a call, when there is
-        one: the thread's frees from it on came as the others ended or after (a main thread that tears down
-        after joining its workers; a window is Collector.window calls, so those in the others' last window
-        count too), and they come after the model's last barrier. On its own clock, which
-        does not tick while it waits, python's pc.py main freed 646 KB held since its start-up in its last
-        calls, but the model's main made those calls as soon as the phase began: the objects were gone
-        while the workers ran, and the model's peak of live bytes was 0.82x the capture's. Not in a model whose
+        """In the last phase, the last window in which the threads of the other groups made more than
+        EXIT_TAIL calls, when there is one: this group's frees from it on came as the others ended or after (a
+        main thread that tears down after joining its workers; a window is Collector.window calls, so those
+        in the others' last window count too), and they come after the model's last barrier. On its own
+        clock, which does not tick while it waits, python's pc.py main freed 646 KB held since its start-up
+        in its last calls, but the model's main made those calls as soon as the phase began: the objects
+        were gone while the workers ran, and the model's peak of live bytes was 0.82x the capture's.
+        A thread's last few calls can come after its joiner's: python's thread frees its state after it
+        has released the thread that joins it, and in one capture of three pc.py's consumer made its last 3
+        calls after main's 535, whose first 184 then stayed in the phase (0.89x). Not in a model whose
         group churns (`at most K`): its threads at a last barrier would hold the slots the rest wait for."""
         if pi != len(self.shape.phases) - 1 or self.shape.churn:
-            return None     # a churning group's threads cannot meet at a last barrier: slots for the rest
+            return None
         p, mine = self.shape.phases[pi], set(self.g.tids)
-        ends = [w for tid, cells in self.col.cells.items() if tid not in mine
-                for w in range(p.start, min(p.end, len(cells))) if cells[w] is not None]
-        return max(ends) if ends else None
+        calls = Counter()
+        for tid, cells in self.col.cells.items():
+            if tid not in mine:
+                for w in range(p.start, min(p.end, len(cells))):
+                    calls[w] += cells[w].c["events"] if cells[w] is not None else 0
+        busy = [w for w, n in calls.items() if n > EXIT_TAIL] or [w for w, n in calls.items() if n]
+        return max(busy) if busy else None
 
     def places(self, by_window: Counter, pi: int) -> List[Tuple[float, float, int, int]]:
         """Where in phase pi (0-based) calls counted by window of the capture come: per part of the phase
