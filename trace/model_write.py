@@ -134,8 +134,11 @@ class ModelWriter:
             cap = shape.capacity[src, dst]
             paired = (src, dst) in shape.paired
             array, i, each = (f"[{shape.group_named(src).n}]", "[i]", " in a pair") if paired else ("", "", "")
+            batch = shape.batch.get((src, dst), 0)
+            most = f"at most {cap + batch} in flight at once{each}: {batch} received at a time, {cap} more waiting" \
+                if batch else f"at most {cap} in flight at once{each}"
             decls.append(f"channel {src}_to_{dst}{array} capacity {cap}    # {total} objects allocated by {src}{i}, "
-                         f"freed by {dst}{i}, at most {cap} in flight at once{each}")
+                         f"freed by {dst}{i}, {most}")
         for name, per_thread in sorted(rings.items()):
             n = shape.ring_channels(name)
             decls.append(f"channel {name}_ring[{n}] capacity {max(1, min(per_thread, MAX_CAPACITY))}"
