@@ -25,7 +25,10 @@ RUNTIME = PACKAGE / "runtime"
 PROBES = PACKAGE / "probes"
 RUNTIME_SOURCES = ("runtime.c",)
 # Runtime files no scenario program contains: editing them must not invalidate builds.
-NOT_IN_PROGRAMS = {"tracer.c", "tracelog.c", "tracelog.h", "spawn.c", "proof.c", "convert.c", "trace_read.h"}
+NOT_IN_PROGRAMS = {"tracer.c", "tracelog.c", "tracelog.h", "spawn.c", "proof.c", "convert.c", "trace_read.h",
+                   "tracer_os.h", "tracer_next.h", "tracer_file.h", "tracer_buffer.h", "tracer_sample.h",
+                   "tracer_record.h", "tracer_alloc.h", "tracer_cxx.h", "tracer_thread.h", "tracer_mmap.h",
+                   "tracer_exit.h"}
 WARNINGS = ("-Wall", "-Wextra", "-Werror")
 BASE_FLAGS = ("-O2", "-pthread", "-std=gnu11", "-g")
 

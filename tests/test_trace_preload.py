@@ -26,7 +26,8 @@ from scenc.trace.opsfile import COUNTED_AS
 from scenc.trace.preload import capture_preload
 from scenc.trace.preload_log import (CHUNK_HEADER, EXTRA_KINDS, HEADER, KIND_CODES, RECORD, parse_preload_log,
                                      raw_records, stop_sentence)
-from scenc.trace.tracer_build import TRACER_SOURCE, tracer_library
+from scenc.compiler.build import NOT_IN_PROGRAMS
+from scenc.trace.tracer_build import TRACER_HEADERS, TRACER_SOURCE, tracer_library
 from scenc.trace.replay import REPLAY_KIND, write_replay
 from scenc.trace.stats import TraceStats
 
@@ -252,6 +253,17 @@ def test_tracer_builds_warning_free_with_gcc_and_clang_and_exports_the_whole_int
         exported = {line.split()[-1] for line in out.splitlines()}
         assert names <= exported, names - exported
         assert not {"emit", "resolve", "flush_all"} & exported           # the rest is hidden
+
+
+def test_tracer_build_knows_every_header_the_tracer_includes():
+    """A cached tracer is rebuilt when tracer.c or a header it includes changes: tracer_build must name them all,
+    and its parts are no scenario program's (editing them must not invalidate programs' builds)."""
+    import re
+    included = set()
+    for path in (TRACER_SOURCE, *TRACER_HEADERS):
+        included |= set(re.findall(r'^#include "([^"]+)"', path.read_text(), re.M))
+    assert included == {h.name for h in TRACER_HEADERS}
+    assert {h.name for h in TRACER_HEADERS} - NOT_IN_PROGRAMS == {"clock.h"}
 
 
 def test_tracer_code_is_clean_under_thread_sanitizer(tmp_path):

@@ -10,6 +10,12 @@ from ..compiler.build import RUNTIME, WARNINGS, helper_build
 TRACER_SOURCE = RUNTIME / "tracer.c"
 TRACER_FLAGS = ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fexceptions", "-ftls-model=initial-exec",
                 "-fno-builtin", "-pthread", "-std=gnu11")
+# Every header tracer.c includes: its parts (one translation unit) and the ones it shares. A cached
+# tracer is rebuilt when any of them changes.
+TRACER_PARTS = ("tracer_os.h", "tracer_next.h", "tracer_file.h", "tracer_buffer.h", "tracer_sample.h",
+                "tracer_record.h", "tracer_alloc.h", "tracer_cxx.h", "tracer_thread.h", "tracer_mmap.h",
+                "tracer_exit.h")
+TRACER_HEADERS = tuple(RUNTIME / name for name in ("clock.h", "tracelog.h", *TRACER_PARTS))
 CONVERTER_SOURCE = RUNTIME / "convert.c"
 CONVERTER_FLAGS = ("-O2", "-g", "-std=gnu11")
 
@@ -17,7 +23,7 @@ CONVERTER_FLAGS = ("-O2", "-g", "-std=gnu11")
 def tracer_library(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
     """runtime/tracer.c compiled with the project's compiler into the scenc cache (once per source and flags)."""
     return helper_build(cc, TRACER_SOURCE, "libscntrace.so", (*TRACER_FLAGS, *WARNINGS, *extra_flags), ("-ldl",),
-                        headers=(RUNTIME / "clock.h", RUNTIME / "tracelog.h"),  # the headers tracer.c includes
+                        headers=TRACER_HEADERS,
                         what="the allocation tracer (runtime/tracer.c)")
 
 

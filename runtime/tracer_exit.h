@@ -1,0 +1,114 @@
+/* tracer_exit.h -- leaving: the buffers written out and the end mark at process exit (the atexit
+ * handler and the ELF destructor, in tracer.c), and before _exit and exec, which run neither.
+ * Part of tracer.c's one translation unit (it includes the parts in order; see there). */
+#ifndef SCN_TRACER_EXIT_H
+#define SCN_TRACER_EXIT_H
+
+static uint64_t g_faults_start;           /* minor page faults when tracing started (or at the fork) */
+
+/* The end mark: without it the reader knows the process died before its
+ * exit handlers; with it, it can count calls lost at the very end too. */
+static void write_end(void) {
+  if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_DISABLED) return;
+  /* 0: this thread holds the lock, interrupted by a signal handler that is
+   * leaving (exit or _exit never return to the interrupted write, whose
+   * write(2) has completed): the mark can still go after it. */
+  int mine = lock_writes();
+  if (g_fd >= 0 || g_name[0]) {          /* a child that logged nothing leaves no file */
+    struct scn_tl_chunk h;
+    memset(&h, 0, sizeof h);
+    h.type = SCN_TL_END;
+    h.mark = SCN_TL_MARK;
+    h.tick_shift = TICK_SHIFT;
+    h.seq = atomic_load(&g_seq);
+    h.ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
+    h.tick = now_tick();
+    h.tid = tid();
+    scn_tl_end_set_faults(&h, g_faults_start, minor_faults(), own_pages(), atomic_load(&g_fresh), atomic_load(&g_written));
+    write_locked(&h, sizeof h);
+  }
+  if (mine) unlock_writes();
+}
+
+/* At process exit: from now on every record is written as it is made. */
+static void flush_all(void) {
+  atomic_store(&g_unbuffered, 1);
+  flush_buffers();
+  write_end();
+}
+
+/* ------------------------------------------- leaving without exit handlers
+ * _exit (shells exit with it) and exec replace the process without running
+ * atexit handlers or destructors: write the buffers first. A failed exec
+ * goes on tracing normally. Only calls through the PLT are seen: libc's own
+ * exec from posix_spawn and system() happens in a fresh child that has
+ * recorded nothing. */
+
+#define LEAVING_WRAPPER(sym)                                                  \
+  EXPORT __attribute__((noreturn)) void sym(int status) {                     \
+    static _Atomic(void *) real;                                              \
+    void (*f)(int) = (void (*)(int))libc_symbol(&real, #sym);                 \
+    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED) { \
+      flush_buffers();                                                        \
+      write_end();                                                            \
+    }                                                                         \
+    if (f) f(status);                                                         \
+    syscall(SYS_exit_group, status);                                          \
+    __builtin_unreachable();                                                  \
+  }
+LEAVING_WRAPPER(_exit)
+LEAVING_WRAPPER(_Exit)
+
+#define EXEC_WRAPPER(sym, PARAMS, ARGS)                                        \
+  EXPORT int sym PARAMS {                                                      \
+    static _Atomic(void *) real;                                               \
+    int (*f) PARAMS = (int (*) PARAMS)libc_symbol(&real, #sym);                \
+    if (!f) {                                                                  \
+      errno = ENOSYS;                                                          \
+      return -1;                                                               \
+    }                                                                          \
+    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED) { \
+      flush_buffers();                                                        \
+      write_end();                                                            \
+    }                                                                          \
+    return f ARGS;                                                             \
+  }
+EXEC_WRAPPER(execve, (const char *path, char *const argv[], char *const envp[]), (path, argv, envp))
+EXEC_WRAPPER(execv, (const char *path, char *const argv[]), (path, argv))
+EXEC_WRAPPER(execvp, (const char *file, char *const argv[]), (file, argv))
+EXEC_WRAPPER(execvpe, (const char *file, char *const argv[], char *const envp[]), (file, argv, envp))
+EXEC_WRAPPER(fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp))
+
+/* execl* build their argv inside libc and exec without the PLT: rebuild it
+ * here, on the stack, and go through the wrappers above. */
+#define COLLECT_ARGS(first, argv)                                              \
+  va_list ap;                                                                  \
+  size_t n_ = 1;                                                               \
+  va_start(ap, first);                                                         \
+  while (va_arg(ap, const char *)) n_++;                                       \
+  va_end(ap);                                                                  \
+  const char *argv[n_ + 1];                                                    \
+  argv[0] = first;                                                             \
+  va_start(ap, first);                                                         \
+  for (size_t i_ = 1; i_ <= n_; i_++) argv[i_] = va_arg(ap, const char *);
+
+EXPORT int execl(const char *path, const char *arg, ...) {
+  COLLECT_ARGS(arg, argv)
+  va_end(ap);
+  return execv(path, (char *const *)argv);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...) {
+  COLLECT_ARGS(arg, argv)
+  va_end(ap);
+  return execvp(file, (char *const *)argv);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...) {
+  COLLECT_ARGS(arg, argv)
+  char *const *envp = va_arg(ap, char *const *);
+  va_end(ap);
+  return execve(path, (char *const *)argv, envp);
+}
+
+#endif
