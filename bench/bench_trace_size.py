@@ -1,4 +1,4 @@
-"""What a preload capture costs on big programs: log size and time, the version 2 tracer beside this one.
+"""What a preload capture costs on big programs: log size and time, another version's tracer beside this one.
 
 Two programs, compiled here from bench/programs:
   alloc_heavy   one thread, about 2.45 calls per iteration (default 21M iterations: about 51M calls)
@@ -6,10 +6,11 @@ Two programs, compiled here from bench/programs:
 
 Methods, in interleaved rounds (each round runs every method once, in random order), medians:
   plain    the program alone
-  before   the version 2 tracer (runtime/tracer.c of git ref --before, main by default, built here with
-           the same flags) writing its 64-byte records, then the capture's summary of that log in a
-           fresh Python (scenc.trace.preload_log.PreloadLog(log).info, as `scenc capture` of that version
-           made it: one Python pass over every record)
+  before   the tracer of git ref --before (runtime/tracer.c and the headers beside it, built here with
+           the same flags), then the capture's summary of its log in a fresh Python
+           (scenc.trace.preload_log.PreloadLog(log).info). main by default: this tree beside main's. The
+           version 2 tracer, whose 64-byte records this bench was made to replace, is --before 0d7f898~1
+           (`scenc capture` of that version made the summary in one Python pass over every record)
   after    `scenc capture --method preload` of this tree, as a user runs it: the traced program, then the
            summary it prints (chunk headers and censuses, read in C)
 Printed per program and method: the program's wall time under the tracer, the whole capture's wall and
@@ -56,9 +57,13 @@ def timed(argv, env=None) -> tuple:
 
 
 def build_before(ref: str, folder: Path):
-    """The version 2 tracer from git (runtime/tracer.c and clock.h of ref); None when git cannot show it."""
+    """The tracer of a git ref (runtime/tracer.c and every header beside it: the parts it includes have
+    changed over time); None when git cannot show it."""
     folder.mkdir()
-    for name in ("tracer.c", "clock.h"):
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{ref}:runtime"],
+                            capture_output=True, text=True)
+    names = [n for n in listed.stdout.split() if n.endswith(".h")] + ["tracer.c"]
+    for name in names:
         got = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:runtime/{name}"], capture_output=True)
         if got.returncode:
             print(f"no 'before': git show {ref}:runtime/{name} failed: {got.stderr.decode().strip()}",
@@ -142,7 +147,7 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, help="alloc_heavy iterations (about 2.45 calls each)")
     ap.add_argument("--objects", type=int, help="thread_churn objects per thread")
     ap.add_argument("--rounds", type=int)
-    ap.add_argument("--before", default="main", help="git ref of the version 2 tracer (default main)")
+    ap.add_argument("--before", default="main", help="git ref of the tracer to compare with (default main; the version 2 tracer: 0d7f898~1)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
     if shutil.which("gcc") is None:
