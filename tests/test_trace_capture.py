@@ -68,6 +68,10 @@ def test_mt_handoff_with_e_is_exact(bins, tmp_path):
     assert result.mode == "e" and result.command[1:5] == ["-f", "-tt", "-T", "-e"]
     assert_exact_mt_handoff(result)
     assert not [w for w in result.warnings if "GOT" in w or "no allocator" in w]
+    # threads that hand objects to each other ran in ltrace's lockstep: the capture says so, and what to use
+    (lockstep,) = [w for w in result.warnings if "lockstep" in w]
+    assert lockstep.startswith(f"{2 * THREADS * ROUNDS} objects were freed by another thread") and \
+        "--method preload" in lockstep, lockstep
 
 
 def test_auto_mode_on_threads_detects_x_crashes_and_falls_back(bins, tmp_path):

@@ -321,6 +321,15 @@ def _suspicions(r: CaptureResult, elf: ElfInfo) -> list:
                        "program links its own allocator statically, or never allocates")
         elif allocs >= 10 and frees == 0:
             out.append(f"the capture saw {allocs} allocations but no free: the program exits without freeing")
+    if stats.cross_thread_frees:
+        # Measured (docs/capture.md): bench/programs/prodcons.c 2 10000 peaks at 118 KB live under ltrace and
+        # at 2.25 MB under the preload tracer, and the replay of the ltrace log named the wrong fastest and
+        # fattest allocator; the preload capture's replay named the program's.
+        out.append(f"{stats.cross_thread_frees} objects were freed by another thread than their own: ltrace stops "
+                   f"the program at every call, so its threads ran in ltrace's lockstep, and how many objects were "
+                   f"in flight between them (a queue's depth, the peak of live bytes) is ltrace's, not the "
+                   f"program's; a replay keeps it. For a verdict on a threaded program, capture it with the "
+                   f"LD_PRELOAD tracer (--method preload)")
     if stats.free_unknown:
         out.append(f"{stats.free_unknown} free(s) of pointers never seen allocated (first at line "
                    f"{rep.first_lines('free-unknown-pointer')[0]}): allocated before the capture started, by a "
