@@ -231,8 +231,10 @@ def alive_at_most(events, main_tid) -> int:
 
 @pytest.mark.skipif(shutil.which("ltrace") is None, reason="ltrace is not installed")
 def test_an_ltrace_capture_replays_its_thread_lifetimes(tmp_path, thread_peak):
-    """An ltrace log shows when each thread ended ('+++ exited'), and where it began (its first line: a plain
-    -e log does not show who made it): the replay creates and joins threads there, never all at once."""
+    """An ltrace log shows when each thread ended ('+++ exited'), and where it began: the capture traces
+    pthread_create, whose caller made the next new thread (main, in bench/programs/thread_churn.c; without it
+    the thread that printed the line before stood for the creator, a worker). The replay creates and joins
+    threads there, never all at once."""
     from scenc.trace.capture import capture
     from scenc.trace.source import TraceSource
     churn = compile_c(PROGRAMS / "thread_churn.c", tmp_path / "churn")
@@ -248,6 +250,7 @@ def test_an_ltrace_capture_replays_its_thread_lifetimes(tmp_path, thread_peak):
     events = list(source.events)
     starts = [e for e in events if e.kind == "thread_start"]
     assert len(starts) == 12 and sum(e.kind == "thread_exit" for e in events) == 13
+    assert [e.size for e in starts] == [main_tid] * 12       # a thread_start's size is its creator's tid
     log_peak = alive_at_most(events, main_tid)
     assert log_peak <= 3 + 1        # main and two workers; an exit line may come just after the next start
     out = convert(log, tmp_path / "churn.scn")

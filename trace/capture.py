@@ -65,8 +65,12 @@ C_FUNCTIONS = ("malloc", "calloc", "realloc", "reallocarray", "free", "posix_mem
 CXX_FUNCTIONS = ("_Znwm", "_Znam", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZnwmRKSt9nothrow_t",
                  "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t", "_ZdlPvSt11align_val_t",
                  "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t")
-#: What capture() asks ltrace to trace by default.
-DEFAULT_FUNCTIONS = C_FUNCTIONS + CXX_FUNCTIONS
+#: What capture() asks ltrace to trace by default: the allocator, and pthread_create, whose caller is the next
+#: new thread's creator (trace/ltrace_threads.py). Without it an ltrace log does not say who created a thread
+#: (no clone without -S), and the thread that printed the line before stood for its creator:
+#: bench/programs/thread_churn.c's worker k for main, which then created worker k + 1 in the replay where
+#: worker k had got to in the capture, not where main had.
+DEFAULT_FUNCTIONS = C_FUNCTIONS + CXX_FUNCTIONS + ("pthread_create",)
 
 
 class CaptureError(RuntimeError):
