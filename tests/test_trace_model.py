@@ -563,8 +563,12 @@ def test_producers_and_consumers_in_pairs_get_a_channel_per_pair(tmp_path):
     text = model.scn_path.read_text()
     (decl,) = [line for line in text.splitlines() if line.startswith("channel ")]
     name, count, capacity = re.fullmatch(r"channel (\w+)\[(\d+)\] capacity (\d+)\b.*", decl).groups()
-    assert count == "2" and 32 <= int(capacity) <= 66, decl       # a queue of 64 (and the block in hand)
-    assert f"send({name}[self], p)" in text and f"free(recv({name}[self]))" in text, text
+    # Beside busy cores a capture's consumers can free in runs (56 in a row, beside two busy loops), and the
+    # model then receives in batches of that many (model_shape._batch_receives): the channel holds the rest.
+    batch = re.search(rf"for j in 0 \.\. (\d+) \{{ from_\w+\[j\] = recv\({name}\[self\]\) \}}", text)
+    most = int(capacity) + (int(batch.group(1)) if batch else 0)
+    assert count == "2" and 32 <= most <= 66, decl       # a queue of 64 (and the block in hand)
+    assert f"send({name}[self], p)" in text and (batch or f"free(recv({name}[self]))" in text), text
     # finishing proves each consumer receives what its producer sends; the peak: 0.95-1.06x in 15 runs
     peaks = sorted(measure_peak(model, timeout=60) for _ in range(3))
     captured = int({a: b for a, b, _ in model.figures}["live bytes, peak"])
