@@ -187,14 +187,13 @@ class ModelShape:
         peak is main's held objects, model_held._others_done); its rhythm of frees is the capture's. The
         channel then holds what a batch leaves of the capture's most in flight, and at least the receives
         that wait for the senders' phase to end (model_shape._late_receives)."""
-        tids = {g.name: g.tids for g in self.groups}
-        pairs = [(a, b) for a in tids[src] for b in tids[dst]]
-        runs = [self.col.receive_run([pair]) for pair in zip(tids[src], tids[dst])] \
-            if (src, dst) in self.paired else [self.col.receive_run(pairs)]
+        senders, receivers = self.group_named(src).tids, self.group_named(dst).tids
+        runs = [self.col.receive_run([pair]) for pair in zip(senders, receivers)] if (src, dst) in self.paired \
+            else [self.col.receive_run([(a, b) for a in senders for b in receivers])]
         batch = min(runs)
         if batch < 2 or n < 2 * batch or most is None:
             return
-        late = max((sum(x) for x in zip(*[self.late_recvs[src, t] for t in tids[dst]
+        late = max((sum(x) for x in zip(*[self.late_recvs[src, t] for t in receivers
                                           if (src, t) in self.late_recvs])), default=0)
         self.batch[src, dst] = batch
         self.capacity[src, dst] = max(1, most - batch, late)
