@@ -55,7 +55,7 @@ class _Pending:
         st = self.stacks.get(tid)
         if not st:
             return None
-        if st[-1][0] == rname:
+        if st[-1][P_NAME] == rname:
             return st.pop()
         for i in range(len(st) - 2, -1, -1):
             if st[i][P_NAME] == rname:
@@ -65,8 +65,8 @@ class _Pending:
                 return e
         return None
 
-
     def abandon(self, entries, why: str, at_end: bool = False):
+        """Report pending calls that will never complete (nested and ignored ones are not calls of their own)."""
         for e in entries:
             if e[P_FLAGS] & (F_IGNORED | F_NESTED):
                 continue
@@ -85,7 +85,6 @@ class _Pending:
         if len(st) > _MAX_PENDING_PER_THREAD:
             self.abandon(st[:1], "too many pending calls on this thread")
             del st[0]
-
 
     def thread_exited(self, tid: int, lineno: int) -> None:
         """Thread ``tid`` exited: the calls it left unfinished never complete."""
