@@ -12,11 +12,14 @@ import json
 import os
 import sys
 
-from . import __version__, allocators_cli, merge, probes_cli, run_command
-from .cli_common import (EXIT_BUILD, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_SCENARIO, EXIT_USAGE,
-                         UsageError, add_memory_limit_option, default_cc, parse_params, split_command_tail)
-from .report import cli as report_cli
-from .trace import cli as trace_cli
+from . import __version__
+from .commands import allocators as allocators_cli, probes as probes_cli, run as run_command
+from .run import merge
+from .commands.options import (EXIT_BUILD, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_SCENARIO, EXIT_USAGE,
+                               UsageError, add_memory_limit_option, default_cc, parse_params,
+                               split_command_tail)
+from .commands import report as report_cli
+from .commands import trace as trace_cli
 
 # Commands owned by other modules, in `scenc --help` order: each adds itself with `register`.
 COMMAND_MODULES = (run_command, merge, allocators_cli, probes_cli, trace_cli, report_cli)
@@ -71,9 +74,9 @@ def cmd_build(args):
 
 
 def cmd_exec(args):
-    from . import memlimit
-    from .process import describe_status
-    from .runner import ProgramRunner
+    from .run import memlimit
+    from .system.process import describe_status
+    from .run.runner import ProgramRunner
     from .compiler.pipeline import build
     from .report.execsummary import format_exec
     b = build(args.scenario, parse_params(args.param), cc=args.cc, extra_flags=sanitizer_flags(args),

@@ -2,20 +2,20 @@
 
 The work is split in steps, each in its own module:
 
-* the plan (plan.py): which runs to make, as plain data;
-* set-up (run_setup.py): the programs built once per (param set, probe set)
+* the plan (run/plan.py): which runs to make, as plain data;
+* set-up (run/setup.py): the programs built once per (param set, probe set)
   before any run, the allocators found, the result file created or resumed;
 * the session (here): every configuration runs once to warm up, then in
   rounds. Each round runs every configuration once, in a new random order,
   so a drift of the machine (a noisy neighbour, a hot CPU) falls on all
-  alike. One run, and the record of how it ended, is runner.py's job; the
-  record's shape is runrecord.py's;
+  alike. One run, and the record of how it ended, is run/runner.py's job; the
+  record's shape is run/record.py's;
 * saving: every finished run is appended to the result file at once
-  (see resultfile.py), so Ctrl-C or a crash of scenc itself loses at most
+  (see run/resultfile.py), so Ctrl-C or a crash of scenc itself loses at most
   the run in progress, and `--resume` carries on from the file. Interrupted
   runs (Ctrl-C, SIGTERM) are not saved at all: the file ends with the last
   finished run, and `--resume` redoes the interrupted one;
-* the command line: run_command.py (options, signals, the report at the end).
+* the command line: commands/run.py (options, signals, the report at the end).
 
 Warm-up runs are not measurements and are not saved when they succeed; a
 warm-up that fails is saved (round 0, "warmup": true) because the failure
@@ -29,11 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
-from . import probes, runrecord
-from .plan import COMMAND, FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan, RunConfig, params_key
+from . import probes
+from .run import record as runrecord
+from .run.plan import (COMMAND, FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan, RunConfig,
+                       params_key)
 from .report import metrics as metric_defs
 from .report.progress import Progress, format_duration
-from .runner import ProgramRunner, make_record, static_peak
+from .run.runner import ProgramRunner, make_record, static_peak
 
 STATUS_WORDS = {"crashed": "crashed", "timeout": "timed out", "failed-allocs": "had failed allocations",
                 "out-of-memory": "ran out of memory", "wrong-allocator": "ran under the wrong allocator",
@@ -173,7 +175,7 @@ class Session:
         allocator = self.allocators[config.allocator]
         timeout = self._timeout(config)
         if config.target == COMMAND:
-            from .command_runner import make_command_record
+            from .run.program.runner import make_command_record
             outcome = self.runner.run_command(self.command, allocator, self.base_env, timeout,
                                               self.plan.memory_limit)
             if self.runner.interrupted:
@@ -277,7 +279,7 @@ class Session:
         return True
 
     def _converged(self) -> bool:
-        from .stats import relative_ci_halfwidth
+        from .stats.summary import relative_ci_halfwidth
         for config in self.active():
             samples = self.samples(config)
             measured = probes.set_members(config.probe_set)

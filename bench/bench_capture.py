@@ -7,9 +7,9 @@ Two workloads, compiled here:
          blocks to the next one (malloc, calloc, realloc, 2 cross-thread frees
          per round), mutex and condition variable handoffs between calls
 
-Methods: plain (no tracing), preload (runtime/tracer.c through
-scenc.trace.preload.capture_preload), ltrace -e and ltrace -L -x with the
-options scenc.trace.capture uses (-f -tt -T -o LOG, every allocation function).
+Methods: plain (no tracing), preload (runtime/tracer/tracer.c through
+scenc.trace.capture.preload.capture_preload), ltrace -e and ltrace -L -x with the
+options scenc.trace.capture.ltrace uses (-f -tt -T -o LOG, every allocation function).
 Each method runs the workload with N iterations and with 0 iterations, in
 interleaved rounds (a round runs every method once, in random order); times
 are the wall clock of the process, medians over rounds.
@@ -46,11 +46,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from scenc.trace.capture import DEFAULT_FUNCTIONS
+from scenc.trace.capture.ltrace import DEFAULT_FUNCTIONS
 from scenc.trace.ltrace import TraceFormatError, parse_file
-from scenc.trace.preload import capture_preload
-from scenc.trace.preload_log import parse_preload_log
-from scenc.trace.tracer_build import tracer_library
+from scenc.trace.capture.preload import capture_preload
+from scenc.trace.tracerlog import parse_preload_log
+from scenc.trace.native import tracer_library
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Throughput and memory of `scenc convert` (ltrace parser + exact replay converter, runtime/convert.c).
+"""Throughput and memory of `scenc convert` (ltrace parser + exact replay converter, runtime/tools/convert.c).
 
     .venv/bin/python bench/bench_convert.py                       # 1M- and 10M-line logs, a 50M-call tracer log
     .venv/bin/python bench/bench_convert.py --short 200000 --long 2000000 --keep /tmp/tr
@@ -90,7 +90,7 @@ def _run(path: str, parse_only: bool = False) -> dict:
 # --------------------------------------------------------------------------- tracer logs
 def tracer_log(d: str, calls: int) -> str:
     """A capture of alloc_heavy holding about ``calls`` calls (made unless already in ``d``)."""
-    from scenc.trace.tracer_build import tracer_library
+    from scenc.trace.native import tracer_library
     iterations = int(calls / CALLS_PER_ITERATION) + 1
     path = os.path.join(d, f"alloc_heavy_{iterations}.trace")
     if os.path.exists(path):
@@ -207,7 +207,7 @@ def main(argv=None) -> int:
         print("targets met" if ok else "TARGET MISSED")
         return 0 if ok else 1
 
-    from scenc.trace.tracer_build import converter_program
+    from scenc.trace.native import converter_program
     converter_program()          # built (or found in the cache) before any timing: its compilation is not conversion
     results, paths = {}, {}
     with logs.log_dir(args.keep, "scenc-bench-convert-") as d:

@@ -41,7 +41,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from scenc.compiler import build, pipeline, tables
+from scenc.compiler import build, pipeline, distributions as tables
 from scenc.scenario.errors import ScenarioError
 
 BENCH = Path(__file__).resolve().parent

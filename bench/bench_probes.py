@@ -39,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from scenc import allocators, probes
+from scenc.allocators import registry as allocators
+from scenc import probes
 from scenc.probes.single import build_for
 
 ROOT = Path(__file__).resolve().parent.parent

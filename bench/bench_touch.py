@@ -26,12 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from scenc import allocators as alloc_registry
+from scenc.allocators import registry as alloc_registry
 from scenc.compiler.pipeline import build
-from scenc.stats import compare, summarize
+from scenc.stats.summary import compare, summarize
 from scenc.trace.opsfile import TOUCH_MODES
-from scenc.trace.preload import capture_preload
-from scenc.trace.preload_log import parse_preload_log
+from scenc.trace.capture.preload import capture_preload
+from scenc.trace.tracerlog import parse_preload_log
 from scenc.trace.opsfile import DEFAULT_TOUCH
 from scenc.trace.replay import write_replay
 

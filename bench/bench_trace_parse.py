@@ -133,7 +133,7 @@ def generate(path: str, nlines: int, threads: int = 8, live_per_thread: int = 30
 
 def measure(path: str) -> dict:
     """Parse + stats over ``path`` in this process; wall time and peak RSS."""
-    from scenc.trace.stats import trace_stats_file
+    from scenc.trace.profile import trace_stats_file
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0, c0 = time.perf_counter(), time.process_time()
     stats = trace_stats_file(path)

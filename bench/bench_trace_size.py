@@ -8,7 +8,7 @@ Methods, in interleaved rounds (each round runs every method once, in random ord
   plain    the program alone
   before   the tracer of git ref --before (runtime/tracer.c and the headers beside it, built here with
            the same flags), then the capture's summary of its log in a fresh Python
-           (scenc.trace.preload_log.PreloadLog(log).info). main by default: this tree beside main's. The
+           (scenc.trace.tracerlog.PreloadLog(log).info). main by default: this tree beside main's. The
            version 2 tracer, whose 64-byte records this bench was made to replace, is --before 0d7f898~1
            (`scenc capture` of that version made the summary in one Python pass over every record)
   after    `scenc capture --method preload` of this tree, as a user runs it: the traced program, then the
@@ -37,11 +37,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from scenc.trace.tracer_build import TRACER_FLAGS, tracelog_library, tracer_library
+from scenc.trace.native import TRACER_FLAGS, tracelog_library, tracer_library
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENC = str(Path(sys.executable).with_name("scenc"))
-SUMMARY = "import sys; from scenc.trace.preload_log import PreloadLog; print(PreloadLog(sys.argv[1]).info.records)"
+SUMMARY = "import sys; from scenc.trace.tracerlog import PreloadLog; print(PreloadLog(sys.argv[1]).info.records)"
 
 
 def children_cpu() -> float:
@@ -57,21 +57,19 @@ def timed(argv, env=None) -> tuple:
 
 
 def build_before(ref: str, folder: Path):
-    """The tracer of a git ref (runtime/tracer.c and every header beside it: the parts it includes have
-    changed over time); None when git cannot show it."""
+    """The tracer of a git ref, built from that ref's runtime/ (the tracer was runtime/tracer.c with its
+    parts beside it before the runtime/tracer/ folder; the parts it includes have changed over time); None
+    when git cannot give it."""
     folder.mkdir()
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{ref}:runtime"],
-                            capture_output=True, text=True)
-    names = [n for n in listed.stdout.split() if n.endswith(".h")] + ["tracer.c"]
-    for name in names:
-        got = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:runtime/{name}"], capture_output=True)
-        if got.returncode:
-            print(f"no 'before': git show {ref}:runtime/{name} failed: {got.stderr.decode().strip()}",
-                  file=sys.stderr)
-            return None
-        (folder / name).write_bytes(got.stdout)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "runtime"], capture_output=True)
+    if archive.returncode:
+        print(f"no 'before': git archive {ref} runtime failed: {archive.stderr.decode().strip()}", file=sys.stderr)
+        return None
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    source = next(p for p in (folder / "runtime" / "tracer" / "tracer.c", folder / "runtime" / "tracer.c")
+                  if p.exists())
     lib = folder / "libscntrace.so"
-    subprocess.run(["gcc", *TRACER_FLAGS, "-o", str(lib), str(folder / "tracer.c"), "-ldl"], check=True)
+    subprocess.run(["gcc", *TRACER_FLAGS, "-o", str(lib), str(source), "-ldl"], check=True)
     return lib
 
 

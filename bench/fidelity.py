@@ -54,7 +54,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from scenc import allocators as allocator_registry
+from scenc.allocators import registry as allocator_registry
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS_DIR = HERE / "programs"
@@ -130,7 +130,7 @@ def trace_figures(trace: Path) -> Dict[str, float]:
     record, or its first allocator call, to its exit record, or its last call), cross-thread share of frees,
     peak live bytes. The tracer's other records (the program's own mappings) are not allocator calls."""
     from scenc.trace.source import TraceSource
-    from scenc.trace.stats import TraceStats
+    from scenc.trace.profile import TraceStats
     source = TraceSource(trace, extra_events=True)
     spans: Dict[int, List[int]] = {}
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from scenc.trace.model import calibrate_peak, measure_peak, write_model          # noqa: E402
 from scenc.trace.source import TraceSource                         # noqa: E402
-from scenc.trace.stats import TraceStats                           # noqa: E402
+from scenc.trace.profile import TraceStats                           # noqa: E402
 
 
 def logs() -> list:
@@ -58,7 +58,7 @@ def logs() -> list:
 
 def captures(work: Path) -> list:
     """(name, path) of preload captures of the bench programs and of python3, made now."""
-    from scenc.trace.preload import capture_preload
+    from scenc.trace.capture.preload import capture_preload
     out = []
     cc = os.environ.get("CC", "gcc")
     runs = {"alloc_heavy": ["200000"], "prodcons": ["2", "100000"], "thread_churn": ["200", "100"]}

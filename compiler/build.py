@@ -24,10 +24,10 @@ PACKAGE = Path(__file__).resolve().parents[1]
 RUNTIME = PACKAGE / "runtime"
 PROBES = PACKAGE / "probes"
 RUNTIME_SOURCES = ("runtime.c",)
-# Runtime files no scenario program contains: editing them must not invalidate builds. The tracer's parts
-# (trace/tracer_build.TRACER_PARTS, which compiler/ cannot import) are its tracer_*.h.
-NOT_IN_PROGRAMS = {"tracer.c", "tracelog.c", "tracelog.h", "spawn.c", "proof.c", "convert.c", "trace_read.h",
-                   *(path.name for path in RUNTIME.glob("tracer_*.h"))}
+# runtime/'s own files are what every scenario program contains; its folders (tracer/, tools/) hold
+# separate programs, whose edits must not invalidate scenario builds.
+TRACER = RUNTIME / "tracer"
+TOOLS = RUNTIME / "tools"
 WARNINGS = ("-Wall", "-Wextra", "-Werror")
 BASE_FLAGS = ("-O2", "-pthread", "-std=gnu11", "-g")
 
@@ -64,7 +64,7 @@ def toolkit_digest() -> str:
                             (PACKAGE / "compiler" / "templates", "*.j2"),
                             (PACKAGE / "compiler", "*.py"), (PACKAGE / "scenario", "*")):
         for path in sorted(folder.glob(pattern)):
-            if path.is_file() and path.name not in NOT_IN_PROGRAMS:
+            if path.is_file():
                 _file_digest(h, path)
     return h.hexdigest()
 

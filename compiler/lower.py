@@ -18,7 +18,7 @@ from ..scenario.errors import Reporter
 from ..scenario.resolve import (CHAN, CHAN_ARRAY, INT, LOOP, PARAM, POOL, PTR, SELF, SHARED,
                                 NotConstant, Resolved, ThreadGroup, const_value)
 from ..scenario.walk import scenario_calls
-from . import tables
+from . import distributions as tables
 
 LIVES_WHEEL_BITS = 12
 MAX_REGIONS = 32  # runtime/scn.h SCN_MAX_REGIONS

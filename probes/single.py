@@ -28,7 +28,7 @@ def run_once(scenario, run_dir, params: Optional[Mapping] = None, probes=("time"
              timeout: float = 120) -> SingleRun:
     """Build (cached) and run once under `allocator` (a name `scenc allocators` knows);
     raises RuntimeError with the program's stderr if it fails."""
-    from .. import allocators
+    from ..allocators import registry as allocators
     probe_set = set_name(probes) if not isinstance(probes, str) else "+".join(set_members(probes))
     binary = build_for(scenario, params, probe_set, cc).binary
     run_dir = Path(run_dir)

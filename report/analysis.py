@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
 from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
-from .. import blocks as plan_blocks
-from .. import runrecord
-from ..plan import DEFAULT_PROBE_SET
+from ..run import cells as plan_blocks
+from ..run import record as runrecord
+from ..run.plan import DEFAULT_PROBE_SET
 from . import metrics as metric_defs
 
 MIN_RUNS_TO_COMPARE = 2
@@ -55,7 +55,7 @@ class Verdict:
     ahead: bool = True
 
     def sentence(self) -> str:
-        from ..stats import format_values
+        from ..stats.summary import format_values
         m = metric_defs.metric(self.metric)
         if self.runner_up is None or self.comparison is None:
             return f"{self.word}: {self.best} (the only allocator with enough runs)"
@@ -87,7 +87,7 @@ class Block:
     comparisons: Dict[str, Dict[str, object]]   # metric -> allocator -> stats.Comparison
     verdicts: Dict[str, Verdict]                # metric -> the winner
     last: Dict[str, Verdict] = field(default_factory=dict)   # metric -> the last of three or more
-    target: str = "scenario"                    # or "command": the real program (command_target.py)
+    target: str = "scenario"                    # or "command": the real program (run/program/target.py)
     machine: Optional[str] = None               # which machine ran it, in a merge of several
 
     def stats(self, name: str) -> Optional[AllocatorStats]:
@@ -197,8 +197,8 @@ def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95,
 
 
 def _analyze(result, baseline, confidence, wanted) -> Analysis:
-    from .. import stats
-    from ..command_target import register_reported_metrics
+    from ..stats import summary as stats
+    from ..run.program.target import register_reported_metrics
     header, runs = result.header, list(result.runs)
     register_reported_metrics(header)
     names = _allocator_order(header, runs)

@@ -1,7 +1,7 @@
 """`scenc compare`'s figures: B against A for every allocator and param set both result files have."""
 
-from .. import stats
-from ..blocks import machine_name, machines
+from ..stats import summary as stats
+from ..run.cells import machine_name, machines
 from . import metrics as metric_defs
 from .analysis import analyze
 from .tables import scale_for, shown_metrics

@@ -12,7 +12,7 @@ the program), and the share of the program's wall time the scenario takes.
 from typing import List, Optional, Tuple
 
 from . import metrics as metric_defs
-from ..plan import DEFAULT_PROBE_SET
+from ..run.plan import DEFAULT_PROBE_SET
 
 # The text is report/tables.py's (format_side_by_side); here are the numbers.
 

@@ -10,8 +10,8 @@ import math
 from typing import List, Optional, Sequence
 
 from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
-from ..blocks import machine_name
-from ..plan import DEFAULT_PROBE_SET
+from ..run.cells import machine_name
+from ..run.plan import DEFAULT_PROBE_SET
 from . import metrics as metric_defs
 from . import sidebyside
 
@@ -124,7 +124,7 @@ def _metric_table(block, metric: str) -> List[str]:
 
 def _block_title(analysis, block) -> str:
     if block.target == "command":
-        from ..command_target import target_of
+        from ..run.program.target import target_of
         command = target_of(analysis.header)
         return f"== command: {command.describe() if command else '?'} =="
     params = " ".join(f"{k}={v}" for k, v in block.params.items())

@@ -25,7 +25,7 @@
  *
  * Back-pressure: in the program a producer blocked on its bounded queue; the
  * replay's handoffs alone would let it run ahead of its consumer and hold far
- * more memory than the program did. The converter (runtime/convert.c, pace)
+ * more memory than the program did. The converter (runtime/tools/convert.c, pace)
  * counts each thread's RETURNS: the positions (1 plus the bytes) of its blocks
  * that other threads freed, in capture order. A FREE of another thread's block
  * names that thread in aux and the positions in size, and adds them to that

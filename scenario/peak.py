@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from . import flow
 from . import nodes as n
 from .errors import Diagnostic, Reporter
-from .machine import fmt_bytes, mem_total
+from ..system.machine import fmt_bytes, mem_total
 from .ranges import Ranges, scenario_dir
 from .resolve import PTR, Resolved, ThreadGroup
 from .walk import (Loop, calls_in, condition_holds, const_or_none, executions_at_most, loop_of,

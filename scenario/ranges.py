@@ -2,7 +2,7 @@
 
 Params are known after overrides, `self` runs over the group, a `for` variable
 over its bounds, a distribution over its support (tables from
-compiler/tables.py), and an integer variable over the hull of everything ever
+compiler/distributions.py), and an integer variable over the hull of everything ever
 assigned to it (it starts at 0). None means "not known before the run".
 """
 
@@ -10,7 +10,7 @@ import functools
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-from ..compiler import tables
+from ..compiler import distributions as tables
 from ..compiler.lower import resolve_data_path
 from . import nodes as n
 from .resolve import INT, LOOP, Resolved, ThreadGroup

@@ -10,11 +10,11 @@ past the machine's memory is a mistake either way.
 
 from typing import Optional, Sequence
 
-from ..compiler import tables
+from ..compiler import distributions as tables
 from ..compiler.lower import resolve_data_path
 from . import nodes as n
 from .errors import Reporter
-from .machine import ABSURD_ALLOCATION, fmt_bytes, mem_total
+from ..system.machine import ABSURD_ALLOCATION, fmt_bytes, mem_total
 from .ranges import MAX_POW2, Range, Ranges, scenario_dir
 from .resolve import Resolved
 from .walk import Loop, const_or_none, show, stmt_exprs, subexprs, walk

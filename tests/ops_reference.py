@@ -63,7 +63,7 @@ def encode_ops(records, out: bytearray, prev: int) -> int:
 def write_ops(path, threads: List[List[Tuple]], flags: Optional[List[int]] = None, touch: str = "none",
               window: int = 0) -> None:
     """An ops file from per-thread op tuples as `read_ops` gives them (tests, tools that edit ops files; the
-    converter, runtime/convert.c, writes its own with runtime/opsfmt.h)."""
+    converter, runtime/tools/convert.c, writes its own with runtime/opsfmt.h)."""
     sections, slots = [], 0
     for ops in threads:
         records = bytearray()

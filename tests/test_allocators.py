@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from scenc import allocator_config, allocators
-from scenc.allocators_cli import format_table
-from scenc.allocators import Allocator, AllocatorError
+from scenc.allocators import config as allocator_config, registry as allocators
+from scenc.commands.allocators import format_table
+from scenc.allocators.registry import Allocator, AllocatorError
 from harness_support import fixture_builder
 
 build = fixture_builder()

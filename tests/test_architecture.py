@@ -123,7 +123,7 @@ def test_the_graph_is_read():
     graph = import_graph()
     # A few imports that certainly exist: if these are missing the reader is broken.
     assert "scenc.compiler.pipeline" in graph["scenc.cli"]
-    assert "scenc.run_command" in graph["scenc.cli"]
+    assert "scenc.commands.run" in graph["scenc.cli"]
     assert "scenc.scenario.parser" in graph["scenc.compiler.pipeline"]
 
 

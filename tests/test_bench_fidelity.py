@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scenc import allocators
+from scenc.allocators import registry as allocators
 from harness_support import write_scenario
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "fidelity.py"

@@ -15,7 +15,7 @@ import pytest
 
 from scenc.compiler.pipeline import build, load
 from scenc.scenario.checks import check, estimate_peak
-from scenc.scenario.machine import mem_total
+from scenc.system.machine import mem_total
 from scenc.scenario.parser import parse
 from scenc.scenario.resolve import resolve
 

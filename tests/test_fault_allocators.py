@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from scenc import allocators
-from scenc.allocators import Allocator
+from scenc.allocators import registry as allocators
+from scenc.allocators.registry import Allocator
 from harness_support import fixture_builder
 
 build = fixture_builder()

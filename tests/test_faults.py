@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from scenc import resultfile
-from scenc.scenario.machine import mem_total
+from scenc.run import resultfile
+from scenc.system.machine import mem_total
 from harness_support import (SCENC, build_fault_allocator, processes_mapping, read_lines, scenc,
                              start_scenc, write_scenario)
 
@@ -408,7 +408,7 @@ def test_a_signal_during_start_up_stops_scenc_cleanly(tmp_path, signum):
 def test_the_memory_limit_catches_a_program_already_over_it(tmp_path):
     """memlimit.apply sets the limit after the start; a program that got past it by then is named."""
     import sys
-    from scenc import memlimit
+    from scenc.run import memlimit
     # A real process holding 256 MiB of private writable memory (VmData) before its limit is set.
     hog = subprocess.Popen([sys.executable, "-c", "import mmap, sys; "
                             "m = mmap.mmap(-1, 256 << 20, flags=mmap.MAP_PRIVATE); "

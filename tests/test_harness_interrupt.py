@@ -4,7 +4,7 @@ says it was interrupted, and `--resume` completes it."""
 import signal
 import time
 
-from scenc import resultfile
+from scenc.run import resultfile
 from harness_support import read_lines, scenc, start_scenc, write_scenario
 
 # About 20 ms per run, so SIGINT lands while a program is running.

@@ -6,8 +6,9 @@ import argparse
 
 import pytest
 
-from scenc import allocators as registry
-from scenc import plan as harness_plan, run_command, runner
+from scenc.allocators import registry
+from scenc.run import plan as harness_plan, runner
+from scenc.commands import run as run_command
 from scenc.report import metrics as metric_defs
 from scenc.report.tables import format_value
 

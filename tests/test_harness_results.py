@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from scenc import resultfile, stats
+from scenc.run import resultfile
+from scenc.stats import summary as stats
 from harness_support import read_lines, scenc, write_scenario
 
 NAMES = ["glibc", "jemalloc", "mimalloc"]

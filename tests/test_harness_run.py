@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from scenc import allocators as registry
-from scenc import plan as plan_module, stats
+from scenc.allocators import registry
+from scenc.run import plan as plan_module
+from scenc.stats import summary as stats
 from harness_support import (build_fault_allocator, build_library_without_malloc, processes_mapping,
                              read_lines, scenc, write_scenario)
 

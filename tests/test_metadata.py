@@ -14,8 +14,8 @@ import time
 import pytest
 
 import scenc
-from scenc import metadata
-from scenc.metadata import collect_machine, compiler_version
+from scenc.system import metadata
+from scenc.system.metadata import collect_machine, compiler_version
 
 linux_only = pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="needs Linux /proc")
 

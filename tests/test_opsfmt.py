@@ -138,11 +138,11 @@ def test_a_truncated_or_padded_ops_file_is_refused(tmp_path):
 def test_a_real_capture_takes_few_bytes_an_op_and_reads_back_as_converted(tmp_path):
     """alloc_heavy (one thread: malloc, realloc, free) and prodcons (five threads, nearly every op waits
     for another thread): well under 12 bytes an op (32 in version 3), and read_ops gives back every op the
-    converter (runtime/convert.c, with opsfmt.h's encoder) reported. That the generations come back as the
+    converter (runtime/tools/convert.c, with opsfmt.h's encoder) reported. That the generations come back as the
     converter meant them is checked against the version 3 files of the Python converter in
     tests/test_trace_converter.py."""
     from scenc.trace.opsfile import iter_counts
-    from scenc.trace.preload import capture_preload
+    from scenc.trace.capture.preload import capture_preload
     for name, args in (("alloc_heavy", ["20000"]), ("prodcons", ["2", "5000"])):
         program = tmp_path / name
         subprocess.run(["gcc", "-O2", "-pthread", "-o", str(program), str(PROGRAMS / f"{name}.c")], check=True)

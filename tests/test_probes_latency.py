@@ -108,7 +108,7 @@ thread main {
 
 
 def test_latency_chart_is_drawn(tmp_path):
-    from scenc.probes.plots import latency_chart
+    from scenc.report.plots.probes import latency_chart
     run = run_once(scenario(tmp_path), tmp_path / "run", probes=("latency",))
     path = tmp_path / "latency.png"
     assert latency_chart({"glibc": [run.report]}, path)

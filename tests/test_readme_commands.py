@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from scenc import resultfile
+from scenc.run import resultfile
 
 REPO = Path(__file__).resolve().parent.parent
 FOUR = ("glibc", "tcmalloc", "jemalloc", "mimalloc")

@@ -25,7 +25,7 @@ from scenc import probes
 from scenc.compiler.pipeline import build
 from scenc.trace.events import AllocEvent
 from scenc.trace.opsfile import HEADER, SYNC, read_header, read_ops
-from scenc.trace.preload import capture_preload
+from scenc.trace.capture.preload import capture_preload
 from scenc.trace.replay import write_replay
 
 from ops_reference import write_ops
@@ -47,7 +47,7 @@ def test_a_producer_consumer_replay_holds_the_live_bytes_its_capture_held(tmp_pa
     subprocess.run(["gcc", "-O2", "-pthread", "-o", str(prodcons), str(PROGRAMS / "prodcons.c")], check=True)
     trace = tmp_path / "pc.trace"
     assert capture_preload([str(prodcons), "2", "100000"], trace).ok
-    from scenc.trace.preload_log import parse_preload_log
+    from scenc.trace.tracerlog import parse_preload_log
     report = write_replay(parse_preload_log(trace, extra_events=True), tmp_path / "pc.scn", "pc.trace",
                           touch="none")
     assert report.threads == 5 and report.peak_live_bytes > 64 * 1024

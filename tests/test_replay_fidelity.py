@@ -27,8 +27,8 @@ import pytest
 
 from scenc.compiler.pipeline import build
 from scenc.trace.opsfile import HEADER, VERSION, OpsFileError, read_header
-from scenc.trace.preload import capture_preload
-from scenc.trace.preload_log import EXTRA_KINDS, HEADER as LOG_HEADER, RECORD, parse_preload_log, raw_records
+from scenc.trace.capture.preload import capture_preload
+from scenc.trace.tracerlog import EXTRA_KINDS, HEADER as LOG_HEADER, RECORD, parse_preload_log, raw_records
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "bench" / "programs"
@@ -235,7 +235,7 @@ def test_an_ltrace_capture_replays_its_thread_lifetimes(tmp_path, thread_peak):
     pthread_create, whose caller made the next new thread (main, in bench/programs/thread_churn.c; without it
     the thread that printed the line before stood for the creator, a worker). The replay creates and joins
     threads there, never all at once."""
-    from scenc.trace.capture import capture
+    from scenc.trace.capture.ltrace import capture
     from scenc.trace.source import TraceSource
     churn = compile_c(PROGRAMS / "thread_churn.c", tmp_path / "churn")
     log = tmp_path / "churn.ltrace"

@@ -3,7 +3,7 @@ box plots of a few runs show the runs. The figures are inspected as matplotlib d
 PNG/SVG files are checked in test_harness_results.py)."""
 from types import SimpleNamespace
 
-from scenc.report import plots
+from scenc.report.plots import charts as plots
 from scenc.report.analysis import analyze
 
 

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from scenc import resultfile
-from scenc.metadata import collect_machine
-from scenc.resultfile import ResultFile, ResultFileError, export_csv, load, make_header
+from scenc.run import resultfile
+from scenc.system.metadata import collect_machine
+from scenc.run.resultfile import ResultFile, ResultFileError, export_csv, load, make_header
 
 SOURCE = "scenario churn {\n  repeat 1000 { p = malloc(64); free(p) }\n}\n"
 
@@ -289,7 +289,7 @@ def _writer_script(path, resume, tail_bytes, big_every, status_every):
     # pages on SIGKILL).
     return textwrap.dedent(f"""
         import json, sys
-        from scenc.resultfile import ResultFile, load
+        from scenc.run.resultfile import ResultFile, load
         header = json.loads({json.dumps(json.dumps(header()))})
         path = {str(path)!r}
         rf = load(path) if {resume!r} else ResultFile.create(path, header)

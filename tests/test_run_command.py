@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scenc import allocators as registry
+from scenc.allocators import registry
 from harness_support import build_library_without_malloc, read_lines, scenc, start_scenc, write_scenario
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -319,7 +319,7 @@ def test_ctrl_c_mid_command_keeps_the_finished_runs(tmp_path):
 
 
 def test_a_reported_figure_is_the_last_match_and_named_by_its_words():
-    from scenc.command_target import CommandError, ReportedMetric
+    from scenc.run.program.target import CommandError, ReportedMetric
     m = ReportedMetric.parse(r"rtime: ([0-9.]+)")
     assert m.metric_name == "reported:rtime" and m.lower_is_better
     assert m.find("rtime: 1.5\nwarm\nrtime: 2.25\n") == 2.25 and m.find("nothing here") is None
@@ -331,7 +331,7 @@ def test_a_reported_figure_is_the_last_match_and_named_by_its_words():
 
 
 def test_a_script_is_judged_by_its_interpreter(tmp_path):
-    from scenc.command_target import CommandTarget, refusal
+    from scenc.run.program.target import CommandTarget, refusal
     script = tmp_path / "job.sh"
     script.write_text("#!/usr/bin/env sh\nexit 0\n")
     script.chmod(0o755)

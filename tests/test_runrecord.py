@@ -1,7 +1,7 @@
 """runrecord: the one definition of which configuration a saved run belongs to."""
 
-from scenc import runrecord
-from scenc.plan import DEFAULT_PROBE_SET, RunConfig
+from scenc.run import record as runrecord
+from scenc.run.plan import DEFAULT_PROBE_SET, RunConfig
 
 
 def _record(allocator="glibc", params=None, probe_set=None, status="ok", warmup=False):

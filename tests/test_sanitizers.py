@@ -322,8 +322,8 @@ def test_replay_of_a_captured_trace_runs_clean(replay_scenario, cc, sanitizer):
 def churn_replay(tmp_path_factory):
     """bench/programs/thread_churn.c captured with the preload tracer: threads created, joined and ended during the
     replay, the captured main thread on the main thread, every block touched page by page."""
-    from scenc.trace.preload import capture_preload
-    from scenc.trace.preload_log import parse_preload_log
+    from scenc.trace.capture.preload import capture_preload
+    from scenc.trace.tracerlog import parse_preload_log
     from scenc.trace.replay import write_replay
     folder = tmp_path_factory.mktemp("churn")
     churn = folder / "churn"
@@ -393,10 +393,10 @@ def test_the_sanitizers_do_catch_a_broken_program_here(tmp_path, sanitizer):
 
 @pytest.mark.parametrize("cc", COMPILERS)
 def test_the_converter_runs_clean(tmp_path, cc):
-    """runtime/convert.c under AddressSanitizer and UBSan, reading real tracer logs (threads, mappings, the
+    """runtime/tools/convert.c under AddressSanitizer and UBSan, reading real tracer logs (threads, mappings, the
     moved-realloc race) and a stream of random events; it must write what the plain build writes."""
     from scenc.trace.replay import _feed
-    from scenc.trace.tracer_build import converter_program
+    from scenc.trace.native import converter_program
     from test_trace_converter import FIXTURES, TRACES, race_log, random_events
     checked = converter_program(cc, SANITIZERS["address"])
     plain = converter_program(cc)

@@ -14,9 +14,9 @@ from collections import Counter
 
 import pytest
 
-from scenc import blocks
+from scenc.run import cells as blocks
 from scenc.report.analysis import analyze
-from scenc.resultfile import load
+from scenc.run.resultfile import load
 from harness_support import SCENC, read_lines, scenc, write_scenario
 
 PLAN = ("--allocators", "glibc,jemalloc", "--param", "iterations=1000,3000", "--param", "threads=1,2",

@@ -1,4 +1,4 @@
-"""Every figure from scenc.stats is checked against an independent computation
+"""Every figure from scenc.stats.summary is checked against an independent computation
 (numpy/scipy called directly, or the formula written out by hand)."""
 
 import json
@@ -9,14 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from scenc.stats import (
-    Comparison,
-    Summary,
-    compare,
-    outlier_indices,
-    relative_ci_halfwidth,
-    summarize,
-)
+from scenc.stats.summary import (Comparison, Summary, compare, outlier_indices, relative_ci_halfwidth,
+                                 summarize)
 
 # Wall-clock-like samples (seconds), deliberately a bit skewed.
 TIMES = [0.1213, 0.1198, 0.1231, 0.1205, 0.1222, 0.1260, 0.1201, 0.1217,
@@ -453,7 +447,7 @@ def test_sentence_two_runs_each():
 
 
 def test_format_values_prints_a_pair_alike():
-    from scenc.stats import format_values
+    from scenc.stats.summary import format_values
     assert format_values(0.0, 2 / 3) == ("0.0000", "0.6667")
     assert format_values(1.0, 0.0) == ("1", "0")
     assert format_values(12345.6, 12.0) == ("12346", "12")

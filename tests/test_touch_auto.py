@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from scenc.trace.opsfile import read_header as read_ops_header
-from scenc.trace.preload import capture_preload
-from scenc.trace.preload_log import parse_preload_log
+from scenc.trace.capture.preload import capture_preload
+from scenc.trace.tracerlog import parse_preload_log
 from scenc.trace.replay import write_replay
 from harness_support import skip_if_huge_pages_always
 

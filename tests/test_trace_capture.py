@@ -1,4 +1,4 @@
-"""scenc.trace.capture: real ltrace 0.7.3 runs on real programs."""
+"""scenc.trace.capture.ltrace: real ltrace 0.7.3 runs on real programs."""
 import shutil
 import subprocess
 from collections import Counter
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from scenc.elf import inspect as inspect_elf
-from scenc.trace.capture import CaptureError, capture
+from scenc.system.elf import inspect as inspect_elf
+from scenc.trace.capture.ltrace import CaptureError, capture
 from scenc.trace.ltrace import parse_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "trace"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from scenc.cli import main
-from scenc.cli_common import EXIT_INCOMPLETE, EXIT_USAGE
+from scenc.commands.options import EXIT_INCOMPLETE, EXIT_USAGE
 
 from ltrace_samples import sample
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from scenc.cli import main
-from scenc.cli_common import EXIT_INCOMPLETE, EXIT_OK
+from scenc.commands.options import EXIT_INCOMPLETE, EXIT_OK
 from scenc.trace.ltrace import parse_file
 from scenc.trace.opsfile import COUNTED_AS
 from scenc.trace.replay import REPLAY_KIND
@@ -153,7 +153,7 @@ def test_single_thread_replay_reaches_the_captured_peak(capsys, tmp_path, monkey
 
 # --------------------------------------------------------------------------- the shared real logs
 def test_shared_threaded_log_replays_exactly_under_glibc_and_jemalloc(capsys, tmp_path):
-    from scenc.allocators import resolve
+    from scenc.allocators.registry import resolve
     log = sample("mt_pthread_e.log")
     scn = tmp_path / "mt.scn"
     code, out, err = scenc(capsys, "convert", log, "-o", scn)

@@ -1,4 +1,4 @@
-"""The exact-replay converter (runtime/convert.c, called by scenc.trace.replay).
+"""The exact-replay converter (runtime/tools/convert.c, called by scenc.trace.replay).
 
 It replaced a Python loop; before that loop was removed, both converted every
 capture below and wrote the same bytes and the same report. What the Python
@@ -42,10 +42,10 @@ import pytest
 from scenc.trace.events import AllocEvent
 from scenc.trace.ltrace import parse_file
 from scenc.trace.opsfile import read_header, read_ops
-from scenc.trace.preload import capture_preload
-from scenc.trace.preload_log import HEADER, RECORD, parse_preload_log
+from scenc.trace.capture.preload import capture_preload
+from scenc.trace.tracerlog import HEADER, RECORD, parse_preload_log
 from scenc.trace.replay import EVENT, EVENT_CODE, REPLAY_KIND, convert_events, convert_log
-from scenc.trace.tracer_build import converter_program
+from scenc.trace.native import converter_program
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "trace"
@@ -287,7 +287,7 @@ def test_a_log_cut_inside_a_record_converts_what_it_holds_and_says_where(tmp_pat
 
 
 def test_a_version_3_log_cut_anywhere_converts_what_the_python_reader_reads(captures, tmp_path):
-    """The converter reads version 3 chunks with the one decoder (runtime/tracelog.h): a log cut at any byte
+    """The converter reads version 3 chunks with the one decoder (runtime/tracer/tracelog.h): a log cut at any byte
     converts the records the Python reader gives, and both say where the log stops."""
     data = captures["mt_handoff"].read_bytes()
     assert struct.unpack_from("<I", data, 8)[0] == 3
@@ -306,7 +306,7 @@ def test_a_version_3_log_cut_anywhere_converts_what_the_python_reader_reads(capt
 def test_a_converter_that_crashes_is_a_convert_error_naming_the_signal_not_an_interrupt(tmp_path, monkeypatch):
     # Faked: the real converter cannot be made to crash on demand, so a script that kills itself with SIGSEGV
     # stands in for it. A Ctrl-C (exit 130) is an interrupt; any other signal is a crash, said as such.
-    import scenc.trace.tracer_build as tracer_build
+    import scenc.trace.native as tracer_build
     from scenc.trace.replay import ConvertError, convert_events
     crash = tmp_path / "crash.sh"
     crash.write_text("#!/bin/sh\nkill -SEGV $$\n")

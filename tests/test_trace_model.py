@@ -17,11 +17,11 @@ import pytest
 
 from scenc.cli import main
 from scenc.compiler.pipeline import load
-from scenc.compiler.tables import read_histogram
+from scenc.compiler.distributions import read_histogram
 from scenc.trace.events import ALLOC_KINDS, AllocEvent
 from scenc.trace.ltrace import parse, parse_file
 from scenc.trace.model import CALIBRATION_TOLERANCE, SCALE_RANGE, calibrate_peak, measure_peak, write_model
-from scenc.trace.model_collect import MAX_WINDOWS, Collector
+from scenc.trace.model.collect import MAX_WINDOWS, Collector
 
 from ltrace_samples import sample
 
@@ -503,9 +503,9 @@ def model_of_bench_program(tmp_path, name, *args, captures: int = 1):
     the one whose peak of live bytes is their median (the program's usual peak, where its timing varies)."""
     import shutil
     import subprocess
-    from scenc.trace.preload import capture_preload
+    from scenc.trace.capture.preload import capture_preload
     from scenc.trace.source import TraceSource
-    from scenc.trace.stats import TraceStats
+    from scenc.trace.profile import TraceStats
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
     exe = tmp_path / name
@@ -584,7 +584,7 @@ def test_a_consumer_that_frees_in_runs_receives_in_batches(tmp_path):
     runs of 3 captures. With main's frees at the start of the phase (and receives one by one), 0.87x every
     run; received one by one with main's frees at the end, 1.00-1.05x."""
     import subprocess
-    from scenc.trace.preload import capture_preload
+    from scenc.trace.capture.preload import capture_preload
     from scenc.trace.source import TraceSource
     trace = tmp_path / "pc.trace"
     program = Path(__file__).resolve().parents[1] / "bench" / "programs" / "pc.py"
@@ -620,7 +620,7 @@ def test_a_churning_rings_shared_channels_never_mix_two_threads_objects(tmp_path
     loaded machine, 2 in 30 with K = 2 on a quiet one)."""
     import subprocess
     from scenc.compiler.pipeline import build
-    from scenc.trace.model_shape import ModelShape
+    from scenc.trace.model.shape import ModelShape
     shape = ModelShape.__new__(ModelShape)               # only the churn table and the group's size matter
     shape.churn = {"w": k}
     shape.group_named = lambda name: type("G", (), {"n": 300})
@@ -657,7 +657,7 @@ def test_a_single_threaded_model_peaks_within_10_percent_of_its_capture(tmp_path
     size, and the objects still live at the end theirs (drawn at random, alloc_kinds' one 5000-byte realloc
     came out twice: 1.9x)."""
     from scenc.trace.source import TraceSource
-    from scenc.trace.stats import TraceStats
+    from scenc.trace.profile import TraceStats
     path = sample(log) if log.startswith(("alloc_mix", "python")) else FIXTURES / log
     source = TraceSource(path, extra_events=True)
     captured = TraceStats(source.report).consume(source.events).peak_bytes

@@ -1,4 +1,4 @@
-"""scenc.trace.preload: the LD_PRELOAD tracer (runtime/tracer.c) on real programs.
+"""scenc.trace.capture.preload: the LD_PRELOAD tracer (runtime/tracer/tracer.c) on real programs.
 
 Programs are compiled here from the C sources below (and tests/fixtures/trace);
 captures run them for real under glibc and the preloaded allocators, replays
@@ -17,19 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from scenc.allocators import known
-from scenc.elf import inspect as inspect_elf
-from scenc.trace.capture import CaptureError, capture
+from scenc.allocators.registry import known
+from scenc.system.elf import inspect as inspect_elf
+from scenc.trace.capture.ltrace import CaptureError, capture
 from scenc.trace.events import FREE_KINDS
 from scenc.trace.ltrace import TraceFormatError, parse_file
 from scenc.trace.opsfile import COUNTED_AS
-from scenc.trace.preload import capture_preload
-from scenc.trace.preload_log import (CHUNK_HEADER, EXTRA_KINDS, HEADER, KIND_CODES, RECORD, parse_preload_log,
-                                     raw_records, stop_sentence)
-from scenc.compiler.build import NOT_IN_PROGRAMS
-from scenc.trace.tracer_build import TRACER_HEADERS, TRACER_SOURCE, tracer_library
+from scenc.trace.capture.preload import capture_preload
+from scenc.trace.tracerlog import (CHUNK_HEADER, EXTRA_KINDS, HEADER, KIND_CODES, RECORD, parse_preload_log,
+                                   raw_records, stop_sentence)
+from scenc.compiler.build import RUNTIME, TRACER
+from scenc.trace.native import TRACER_HEADERS, TRACER_SOURCE, tracer_library
 from scenc.trace.replay import REPLAY_KIND, write_replay
-from scenc.trace.stats import TraceStats
+from scenc.trace.profile import TraceStats
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "trace"
 SCENC = str(Path(sys.executable).with_name("scenc"))
@@ -256,14 +256,16 @@ def test_tracer_builds_warning_free_with_gcc_and_clang_and_exports_the_whole_int
 
 
 def test_tracer_build_knows_every_header_the_tracer_includes():
-    """A cached tracer is rebuilt when tracer.c or a header it includes changes: tracer_build must name them all,
+    """A cached tracer is rebuilt when tracer.c or a header it includes changes: trace/native.py must name them all,
     and its parts are no scenario program's (editing them must not invalidate programs' builds)."""
     import re
     included = set()
     for path in (TRACER_SOURCE, *TRACER_HEADERS):
-        included |= set(re.findall(r'^#include "([^"]+)"', path.read_text(), re.M))
-    assert included == {h.name for h in TRACER_HEADERS}
-    assert {h.name for h in TRACER_HEADERS} - NOT_IN_PROGRAMS == {"clock.h"}
+        included |= {(path.parent / name).resolve()
+                     for name in re.findall(r'^#include "([^"]+)"', path.read_text(), re.M)}
+    assert included == {h.resolve() for h in TRACER_HEADERS}
+    assert {h for h in TRACER_HEADERS if h.parent == RUNTIME} == {RUNTIME / "clock.h"}
+    assert all(h.parent == TRACER for h in TRACER_HEADERS if h.parent != RUNTIME)
 
 
 def test_tracer_code_is_clean_under_thread_sanitizer(tmp_path):

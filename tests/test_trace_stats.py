@@ -1,4 +1,4 @@
-"""scenc.trace.stats: streaming statistics of parsed ltrace logs."""
+"""scenc.trace.profile: streaming statistics of parsed ltrace logs."""
 import importlib.util
 import json
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 
 from scenc.trace.events import ALLOC_KINDS, FREE_KINDS
 from scenc.trace.ltrace import parse, parse_file
-from scenc.trace.stats import TraceStats, bucket_label, format_trace_stats, trace_stats_file
+from scenc.trace.profile import TraceStats, bucket_label, format_trace_stats, trace_stats_file
 
 from ltrace_samples import sample
 
@@ -176,7 +176,7 @@ def test_bench_generator_log_is_consistent(tmp_path):
 
 
 def test_trace_stats_command(capsys, tmp_path):
-    from scenc.trace.stats import main
+    from scenc.trace.profile import main
     assert main([str(sample("mt_pthread_e.log"))]) == 0
     out = capsys.readouterr().out
     assert "cross-thread frees: 560 of 560 (100.0%)" in out and "live at end: 0 blocks, 0 bytes" in out
@@ -229,7 +229,7 @@ int main(void) {
 @pytest.mark.skipif(not __import__("shutil").which("gcc"), reason="gcc is not installed")
 def test_trace_stats_reports_the_programs_own_mappings_beside_the_heap(capsys, tmp_path):
     from scenc.cli import main
-    from scenc.trace.preload import capture_preload
+    from scenc.trace.capture.preload import capture_preload
     src = tmp_path / "maps.c"
     src.write_text(OWN_MAPS_C)
     subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "maps"), str(src)], check=True)

@@ -1,8 +1,8 @@
-"""The preload tracer's compact log (version 3, runtime/tracelog.h) on real programs, and old logs.
+"""The preload tracer's compact log (version 3, runtime/tracer/tracelog.h) on real programs, and old logs.
 
 The codec is checked on made-up records of every kind and shape (tests/fixtures/tracelog_roundtrip.c,
 compiled here); everything else runs the real tracer on programs compiled here and reads the log
-back through the one decoder (runtime/tracelog.c, loaded by scenc.trace.preload_log).
+back through the one decoder (runtime/tools/tracelog.c, loaded by scenc.trace.tracerlog).
 """
 import re
 import shutil
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from scenc.trace.ltrace import TraceFormatError
-from scenc.trace.preload import capture_preload
-from scenc.trace.preload_log import CHUNK_HEADER, HEADER, parse_preload_log, raw_records
-from scenc.trace.tracer_build import RUNTIME
+from scenc.trace.capture.preload import capture_preload
+from scenc.trace.tracerlog import CHUNK_HEADER, HEADER, parse_preload_log, raw_records
+from scenc.trace.native import TRACELOG_HEADER, TRACELOG_SOURCE
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -90,10 +90,10 @@ def test_the_codec_gives_back_every_field_of_every_kind_and_stops_cleanly_at_any
     """clang builds it with AddressSanitizer and UndefinedBehaviorSanitizer: a read past a cut aborts."""
     warnings = ["-std=gnu11", "-Wall", "-Wextra", "-Werror"]
     subprocess.run([cc, "-O2", "-fPIC", "-shared", *warnings, "-o", str(tmp_path / "lib.so"),
-                    str(RUNTIME / "tracelog.c")], check=True)
+                    str(TRACELOG_SOURCE)], check=True)
     sanitize = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"] if cc == "clang" else []
     binary = tmp_path / f"roundtrip-{cc}"
-    subprocess.run([cc, "-O1", "-g", *sanitize, *warnings, "-I", str(RUNTIME), "-o", str(binary),
+    subprocess.run([cc, "-O1", "-g", *sanitize, *warnings, "-I", str(TRACELOG_HEADER.parent), "-o", str(binary),
                     str(FIXTURES / "tracelog_roundtrip.c")], check=True)
     for seed in range(3):
         out = subprocess.run([str(binary), str(seed)], capture_output=True, text=True)

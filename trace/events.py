@@ -148,7 +148,7 @@ def pack_events(batch, pack, codes: dict) -> bytes:
                           codes[e.kind], e.failed) for e in batch])
 
 
-# The first bytes of a preload tracer log (runtime/tracer.c): how a capture's reader is chosen.
+# The first bytes of a preload tracer log (runtime/tracer/tracer.c): how a capture's reader is chosen.
 PRELOAD_MAGIC = b"SCNTRACE"
 
 

@@ -49,7 +49,7 @@ the version and asking to convert again (a capture converts in seconds, and one
 reader per format keeps the replay's hot loop single); the runtime
 (runtime/replay.h) does the same.
 
-The writer is the converter, runtime/convert.c, with runtime/opsfmt.h's
+The writer is the converter, runtime/tools/convert.c, with runtime/opsfmt.h's
 encoder (it spools each thread's ops to a temporary file and concatenates them
 at the end, so its memory follows the live objects, not the trace). This
 module reads ops files (tests, `scenc trace-stats` on .ops files) and names the

@@ -1,6 +1,6 @@
 """Exact replay: a stream of captured calls becomes an ops file and a `replay` scenario.
 
-The conversion itself is C (runtime/convert.c, the only implementation; it
+The conversion itself is C (runtime/tools/convert.c, the only implementation; it
 runs at millions of calls per second): it reads a tracer log by itself
 (convert_log), or takes the events of an ltrace log packed on its stdin
 (convert_events), writes the ops file and reports what it converted as JSON,
@@ -77,7 +77,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from .events import AllocEvent, pack_events
-from ..process import describe_status
+from ..system.process import describe_status
 from .ltrace import TraceFormatError
 from .opsfile import COUNTED_AS, TOUCH_MODES
 
@@ -114,10 +114,10 @@ class ReplayReport:
     touch_auto: Optional[dict] = None   # --touch auto: each mode's pages, the faults measured, why (convert.c)
 
 
-# --------------------------------------------------------------------------- the converter (runtime/convert.c)
-#: Event kinds as the converter numbers them (runtime/trace_read.h, EV_*): the allocator calls, then the rest.
+# --------------------------------------------------------------------------- the converter (runtime/tools/convert.c)
+#: Event kinds as the converter numbers them (runtime/tools/trace_read.h, EV_*): the allocator calls, then the rest.
 EVENT_CODE = {k: i for i, k in enumerate((*REPLAY_KIND, "thread_start", "thread_exit", "mmap", "munmap", "mremap"))}
-#: One event on the converter's stdin (runtime/trace_read.h, tr_event).
+#: One event on the converter's stdin (runtime/tools/trace_read.h, tr_event).
 EVENT = struct.Struct("<QQQQQQIBB2x")
 _BATCH = 4096
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -134,7 +134,7 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
     The events are packed (EVENT) and piped to the converter. A tracer log read by
     scenc.trace.preload_log is not: the converter reads its file itself (see convert_log).
     """
-    preload_log = sys.modules.get(f"{__package__}.preload_log")   # a PreloadLog's module is loaded: not imported
+    preload_log = sys.modules.get(f"{__package__}.tracerlog")   # a PreloadLog's module is loaded: not imported
     if preload_log is not None and isinstance(events, preload_log.PreloadLog):   # here for an ltrace log's sake
         return convert_log(events.path, ops_path, touch, main_tid, extra=events.extra_events)[0]
     return _run(["--events"], ops_path, touch, main_tid, lambda pipe: _feed(events, pipe))[0]
@@ -142,8 +142,8 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
 
 def convert_log(path, ops_path, touch: str = "none", main_tid: Optional[int] = None,
                 extra: bool = True) -> Tuple[ReplayReport, dict]:
-    """Convert a tracer log (runtime/tracer.c) in C, reading and merging it there: (report, what the log held:
-    runtime/convert.c's "log" object, PreloadLogInfo's fields). extra=False skips its thread and mapping records.
+    """Convert a tracer log (runtime/tracer/tracer.c) in C, reading and merging it there: (report, what the log held:
+    runtime/tools/convert.c's "log" object, PreloadLogInfo's fields). extra=False skips its thread and mapping records.
     Raises TraceFormatError for a log that is not one or is damaged (nothing is written then)."""
     return _run(["--log", str(path)] + ([] if extra else ["--no-extra"]), ops_path, touch, main_tid, None,
                 error_path=str(path))
@@ -198,7 +198,7 @@ def _run(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, e
 
 def _convert(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, error_path: str = "") -> dict:
     """The converter's JSON report; its errors raised (TraceFormatError, ConvertError, KeyboardInterrupt)."""
-    from .tracer_build import converter_program
+    from .native import converter_program
     cmd = [str(converter_program()), *args, "--ops", str(ops_path), "--touch",
            "auto" if touch == "auto" else str(TOUCH_MODES.index(touch))]
     if main_tid is not None:
@@ -306,7 +306,7 @@ def threads_line(report: ReplayReport) -> str:
 
 def write_replay(events, scn_path, source_name: str, ops_path: Optional[Path] = None, touch: str = "none",
                  main_tid: Optional[int] = None, found=None) -> ReplayReport:
-    """events: AllocEvents, or the path of a tracer log (runtime/convert.c reads it itself; `found` then gets
+    """events: AllocEvents, or the path of a tracer log (runtime/tools/convert.c reads it itself; `found` then gets
     what the log held, convert_log's second value). main_tid: the captured process's main thread (its pid),
     replayed on the replay's main thread."""
     scn_path = Path(scn_path)

@@ -55,7 +55,7 @@ class TraceSource:
         if self.format == "preload":
             if index:
                 # The tracer log's reader loads for tracer logs only: every command's parser imports this module.
-                from .preload_log import parse_preload_log
+                from .tracerlog import parse_preload_log
                 log = parse_preload_log(self.path, extra_events=extra_events)   # indexes: format errors raise here
                 self._adopt(log, log.report)
         else:
@@ -70,9 +70,9 @@ class TraceSource:
             self.report.anomaly_counts["records-missing"] = info.missing
 
     def adopt_log_info(self, found: dict) -> None:
-        """What the converter (runtime/convert.c) found reading the tracer log itself, in place of indexing
+        """What the converter (runtime/tools/convert.c) found reading the tracer log itself, in place of indexing
         it here: ``events.info`` and ``report`` as a PreloadLog gives them."""
-        from .preload_log import PreloadLog, PreloadLogInfo
+        from .tracerlog import PreloadLog, PreloadLogInfo
         names = {f for f in PreloadLogInfo.__dataclass_fields__}
         info = PreloadLogInfo(str(self.path), **{k: v for k, v in found.items() if k in names})
         if not found.get("has_ns"):
@@ -92,7 +92,7 @@ class TraceSource:
         (the first one, whose creation the log does not show): the first event's thread, or the creator of
         the first thread start."""
         if self.format == "preload":
-            from .preload_log import HEADER
+            from .tracerlog import HEADER
             with open(self.path, "rb") as f:
                 head = f.read(HEADER.size)
             return HEADER.unpack(head)[3] if len(head) == HEADER.size else None
@@ -114,7 +114,7 @@ class TraceSource:
                 out.append(f"{info.missing} call(s) are missing from the tracer log (sequence numbers never written, "
                            f"last number {info.last_seq}): records still buffered when the process was killed")
             if info.stopped_at is not None:
-                from .preload_log import stop_sentence
+                from .tracerlog import stop_sentence
                 out.append(stop_sentence(info) + "; what comes before it is kept")
             elif not info.ended:
                 out.append("the tracer log has no end mark: the process was killed, or exec'ed a program without "

@@ -6,7 +6,7 @@
  * dist.h, inlined exactly as in a scenario program) and N malloc(64)+free
  * pairs, and prints the nanoseconds per draw or pair as JSON. Built by
  * bench_overhead.py with -I runtime and a generated draw_tables.h that holds
- * two tables made by compiler/tables.py: T_alias for weighted {16: 5, 32: 3,
+ * two tables made by compiler/distributions.py: T_alias for weighted {16: 5, 32: 3,
  * 4096: 1} and T_quantile for lognormal(median = 64, sigma = 1.5). */
 #include <stdio.h>
 #include <stdlib.h>

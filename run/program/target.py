@@ -1,0 +1,179 @@
+"""A real program as something `scenc run` measures: `scenc run ... -- ./prog args`.
+
+A `CommandTarget` is everything needed to run the command again in the same
+way (argv, working directory, stdin file, extra environment, the figure to
+take from its output) and is saved in the result file's header, so
+`--resume` runs the same command. Before any run, `refusal` reads the
+program's ELF file: a statically linked program, or one that brings its own
+malloc, cannot be measured under a preloaded allocator, and is refused with
+the reason instead of being reported under an allocator's name it never used.
+(Every run proves its allocator all the same: run/program/runner.py.)
+
+A command's runs are RunConfigs with target "command"; the scenario beside
+it, if any, keeps target "scenario".
+"""
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, Mapping, Optional, Sequence, Tuple
+
+from ..plan import COMMAND
+REPORTED_PREFIX = "reported"          # metric family of figures taken from the command's output
+_MALLOC_SYMBOLS = ("malloc", "free", "calloc", "realloc")
+
+
+class CommandError(ValueError):
+    """A command that cannot be measured; the message says why."""
+
+
+@dataclass(frozen=True)
+class ReportedMetric:
+    """`--metric 'rtime: ([0-9.]+)'`: a figure the command prints about itself."""
+    pattern: str
+    name: str
+    lower_is_better: bool = True
+
+    @classmethod
+    def parse(cls, pattern: str, lower_is_better: bool = True) -> "ReportedMetric":
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise CommandError(f"--metric {pattern!r} is not a regular expression: {exc}") from None
+        if compiled.groups < 1:
+            raise CommandError(f"--metric {pattern!r} needs a group around the number, "
+                               f"like 'rtime: ([0-9.]+)'")
+        named = next(iter(compiled.groupindex), None)
+        words = re.sub(r"[^A-Za-z0-9_]+", " ", pattern.split("(", 1)[0]).split()
+        name = named or (words[0] if words else "figure")
+        return cls(pattern, name, lower_is_better)
+
+    @property
+    def metric_name(self) -> str:
+        return f"{REPORTED_PREFIX}:{self.name}"
+
+    def find(self, output: str) -> Optional[float]:
+        """The last match in the output (a benchmark's summary comes last), or None."""
+        value = None
+        for match in re.finditer(self.pattern, output, re.MULTILINE):
+            group = match.group(self.name) if self.name in match.re.groupindex else match.group(1)
+            try:
+                value = float(group)
+            except (TypeError, ValueError):
+                continue
+        return value
+
+    def to_json(self) -> dict:
+        return {"pattern": self.pattern, "name": self.name, "lower_is_better": self.lower_is_better}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "ReportedMetric":
+        return cls(data["pattern"], data["name"], bool(data.get("lower_is_better", True)))
+
+
+@dataclass(frozen=True)
+class CommandTarget:
+    argv: Tuple[str, ...]
+    cwd: Optional[str] = None
+    stdin: Optional[str] = None               # a file, or None for /dev/null
+    env: Tuple[Tuple[str, str], ...] = ()     # set on top of scenc's environment
+    metric: Optional[ReportedMetric] = None
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.argv[0]) or self.argv[0]
+
+    @property
+    def env_dict(self) -> Dict[str, str]:
+        return dict(self.env)
+
+    def describe(self) -> str:
+        import shlex
+        return " ".join(shlex.quote(a) for a in self.argv)
+
+    def to_json(self) -> dict:
+        return {"argv": list(self.argv), "cwd": self.cwd, "stdin": self.stdin,
+                "env": self.env_dict, "metric": self.metric.to_json() if self.metric else None}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "CommandTarget":
+        metric = data.get("metric")
+        return cls(tuple(data["argv"]), data.get("cwd"), data.get("stdin"),
+                   tuple((data.get("env") or {}).items()),
+                   ReportedMetric.from_json(metric) if metric else None)
+
+    @classmethod
+    def from_options(cls, argv: Sequence[str], cwd: Optional[str] = None, stdin: Optional[str] = None,
+                     env: Sequence[str] = (), metric: Optional[str] = None,
+                     higher_is_better: bool = False) -> "CommandTarget":
+        if not argv:
+            raise CommandError("nothing after `--`: give the command to run, like `-- ./app args`")
+        pairs = []
+        for item in env or ():
+            key, sep, value = item.partition("=")
+            if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+                raise CommandError(f"--env {item!r}: give KEY=VALUE")
+            if key == "LD_PRELOAD":
+                raise CommandError("--env LD_PRELOAD: scenc sets LD_PRELOAD for each allocator; "
+                                   "define your own allocator with NAME=/path/lib.so instead")
+            pairs.append((key, value))
+        cwd = os.path.abspath(cwd) if cwd else os.getcwd()
+        if not os.path.isdir(cwd):
+            raise CommandError(f"--cwd {cwd}: no such directory")
+        if stdin is not None:
+            stdin = os.path.abspath(stdin)
+            if not os.path.isfile(stdin):
+                raise CommandError(f"--stdin {stdin}: no such file")
+        reported = ReportedMetric.parse(metric, not higher_is_better) if metric else None
+        return cls(tuple(argv), cwd, stdin, tuple(pairs), reported)
+
+
+def refusal(target: CommandTarget) -> Optional[str]:
+    """Why this command cannot be measured under a preloaded allocator, or None.
+
+    A `#!` script is judged by its interpreter (through `/usr/bin/env NAME`).
+    """
+    from ...system.elf import inspect as inspect_elf
+    from ...trace.capture.ltrace import CaptureError, locate_program
+    argv, seen = list(target.argv), []
+    while True:
+        try:
+            _, program = locate_program(argv, target.cwd)
+        except CaptureError as exc:
+            raise CommandError(str(exc)) from None
+        elf = inspect_elf(program)
+        seen.append(program)
+        if not elf.shebang or len(seen) > 4:
+            break
+        argv = elf.shebang[1:] if os.path.basename(elf.shebang[0]) == "env" and len(elf.shebang) > 1 \
+            else elf.shebang
+    via = f" (the interpreter of {seen[0]})" if len(seen) > 1 else ""
+    if not elf.is_elf:
+        return None  # the kernel will say what it is; every run still proves its allocator
+    if not elf.dynamic:
+        return (f"{program}{via} is statically linked: LD_PRELOAD cannot replace its malloc, "
+                f"so every allocator would really be the one built into it")
+    own = [s for s in _MALLOC_SYMBOLS if s in elf.defined]
+    if own:
+        return (f"{program}{via} brings its own allocator (it defines {', '.join(own)} itself), "
+                f"so a preloaded allocator would not serve its calls; rebuild it without its own "
+                f"malloc to compare allocators")
+    return None
+
+
+def target_of(header: Mapping) -> Optional[CommandTarget]:
+    """The command of a result file's header, or None (a scenario alone, or a file from before commands)."""
+    data = (header.get("targets") or {}).get(COMMAND)
+    return CommandTarget.from_json(data) if data else None
+
+
+def register_reported_metrics(header: Mapping) -> None:
+    """Make the figures a command reports known to the tables, with their direction."""
+    from ...report import metrics as metric_defs
+    command = target_of(header)
+    if command is None or command.metric is None:
+        return
+    reported = command.metric
+    metric_defs.register(metric_defs.Metric(
+        reported.metric_name, f"{reported.name} (reported by the command)", "", reported.lower_is_better,
+        reported.name, lambda _report: None, best="best"))

@@ -1,0 +1,341 @@
+"""Capture a program's allocator calls with ltrace 0.7.3, and say plainly when it failed.
+
+    result = capture(["./server", "--once"], "server.log")          # mode='auto': -x, then -e
+    result.ok, result.warnings, result.report, result.stats
+
+What ltrace 0.7.3 sees on this machine (Debian 12, glibc 2.36, gcc 12, checked with
+real programs, see tests/test_trace_capture.py and tests/fixtures/trace/make_logs.sh)
+-------------------------------------------------------------------------------------
+``-e FUNCS`` (PLT breakpoints, lines ``prog->malloc(16) = 0x...``)
+    sees the program's calls through its PLT, and calls of other libraries through
+    theirs (``libstdc++.so.6->malloc`` inside ``operator new``).  It does NOT see:
+    calls from inside libc (strdup, fopen, printf's buffer, qsort...); programs that
+    take the address of malloc/free (GOT-only relocations, no PLT slot: ``sort``,
+    ``ls``, ``git`` on Debian) or are built with ``-fno-plt``: those record nothing
+    at all; ``aligned_alloc`` is seen under its own name.  ``libc.so.6->realloc`` /
+    ``->calloc`` lines are libc's own IRELATIVE PLT slots mislabelled (results like
+    ``= 0x6``): the parser skips them.  A binary linked with ``-z now`` (BIND_NOW) is
+    traced normally by this ltrace build.  Multithreaded programs survive -e more
+    often than -x, not always: mt_handoff crashes under -e too, the more so with more
+    threads and rounds (ltrace itself may segfault).
+``-L -x FUNCS`` (breakpoints on the functions themselves, ``malloc@libc.so.6(16)``)
+    sees every call, including those from inside libc and from programs that take
+    malloc's address; calls an allocator makes internally show up *nested* inside
+    the outer ``<unfinished ...>`` call (realloc(NULL, n) -> malloc, realloc(p, 0) ->
+    free, posix_memalign(16, n) -> malloc, reallocarray -> realloc, new[] -> new ->
+    malloc, delete -> free; the parser drops them).  ``aligned_alloc`` is printed as
+    ``memalign`` (same function in glibc 2.36).  C++ ``_Znwm``/``_Znam``/``_ZdlPv``/
+    ``_ZdaPv``/``_ZdlPvm`` and the aligned/nothrow variants are found in
+    libstdc++.so.6 (``-x`` without ``-L`` also traces every PLT call: duplicates).
+    On multithreaded programs ltrace 0.7.3 -x nearly always crashes the tracee
+    (``unexpected breakpoint``, ``+++ killed by SIGSEGV +++``, mt_handoff every
+    time): mode='auto' falls back to -e.
+Both:
+    ltrace exits 0 even when the tracee dies of a signal or exits non-zero: the
+    outcome is only in the log (``+++ exited (status N) +++`` / ``+++ killed by``).
+    ltrace itself may abort (``process_vfork_on_event: Assertion`` on /bin/sh
+    running a pipeline: exit 134) or crash (139).  Statically linked programs
+    cannot be traced (ltrace: "Couldn't find .dynsym"; nothing is recorded).
+    Scripts (``#!``) are not ELF files: ltrace refuses them; the interpreter is
+    traced instead.  Every breakpoint stops the program for ltrace, so traced
+    programs run orders of magnitude slower (docs/capture.md, bench/bench_capture.py)
+    and timing-dependent behaviour changes.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ...system.elf import ElfInfo, inspect as inspect_elf
+from ...system.process import kill_group, signal_name
+from ..ltrace import ParseReport, TraceFormatError, parse_file
+from ..profile import TraceStats
+
+__all__ = ["capture", "CaptureResult", "CaptureError", "DEFAULT_FUNCTIONS"]
+
+C_FUNCTIONS = ("malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
+               "memalign", "valloc", "pvalloc")
+CXX_FUNCTIONS = ("_Znwm", "_Znam", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZnwmRKSt9nothrow_t",
+                 "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t", "_ZdlPvSt11align_val_t",
+                 "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t")
+#: What capture() asks ltrace to trace by default: the allocator, and pthread_create, whose caller is the next
+#: new thread's creator (trace/ltrace/threads.py). Without it an ltrace log does not say who created a thread
+#: (no clone without -S), and the thread that printed the line before stood for its creator:
+#: bench/programs/thread_churn.c's worker k for main, which then created worker k + 1 in the replay where
+#: worker k had got to in the capture, not where main had.
+DEFAULT_FUNCTIONS = C_FUNCTIONS + CXX_FUNCTIONS + ("pthread_create",)
+
+
+class CaptureError(RuntimeError):
+    """The program cannot be traced at all (not found, statically linked, ltrace missing ...)."""
+
+
+# --------------------------------------------------------------------------- result
+@dataclass
+class CaptureResult:
+    path: Path                          # the ltrace log
+    report: Optional[ParseReport]       # parse report of the log (None if it could not be read)
+    stats: Optional[TraceStats]
+    warnings: list                      # plain sentences: what went wrong or looks wrong, and what to do
+    ltrace_status: Optional[int]        # ltrace's exit status (negative: killed by that signal; None: timeout)
+    tracee_status: Optional[int]        # the program's exit status, from the log's '+++ exited' line
+    mode: str                           # 'x' (-L -x) or 'e' (-e) for the capture kept
+    command: list                       # the ltrace command line of the capture kept
+    attempts: int                       # ltrace runs made
+    crashed: bool                       # the capture kept is broken (crash, lost breakpoints, truncated)
+    ltrace_stderr: str = ""             # the last 8 KB of ltrace's (and the program's) stderr
+
+    @property
+    def events(self) -> int:
+        return self.stats.ops if self.stats is not None else 0
+
+    @property
+    def ok(self) -> bool:
+        """A complete capture that recorded allocator calls."""
+        return not self.crashed and self.report is not None and not self.report.incomplete and self.events > 0
+
+
+def locate_program(argv: Sequence[str], cwd) -> tuple:
+    """(path of argv[0] as given or found on PATH, the file it leads to); CaptureError if there is none."""
+    prog = argv[0]
+    if os.sep in prog:
+        path = os.path.join(cwd or os.getcwd(), prog)
+    else:
+        path = shutil.which(prog)
+        if path is None:
+            raise CaptureError(f"{prog}: command not found (PATH={os.environ.get('PATH', '')})")
+    if not os.path.exists(path):
+        raise CaptureError(f"{prog}: no such file")
+    return path, os.path.realpath(path)
+
+
+def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], **popen) -> tuple:
+    """(exit status, or None after a timeout; seconds it ran; the last 8 KB of its stderr).
+
+    The command gets a session of its own, so a timeout kills it with every
+    process it started.
+    """
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stderr=err, start_new_session=True, **popen)
+        try:
+            status = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid)
+            proc.wait()
+            status = None
+        seconds = time.perf_counter() - start
+        err.seek(0, os.SEEK_END)
+        err.seek(max(0, err.tell() - 8192))
+        return status, seconds, err.read().decode("utf-8", "replace")
+
+
+def _interpreted(argv: list, cwd, warnings: list, depth: int = 0) -> tuple:
+    """(argv, ElfInfo of the real executable) -- follows '#!' lines, which ltrace cannot trace."""
+    path, real = locate_program(argv, cwd)
+    elf = inspect_elf(real)
+    if elf.shebang and depth < 4:
+        interp = elf.shebang
+        new = interp + [path] + list(argv[1:])
+        if os.path.basename(interp[0]) == "env" and len(interp) > 1:
+            new = interp[1:] + [path] + list(argv[1:])
+        warnings.append(f"{argv[0]} is a script ('#!{' '.join(interp)}'), which ltrace cannot trace; tracing its "
+                        f"interpreter instead: {' '.join(new[:len(new) - len(argv) + 1])} ... (if the script execs "
+                        f"another program, that program's calls are mixed into the same thread of the log)")
+        return _interpreted(new, cwd, warnings, depth + 1)
+    if not elf.is_elf:
+        raise CaptureError(f"{argv[0]} ({real}) is not an ELF executable; ltrace can only trace ELF programs")
+    if not elf.dynamic:
+        raise CaptureError(f"{argv[0]} ({real}) is statically linked (no dynamic section): ltrace cannot trace it; "
+                           f"rebuild it without -static, or record its calls from inside the program")
+    return [path] + list(argv[1:]), elf
+
+
+# --------------------------------------------------------------------------- capture
+def capture(argv: Sequence[str], out_path, method: str = "ltrace", *, mode: str = "auto", retries: int = 0,
+            functions: Sequence[str] = DEFAULT_FUNCTIONS, follow_threads: bool = True, timeout: Optional[float] = None,
+            cwd=None, env=None, stdin=subprocess.DEVNULL, stdout=None, ltrace: str = "ltrace",
+            extra_args: Sequence[str] = ()) -> CaptureResult:
+    """Run ``argv`` under ltrace, writing the log to ``out_path``; parse and check the log.
+
+    mode: 'x' (``-L -x``: sees every call, but crashes most multithreaded programs),
+    'e' (``-e``: PLT calls only, more robust) or 'auto' ('x', then 'e' if every 'x'
+    attempt crashed).  retries: extra attempts per mode when a capture crashed.
+    stdout: where the program's output goes (default: inherited); ltrace's own
+    messages and the program's stderr are collected into ``ltrace_stderr``.
+
+    Raises CaptureError when tracing is impossible (program not found, not ELF,
+    statically linked, ltrace missing); otherwise returns a CaptureResult whose
+    ``warnings`` say what went wrong and what to try.
+    """
+    if method != "ltrace":
+        raise CaptureError(f"capture method {method!r}: this function runs only 'ltrace'; the LD_PRELOAD "
+                           f"tracer is trace/capture/preload.py's capture_preload")
+    if mode not in ("auto", "x", "e"):
+        raise ValueError(f"mode must be 'auto', 'x' or 'e', not {mode!r}")
+    if not argv:
+        raise ValueError("empty command")
+    ltrace_path = shutil.which(ltrace)
+    if ltrace_path is None:
+        raise CaptureError(f"{ltrace}: not installed (Debian: apt-get install ltrace)")
+    out_path = Path(out_path)
+    warnings: list = []
+    argv, elf = _interpreted(list(argv), cwd, warnings)
+    modes = ["x", "e"] if mode == "auto" else [mode]
+    attempts = 0
+    result = None
+    for m in modes:
+        for _attempt in range(1 + max(0, retries)):
+            attempts += 1
+            result = _run_once(argv, out_path, m, functions, follow_threads, timeout, cwd, env, stdin, stdout,
+                               ltrace_path, extra_args)
+            if not result.crashed:
+                break
+            warnings.append(f"attempt {attempts} (mode {m}): {_crash_sentence(result)}")
+        if not result.crashed:
+            break
+        if m == "x" and "e" in modes:
+            warnings.append("every -x capture crashed (ltrace 0.7.3 -x and threads do not mix); "
+                            "falling back to -e, which misses calls made from inside libc")
+    result.attempts = attempts
+    result.warnings = warnings + result.warnings
+    if result.crashed:
+        result.warnings.append("the log is incomplete: figures from it cover only what was seen before the crash. "
+                               "Retry (retries=N), reduce the workload or the number of threads, try the other mode"
+                               + ("" if mode == "auto" else f" (mode={'e' if mode == 'x' else 'x'})")
+                               + "; if the program also crashes without ltrace, the crash is the program's own")
+    if not result.crashed:
+        result.warnings += _suspicions(result, elf)
+    return result
+
+
+def _run_once(argv, out_path: Path, mode: str, functions, follow_threads, timeout, cwd, env, stdin, stdout,
+              ltrace_path, extra_args) -> CaptureResult:
+    pattern = "+".join(functions)
+    cmd = [ltrace_path]
+    if follow_threads:
+        cmd.append("-f")
+    cmd += ["-tt", "-T"]
+    cmd += ["-L", "-x", pattern] if mode == "x" else ["-e", pattern]
+    cmd += list(extra_args) + ["-o", str(out_path), "--"] + list(argv)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if out_path.exists():
+        out_path.unlink()
+    status, _seconds, stderr = run_in_own_session(cmd, timeout, cwd=cwd, env=env, stdin=stdin, stdout=stdout)
+    warnings = []
+    report = stats = None
+    if out_path.exists():
+        try:
+            events = parse_file(out_path)
+            stats = TraceStats(events.report).consume(events)
+            report = events.report
+        except TraceFormatError as e:
+            warnings.append(f"the log is not readable as an ltrace log: {e}")
+    crashed = (status != 0 or report is None or report.crashed or report.truncated or not report.exits
+               or report.pending_at_end > 0 or "unexpected breakpoint" in stderr)
+    if status is None:
+        warnings.append(f"the capture was stopped after {timeout} s (timeout); ltrace makes programs 100-1000x "
+                        f"slower")
+    result = CaptureResult(out_path, report, stats, warnings, status,
+                           report.exit_status if report is not None else None, mode, cmd, 1, crashed, stderr)
+    return result
+
+
+def _crash_sentence(r: CaptureResult) -> str:
+    rep = r.report
+    parts = []
+    if r.ltrace_status is None:
+        parts.append("timed out")
+    elif r.ltrace_status < 0 or r.ltrace_status in (128 + signal.SIGSEGV, 128 + signal.SIGABRT):
+        sig = -r.ltrace_status if r.ltrace_status < 0 else r.ltrace_status - 128
+        parts.append(f"ltrace itself died of {signal_name(sig)}")
+        assertion = [line for line in r.ltrace_stderr.splitlines() if "Assertion" in line]
+        if assertion:
+            parts.append(f"its assertion failed: {assertion[-1].strip()}")
+        if "vfork" in r.ltrace_stderr:
+            parts.append("ltrace 0.7.3 cannot follow a vfork (shells, system(), posix_spawn): trace the child "
+                         "program directly")
+    elif r.ltrace_status != 0:
+        first = r.ltrace_stderr.strip().splitlines()[-1] if r.ltrace_stderr.strip() else "no message"
+        parts.append(f"ltrace failed (exit status {r.ltrace_status}: {first})")
+    if rep is not None:
+        if rep.killed_by:
+            parts.append(f"the program was killed by {rep.killed_by} under ltrace")
+        if rep.count("unexpected-breakpoint"):
+            parts.append(f"ltrace lost {rep.count('unexpected-breakpoint')} breakpoint(s) "
+                         f"('unexpected breakpoint', line {rep.first_lines('unexpected-breakpoint')[0]})")
+        if rep.pending_at_end:
+            parts.append(f"{rep.pending_at_end} call(s) never returned")
+        if rep.truncated:
+            parts.append("the log's last line is cut off")
+        if not rep.exits and r.ltrace_status == 0:
+            parts.append("the log has no exit line")
+    elif r.ltrace_status == 0:
+        parts.append("no log was written")
+    return "; ".join(parts) or "the capture is incomplete"
+
+
+def _suspicions(r: CaptureResult, elf: ElfInfo) -> list:
+    """Warnings about a capture that worked but saw nothing or suspiciously little."""
+    out = []
+    stats, rep = r.stats, r.report
+    if stats is None or rep is None:
+        return out
+    allocs = sum(n for k, n in stats.calls_by_kind.items()
+                 if k not in ("free", "operator_delete", "operator_delete_array"))
+    frees = stats.ops - allocs
+    c_funcs = [f for f in ("malloc", "free", "calloc", "realloc") if f in elf.got_symbols]
+    if r.mode == "e":
+        why = []
+        if c_funcs:
+            why.append(f"the program reaches {', '.join(c_funcs)} only through the GOT, without a PLT slot (it takes "
+                       f"their address, or it was built with -fno-plt), so -e breakpoints on them never fire")
+        elif not any(f in elf.plt_symbols for f in C_FUNCTIONS):
+            why.append("the program itself calls no allocator function through its PLT (it allocates from inside "
+                       "other libraries, or it does not allocate)")
+        if elf.bind_now and stats.ops == 0 and not why:
+            why.append("it is linked with -z now (BIND_NOW), which some ltrace builds cannot follow (this one can)")
+        if rep.count("libc-internal-plt") and stats.ops == 0:
+            why.append(f"its only lines ({rep.count('libc-internal-plt')}) are libc.so.6-> entries, which ltrace "
+                       f"mislabels and are not allocator calls")
+        advice = ("capture with mode='x' (-L -x breakpoints on the functions themselves), or with an LD_PRELOAD "
+                  "tracer (method='preload')")
+        if stats.ops == 0:
+            out.append("the capture saw no allocator call. " + ("Why: " + "; ".join(why) + ". " if why else
+                       "The program may not allocate at all, or only from inside libc, which -e cannot see. ")
+                       + "To see them: " + advice + ".")
+        elif allocs >= 10 and frees == 0:
+            out.append(f"the capture saw {allocs} allocations but no free: "
+                       + ("; ".join(why) + ". " if why else "free may be called from inside libc or through a pointer "
+                          "(its address taken), which -e cannot see. ")
+                       + "To see them: " + advice + ".")
+        elif c_funcs:
+            out.append(f"the program reaches {', '.join(c_funcs)} only through the GOT (their address is taken, or "
+                       f"-fno-plt): those calls are missing from this -e capture; {advice}.")
+    else:
+        if stats.ops == 0:
+            out.append("the capture saw no allocator call although -x traces malloc/free in every library: the "
+                       "program links its own allocator statically, or never allocates")
+        elif allocs >= 10 and frees == 0:
+            out.append(f"the capture saw {allocs} allocations but no free: the program exits without freeing")
+    if stats.cross_thread_frees:
+        # Measured (docs/capture.md): bench/programs/prodcons.c 2 10000 peaks at 118 KB live under ltrace and
+        # at 2.25 MB under the preload tracer, and the replay of the ltrace log named the wrong fastest and
+        # fattest allocator; the preload capture's replay named the program's.
+        out.append(f"{stats.cross_thread_frees} objects were freed by another thread than their own: ltrace stops "
+                   f"the program at every call, so its threads ran in ltrace's lockstep, and how many objects were "
+                   f"in flight between them (a queue's depth, the peak of live bytes) is ltrace's, not the "
+                   f"program's; a replay keeps it. For a verdict on a threaded program, capture it with the "
+                   f"LD_PRELOAD tracer (--method preload)")
+    if stats.free_unknown:
+        out.append(f"{stats.free_unknown} free(s) of pointers never seen allocated (first at line "
+                   f"{rep.first_lines('free-unknown-pointer')[0]}): allocated before the capture started, by a "
+                   f"call ltrace missed, or freed twice")
+    return out

@@ -1,0 +1,688 @@
+"""The streaming pass of `scenc convert --model`: AllocEvents -> per-thread, per-window figures.
+
+One pass over the events. Memory: the live objects (pointer -> owner, clock,
+size), one clock per thread, and per thread and window a Counter and three
+bucketed histograms; windows double in length past MAX_WINDOWS, so their
+number stays bounded however long the trace is. What the categories mean and
+which clock the lifetimes use: see trace/model/__init__.py.
+"""
+
+import heapq
+from array import array
+from collections import Counter
+from statistics import median
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from ..events import ALLOC_KINDS, FREE_KINDS, KINDS, REALLOC_KINDS
+
+WINDOW0 = 64                 # events per window at first
+MAX_WINDOWS = 128            # windows double in length past this many
+
+# Trace kinds -> the model's allocation statements.
+MODEL_KIND = {
+    "malloc": "malloc", "operator_new": "malloc", "operator_new_array": "malloc", "calloc": "calloc",
+    "aligned_alloc": "aligned_alloc", "memalign": "memalign", "posix_memalign": "posix_memalign",
+    "valloc": "memalign", "pvalloc": "memalign",
+}
+PAGE_ALIGNED = {"valloc", "pvalloc"}
+REALLOC_START = ("realloc", None)     # a chain that began with realloc(NULL, n): no start statement
+MAX_HANDOFFS = 4_000_000     # handoff lifetimes kept for the channels' capacities (16 bytes each)
+MAX_TRAILS = 16              # finished realloc chains kept whole per thread: the biggest (their largest size) ...
+MAX_TRAIL_STEPS = 512        # ... each with at most this many reallocs (a longer one keeps no steps)
+MAX_BIG_OBJECTS = 32         # the largest objects kept one by one per thread (BigObject)
+
+
+# --------------------------------------------------------------------------- buckets
+def size_bucket(s: int) -> int:
+    """Exact below 1024; above, 16 classes per power of two."""
+    if s < 1024:
+        return s
+    e = s.bit_length() - 1
+    return 1024 + (e - 10) * 16 + ((s >> (e - 4)) & 15)
+
+
+def life_bucket(n: int) -> int:
+    """Exact below 32; above, 8 classes per power of two."""
+    if n < 32:
+        return n
+    e = n.bit_length() - 1
+    return 32 + (e - 5) * 8 + ((n >> (e - 3)) & 7)
+
+
+def life_bucket_range(b: int) -> Tuple[int, int]:
+    """[lo, hi) of lifetime bucket b."""
+    if b < 32:
+        return b, b + 1
+    e, sub = 5 + (b - 32) // 8, (b - 32) % 8
+    return (8 + sub) << (e - 3), (9 + sub) << (e - 3)
+
+
+#: Upper bounds of the coarse size classes whose lifetimes are kept apart (the last class is unbounded):
+#: a program's big blocks often live longer (or shorter) than its small ones, and live bytes are
+#: sizes times lifetimes, so the model keeps that link class by class (trace/model/__init__.py).
+SIZE_CLASS_BOUNDS = (64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
+
+
+def size_class(s: int) -> int:
+    """The coarse size class of s: the number of SIZE_CLASS_BOUNDS at or below it."""
+    c = 0
+    while c < len(SIZE_CLASS_BOUNDS) and s >= SIZE_CLASS_BOUNDS[c]:
+        c += 1
+    return c
+
+
+def add(hist: dict, bucket: int, value: int, count: int = 1) -> None:
+    h = hist.get(bucket)
+    if h is None:
+        hist[bucket] = [count, value * count]
+    else:
+        h[0] += count
+        h[1] += value * count
+
+
+def merge_hist(into: dict, other: dict) -> None:
+    for b, (c, s) in other.items():
+        h = into.get(b)
+        if h is None:
+            into[b] = [c, s]
+        else:
+            h[0] += c
+            h[1] += s
+
+
+def hist_minus(hist: dict, part: dict) -> dict:
+    """``hist`` without ``part`` (a sub-histogram of it, same buckets)."""
+    out = {}
+    for b, (c, s) in hist.items():
+        pc, ps = part.get(b, (0, 0))
+        if c > pc:
+            out[b] = [c - pc, s - ps]
+    return out
+
+
+def hist_totals(hist: dict) -> Tuple[int, int]:
+    return sum(c for c, _ in hist.values()), sum(s for _, s in hist.values())
+
+
+# --------------------------------------------------------------------------- collection
+class BigObject:
+    """One of a thread's largest plain objects: when it was allocated (a moment: (ordinal, the thread's
+    `lives` clock)), its size and model kind, how it ended ('local' with its lifetime on the `lives` clock,
+    'send', 'chain' when a realloc grew it, 'kept' when still live at the end; '' while live) and the
+    ordinal of its free (None while live)."""
+    __slots__ = ("at", "size", "mk", "how", "life", "end")
+
+    def __init__(self, at: tuple, size: int, mk):
+        self.at, self.size, self.mk = at, size, mk
+        self.how = ""
+        self.life: Optional[int] = None
+        self.end: Optional[int] = None
+
+
+class Trail:
+    """One realloc chain step by step: its start (moment, model kind, size; REALLOC_START when it began
+    with realloc(NULL, n), at its first step), its reallocs [(moment, size), ...] (None past
+    MAX_TRAIL_STEPS), its end (moment, how: 'local', 'send' or 'end' when still live at the end). A moment
+    is (ordinal, the owner's `lives` clock just after the call)."""
+    __slots__ = ("owner", "start", "mk", "size", "steps", "largest", "end", "how", "last")
+
+    def __init__(self, owner: int, start: tuple, mk, size: int):
+        self.owner, self.start, self.mk, self.size = owner, start, mk, size
+        self.steps: Optional[list] = []
+        self.largest = size
+        self.end: Optional[tuple] = None
+        self.how = ""
+        self.last = start                    # the moment of its last realloc
+
+    def step(self, moment: tuple, nbytes: int) -> None:
+        self.largest = max(self.largest, nbytes)
+        self.last = moment
+        if self.steps is not None:
+            self.steps.append((moment, nbytes))
+            if len(self.steps) > MAX_TRAIL_STEPS:
+                self.steps = None
+
+
+class Window:
+    """Whole-trace figures of one window of events (for phase detection)."""
+    __slots__ = ("events", "allocs", "frees", "log_sizes", "t_first", "t_last", "first_line")
+
+    def __init__(self, line: int, t: Optional[float]):
+        self.events = self.allocs = self.frees = self.log_sizes = 0   # log_sizes: sum of sizes' bit lengths
+        self.t_first = self.t_last = t
+        self.first_line = line
+
+    def merge(self, o: "Window") -> None:
+        self.events += o.events
+        self.allocs += o.allocs
+        self.frees += o.frees
+        self.log_sizes += o.log_sizes
+        if o.t_last is not None:
+            self.t_last = o.t_last
+        if self.t_first is None:
+            self.t_first = o.t_first
+
+
+class Cell:
+    """One thread in one window: counters by category, and histograms.
+
+    Categories: 'events', 'free_null', 'realloc', 'alloc_failed', 'realloc_failed',
+    'free_unknown', 'realloc_unknown', 'realloc_as_free', 'free_missed', 'censored', ('lives', mk), ('send', mk, tid),
+    ('kept', mk) (still live at the end: `lives forever`), ('lives_class', mk, size class) (the 'lives' ones
+    by size class: SIZE_CLASS_BOUNDS),
+    ('start', mk), ('end', how, tid), ('recv', tid); mk = (model kind, alignment).
+    Objects are counted in the window of their allocation, chain ends and receives
+    in the window where they happen (a chain handed to another thread ends at its last realloc). ``dies``:
+    the objects freed by their own thread in a later window than their own, by that window and size class
+    (as ``lives_by_class``, with their kinds): those that outlive their part of a phase are modelled apart
+    (trace/model/shape.py, _take_held_objects). ``sent``: the sizes of the objects among ``sizes`` that another
+    thread freed (in a program they are often not the short-lived ones: a queue's items, a thread's
+    results), so that the model hands over objects of their sizes; ``kept``: those still live at the
+    end (buffers, tables, caches), likewise.
+    """
+    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "sent_to", "kept", "lives_by_class", "dies")
+
+    def __init__(self):
+        self.c = Counter()
+        self.sizes: dict = {}
+        self.rsizes: dict = {}
+        self.lives: dict = {}
+        self.sent: dict = {}
+        self.sent_to: dict = {}         # ``sent`` by the thread that freed them: tid -> histogram
+        self.kept: dict = {}
+        # objects freed by their own thread, by size class: [lifetime histogram, bytes, bytes * lifetime, sizes]
+        self.lives_by_class: dict = {}
+        # ... and those freed in a later window: window -> size class -> [the same four, Counter of kinds]
+        self.dies: dict = {}
+
+    def merge(self, o: "Cell") -> "Cell":
+        self.c.update(o.c)
+        merge_hist(self.sizes, o.sizes)
+        merge_hist(self.sent, o.sent)
+        for tid, hist in o.sent_to.items():
+            merge_hist(self.sent_to.setdefault(tid, {}), hist)
+        merge_hist(self.kept, o.kept)
+        merge_hist(self.rsizes, o.rsizes)
+        merge_hist(self.lives, o.lives)
+        _merge_classes(self.lives_by_class, o.lives_by_class)
+        for w, by_class in o.dies.items():
+            _merge_classes(self.dies.setdefault(w, {}), by_class)
+        return self
+
+    def halve_dies(self) -> None:
+        """The windows of ``dies`` after neighbours merged (window w becomes w // 2)."""
+        dies, self.dies = self.dies, {}
+        for w, by_class in dies.items():
+            _merge_classes(self.dies.setdefault(w // 2, {}), by_class)
+
+
+def _merge_classes(into: dict, other: dict) -> None:
+    """Merge figures by size class (Cell.lives_by_class, Cell.dies) into ``into``."""
+    for cls, entry in other.items():
+        mine = into.get(cls)
+        if mine is None:
+            mine = into[cls] = [{}, 0, 0, {}] + ([Counter()] if len(entry) > 4 else [])
+        merge_hist(mine[0], entry[0])
+        mine[1] += entry[1]
+        mine[2] += entry[2]
+        merge_hist(mine[3], entry[3])
+        if len(entry) > 4:
+            mine[4].update(entry[4])
+
+
+class Collector:
+    """Feed AllocEvents with :meth:`consume`; then :meth:`finish`."""
+
+    def __init__(self):
+        self.window = WINDOW0
+        self.wins: List[Window] = []
+        self.cells: Dict[int, list] = {}      # tid -> [Cell or None per window], tids in order of appearance
+        self.tick: Dict[int, int] = {}        # tid -> its `lives` clock
+        self.live: dict = {}                  # ptr -> (owner, ordinal, tick, nbytes, mk, chain length)
+        self.ordinal = 0
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.peak_line = 0
+        self.first_line: Optional[int] = None
+        self.last_line = 0
+        self.has_time = False
+        self.trace_kinds = Counter()
+        self.cross_frees = 0
+        self.known_frees = 0
+        # (owner tid, freer tid) -> flat [allocated, freed, ...] ordinals of the objects one handed to the
+        # other: how many were in flight at once bounds the model's channel between them (back-pressure)
+        self.handoffs: Dict[Tuple[int, int], array] = {}
+        self.handoff_count = 0
+        self.chains: Counter = Counter()      # tid -> realloc chains it holds now (blocks it reallocated last)
+        self.max_chains: Counter = Counter()  # tid -> the most it held at once (finish: as chain_spans say)
+        self.chain_classes: Dict[int, list] = {}      # tid -> chain blocks it holds now, per size class
+        self.max_chain_classes: Dict[int, list] = {}  # tid -> the most it held at once of class c or above
+        # Realloc chains step by step (Trail): those live now by their block's address, and per thread the
+        # MAX_TRAILS finished ones with the largest sizes (a heap), with the largest size among those dropped
+        self.trail_of: Dict[int, "Trail"] = {}
+        self.trails: Dict[int, list] = {}
+        self.trail_dropped: Counter = Counter()
+        # A thread holds a chain from its start to its end, or to its last realloc when another thread freed
+        # it (handed over then: in flight, as Collector.in_flight counts it, no longer held): tid -> the time
+        # held, summed, on its `lives` clock; and [start, end of hold, ...] ordinals, for the most held at once
+        self.chain_held: Counter = Counter()
+        self.chain_spans: Dict[int, array] = {}
+        self.chain_span_count = 0
+        self._trail_seq = 0
+        # The MAX_BIG_OBJECTS largest plain objects of each thread (a heap), the largest size dropped from it,
+        # and the size an object needs to enter it (once it is full)
+        self.big_objects: Dict[int, list] = {}
+        self.big_dropped: Counter = Counter()
+        self.big_floor: Dict[int, int] = {}
+        # Thread lifetimes, in ordinals (events read with extra_events): a thread is alive from its captured
+        # start, or its first call, to its captured exit, or the end
+        self.born: Dict[int, int] = {}
+        self.died: Dict[int, int] = {}
+        self.thread_starts = 0
+
+    # ---------------------------------------------------------------- the pass
+    def _cell(self, tid: int, w: int) -> Cell:
+        cells = self.cells.get(tid)
+        if cells is None:
+            cells = self.cells[tid] = []
+            self.tick[tid] = 0
+        if len(cells) <= w:
+            cells.extend([None] * (w + 1 - len(cells)))
+        cell = cells[w]
+        if cell is None:
+            cell = cells[w] = Cell()
+        return cell
+
+    def _merge_windows(self) -> None:
+        """Halve the number of windows: merge neighbours, double the length."""
+        wins = self.wins
+        merged = []
+        for i in range(0, len(wins), 2):
+            w = wins[i]
+            if i + 1 < len(wins):
+                w.merge(wins[i + 1])
+            merged.append(w)
+        self.wins = merged
+        for tid, cells in self.cells.items():
+            out = []
+            for i in range(0, len(cells), 2):
+                a = cells[i]
+                b = cells[i + 1] if i + 1 < len(cells) else None
+                out.append(a.merge(b) if a is not None and b is not None else a or b)
+                if out[-1] is not None:
+                    out[-1].halve_dies()
+            self.cells[tid] = out
+        self.window *= 2
+
+    def consume(self, events: Iterable) -> "Collector":
+        live = self.live
+        tick = self.tick
+        free_kinds, realloc_kinds, alloc_kinds = FREE_KINDS, REALLOC_KINDS, ALLOC_KINDS
+        trace_kinds = self.trace_kinds
+        born = self.born
+        for ev in events:
+            line, tid, t, kind, size, nmemb, align, old, res, failed, _start, _dur = ev
+            if kind not in KINDS:
+                self._extra(ev)
+                continue
+            if tid not in born:
+                born[tid] = self.ordinal
+            o = self.ordinal
+            self.ordinal = o + 1
+            w = o // self.window
+            if w >= MAX_WINDOWS:
+                self._merge_windows()
+                w = o // self.window
+            if w == len(self.wins):
+                self.wins.append(Window(line, t))
+                if t is not None:
+                    self.has_time = True
+            win = self.wins[w]
+            win.events += 1
+            if t is not None:
+                win.t_last = t
+            if self.first_line is None:
+                self.first_line = line
+            self.last_line = line
+            trace_kinds[kind] += 1
+            cell = self._cell(tid, w)
+            c = cell.c
+            c["events"] += 1
+            if kind in free_kinds:
+                if not old:
+                    c["free_null"] += 1
+                    c["ticks"] += 1
+                    tick[tid] += 1
+                else:
+                    e = live.pop(old, None)
+                    if e is None:
+                        c["free_unknown"] += 1
+                    else:
+                        self._release(e, tid, w, cell, win)
+            elif kind in realloc_kinds:
+                self._realloc(tid, w, cell, win, size, nmemb, old, res, failed, line)
+            elif kind in alloc_kinds:
+                if failed:
+                    c["alloc_failed"] += 1
+                    continue
+                mk = (MODEL_KIND[kind], 4096 if kind in PAGE_ALIGNED else align)
+                nbytes = (size or 0) * nmemb
+                c["ticks"] += 1
+                tick[tid] += 1
+                add(cell.sizes, size_bucket(nbytes), nbytes)
+                win.allocs += 1
+                win.log_sizes += nbytes.bit_length()
+                if res is None:              # posix_memalign under ltrace -e: pointer not shown
+                    c["lives", mk] += 1
+                else:
+                    prev = live.get(res)
+                    if prev is not None:     # its free was not captured: let it end here, unseen
+                        c["free_missed"] += 1
+                        self._release(prev, prev[0], w, cell, win, seen=False)
+                    big = self._big_object(tid, (o, tick[tid]), nbytes, mk) \
+                        if nbytes >= self.big_floor.get(tid, 0) else None
+                    live[res] = (tid, o, tick[tid], nbytes, mk, 0, big)
+                    self.live_bytes += nbytes
+            if self.live_bytes > self.peak_bytes:
+                self.peak_bytes, self.peak_line = self.live_bytes, line
+        return self
+
+    def _release(self, e, freer: int, w: int, cell: Cell, win: Window, seen: bool = True) -> None:
+        owner, o_alloc, t_alloc, nbytes, mk, chain = e[:6]
+        self.live_bytes -= nbytes
+        win.frees += 1
+        if seen:
+            self.known_frees += 1
+            if owner != freer:
+                self.cross_frees += 1
+        if owner != freer:
+            self._handoff(owner, freer, o_alloc)
+        if chain:
+            self.chains[owner] -= 1
+            self._chain_block(owner, nbytes, -1)
+            self._end_trail(e[6], "local" if owner == freer else "send", (self.ordinal - 1, self.tick[freer] + 1))
+            cell.c["ticks"] += 1
+            if owner == freer:
+                cell.c["end", "local", None] += 1
+            else:
+                # handed over at its last realloc (o_alloc): the owner let go of it then, in that window
+                self._cell(owner, o_alloc // self.window).c["end", "send", freer] += 1
+                cell.c["recv", owner] += 1
+            self.tick[freer] += 1
+            return
+        acell = self._cell(owner, o_alloc // self.window)
+        big = e[6]
+        if big is not None:
+            big.how, big.life = ("local", self.tick[owner] - t_alloc) if owner == freer else ("send", None)
+            big.end = self.ordinal - 1
+        if owner == freer:
+            lifetime = self.tick[owner] - t_alloc
+            bucket = life_bucket(lifetime)
+            add(acell.lives, bucket, lifetime)
+            cls = size_class(nbytes)
+            _add_to_class(acell.lives_by_class, cls, bucket, lifetime, nbytes)
+            if w != o_alloc // self.window:
+                _add_to_class(self._dies(acell, w), cls, bucket, lifetime, nbytes, kinds=True)[4][mk] += 1
+            acell.c["lives_class", mk, cls] += 1
+            acell.c["lives", mk] += 1
+        else:
+            acell.c["send", mk, freer] += 1
+            add(acell.sent, size_bucket(nbytes), nbytes)
+            add(acell.sent_to.setdefault(freer, {}), size_bucket(nbytes), nbytes)
+            cell.c["recv", owner] += 1
+            cell.c["ticks"] += 1
+            self.tick[freer] += 1
+
+    @staticmethod
+    def _dies(acell: Cell, w: int) -> dict:
+        by_class = acell.dies.get(w)
+        if by_class is None:
+            by_class = acell.dies[w] = {}
+        return by_class
+
+    def _handoff(self, owner: int, freer: int, o_alloc: int) -> None:
+        self.handoff_count += 1
+        if self.handoff_count > MAX_HANDOFFS:
+            return
+        spans = self.handoffs.get((owner, freer))
+        if spans is None:
+            spans = self.handoffs[owner, freer] = array("q")
+        spans.append(o_alloc)
+        spans.append(self.ordinal - 1)
+
+    def _extra(self, ev) -> None:
+        """A thread's start or exit; the program's own mappings are not modelled (malloc's heap only)."""
+        if ev.kind == "thread_start":
+            self.thread_starts += 1
+            self.born.setdefault(ev.tid, self.ordinal)
+            if ev.size:
+                self.born.setdefault(ev.size, self.ordinal)      # its creator was alive
+        elif ev.kind == "thread_exit":
+            self.born.setdefault(ev.tid, self.ordinal)
+            self.died[ev.tid] = self.ordinal
+
+    def alive_at_most(self, tids) -> int:
+        """Most of these threads alive at once (an exit at an ordinal before a start at the same one)."""
+        steps = []
+        for tid in tids:
+            if tid in self.born:
+                steps.append((self.born[tid], 1))
+                if tid in self.died:
+                    steps.append((self.died[tid], -1))
+        steps.sort()
+        most = level = 0
+        for _, step in steps:
+            level += step
+            most = max(most, level)
+        return most
+
+    def in_flight(self, pairs) -> Optional[int]:
+        """Most objects allocated by one thread and not yet freed by another at once, over the given
+        (owner, freer) pairs together; None when too many handoffs were seen to keep them all."""
+        spans = self._handoff_spans(pairs)
+        return None if spans is None else _most_at_once(spans)
+
+    def typical_in_flight(self, pairs) -> Optional[int]:
+        """How many objects allocated by one thread and not yet freed by another were in flight at once most
+        of the time, over the given (owner, freer) pairs together: the median, each count weighted by the
+        calls it lasted, from the first handoff's allocation to the last one's free; None as for in_flight."""
+        spans = self._handoff_spans(pairs)
+        return None if spans is None else _median_at_once(spans)
+
+    def receive_run(self, pairs) -> int:
+        """How many of the handed objects of the given (owner, freer) pairs the freers freed in a row, with no
+        allocation of one in between: the median over such runs (0 without handoffs, or with too many).
+        python's pc.py: 64, every run (the GIL lets the producer fill its queue of 64, then the consumer
+        empty it); bench/programs/prodcons.c, in C on two cores: 1."""
+        spans = self._handoff_spans(pairs)
+        if not spans:
+            return 0
+        runs, run = [], 0
+        for _, step in _steps(spans):
+            if step < 0:
+                run += 1
+            elif run:
+                runs.append(run)
+                run = 0
+        runs += [run] if run else []
+        return int(median(runs))
+
+    def _handoff_spans(self, pairs) -> Optional[array]:
+        """The handoffs' [allocated, freed, ...] ordinals of the given (owner, freer) pairs, together."""
+        if self.handoff_count > MAX_HANDOFFS:
+            return None
+        spans = array("q")
+        for pair in pairs:
+            spans.extend(self.handoffs.get(pair, ()))
+        return spans
+
+    def _realloc(self, tid, w, cell, win, size, nmemb, old, res, failed, line) -> None:
+        c = cell.c
+        if failed:
+            c["realloc_failed"] += 1
+            return
+        live = self.live
+        nbytes = (size or 0) * (nmemb or 1)
+        e = live.pop(old, None) if old else None
+        if not res and e is not None:   # realloc(p, 0) that freed p: a free in the model
+            c["realloc_as_free"] += 1
+            self._release(e, tid, w, cell, win)
+            return
+        self.tick[tid] += 1
+        c["ticks"] += 1
+        c["realloc"] += 1
+        add(cell.rsizes, size_bucket(nbytes), nbytes)
+        if old and e is None:
+            c["realloc_unknown"] += 1
+        if e is not None:
+            owner, o_alloc, t_alloc, old_bytes, mk, chain = e[:6]
+            self.live_bytes -= old_bytes
+            if not chain:               # a plain object becomes a realloc chain: its allocation starts it
+                self._cell(owner, o_alloc // self.window).c["start", mk] += 1
+                if e[6] is not None:
+                    e[6].how = "chain"
+                trail = Trail(owner, (o_alloc, t_alloc), mk, old_bytes)
+            else:
+                self.chains[owner] -= 1
+                self._chain_block(owner, old_bytes, -1)
+                trail = e[6]
+        else:
+            mk, chain = REALLOC_START, 0
+            c["start", REALLOC_START] += 1
+            trail = Trail(tid, (self.ordinal - 1, self.tick[tid]), REALLOC_START, 0)
+        now = (self.ordinal - 1, self.tick[tid])
+        trail.step(now, nbytes)
+        if not res:
+            self._end_trail(trail, "local", now)     # realloc(NULL, 0) that returned NULL
+            return
+        self.chains[tid] += 1
+        self.max_chains[tid] = max(self.max_chains[tid], self.chains[tid])
+        self._chain_block(tid, nbytes, 1)
+        prev = live.get(res)
+        if prev is not None:
+            c["free_missed"] += 1
+            self._release(prev, prev[0], w, cell, win, seen=False)
+        live[res] = (tid, self.ordinal - 1, self.tick[tid], nbytes, mk, chain + 1, trail)
+        self.live_bytes += nbytes
+
+    def _chain_block(self, tid: int, nbytes: int, step: int) -> None:
+        """A realloc chain's block of nbytes comes (step 1) or goes (-1): how many big blocks a thread grows
+        at once, by size class (a program grows one big buffer among many small ones)."""
+        counts = self.chain_classes.get(tid)
+        if counts is None:
+            counts = self.chain_classes[tid] = [0] * (len(SIZE_CLASS_BOUNDS) + 1)
+            self.max_chain_classes[tid] = [0] * (len(SIZE_CLASS_BOUNDS) + 1)
+        cls = size_class(nbytes)
+        counts[cls] += step
+        if step > 0:
+            most, held = self.max_chain_classes[tid], 0
+            for c in range(len(counts) - 1, -1, -1):
+                held += counts[c]
+                if c <= cls and held > most[c]:
+                    most[c] = held
+
+    def _big_object(self, tid: int, moment: tuple, nbytes: int, mk) -> Optional["BigObject"]:
+        """A record for an object among its thread's largest so far (None when it is not)."""
+        heap = self.big_objects.setdefault(tid, [])
+        rec = BigObject(moment, nbytes, mk)
+        item = (nbytes, moment[0], rec)
+        if len(heap) < MAX_BIG_OBJECTS:
+            heapq.heappush(heap, item)
+        else:
+            dropped = heapq.heappushpop(heap, item)
+            self.big_dropped[tid] = max(self.big_dropped[tid], dropped[0])
+            if dropped[2] is rec:
+                return None
+        if len(heap) == MAX_BIG_OBJECTS:
+            self.big_floor[tid] = heap[0][0]
+        return rec
+
+    def _end_trail(self, trail: "Trail", how: str, moment: Optional[tuple]) -> None:
+        """A chain ended (at moment, None: still live at the end): keep it if it is among its thread's MAX_TRAILS
+        largest."""
+        trail.end, trail.how = moment, how
+        held = trail.last if how == "send" else moment or (self.ordinal, self.tick[trail.owner])
+        self.chain_held[trail.owner] += held[1] - trail.start[1]
+        self.chain_span_count += 1
+        if self.chain_span_count <= MAX_HANDOFFS:
+            self.chain_spans.setdefault(trail.owner, array("q")).extend((trail.start[0], held[0]))
+        heap = self.trails.setdefault(trail.owner, [])
+        self._trail_seq += 1
+        item = (trail.largest, self._trail_seq, trail)
+        if len(heap) < MAX_TRAILS:
+            heapq.heappush(heap, item)
+            return
+        dropped = heapq.heappushpop(heap, item)[2]
+        self.trail_dropped[trail.owner] = max(self.trail_dropped[trail.owner], dropped.largest)
+
+    def finish(self) -> None:
+        """Objects still live at the end: they live to the end of their thread (`lives forever`), with
+        sizes of their own (often not the others': a program's buffers and tables)."""
+        last = max(len(self.wins) - 1, 0)
+        for e in self.live.values():
+            owner, o_alloc, t_alloc, nbytes, mk, chain = e[:6]
+            if chain:
+                self._cell(owner, last).c["end", "end", None] += 1
+                self._end_trail(e[6], "end", None)
+            else:
+                if e[6] is not None:
+                    e[6].how = "kept"
+                acell = self._cell(owner, o_alloc // self.window)
+                add(acell.kept, size_bucket(nbytes), nbytes)
+                acell.c["kept", mk] += 1
+                acell.c["kept_ticks"] += t_alloc          # when they came, on the `lives` clock (their mean)
+                acell.c["censored"] += 1
+        self.live_at_end = len(self.live)
+        self.live.clear()
+        if self.chain_span_count <= MAX_HANDOFFS:
+            for tid, spans in self.chain_spans.items():
+                self.max_chains[tid] = _most_at_once(spans)
+
+
+def _add_to_class(by_class: dict, cls: int, bucket: int, lifetime: int, nbytes: int, kinds: bool = False) -> list:
+    """One object freed by its own thread into figures by size class (Cell.lives_by_class; a Cell.dies
+    window, with a Counter of kinds); its class's entry."""
+    entry = by_class.get(cls)
+    if entry is None:
+        entry = by_class[cls] = [{}, 0, 0, {}] + ([Counter()] if kinds else [])
+    add(entry[0], bucket, lifetime)
+    entry[1] += nbytes
+    entry[2] += nbytes * lifetime
+    add(entry[3], size_bucket(nbytes), nbytes)
+    return entry
+
+
+def _steps(spans) -> list:
+    """The starts (+1) and ends (-1) of the spans [a, b] of a flat [a, b, a, b, ...], in order (an end at x
+    before a start at x)."""
+    return sorted([(spans[i], 1) for i in range(0, len(spans), 2)] + [(spans[i], -1) for i in range(1, len(spans), 2)])
+
+
+def _most_at_once(spans) -> int:
+    """Most spans [a, b] of a flat [a, b, a, b, ...] that overlap at once (one ending at x before one starting
+    at x)."""
+    most = level = 0
+    for _, step in _steps(spans):
+        level += step
+        most = max(most, level)
+    return most
+
+
+def _median_at_once(spans) -> int:
+    """The median of how many spans [a, b] of a flat [a, b, a, b, ...] overlap, each count weighted by the
+    calls it lasted, from the first span's start to the last one's end (0 without spans)."""
+    lasted: Counter = Counter()
+    level, last = 0, None
+    for x, step in _steps(spans):
+        if last is not None:
+            lasted[level] += x - last
+        level, last = level + step, x
+    half, seen = sum(lasted.values()) / 2, 0
+    for count in sorted(lasted):
+        seen += lasted[count]
+        if seen >= half:
+            return count
+    return 0
+
+
+# --------------------------------------------------------------------------- phases

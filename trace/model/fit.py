@@ -1,0 +1,322 @@
+"""Fits for `scenc convert --model`: phases, lifetime distributions, thread groups.
+
+Plain functions over the figures the streaming pass collected
+(trace/model/collect.py); the thresholds and tests are described in
+trace/model/__init__.py.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from .collect import REALLOC_START, SIZE_CLASS_BOUNDS, Cell, Window, hist_totals, life_bucket_range
+
+SIZE_THRESHOLD = 2.0         # phase change: log2 of the ratio of typical (geometric mean) sizes: 4x
+GROWTH_THRESHOLD = 0.5       # phase change: difference of (allocations - frees) / (allocations + frees)
+RATE_THRESHOLD = 3.0         # phase change: log2 of the ratio of call rates: 8x ...
+MIN_RATE_SPAN = 0.05         # ... between parts that last 50 ms at least (a start-up's hiccups are no phase)
+MIN_PHASE_EVENTS = 32        # a phase holds at least this many calls, one window and MIN_PHASE_SHARE of all
+MIN_PHASE_SHARE = 0.02
+MAX_TABLE = 16               # entries of a `weighted` lifetime table
+LARGE_SHARE = 0.05           # large objects: at most 5% of those a thread frees itself ...
+LARGE_MASS = 0.25            # ... holding a quarter of their bytes x lifetimes at least
+LARGE_REALLOC_SHARE = 0.25   # large realloc sizes: at most a quarter of the reallocs ...
+LARGE_REALLOC_BYTES = 0.5    # ... with half their bytes at least
+MAX_BIG_CHAINS = 16          # a thread's chains that reach the large realloc sizes are written step by step ...
+MAX_BIG_STEPS = 1024         # ... when there are this few, with this many reallocs in all at most
+BIG_OBJECT_SHARE = 1 / 64    # a thread's objects of this share of the capture's peak of live bytes or more ...
+MAX_BIG_OBJECTS = 16         # ... are written one by one when there are this few
+
+
+# --------------------------------------------------------------------------- phases
+@dataclass
+class Phase:
+    start: int                  # first window
+    end: int                    # one past the last window
+    first_line: int
+    last_line: int
+    events: int
+    why: str = ""               # what changed where it starts
+
+
+def _segment(wins: List[Window], a: int, b: int, has_time: bool) -> dict:
+    allocs = sum(w.allocs for w in wins[a:b])
+    frees = sum(w.frees for w in wins[a:b])
+    events = sum(w.events for w in wins[a:b])
+    # sizes by their logarithm (bit length), counts rather than bytes: one huge block does not make a phase
+    f = {"events": events,
+         "size": sum(w.log_sizes for w in wins[a:b]) / allocs if allocs else None,
+         "growth": (allocs - frees) / (allocs + frees) if allocs + frees else 0.0}
+    if has_time and wins[a].t_first is not None and wins[b - 1].t_last is not None:
+        span = wins[b - 1].t_last - wins[a].t_first
+        f["rate"] = math.log2(events / span) if span >= MIN_RATE_SPAN else None
+    return f
+
+
+_FEATURES = (("size", SIZE_THRESHOLD), ("growth", GROWTH_THRESHOLD), ("rate", RATE_THRESHOLD))
+
+
+def _describe(name: str, x: float, y: float) -> str:
+    if name == "size":
+        return f"typical size {2 ** (x - 1):.0f} -> {2 ** (y - 1):.0f} bytes (geometric mean)"
+    if name == "rate":
+        return f"call rate {2 ** x:.0f} -> {2 ** y:.0f} calls/s"
+    return f"growth {x:+.2f} -> {y:+.2f} ((allocations - frees) / (allocations + frees))"
+
+
+def _best_split(wins: List[Window], a: int, b: int, has_time: bool, min_events: int):
+    """(score, k, reason) of the strongest change inside windows [a, b) that passes a threshold, or None.
+
+    For one step change, the difference of the two sides' means is largest at
+    the step, so the best k is where the pattern changes."""
+    best = None
+    for k in range(a + 1, b):
+        left, right = _segment(wins, a, k, has_time), _segment(wins, k, b, has_time)
+        if min(left["events"], right["events"]) < min_events:
+            continue
+        score, reason = 0.0, ""
+        for name, threshold in _FEATURES:
+            x, y = left.get(name), right.get(name)
+            if x is not None and y is not None and abs(x - y) / threshold > score:
+                score, reason = abs(x - y) / threshold, _describe(name, x, y)
+        if best is None or score > best[0]:
+            best = (score, k, reason)
+    return best if best is not None and best[0] >= 1.0 else None
+
+
+def detect_phases(wins: List[Window], has_time: bool, max_phases: int, last_line: int) -> List[Phase]:
+    """Binary segmentation: split the segment with the strongest change, until none passes or max_phases."""
+    cuts = {0: ""}
+    segments = [(0, len(wins))]
+    min_events = max(MIN_PHASE_EVENTS, MIN_PHASE_SHARE * sum(w.events for w in wins))
+    while len(cuts) < max_phases:
+        found = [(split, a, b) for a, b in segments for split in [_best_split(wins, a, b, has_time, min_events)] if split]
+        if not found:
+            break
+        (_score, k, why), a, b = max(found, key=lambda f: f[0][0])
+        cuts[k] = why
+        segments.remove((a, b))
+        segments += [(a, k), (k, b)]
+    starts = sorted(cuts)
+    phases = []
+    for i, s in enumerate(starts):
+        e = starts[i + 1] if i + 1 < len(starts) else len(wins)
+        if s >= len(wins):
+            break
+        end_line = wins[e].first_line - 1 if e < len(wins) else last_line
+        phases.append(Phase(s, e, wins[s].first_line, end_line, sum(w.events for w in wins[s:e]), cuts[s]))
+    return phases or [Phase(0, 0, 0, last_line, 0)]
+
+
+# --------------------------------------------------------------------------- lifetimes
+@dataclass
+class LifetimeFit:
+    expr: str                   # what follows `lives`
+    samples: int
+    mean: float                 # of the capture's lifetimes
+    model_mean: float           # of the expression's draws (from the compiler's own table)
+    ks: float                   # Kolmogorov-Smirnov distance, capture vs the expression
+    geometric_ks: float         # the same for a geometric of the capture's mean
+    how: str                    # 'geometric' or 'table'
+
+    def comment(self) -> str:
+        if self.how == "geometric":
+            return (f"lifetimes of {self.samples} objects, mean {self.mean:.1f} calls: a geometric fits "
+                    f"(KS distance {self.ks:.3f})")
+        return (f"lifetimes of {self.samples} objects, mean {self.mean:.1f} calls: not geometric (KS "
+                f"{self.geometric_ks:.2f}), so a table of buckets at their means (KS {self.ks:.3f}, mean "
+                f"{self.model_mean:.1f})")
+
+
+def _cdf_points(hist: dict):
+    """(x, empirical P(L <= x)) at both edges of every bucket (inside a bucket the CDF is unknown)."""
+    n = sum(c for c, _ in hist.values())
+    cum = 0
+    for b in sorted(hist):
+        lo, hi = life_bucket_range(b)
+        yield lo - 1, cum / n
+        cum += hist[b][0]
+        yield hi - 1, cum / n
+
+
+def fit_lifetimes(hist: dict) -> Optional[LifetimeFit]:
+    """The `lives` expression for a histogram of lifetimes (life_bucket -> [count, sum])."""
+    from ...compiler.distributions import geometric_table
+    n, total = hist_totals(hist)
+    if not n:
+        return None
+    mean = total / n
+    q = mean / (mean + 1)          # L = G - 1 with G geometric on 1, 2, ... of mean (mean + 1)
+    points = list(_cdf_points(hist))
+    geo_ks = max(abs(f - (1 - q ** (x + 1) if x >= 0 else 0.0)) for x, f in points)
+    if geo_ks <= max(0.05, 1.36 / math.sqrt(n)):      # not rejected by a KS test at 5%
+        m = round(mean + 1, 2)
+        return LifetimeFit(f"geometric(mean = {m:g}) - 1", n, mean, geometric_table(m).mean() - 1, geo_ks, geo_ks,
+                           "geometric")
+    # The histogram's buckets (exact below 32), neighbours with the least mass merged until MAX_TABLE are
+    # left; each at its mean.
+    buckets = [list(hist[b]) for b in sorted(hist)]
+    while len(buckets) > MAX_TABLE:
+        i = min(range(len(buckets) - 1), key=lambda j: buckets[j][0] + buckets[j + 1][0])
+        buckets[i] = [buckets[i][0] + buckets[i + 1][0], buckets[i][1] + buckets[i + 1][1]]
+        del buckets[i + 1]
+    table: Dict[int, int] = {}
+    for c, s in buckets:
+        v = round(s / c)
+        table[v] = table.get(v, 0) + c
+    values = sorted(table.items())
+    ks = max(abs(f - sum(c for v, c in values if v <= x) / n) for x, f in points)
+    model_mean = sum(v * c for v, c in values) / n
+    expr = "weighted { " + ", ".join(f"{v}: {c}" for v, c in values) + " }" if len(values) > 1 else str(values[0][0])
+    return LifetimeFit(expr, n, mean, model_mean, ks, geo_ks, "table")
+
+
+def large_class(by_class: dict) -> Optional[int]:
+    """The lowest size class from which on objects freed by their own thread are the model's large ones:
+    at most LARGE_SHARE of them, with LARGE_MASS of their sum of size x lifetime (their expected live
+    bytes) at least; None when there is no such class (no few objects that weigh on the live bytes).
+
+    by_class: size class -> [lifetime histogram, bytes, bytes * lifetime, sizes] (trace/model/collect.py)."""
+    classes = sorted(by_class)
+    n_total = sum(hist_totals(by_class[c][0])[0] for c in classes)
+    mass_total = sum(by_class[c][2] for c in classes)
+    found, n, mass = None, 0, 0
+    for c in reversed(classes[1:]):              # the smallest class stays small
+        n += hist_totals(by_class[c][0])[0]
+        mass += by_class[c][2]
+        if n > LARGE_SHARE * n_total:
+            break
+        if mass_total and mass >= LARGE_MASS * mass_total:
+            found = c
+    return found
+
+
+def large_realloc_class(rsizes: dict) -> Optional[int]:
+    """The lowest size class from which on realloc sizes are the large ones: at most LARGE_REALLOC_SHARE of
+    the reallocs, with LARGE_REALLOC_BYTES of their bytes at least (a buffer grown big among many small
+    ones); None when there is none. rsizes: a size histogram (buckets never straddle a class bound)."""
+    from .collect import size_class
+    by_class: Dict[int, List[int]] = {}
+    for c, total in rsizes.values():
+        part = by_class.setdefault(size_class(round(total / c)), [0, 0])
+        part[0] += c
+        part[1] += total
+    n_total, bytes_total = hist_totals(rsizes)
+    found, n, nbytes = None, 0, 0
+    for c in sorted(by_class, reverse=True)[:-1]:        # the smallest class stays small
+        n += by_class[c][0]
+        nbytes += by_class[c][1]
+        if n > LARGE_REALLOC_SHARE * n_total:
+            break
+        if nbytes >= LARGE_REALLOC_BYTES * bytes_total:
+            found = c
+    return found
+
+
+def big_chains(trails: list, dropped_largest: int, rsizes: dict) -> list:
+    """The realloc chains (trace/model_collect.Trail) of one thread written step by step: those whose largest
+    size is a large realloc size (large_realloc_class), when they are few (MAX_BIG_CHAINS, MAX_BIG_STEPS),
+    all kept whole by the collector, and freed by the thread itself (or live at the end); in the order
+    they started. A program grows one big buffer (a JSON text, a file read whole) from small to large and
+    frees it: its size at each moment is what its chain made it, and drawn at random in any order, the
+    large sizes would rarely stand at their largest when the rest of the heap does (python_json_e: 0.7x)."""
+    large_from = large_realloc_class(rsizes) if rsizes else None
+    if large_from is None:
+        return []
+    bound = class_bound(large_from)
+    big = [t for t in trails if t.largest >= bound]
+    if (not big or dropped_largest >= bound or len(big) > MAX_BIG_CHAINS
+            or any(t.steps is None or t.how == "send" for t in big)
+            or sum(len(t.steps) for t in big) > MAX_BIG_STEPS):
+        return []
+    return sorted(big, key=lambda t: t.start)
+
+
+def big_objects(records: list, dropped_largest: int, peak_bytes: int) -> list:
+    """The objects of one thread (trace/model_collect.BigObject) written one by one, each with its size, where
+    it came and its lifetime: those of BIG_OBJECT_SHARE of the capture's peak of live bytes or more, freed by
+    their own thread or live at the end, when the collector kept all of them (at most MAX_BIG_OBJECTS). A
+    few big blocks make much of a peak: drawn from one size table and one lifetime table, the largest size
+    would meet the longest lifetime by chance (python_json_e: a 296 KB block that lives 3200 calls)."""
+    floor = peak_bytes * BIG_OBJECT_SHARE
+    if not records or floor <= 0 or dropped_largest >= floor:
+        return []
+    big = [r for r in records if r.size >= floor]
+    if len(big) > MAX_BIG_OBJECTS:      # many alike: the large objects' statement keeps them (large_class)
+        return []
+    return sorted((r for r in big if r.how in ("local", "kept")), key=lambda r: r.at)
+
+
+def chain_slots(chains: list) -> List[int]:
+    """A slot for each chain (in the order they started): the lowest one free when it starts."""
+    ends: List[Optional[int]] = []           # per slot: where its last chain ended (None: still live)
+    out = []
+    for t in chains:
+        slot = next((i for i, e in enumerate(ends) if e is not None and e < t.start), len(ends))
+        if slot == len(ends):
+            ends.append(None)
+        ends[slot] = t.end
+        out.append(slot)
+    return out
+
+
+def class_bound(c: int) -> int:
+    """The smallest size of size class c (c >= 1)."""
+    return SIZE_CLASS_BOUNDS[c - 1]
+
+
+# --------------------------------------------------------------------------- thread groups
+@dataclass
+class ThreadSummary:
+    tid: int
+    total: Cell
+    phases: List[Cell]
+
+    def feature(self) -> dict:
+        c = self.total.c
+        events = max(c["events"], 1)
+        allocs = sent = recv = 0
+        for k, v in c.items():
+            if isinstance(k, tuple):
+                if k[0] in ("lives", "kept", "send", "start") and k[1] != REALLOC_START:
+                    allocs += v
+                if k[0] == "send" or k[:2] == ("end", "send"):
+                    sent += v
+                if k[0] == "recv":
+                    recv += v
+        n_sizes, sum_sizes = hist_totals(self.total.sizes)
+        return {"events": math.log2(events), "size": math.log2(sum_sizes / n_sizes + 1) if n_sizes else 0.0,
+                "shares": [allocs / events, c["realloc"] / events, c["free_null"] / events, recv / events,
+                           sent / events],
+                "activity": [p.c["events"] / events for p in self.phases]}
+
+
+RECEIVES_SHARE = 3      # feature()["shares"][3]: calls that free another thread's objects
+
+
+def _alike(a: dict, b: dict) -> bool:
+    """Within 2x in calls and mean size, 0.15 in each share of calls, 0.5 apart in activity per phase."""
+    return (abs(a["events"] - b["events"]) <= 1.0 and abs(a["size"] - b["size"]) <= 1.0
+            and all(abs(x - y) <= 0.15 for x, y in zip(a["shares"], b["shares"]))
+            and sum(abs(x - y) for x, y in zip(a["activity"], b["activity"])) <= 0.5)
+
+
+def alike_but_receives(a: dict, b: dict) -> bool:
+    """Alike, the share of calls that free another thread's objects aside (a chain's head: model_shape)."""
+    skip = RECEIVES_SHARE
+    return _alike(dict(a, shares=a["shares"][:skip] + a["shares"][skip + 1:]),
+                  dict(b, shares=b["shares"][:skip] + b["shares"][skip + 1:]))
+
+
+def group_threads(summaries: List[ThreadSummary]) -> List[List[ThreadSummary]]:
+    """Greedy, in order of appearance: each thread joins the first group whose first thread is alike."""
+    groups: List[Tuple[dict, List[ThreadSummary]]] = []
+    for s in summaries:
+        f = s.feature()
+        for first, members in groups:
+            if _alike(first, f):
+                members.append(s)
+                break
+        else:
+            groups.append((f, [s]))
+    return [members for _, members in groups]

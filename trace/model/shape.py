@@ -1,0 +1,525 @@
+"""The shape of a fitted model, decided once from the collected figures: its phases, its thread groups (and
+which of them churn), the channels between groups with their capacities, each ring's depth, and the big
+realloc chains and big objects written one by one, taken out of their thread's figures.
+
+trace/model/plan.py plans each group's statements on this shape; trace/model/write.py writes the text.
+"""
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from .collect import (MAX_HANDOFFS, REALLOC_START, Cell, Collector, hist_minus, life_bucket, merge_hist,
+                      size_bucket, size_class)
+from .fit import (Phase, ThreadSummary, alike_but_receives, big_chains, big_objects, chain_slots,
+                  detect_phases, group_threads)
+
+MAX_CAPACITY = 1 << 20      # channel slots live in the runtime's arena: 16 MiB at most per channel
+HELD_PARTS = 4              # an object freed in a later part of a phase than its own, or a later phase, is held
+
+
+@dataclass
+class Group:
+    name: str
+    tids: List[int]
+    summaries: List[ThreadSummary]
+
+    @property
+    def n(self) -> int:
+        return len(self.tids)
+
+
+class ModelShape:
+    """Phases, groups, churn, flows between groups, ring depths, big chains and big objects of one capture.
+
+    Built once per model (calibration rewrites the text, not the shape); taking the big chains and big
+    objects out changes the groups' summaries, which the statements then model as before."""
+
+    def __init__(self, col: Collector, max_phases: int):
+        self.col = col
+        self.phases: List[Phase] = detect_phases(col.wins, col.has_time, max(1, max_phases), col.last_line)
+        self.notes: List[str] = []
+        self._group_threads()
+        self.churn = self._churn()
+        if self.churn and len(self.phases) > 1:
+            # a barrier would wait for a churning group's threads not yet started: one phase
+            self.phases = detect_phases(col.wins, col.has_time, 1, col.last_line)
+            self._group_threads()
+            self.churn = self._churn()
+            self.notes.append("one phase: the threads of a group come and go (`at most`), and a barrier between "
+                              "phases would wait for threads not yet started")
+        self._flows()
+        self._take_big_chains()
+        self._take_big_objects()
+        self._take_held_objects()
+
+    # ---------------------------------------------------------------- groups
+    def _group_threads(self) -> None:
+        summaries = []
+        for tid, cells in self.col.cells.items():
+            per_phase = []
+            for p in self.phases:
+                agg = Cell()
+                for cell in cells[p.start:p.end]:
+                    if cell is not None:
+                        agg.merge(cell)
+                per_phase.append(agg)
+            total = Cell()
+            for agg in per_phase:
+                total.merge(agg)
+            summaries.append(ThreadSummary(tid, total, per_phase))
+        leader = min(self.col.cells) if self.col.cells else 0
+        self.groups: List[Group] = []
+        workers = 0
+        for members in self._with_chain_heads(group_threads(summaries)):
+            if len(members) == 1 and members[0].tid == leader:
+                name = "main"
+            else:
+                workers += 1
+                name = "worker" if workers == 1 else f"worker{workers}"
+            self.groups.append(Group(name, [s.tid for s in members], members))
+        self.group_of = {tid: g for g in self.groups for tid in g.tids}
+
+    def _with_chain_heads(self, groups: List[List[ThreadSummary]]) -> List[List[ThreadSummary]]:
+        """A thread alone in its group that hands all its objects to the first-born thread of a group whose
+        threads hand theirs on to one another, and was born before it, heads that chain: it joins the group.
+        It frees nothing of a predecessor, which alone told it apart (a share of calls 0.17 off), and as a
+        group of its own it ran beside the chain from the start (thread_churn: its first worker made the
+        model hold 4 threads at once where the program held 3)."""
+        born = self.col.born
+        first = {id(g): min(g, key=lambda s: born.get(s.tid, 0)) for g in groups if len(g) > 1}
+        chains = {}
+        for g in groups:
+            tids = {m.tid for m in g}
+            if len(g) > 1 and any(_dest(k) in tids for s in g for k in s.total.c):
+                chains[first[id(g)].tid] = g
+        out = []
+        for g in groups:
+            head = g[0]
+            dests = {_dest(k) for k in head.total.c} - {None}
+            chain = chains.get(next(iter(dests))) if len(g) == 1 and len(dests) == 1 else None
+            if chain is not None and born.get(head.tid, 0) < born.get(first[id(chain)].tid, 0) \
+                    and alike_but_receives(head.feature(), first[id(chain)].feature()):
+                chain.insert(0, head)
+            else:
+                out.append(g)
+        return out
+
+    def _churn(self) -> Dict[str, int]:
+        """Group name -> K for the groups whose threads were not all alive at once in the capture (its
+        thread starts and exits show it): `thread NAME * N at most K`. Their threads are put in the order
+        they started: the model starts thread i + K when thread i ends."""
+        if not self.col.thread_starts:
+            return {}
+        out = {}
+        born = self.col.born
+        for g in self.groups:
+            k = self.col.alive_at_most(g.tids)
+            if g.n > 1 and 0 < k < g.n:
+                out[g.name] = k
+                g.summaries.sort(key=lambda s: born.get(s.tid, 0))
+                g.tids[:] = [s.tid for s in g.summaries]
+        return out
+
+    def group_named(self, name: str) -> Group:
+        return next(g for g in self.groups if g.name == name)
+
+    def ring_channels(self, name: str) -> int:
+        """How many channels group `name`'s ring has: one per thread, or fewer when at most K of its threads
+        are alive at once (thread i + K starts when thread i ends), each channel shared by the threads whose
+        indices it is modulo that number (model_plan._ring_ops).
+
+        Sharing is safe when a thread that sends into a channel, or receives from it, starts only after its
+        previous receiver has ended (and so emptied it). Let a be the first thread not ended. Thread a + d
+        can have started when d < K, or when thread a + d - K has ended, which needs it started and its
+        predecessor a + d - K - 1 started (its sends received): d - K >= 1 and both in that set. The set is
+        finite (K=2: 0, 1, 3; K=3: 0, 1, 2, 4, 5, 8), its largest d sends into a + d + 1: d + 2 channels
+        suffice (K=2: 5, K=3: 10). K + 1 did not: thread i + 1 may end before thread i, its successor
+        i + 1 + K then started while thread i still received, and took thread i's objects (a hang)."""
+        n = self.group_named(name).n
+        k = self.churn.get(name)
+        if not k:
+            return n
+        started = set(range(k))
+        d = k
+        while d <= max(started) + k + 1:
+            if d - k >= 1 and d - k in started and d - k - 1 in started:
+                started.add(d)
+            d += 1
+        return min(n, max(started) + 2)
+
+    # ---------------------------------------------------------------- flows
+    def _flows(self) -> None:
+        """Objects handed between groups, over a forest of channels; each channel holds as many objects as
+        were in flight at once between those groups in the capture.
+
+        Bounded channels keep the model's producers from running ahead of their consumers (its peak of live
+        bytes stays the capture's), but the statements spread each thread's sends and receives evenly, not
+        as captured, so any loop of channels, whatever their directions, could deadlock: the heaviest flows
+        that form no loop keep their channel (a maximum spanning forest), the others are freed by their
+        owner itself, and a note says so."""
+        self.edges = self._channel_forest()
+        self._ordered_by_pairs: set = set()
+        self.paired = {edge for edge in sorted(self.edges) if self._pair_threads(*edge)}
+        self.ring_depth = self._ring_depths()
+        self.late_recvs = self._late_receives()
+        self.capacity = {}
+        self.batch: Dict[Tuple[str, str], int] = {}
+        tids = {g.name: g.tids for g in self.groups}
+        for (src, dst), n in self.edges.items():
+            if (src, dst) in self.paired:
+                each = [self.col.in_flight([(a, b)]) for a, b in zip(tids[src], tids[dst])]
+                most = None if None in each else max(each)
+            else:
+                most = self.col.in_flight([(a, b) for a in tids[src] for b in tids[dst]])
+            if most is None:
+                self.notes.append(f"channel {src}_to_{dst} may hold all {n} objects at once: too many handoffs "
+                                  f"to measure how many were in flight in the capture")
+            self.capacity[src, dst] = max(1, min(n, MAX_CAPACITY, most if most is not None else n))
+            self._batch_receives(src, dst, n, most)
+
+    def _batch_receives(self, src: str, dst: str, n: int, most: Optional[int]) -> None:
+        """A flow whose receivers freed its objects in runs (Collector.receive_run: B in a row, the median,
+        at least 2) is received B at a time, each batch freed once whole: the objects in flight then go up
+        and down between 0 and B as in the capture (python's pc.py: its GIL lets the producer fill the queue
+        of 64, then the consumer empty it), where a model receiving one by one kept its channel nearly empty.
+        The model's peak of live bytes moves little with it (pc.py 1.04x batched, 1.00-1.05x one by one: its
+        peak is main's held objects, model_held._others_done); its rhythm of frees is the capture's. The
+        channel then holds what a batch leaves of the capture's most in flight, and at least the receives
+        that wait for the senders' phase to end (model_shape._late_receives)."""
+        senders, receivers = self.group_named(src).tids, self.group_named(dst).tids
+        runs = [self.col.receive_run([pair]) for pair in zip(senders, receivers)] if (src, dst) in self.paired \
+            else [self.col.receive_run([(a, b) for a in senders for b in receivers])]
+        batch = min(runs)
+        if batch < 2 or n < 2 * batch or most is None:
+            return
+        late = max((sum(x) for x in zip(*[self.late_recvs[src, t] for t in receivers
+                                          if (src, t) in self.late_recvs])), default=0)
+        self.batch[src, dst] = batch
+        self.capacity[src, dst] = max(1, most - batch, late)
+
+    def _pair_threads(self, src: str, dst: str) -> bool:
+        """Whether each thread of group src hands its objects to one thread of group dst, each to a different
+        one (bench/programs/prodcons.c: producer i to consumer i). Then dst's threads are put in the order of
+        their partners and the flow gets a channel per pair (`src_to_dst[self]`): over one channel shared by
+        all, each consumer freed every producer's blocks, and jemalloc's peak RSS on the model was 4-8x the
+        program's (which frees each block in its partner's arena only). A group whose order an earlier pair
+        of groups fixed keeps it: a pairing that needs another order is not made."""
+        a, b = self.group_named(src), self.group_named(dst)
+        if a.n < 2 or a.n != b.n or src in self.churn or dst in self.churn:
+            return False
+        partner, b_tids = {}, set(b.tids)
+        for summary in a.summaries:
+            dests = {d for d in (_dest(k) for k, n in summary.total.c.items() if n) if d in b_tids}
+            if len(dests) != 1:
+                return False
+            partner[summary.tid] = dests.pop()
+        order = [partner[t] for t in a.tids]
+        if len(set(order)) != b.n or (dst in self._ordered_by_pairs and order != b.tids):
+            return False
+        where = {tid: i for i, tid in enumerate(order)}
+        b.summaries.sort(key=lambda s: where[s.tid])
+        b.tids[:] = order
+        self._ordered_by_pairs |= {src, dst}
+        return True
+
+    def channel(self, src: str, dst: str) -> str:
+        """The channel from group src to group dst, as a thread of either names it."""
+        return f"{src}_to_{dst}[self]" if (src, dst) in self.paired else f"{src}_to_{dst}"
+
+    def _channel_forest(self) -> Dict[Tuple[str, str], int]:
+        """(source group, destination group) -> objects handed, for the flows that keep their channel."""
+        edges: Counter = Counter()
+        for g in self.groups:
+            for s in g.summaries:
+                for k, n in s.total.c.items():
+                    dest = _dest(k)
+                    if dest is not None and self.group_of[dest] is not g:
+                        edges[g.name, self.group_of[dest].name] += n
+        tree = {g.name: g.name for g in self.groups}
+
+        def root(name):
+            while tree[name] != name:
+                name = tree[name]
+            return name
+
+        kept = {}
+        for (src, dst), n in sorted(edges.items(), key=lambda en: (-en[1], en[0])):
+            if not n:
+                continue
+            a, b = root(src), root(dst)
+            if a != b:
+                tree[a] = b
+                kept[src, dst] = n
+                continue
+            self.notes.append(f"{n} objects allocated by {src} and freed by {dst} are freed by {src} itself in the "
+                              f"model: a channel for them would close a loop of channels, which could deadlock")
+        return kept
+
+    def _ring_depths(self) -> Dict[str, int]:
+        """Group name -> objects its threads send, all together, before their first step of the ring.
+
+        The model's ring holds as many objects most of the time as the capture's did: the median, over its
+        calls, of the objects the group's threads handed to one another in flight at once. Besides those
+        primed, a thread of the model holds one while it waits mid-step (its object sent, its predecessor's
+        not yet come), and all but the one running wait most of the time: the median less n - 1
+        (mt_pthread_crashed_e: 4 in flight most of the time, 8 once; primed from the most, 1 per thread,
+        the model held 7 most of the time, 8 at most; primed with 1 in all, 4 and 5).
+        A group whose threads come and go (churn) has its threads' sends in flight all along, not a
+        loop's: the most in flight per thread alive, less one, per thread."""
+        depth = {}
+        for g in self.groups:
+            if g.n < 2:
+                continue
+            pairs = [(a, b) for a in g.tids for b in g.tids if b != a]
+            alive = self.churn.get(g.name)
+            if alive:
+                most = self.col.in_flight(pairs) or 0
+                depth[g.name] = g.n * max(0, (2 * most + alive) // (2 * alive) - 1)   # most / alive, rounded, - 1
+            else:
+                depth[g.name] = max(0, (self.col.typical_in_flight(pairs) or 0) - (g.n - 1))
+        return depth
+
+    def _late_receives(self) -> Dict[Tuple[str, int], List[int]]:
+        """(sending group, receiving thread) -> per phase, the objects of that flow the thread freed after the
+        sending group's last allocation, in that phase, of an object handed to the receiving group: the
+        receiver waited for the senders to be done (a main thread that frees its workers' results once it
+        has joined them). In the model a receive runs as soon as its object is sent, so these wait for the
+        phase's barrier: they run at the start of the next phase (model_plan). The last phase's stay (no
+        barrier follows). All of them were in flight at once at that allocation: the channel, which holds
+        as many as the capture's most in flight, holds them. Empty when too many handoffs were seen."""
+        late: Dict[Tuple[str, int], List[int]] = {}
+        col, last = self.col, len(self.phases) - 1
+        if col.handoff_count > MAX_HANDOFFS or last == 0:
+            return late
+        tids = {g.name: g.tids for g in self.groups}
+        for src, dst in self.edges:
+            spans = [(pair[1], sp[i], sp[i + 1]) for pair in ((a, b) for a in tids[src] for b in tids[dst])
+                     for sp in (col.handoffs.get(pair, ()),) for i in range(0, len(sp), 2)]
+            last_alloc = [-1] * len(self.phases)
+            for _, a, _ in spans:
+                pi = self.phase_of((a,))
+                last_alloc[pi] = max(last_alloc[pi], a)
+            for freer, _, f in spans:
+                pi = self.phase_of((f,))
+                if pi < last and 0 <= last_alloc[pi] < f:
+                    late.setdefault((src, freer), [0] * len(self.phases))[pi] += 1
+        return late
+
+    def sent_on(self, g: Group, tid: int) -> bool:
+        """Whether group g's objects freed by thread tid are handed over in the model (its ring or a channel)."""
+        dest = self.group_of[tid]
+        return dest is g or (g.name, dest.name) in self.edges
+
+    # ---------------------------------------------------------------- big chains and big objects
+    def _lone_threads(self):
+        """(group, its thread, its summary) of each group of one thread: the big chains and big objects are
+        written one by one in those only."""
+        for g in self.groups:
+            if g.n == 1:
+                yield g, g.tids[0], g.summaries[0]
+
+    def _take_big_chains(self) -> None:
+        """The big realloc chains of each single-thread group (model_fit.big_chains) are written step by step
+        (self.big: group name -> [(chain, slot)]); their starts, reallocs and ends leave the thread's figures,
+        which the other statements model as before."""
+        self.big: Dict[str, list] = {}
+        col = self.col
+        for g, tid, summary in self._lone_threads():
+            chains = big_chains([t for _, _, t in col.trails.get(tid, [])], col.trail_dropped[tid],
+                                summary.total.rsizes)
+            if not chains:
+                continue
+            self.big[g.name] = list(zip(chains, chain_slots(chains)))
+            for t in chains:
+                self._take_chain(summary, t)
+
+    def _take_chain(self, summary: ThreadSummary, t) -> None:
+        """A big chain (model_collect.Trail) out of its thread's figures: its start, reallocs and end, each
+        from the phase it came in and from the total."""
+        takes = [("start", t.start, t.size)] + [("realloc", o, n) for o, n in t.steps] + \
+            [("end", t.end, 0)]
+        for what, o, nbytes in takes:
+            if what == "end" and t.how == "local" and o is not None:
+                key = ("end", "local", None)
+            elif what == "end":
+                key, o = ("end", "end", None), None
+            elif what == "start":
+                key = ("start", t.mk)
+            else:
+                key = "realloc"
+            phase = summary.phases[self.phase_of(o)]
+            # a start frees its empty slot first (free(NULL): the checker cannot follow a slot
+            # through the rounds' `if`s), one of the capture's free(NULL) when it has one left
+            null = what == "start" and t.mk != REALLOC_START and phase.c["free_null"] > 0
+            for cell in (phase, summary.total):
+                cell.c[key] -= 1
+                cell.c["free_null"] -= null
+                if what == "realloc":
+                    _take(cell.rsizes, nbytes)
+                elif what == "start" and t.mk != REALLOC_START:
+                    _take(cell.sizes, nbytes)
+
+    def _take_big_objects(self) -> None:
+        """The big objects of each single-thread group (model_fit.big_objects) are written one by one
+        (self.big_objects: group name -> records); they leave the thread's figures (sizes, lifetimes, counts),
+        which the other statements model as before."""
+        self.big_objects: Dict[str, list] = {}
+        col = self.col
+        for g, tid, summary in self._lone_threads():
+            records = big_objects([r for _, _, r in col.big_objects.get(tid, [])], col.big_dropped[tid],
+                                  col.peak_bytes)
+            if records:
+                self.big_objects[g.name] = records
+            for r in records:
+                for cell in (summary.phases[self.phase_of(r.at)], summary.total):
+                    _take_object(cell, r)
+                w = r.at[0] // col.window
+                wd = r.end // col.window if r.how == "local" else None
+                if wd in col.cells[tid][w].dies:     # not among the held objects (below) too
+                    entry = col.cells[tid][w].dies[wd][size_class(r.size)]
+                    _take_from_class(entry, r.size, r.life)
+                    entry[4][r.mk] -= 1
+
+    def _take_held_objects(self) -> None:
+        """The objects of each single-thread group freed by their thread in a later phase than their own, or
+        a part of their phase later at least (_outlives_part) (self.held: group name -> {(phase, phase of their
+        free): [sizes, Counter((window, kind) -> objects)]}, and
+        self.held_frees: group name -> {phase: Counter(window of the free -> objects)}). A program's
+        start-up builds objects that live until its teardown: with lifetimes drawn from the phase's table
+        wherever they come in the phase, as many of them die inside it as outlive it, and the live objects
+        never pile up as they did (python3 start-up: 800 live at the peak instead of 1400); likewise in a
+        phase that starts up, then works (py_work.py: the import's objects that die before its work). They are
+        allocated into a pool in their phase and freed from it where the capture freed them; they leave the
+        thread's figures (sizes, lifetimes, counts), which the other statements model as before."""
+        self.held: Dict[str, dict] = {}
+        self.held_frees: Dict[str, dict] = {}
+        col = self.col
+        for g, tid, summary in self._lone_threads():
+            held: dict = {}
+            frees: Dict[int, Counter] = {}
+            cells = col.cells[tid]
+            for pi, p in enumerate(self.phases):
+                for w in range(p.start, min(p.end, len(cells))):
+                    for wd, by_class in (cells[w].dies.items() if cells[w] is not None else ()):
+                        if not _outlives_part(p, w, wd):
+                            continue
+                        qi = self._phase_of_window(wd)
+                        for cls, entry in by_class.items():
+                            kinds = +entry[4]
+                            if not kinds:
+                                continue
+                            for c in (summary.phases[pi], summary.total):
+                                _take_class(c, cls, entry, kinds)
+                            sizes, births = held.setdefault((pi, qi), [{}, Counter()])
+                            merge_hist(sizes, entry[3])
+                            for mk, n in kinds.items():
+                                births[w, mk] += n
+                            frees.setdefault(qi, Counter())[wd] += sum(kinds.values())
+            if held:
+                self.held[g.name], self.held_frees[g.name] = held, frees
+
+    # ---------------------------------------------------------------- places in the capture
+    def part_of(self, w: int) -> Tuple[int, int]:
+        """(phase, part) of window w: each phase cut in HELD_PARTS parts of as many windows (the last ones
+        longer)."""
+        pi = self._phase_of_window(w)
+        p = self.phases[pi]
+        return pi, min((w - p.start) * HELD_PARTS // max(p.end - p.start, 1), HELD_PARTS - 1)
+
+    def _phase_of_window(self, w: int) -> int:
+        return next((i for i, p in enumerate(self.phases) if p.start <= w < p.end), len(self.phases) - 1)
+
+    def phase_of(self, moment: Optional[tuple]) -> int:
+        """The phase (index) of a call's moment (ordinal, clock); the last one for None (the end of the capture)."""
+        if moment is None:
+            return len(self.phases) - 1
+        return self._phase_of_window(moment[0] // self.col.window)
+
+    def clock_span(self, tid: int, pi: int) -> Tuple[int, int]:
+        """Thread tid's `lives` clock where phase pi (0-based) begins, and its ticks in the phase (1 at least)."""
+        cells, p = self.col.cells[tid], self.phases[pi]
+        lo = sum(c.c["ticks"] for c in cells[:p.start] if c is not None)
+        return lo, max(sum(c.c["ticks"] for c in cells[p.start:p.end] if c is not None), 1)
+
+    def join_at_end(self) -> bool:
+        """Whether every thread waits for the others at its end (a last barrier): when the model has several
+        groups, none of them churning, and objects that `lives forever`. Such an object lives to the end of
+        its thread, and in the capture its thread lived to the end (a program's main thread waits for its
+        workers); a thread of the model ends when its statements are done, and one that is done early (a
+        main thread that only sets up its tables) would free its objects while the others still run
+        (mt_handoff_x_crashed: main's 5 KB, half the capture's peak, freed before the workers got going)."""
+        if self.churn or len(self.groups) < 2:
+            return False
+        return any(s.total.c[k] > 0 for g in self.groups for s in g.summaries for k in list(s.total.c)
+                   if isinstance(k, tuple) and k[0] == "kept") or any(self.big_objects.values())
+
+
+def _take_object(cell: Cell, r) -> None:
+    """A big object (model_collect.BigObject) out of a cell's figures: its size, and its lifetime or its
+    place among the objects kept to the end."""
+    _take(cell.sizes, r.size)
+    if r.how == "kept":
+        cell.c["kept", r.mk] -= 1
+        cell.c["kept_ticks"] -= r.at[1]
+        cell.c["censored"] -= 1
+        _take(cell.kept, r.size)
+        return
+    cls = size_class(r.size)
+    cell.c["lives", r.mk] -= 1
+    cell.c["lives_class", r.mk, cls] -= 1
+    _take(cell.lives, r.life, life_bucket)
+    _take_from_class(cell.lives_by_class[cls], r.size, r.life)
+    if not cell.lives_by_class[cls][0]:
+        del cell.lives_by_class[cls]
+
+
+def _outlives_part(p: Phase, w: int, wd: int) -> bool:
+    """Whether an object made in window w of phase p and freed in window wd is held (ModelShape.
+    _take_held_objects): freed in a later phase, or in its own phase a part of it later at least (HELD_PARTS;
+    two windows at least: a short-lived object freed across a window's bound stays a `lives` one)."""
+    return not p.start <= wd < p.end or (wd - w >= 2 and (wd - w) * HELD_PARTS >= p.end - p.start)
+
+
+def _take_from_class(entry: list, nbytes: int, life: int) -> None:
+    """One object out of a size class's figures (Cell.lives_by_class, Cell.dies)."""
+    _take(entry[0], life, life_bucket)
+    entry[1] -= nbytes
+    entry[2] -= nbytes * life
+    _take(entry[3], nbytes)
+
+
+def _take_class(cell: Cell, cls: int, entry: list, kinds: Counter) -> None:
+    """The objects of a size class's figures (a Cell.dies entry) out of a cell's (sizes, lifetimes, counts)."""
+    cell.sizes = hist_minus(cell.sizes, entry[3])
+    cell.lives = hist_minus(cell.lives, entry[0])
+    mine = cell.lives_by_class.get(cls)
+    if mine is not None:
+        for i in (0, 3):
+            mine[i] = hist_minus(mine[i], entry[i])
+        mine[1] -= entry[1]
+        mine[2] -= entry[2]
+        if not mine[0]:
+            del cell.lives_by_class[cls]
+    for mk, n in kinds.items():
+        cell.c["lives", mk] -= n
+        cell.c["lives_class", mk, cls] -= n
+
+
+def _take(hist: dict, nbytes: int, bucket=size_bucket) -> None:
+    """One object of nbytes (or one lifetime, with bucket=life_bucket) out of a histogram."""
+    b = bucket(nbytes)
+    h = hist.get(b)
+    if h is None:
+        return
+    h[0] -= 1
+    h[1] -= nbytes
+    if h[0] <= 0:
+        del hist[b]
+
+
+def _dest(k):
+    """The thread that frees the objects counted under key k, when another thread frees them."""
+    if isinstance(k, tuple) and (k[0] == "send" or k[:2] == ("end", "send")):
+        return k[2]
+    return None

@@ -1,0 +1,491 @@
+"""The text of a fitted model: the header, the channels, a `thread` block per group, its phases' blocks.
+
+The model's shape (phases, groups, flows) comes from trace/model/shape.py, each group's statements from
+trace/model/plan.py (their sizes from trace/model/sizes.py, which writes the histogram files beside the
+scenario); this module only lays them out. Every statement carries what one execution does (allocator
+calls, objects left to `lives`, objects handed to another thread), so the header's model column is
+computed from the statements actually written, not from the capture.
+"""
+
+import re
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from ..events import FREE_KINDS, REALLOC_KINDS
+from .collect import MODEL_KIND, Collector, hist_totals
+from .files import HistogramFiles, safe_name
+from .plan import GroupPlan, GroupPlanner, PhasePlan
+from .stmt import Stmt, alloc_text
+from .shape import MAX_CAPACITY, Group, ModelShape
+
+NOT_MEASURED = "not measured"
+PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
+BARRIER = "    barrier             # phases follow one another in every thread, as captured"
+END_BARRIER = "    barrier             # the threads end together, as captured: what `lives forever` lives as long"
+LINE = 110                  # longer statements are split over several lines
+LEFT_OUT = ("alloc_failed", "realloc_failed", "free_unknown", "free_missed", "censored", "realloc_as_free")
+
+
+def spread(count_expr: str, rounds: int, rounded: bool = False) -> str:
+    """Runs in round r of `for r in 0 .. rounds`: count_expr in all, evenly spread (Bresenham). Rounded, the
+    k-th run comes k - 1/2 n-ths into the rounds, not at the end of its share of them: in a group of several
+    threads, which all run the same rounds, the last runs of every statement would else meet in the last
+    round, in every thread at once (mt_pthread_crashed_e: four threads each grew and handed on two 1 KB
+    blocks there, most of the model's peaks)."""
+    if not rounded:
+        return f"(r + 1) * {count_expr} / {rounds} - r * {count_expr} / {rounds}"
+    half = rounds // 2
+    return f"((r + 1) * {count_expr} + {half}) / {rounds} - (r * {count_expr} + {half}) / {rounds}"
+
+
+SPREAD_NOTES = {
+    False: ["    # `repeat (r + 1) * n / R - r * n / R` over `for r in 0 .. R`: n times, evenly spread"],
+    True: ["    # `repeat ((r + 1) * n + R / 2) / R - (r * n + R / 2) / R` over `for r in 0 .. R`: n times, evenly",
+           "    #   spread, rounded (the threads' last runs do not all meet in the last round)"],
+}
+
+
+def runtime_kind(trace_kind: str) -> str:
+    """The runtime's counter for a captured kind, as the model makes it."""
+    if trace_kind in FREE_KINDS:
+        return "free"
+    if trace_kind in REALLOC_KINDS:
+        return "realloc"
+    return MODEL_KIND.get(trace_kind, trace_kind)
+
+
+class _Tally:
+    """What the written statements make, summed over every thread."""
+
+    def __init__(self):
+        self.calls: Counter = Counter()
+        self.sent = self.known_frees = self.draws = 0
+        self.bytes = 0.0
+
+    def add(self, s: Stmt, threads: int, mean_size: float, handed_mean: float, kept_mean: float = 0.0) -> None:
+        total = s.total(threads)
+        for kind, n in s.calls.items():
+            self.calls[kind] += n * total
+        self.calls["free"] += s.lives * total
+        self.sent += s.sent * total
+        self.known_frees += (s.lives + s.sent + s.local_frees) * total
+        self.draws += s.draws * total
+        self.bytes += s.draws * total * (s.mean if s.mean is not None else kept_mean if s.kept and s.handed
+                                         else handed_mean if s.handed else mean_size)
+
+
+class ModelWriter:
+    """Collected figures -> the .scn text and its .csv files (write(), again after each calibration step)."""
+
+    def __init__(self, col: Collector, scn_path: Path, source_name: str, max_phases: int, touch: str = "none"):
+        self.col = col
+        self.touch = touch                    # `touch_new`: what the program did to its new blocks
+        self.scn_path = scn_path
+        self.stem = scn_path.stem
+        self.source_name = source_name
+        self.shape = ModelShape(col, max_phases)
+        self.phases, self.groups = self.shape.phases, self.shape.groups
+        self.notes: List[str] = list(self.shape.notes)
+        self.fits: List[str] = []
+        self.data_files: List[Path] = []
+        self.figures: List[Tuple[str, str, str]] = []
+        self.tally_calls: Dict[str, int] = {}
+        self._explained: set = set()    # each spreading formula is explained once, at its first use
+        # Calibration (trace/model/__init__.py): the lifetimes of the objects freed by their own thread, in percent of the
+        # fitted ones, as `param life_scale`; None: not calibrated, the fitted lifetimes as they are.
+        self.life_scale: Optional[int] = None
+        self.calibration: str = ""      # how the scale was found, above the param
+
+    # ---------------------------------------------------------------- the whole text
+    def write(self) -> str:
+        files = HistogramFiles(self.scn_path, self.source_name, len(self.groups) > 1, len(self.phases) > 1)
+        self.fits, self.data_files, self.notes, self._explained = [], files.paths, list(self.shape.notes), set()
+        tally = _Tally()
+        body: List[str] = []
+        rings: Dict[str, int] = {}
+        plans = [(g, GroupPlanner(self.shape, files, g, self.life_scale).plan()) for g in self.groups]
+        # A churning group's threads never meet at a last barrier: those waiting there would hold the slots
+        # the group's later threads need (docs/language.md, `at most`), and the model would hang.
+        join = not self.shape.churn and (self.shape.join_at_end() or any(
+            s.place == "end" for _, plan in plans for phase in plan.phases for s in phase.stmts))
+        for g, plan in plans:
+            lines, ring_per_thread = self._group_text(g, plan, tally, join)
+            if lines:
+                body += lines + [""]
+                if ring_per_thread:
+                    rings[g.name] = ring_per_thread
+        self.tally_calls = dict(tally.calls)
+        text = self._header(tally)
+        text += [f'scenario "{safe_name(self.stem)}"', "seed 1"]
+        if self.touch != "none":
+            text += [f"touch_new {self.touch}    # every new block, as the program wrote them (convert --touch)"]
+        if self.life_scale is not None:
+            text += _wrap(self.calibration, "# ", "#   ") + [f"param life_scale = {self.life_scale}"]
+        text += self._channels(rings) + [""] + body
+        return "\n".join(text).rstrip() + "\n"
+
+    def _channels(self, rings: Dict[str, int]) -> List[str]:
+        """The channels between groups, then each group's ring (rings: group -> handoffs per thread)."""
+        shape = self.shape
+        decls = []
+        for (src, dst), total in sorted(shape.edges.items()):
+            cap = shape.capacity[src, dst]
+            paired = (src, dst) in shape.paired
+            array, i, each = (f"[{shape.group_named(src).n}]", "[i]", " in a pair") if paired else ("", "", "")
+            batch = shape.batch.get((src, dst), 0)
+            most = f"at most {cap + batch} in flight at once{each}: {batch} received at a time, {cap} more waiting" \
+                if batch else f"at most {cap} in flight at once{each}"
+            decls.append(f"channel {src}_to_{dst}{array} capacity {cap}    # {total} objects allocated by {src}{i}, "
+                         f"freed by {dst}{i}, {most}")
+        for name, per_thread in sorted(rings.items()):
+            n = shape.ring_channels(name)
+            decls.append(f"channel {name}_ring[{n}] capacity {max(1, min(per_thread, MAX_CAPACITY))}"
+                         f"    # {name}[i] hands objects to {name}[i + 1], which frees them")
+        return decls
+
+    # ---------------------------------------------------------------- a group's block
+    def _group_text(self, g: Group, plan: GroupPlan, tally: _Tally, join: bool) -> Tuple[List[str], int]:
+        """The `thread` block of one group (none when it makes no call of its own); how many ring handoffs
+        per thread. With join, every thread ends at a last barrier, and then makes its statements placed
+        'end'."""
+        blocks: List[str] = []
+        variables: List[str] = []
+        ring_per_thread = 0
+        at_end: List[Stmt] = []
+        for pi, (p, phase) in enumerate(zip(self.phases, plan.phases), 1):
+            if pi > 1:
+                blocks.append(BARRIER)
+            at_end += [s for s in phase.stmts if s.place == "end"]
+            for s in phase.stmts:
+                tally.add(s, g.n, phase.sizes.mean, phase.sizes.handed_mean, phase.sizes.kept_mean)
+            if all(s.place == "end" for s in phase.stmts):
+                why = f" (its {phase.waiting} receives wait for the other threads to end the phase)" \
+                    if phase.waiting else " (its objects' `lives` end them)" if phase.events else ""
+                blocks += _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}: no call of its own here{why}",
+                                "    # ", "    #   ")
+                continue
+            variables += phase.variables
+            for s in phase.stmts:
+                if "_ring[" in s.text and s.sent:
+                    ring_per_thread += s.max_count(g.n)
+            blocks += self._phase_block(g, pi, p, phase)
+        if not any(b.startswith("    measure") for b in blocks):
+            return [], 0
+        blocks = _drop_trailing_barriers(blocks)
+        head = self._thread_head(g, plan, blocks, variables, tally)
+        end = self._thread_end(g, plan, tally)
+        if join:
+            blocks.append(END_BARRIER)
+        if at_end:
+            if any(not s.local_frees for s in at_end):
+                blocks.append("    # the objects in flight when the capture ended (their frees lost), once every thread is done")
+            if any(s.local_frees for s in at_end):
+                blocks.append("    # what this thread freed once the other threads had ended (after joining them)")
+            blocks += [line for s in at_end for line in (_statement_lines(s.text, 4) if s.max_count(g.n) == 1 else
+                       [f"    repeat {s.per_thread} {{"] + _statement_lines(s.text, 8) + ["    }"])]
+        return head + blocks + end + ["}"], ring_per_thread
+
+    def _phase_block(self, g: Group, pi: int, p, phase: PhasePlan) -> List[str]:
+        """A phase's comment (its lifetimes' fit, also in the summary) and its `measure` block."""
+        has_lives = any(s.lives and not s.kept for s in phase.stmts)
+        # a group that frees none of its objects itself in the capture may still keep those whose
+        # handoff was cut: they have no lifetimes to fit and are freed at once
+        comment = (phase.sizes.comment or "objects whose handoff was cut are freed at once (`lives 0`)") \
+            if has_lives else ""
+        if has_lives:
+            self.fits.append(f"{g.name}, phase {pi}: {comment}")
+        out = _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}" + (f": {comment}" if has_lives else ""),
+                    "    # ", "    #   ")
+        return out + [f'    measure "phase {pi}" {{'] + _phase_body(phase.stmts, g.n) + ["    }"]
+
+    def _thread_head(self, g: Group, plan: GroupPlan, blocks: List[str], variables: List[str],
+                     tally: _Tally) -> List[str]:
+        """`thread NAME ...` and the declarations before the phases: pools, counts, the first grown block."""
+        chains = plan.chains
+        tids = ", ".join(map(str, g.tids[:8])) + (", ..." if g.n > 8 else "")
+        churn = f" at most {self.shape.churn[g.name]}" if g.name in self.shape.churn else ""
+        out = [f"thread {g.name}{f' * {g.n}' if g.n > 1 else ''}{churn} {{    # captured thread(s) {tids}"]
+        if churn:
+            out.append(f"    # at most {self.shape.churn[g.name]} of these threads were alive at once in the capture")
+        if any("none[0]" in b for b in blocks):
+            out.append("    pool none[1]        # stays empty: free(none[0]) is the capture's free(NULL)")
+        out += [f"    {v}" for v in variables]
+        if chains.in_pool and chains.slots > 1:
+            out.append(f"    pool grow[{chains.slots}]        # the blocks this thread grows with realloc, as many as "
+                       f"it held at once in the capture")
+        elif chains.in_pool:
+            out.append("    pool grow[1]        # the block this thread grows with realloc" + ("" if chains.initial
+                                                                                         else "; empty at first"))
+        for q, n in plan.held.items():
+            out.append(f"    pool held_p{q}[{n}]        # objects made before phase {q} or early in it, freed in it: "
+                       f"both where captured")
+            out.append(f"    in_p{q} = 0")
+            out.append(f"    out_p{q} = 0")
+        for (src, dst), batch in sorted(self.shape.batch.items()):
+            if dst == g.name and any(f"free_all(from_{src})" in b for b in blocks):
+                out.append(f"    pool from_{src}[{batch}]        # {src}'s objects, received {batch} at a time as "
+                           f"the capture freed them, then freed together")
+        if chains.big_slots:
+            out.append(f"    pool big[{chains.big_slots}]         # the big buffers grown by realloc, step by step "
+                       f"as captured")
+        if chains.initial:
+            out.append(f"    {'grow[0]' if chains.in_pool else 'grow'} = "
+                       f"{alloc_text(chains.start_mk, plan.first_size or '64')}"
+                       + ("" if chains.in_pool else "    # the block this thread grows with realloc"))
+            tally.calls[chains.start_mk[0]] += g.n
+            tally.known_frees += g.n
+        if any("(r + 1) * " in b for b in blocks) and (g.n > 1) not in self._explained:
+            out += SPREAD_NOTES[g.n > 1]
+            self._explained.add(g.n > 1)
+        return out
+
+    def _thread_end(self, g: Group, plan: GroupPlan, tally: _Tally) -> List[str]:
+        """After the phases: the grown blocks freed, the big buffers still live freed."""
+        chains = plan.chains
+        end = []
+        if chains.has_chain and chains.slots > 1:
+            end = [f"    for i in 0 .. {chains.slots} {{ free(grow[i]) }}    # the blocks grown (free(NULL) for an "
+                   f"empty slot)"]
+            tally.calls["free"] += g.n * chains.slots
+        elif chains.has_chain and not chains.units:
+            end = [f"    free({chains.grow})          # the last block grown (free(NULL) if a chain had just ended)"]
+            tally.calls["free"] += g.n
+        end += [f"    free_all(held_p{q})    # empty by now: its objects were freed in phase {q}" for q in plan.held]
+        big = self.shape.big.get(g.name, [])
+        if big:
+            live_at_end = sum(t.how == "end" for t, _ in big)
+            end.append("    free_all(big)       # " + (f"{live_at_end} big buffer(s) still live at the end of the capture"
+                                                       if live_at_end else "empty by now: each big buffer was freed "
+                                                       "where the capture freed it"))
+            tally.calls["free"] += live_at_end
+            tally.known_frees += live_at_end
+        return end
+
+    # ---------------------------------------------------------------- header
+    def _header(self, tally: _Tally) -> List[str]:
+        col = self.col
+        rows = self._figures(tally)
+        h = [f"# Model of {self.source_name}, written by `scenc convert --model`: a scenario with the",
+             "# capture's statistics, not its call sequence (`scenc convert` without --model replays that).",
+             "#",
+             f"# Fitted from {col.ordinal} calls of {len(col.cells)} thread(s), lines {col.first_line}-{col.last_line}:",
+             "#   groups     threads alike in calls per kind, sizes, partners and phases: "
+             + ", ".join(f"{g.name} ({g.n})" for g in self.groups),
+             "#              (per-thread counts are the group's averages)",
+             "#   sizes      requested bytes per group and phase: the histogram files beside this one",
+             "#   lifetimes  an object freed by its own thread `lives` as many of that thread's calls as in",
+             "#              the capture (the `lives` clock; the fit of each phase is above its block)",
+             "#   handoffs   an object freed by another thread is sent to that thread through a channel",
+             "#   reallocs   each thread grows as many blocks (`grow`) at once as in the capture, with its sizes;",
+             "#              a chain ends as in the capture (freed, or handed over) and a new block starts",
+             f"#   phases     {len(self.phases)}, from windows of {col.window} calls compared for mean size, "
+             f"live-byte growth" + (" and call rate" if col.has_time else "")]
+        for i, p in enumerate(self.phases, 1):
+            h += _wrap(f"phase {i}: lines {p.first_line}-{p.last_line}, {p.events} calls"
+                       + (f"; {p.why}" if p.why else ""), "#              ", "#                ")
+        h += ["#", f"#   {'':<26}{'capture':>12}{'model':>14}"]
+        h += [f"#   {a:<26}{b:>12}{c:>14}" for a, b, c in rows]
+        h += _wrap(f"(model peak: {PEAK_HOW}; it varies from run to run with the threads' timing)", "#   ", "#   ")
+        self.notes = self._left_out() + self.notes
+        for note in self.notes:
+            h += _wrap(note, "#   note: ", "#         ")
+        return h + [""]
+
+    def _figures(self, tally: _Tally) -> List[Tuple[str, str, str]]:
+        """(figure, capture, model) rows of the header's table (also self.figures); the peak is measured later."""
+        col = self.col
+        n_sizes = sum_sizes = 0
+        for cells in col.cells.values():
+            for cell in cells:
+                if cell is not None:
+                    n, s = hist_totals(cell.sizes)
+                    n_sizes += n
+                    sum_sizes += s
+        captured: Counter = Counter()
+        for k, v in col.trace_kinds.items():
+            captured[runtime_kind(k)] += v
+        rows = [("calls", f"{col.ordinal}", f"{sum(tally.calls.values())}")]
+        for k in sorted(set(captured) | set(tally.calls), key=lambda k: (-captured.get(k, 0), k)):
+            rows.append((f"  {k}", f"{captured.get(k, 0)}", f"{tally.calls.get(k, 0)}"))
+        rows.append(("mean requested size (B)", f"{sum_sizes / max(n_sizes, 1):.1f}",
+                     f"{tally.bytes / max(tally.draws, 1):.1f}"))
+        share = col.cross_frees / col.known_frees if col.known_frees else 0.0
+        model_share = tally.sent / tally.known_frees if tally.known_frees else 0.0
+        rows.append(("cross-thread frees", f"{100 * share:.1f}%", f"{100 * model_share:.1f}%"))
+        if col.thread_starts:
+            alive = sum(self.shape.churn.get(g.name, g.n) for g in self.groups)
+            rows.append(("threads alive, at most", f"{col.alive_at_most(col.born)}", f"{alive}"))
+        rows.append(("live bytes, peak", f"{col.peak_bytes}", NOT_MEASURED))
+        self.figures = rows
+        return rows
+
+    def _left_out(self) -> List[str]:
+        """Notes on what the model leaves out or changes of the capture (failed calls, unknown frees, ...)."""
+        left: Counter = Counter()
+        for cells in self.col.cells.values():
+            for cell in cells:
+                if cell is not None:
+                    for k in LEFT_OUT:
+                        left[k] += cell.c[k]
+        notes = []
+        if left["alloc_failed"] or left["realloc_failed"]:
+            notes.append(f"{left['alloc_failed'] + left['realloc_failed']} failed allocations are left out")
+        if left["free_unknown"]:
+            notes.append(f"{left['free_unknown']} frees of pointers never seen allocated are left out")
+        if left["free_missed"]:
+            notes.append(f"{left['free_missed']} objects whose free the capture missed end where their address "
+                         f"is handed out again")
+        if left["realloc_as_free"]:
+            notes.append(f"{left['realloc_as_free']} realloc(p, 0) that freed their block are frees in the model "
+                         f"(realloc(p, 0) frees only under some allocators)")
+        if left["censored"]:
+            notes.append(f"{left['censored']} objects still live at the end of the capture are `lives forever` "
+                         f"(freed at the end of their thread), with their own sizes")
+        return notes
+
+
+def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
+    """The statements of a phase: those placed before the rounds, then the rounds (bare when each runs
+    once, in `repeat R` when all run R times, else spread evenly over `for r in 0 .. R` rounds), then
+    those placed after them."""
+    def once_each(group: List[Stmt]) -> List[str]:
+        out: List[str] = []
+        for s in group:
+            if s.share is None and s.per_thread == 1:
+                out += _statement_lines(s.text, 8)
+            elif s.share is None:
+                out += [f"        repeat {s.per_thread} {{"] + _statement_lines(s.text, 12) + ["        }"]
+            else:
+                out += [f"        repeat {s.share[0]} {{"] + _statement_lines(s.text, 12) + ["        }"]
+        return out
+
+    pre = [s for s in stmts if s.place == "pre"]
+    post = [s for s in stmts if s.place == "post"]
+    timed = sorted((s for s in stmts if s.at is not None), key=lambda s: s.order)
+    stmts = [s for s in stmts if s.place == "loop" and s.at is None and s.max_count(threads) > 0]
+    if not stmts:           # one round: the statements placed in it run in their order, no loop needed
+        return once_each(pre) + once_each(_merged(timed)) + once_each(post)
+    rounds = max([s.max_count(threads) for s in stmts] + [1])
+    if timed:
+        return once_each(pre) + _rounds(stmts, rounds, threads) + _timed(timed, rounds) + ["        }"] + once_each(post)
+    if rounds == 1:
+        return once_each(pre) + once_each(stmts) + once_each(post)
+    if all(s.share is None and s.per_thread == rounds for s in stmts):
+        return (once_each(pre) + [f"        repeat {rounds} {{"]
+                + [line for s in stmts for line in _statement_lines(s.text, 12)] + ["        }"] + once_each(post))
+    return once_each(pre) + _rounds(stmts, rounds, threads) + ["        }"] + once_each(post)
+
+
+def _rounds(stmts: List[Stmt], rounds: int, threads: int) -> List[str]:
+    """`for r in 0 .. rounds {` and the statements, each spread evenly over the rounds (the loop left open;
+    rounded for a group of several threads: spread)."""
+    out = [f"        for r in 0 .. {rounds} {{"]
+    for s in stmts:
+        if s.share is None and s.per_thread == rounds:
+            out += _statement_lines(s.text, 12)
+            continue
+        head = f"            repeat {spread(s.share[0] if s.share else str(s.per_thread), rounds, threads > 1)} {{"
+        if len(head) + len(s.text) + 3 <= LINE:
+            out.append(f"{head} {s.text} }}")
+        else:
+            out += [head] + _statement_lines(s.text, 16) + ["            }"]
+    return out
+
+
+def _timed(stmts: List[Stmt], rounds: int) -> List[str]:
+    """Statements that run once, in the round as far into the phase as they came in the capture (a big
+    chain's steps), in the capture's order; those of one round under one `if`."""
+    by_round: Dict[int, List[Stmt]] = {}
+    spans = []
+    for s in stmts:
+        if s.until is None:
+            by_round.setdefault(min(rounds - 1, int(s.at * rounds)), []).append(s)
+        else:
+            spans.append(s)
+    out = []
+    for s in spans:
+        # spread evenly over rounds a .. b - 1: n times in all, none outside
+        a = min(rounds - 1, int(s.at * rounds))
+        b = max(a + 1, min(rounds, int(s.until * rounds)))
+        head = f"            if r >= {a} {{ if r < {b} {{ repeat " + \
+            (f"{spread(str(s.per_thread), b)} {{" if a == 0 else
+             f"(r + 1 - {a}) * {s.per_thread} / {b - a} - (r - {a}) * {s.per_thread} / {b - a} {{")
+        out += [head.replace("if r >= 0 { ", "")] + _statement_lines(s.text, 16) + \
+            ["            } }" if a == 0 else "            } } }"]
+    for r, group in sorted(by_round.items()):
+        texts = [s.text if s.per_thread == 1 else f"repeat {s.per_thread} {{ {s.text} }}" for s in _merged(group)]
+        line = f"            if r == {r} {{ " + "  ".join(texts) + " }"
+        out += [line] if len(line) <= LINE else \
+            [f"            if r == {r} {{"] + [f"                {t}" for t in texts] + ["            }"]
+    return out
+
+
+def _merged(stmts: List[Stmt]) -> List[Stmt]:
+    """Placed statements in their order, neighbours with the same text made one that runs as often as both
+    (the frees of held objects from neighbouring windows of the capture that fall in one round); those
+    that run once each stay apart."""
+    out: List[Stmt] = []
+    for s in stmts:
+        if out and out[-1].text == s.text and s.share is None and out[-1].share is None \
+                and max(s.per_thread, out[-1].per_thread) > 1:      # objects written one by one stay so
+            out[-1] = replace(out[-1], per_thread=out[-1].per_thread + s.per_thread)
+        else:
+            out.append(s)
+    return out
+
+
+def _drop_trailing_barriers(blocks: List[str]) -> List[str]:
+    """After a group's last measure block there is nothing to wait for: the barriers go, the comments stay."""
+    last = max(i for i, b in enumerate(blocks) if b.startswith("    measure"))
+    return blocks[:last] + [b for b in blocks[last:] if b != BARRIER]
+
+
+def _statement_lines(text: str, indent: int) -> List[str]:
+    """A statement on one line, or its parts (separated by two spaces) one per line when too long."""
+    pad = " " * indent
+    if indent + len(text) <= LINE:
+        return [pad + text]
+    out = []
+    for part in _top_level_parts(text):
+        guarded = re.fullmatch(r"(if [^{}]*\{) (.*) \}", part)
+        if indent + len(part) > LINE and guarded:
+            out += [pad + guarded.group(1)] + _statement_lines(guarded.group(2), indent + 4) + [pad + "}"]
+        elif indent + len(part) > LINE and " lives " in part:
+            alloc, lives = part.split(" lives ", 1)
+            out.append(pad + alloc)
+            line = pad + "    lives "
+            words = lives.split(", ")
+            for i, word in enumerate(words):     # a long weighted table goes on over several lines
+                word += "," if i + 1 < len(words) else ""
+                if len(line) + len(word) > LINE and line.strip() != "lives":
+                    out.append(line.rstrip())
+                    line = pad + "        "
+                line += word + " "
+            out.append(line.rstrip())
+        else:
+            out.append(pad + part)
+    return out
+
+
+def _top_level_parts(text: str) -> List[str]:
+    """text split at its two-space separators outside braces (an `if ... { a  b }` stays one part)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "{") - (ch == "}")
+        if depth == 0 and text.startswith("  ", i) and i > start:
+            parts.append(text[start:i])
+            start = i + 2
+    return parts + [text[start:]]
+
+
+def _wrap(text: str, first: str, rest: str, width: int = LINE) -> List[str]:
+    out, line = [], first
+    for word in text.split():
+        if len(line) + len(word) + 1 > width and line != first:
+            out.append(line.rstrip())
+            line = rest
+        line += word + " "
+    out.append(line.rstrip())
+    return out

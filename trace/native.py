@@ -1,0 +1,43 @@
+"""Building scenc's trace helpers into the scenc cache, once per source, compiler and flags: the LD_PRELOAD
+tracer (runtime/tracer/), the converter (runtime/tools/convert.c) and the tracer log's decoder library that
+trace/tracerlog.py loads (runtime/tools/tracelog.c)."""
+
+from pathlib import Path
+from typing import Sequence
+
+from ..compiler.build import RUNTIME, TOOLS, TRACER, WARNINGS, helper_build
+
+TRACER_SOURCE = TRACER / "tracer.c"
+TRACER_FLAGS = ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fexceptions", "-ftls-model=initial-exec",
+                "-fno-builtin", "-pthread", "-std=gnu11")
+# Every header tracer.c includes: its parts (one translation unit) and the ones it shares. A cached
+# tracer is rebuilt when any of them changes.
+TRACER_PARTS = ("tracer_os.h", "tracer_next.h", "tracer_file.h", "tracer_buffer.h", "tracer_sample.h",
+                "tracer_record.h", "tracer_alloc.h", "tracer_cxx.h", "tracer_thread.h", "tracer_mmap.h",
+                "tracer_exit.h")
+TRACELOG_HEADER = TRACER / "tracelog.h"
+TRACER_HEADERS = (RUNTIME / "clock.h", TRACELOG_HEADER, *(TRACER / name for name in TRACER_PARTS))
+CONVERTER_SOURCE = TOOLS / "convert.c"
+CONVERTER_FLAGS = ("-O2", "-g", "-std=gnu11")
+TRACELOG_SOURCE = TOOLS / "tracelog.c"
+
+
+def tracer_library(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
+    """runtime/tracer/tracer.c compiled with the project's compiler into the scenc cache (once per source and flags)."""
+    return helper_build(cc, TRACER_SOURCE, "libscntrace.so", (*TRACER_FLAGS, *WARNINGS, *extra_flags), ("-ldl",),
+                        headers=TRACER_HEADERS,
+                        what="the allocation tracer (runtime/tracer/tracer.c)")
+
+
+def converter_program(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
+    """runtime/tools/convert.c (with the log reader it includes) compiled into the scenc cache."""
+    return helper_build(cc, CONVERTER_SOURCE, "scenc-convert", (*CONVERTER_FLAGS, *WARNINGS, *extra_flags),
+                        headers=(TOOLS / "trace_read.h", TRACELOG_HEADER, TRACELOG_SOURCE, RUNTIME / "opsfmt.h"),
+                        what="the trace converter (runtime/tools/convert.c)")
+
+
+def tracelog_library(cc: str = "gcc") -> Path:
+    """runtime/tools/tracelog.c (tracelog.h's decoder, for trace/tracerlog.py) compiled into the scenc cache."""
+    return helper_build(cc, TRACELOG_SOURCE, "libscntracelog.so",
+                        ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-std=gnu11", *WARNINGS), (),
+                        headers=(TRACELOG_HEADER,), what="the tracer log's decoder (runtime/tools/tracelog.c)")

@@ -1,0 +1,621 @@
+"""Reading the LD_PRELOAD tracer's log (runtime/tracer/tracer.c writes it; trace/capture/preload.py captures it).
+
+    log = parse_preload_log("server.trace")
+    for ev in log:                 # AllocEvents, in causal global order
+        ...
+    log.info                       # PreloadLogInfo: counts, threads, missing calls, end mark
+    TraceStats(log.report).consume(parse_preload_log(path))     # scenc.trace.stats
+    write_replay(parse_preload_log(path), "app.scn", path)      # scenc.trace.replay
+
+Events from :func:`parse_preload_log` follow scenc.trace.events: ``line`` is the
+record's global sequence number + 1 (the position of the call in the causal
+order of the whole process), ``start_line`` differs only for a realloc that
+moved its block (the number it took when it released the old block),
+``time_s`` counts from the earliest record, ``duration_s`` is the time spent in
+the real allocator function in logs of versions 1 and 2 (None in version 3,
+which does not record it: no reader used it, and it cost a second clock read per call).
+
+Log format (little-endian; written by runtime/tracer/tracer.c, version 3; versions 1 and 2 are read too)
+----------------------------------------------------------------------------------------------
+header, 64 bytes: ``"SCNTRACE"``, u32 version, u32 record size (64 in versions 1-2, 0 in 3),
+u32 pid, u32 ppid, u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 zero bytes.
+
+Version 3 (runtime/tracer/tracelog.h is the reference, and the one decoder: this module
+loads it as runtime/tools/tracelog.c through ctypes) then has chunks, one thread's records
+each, in sequence order; chunks of different threads interleave in the file. A chunk
+header (72 bytes: record bytes, record count, tid, type, tick shift, mark, first and
+last sequence number, CLOCK_MONOTONIC and tick at its first record and their spans to
+its flush, census bytes, moved reallocs), the records, then the census (varint pairs:
+kind code, records of that kind). A record: a kind byte (bit 6: seq = previous + 1,
+bit 7: an extension byte follows with flags, error code, span, whole pointers), the
+seq delta unless bit 6, the time in ticks >> shift since the previous record, then the
+kind's fields: sizes as varints, pointers as zigzag varints of the distance to the
+previous pointer of the chunk, divided by 8 (0: NULL). About 5-6 bytes a call. A
+record's ns is its tick mapped linearly between the chunk's two clock readings. A chunk
+of type END (no records) is the end mark; tracers since `convert --touch auto` store in it
+the process's minor page faults at tracing start and at the end, the pages of the
+tracer's own buffers, and what sampled blocks' inner pages became between malloc and free
+(runtime/tracer/tracelog.h, scn_tl_end_faults: ``info.page_faults`` (None without a reading),
+``tracer_pages``, ``fresh_pages``, ``written_pages``). Decoded, each record is the version 2 layout
+below (``dur_ns`` 0), so everything after decoding is shared.
+
+Versions 1 and 2: records, 64 bytes each: u64 seq, u64 ns, u32 tid, u8 kind, u8 flags
+(1: operator new threw; mremap's flags), u16 posix_memalign's return value, u32 duration ns,
+u32 span (moved realloc: seq minus the number taken before the call), u64
+arg[3] (the function's arguments in order, without posix_memalign's memptr and
+the nothrow tag), u64 result (pointer returned or stored; 0 for frees). Kind
+255 is the end mark a process writes when it leaves through exit, _exit or
+exec: its seq is the count of numbers taken, so calls lost at the very end are
+counted too; a log without one comes from a process that was killed. Version 2
+adds kinds that are not allocator calls: 40, a thread made by pthread_create
+starts (arg[0] = its creator's tid); 41, a thread ends (logged in its last
+pthread key destructor round); 42, 43, 44: the program's own anonymous mmap
+(len, prot, flags; result), munmap (addr, len; result = return value) and
+mremap (old, old len, new len; flags = mremap's flags; result). They are
+skipped unless ``extra_events=True`` (see EXTRA_KINDS). The
+records of one thread appear in sequence order, in runs; runs of different threads
+interleave in the file.
+
+Reading: the first pass indexes the file. Version 3: runtime/tools/tracelog.c reads the chunk
+headers and censuses only (not the records), so ``.info`` -- what ``scenc capture``
+prints -- costs next to nothing whatever the log's size; a damaged record is found when
+the events are read. Versions 1-2: one Python pass over every record. The second pass
+merges the threads' records with a heap, holding ``block_records`` decoded records per
+thread (and one chunk's bytes, 32 KiB, in version 3). Memory is O(threads x
+block_records + chunks), never O(log size). A log cut short (a full disk, a copy cut
+off) is read up to its last whole record; ``info.stopped_at`` says at which byte.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import heapq
+import os
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional
+
+from .events import FREE_KINDS, PRELOAD_MAGIC, REALLOC_KINDS, AllocEvent, EventSource
+from .ltrace import ParseReport, TraceFormatError
+
+__all__ = ["parse_preload_log", "raw_records", "stop_sentence", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
+           "MAGIC", "EXTRA_KINDS", "CHUNK_HEADER"]
+
+MAGIC = PRELOAD_MAGIC
+VERSION = 3
+READS = (1, 2, 3)      # version 1 has no thread records; 3 is compact (chunks of encoded records)
+HEADER = struct.Struct("<8sIIIIQQ24x")
+RECORD = struct.Struct("<QQIBBHIIQQQQ")
+_INDEX = struct.Struct("<QQIB7xI32x")          # seq, ns, tid, kind, span: what the indexing pass needs
+assert HEADER.size == RECORD.size == _INDEX.size == 64
+F_THREW = 1
+KIND_END = 255       # not a call: the process was leaving (exit, _exit, exec); seq = numbers taken so far
+#: Records that are not allocator calls (version 2): yielded as events of these kinds with ``extra_events=True``.
+#: thread_start: ``size`` is the creating thread's tid. mmap (the program's own anonymous mapping): ``size``
+#: its length, ``nmemb`` its protection, ``align`` mmap's flags, ``result_ptr`` its address (None: failed).
+#: munmap: ``old_ptr``, ``size``. mremap: ``old_ptr``, ``align`` the old length, ``size`` the new one,
+#: ``nmemb`` mremap's flags, ``result_ptr`` the new address (None: failed).
+EXTRA_KINDS = {40: "thread_start", 41: "thread_exit", 42: "mmap", 43: "munmap", 44: "mremap"}
+
+# Argument layouts of arg[0..2].
+L_SIZE, L_NMEMB_SIZE, L_OLD_SIZE, L_OLD_NMEMB_SIZE, L_OLD, L_ALIGN_SIZE, L_SIZE_ALIGN, L_OLD_ALIGN, \
+    L_OLD_SIZE_ALIGN = range(9)
+
+#: Record kind code (runtime/tracer/tracer.c enum scn_trace_kind) -> (function, AllocEvent kind, layout).
+KIND_CODES = {
+    1: ("malloc", "malloc", L_SIZE),
+    2: ("calloc", "calloc", L_NMEMB_SIZE),
+    3: ("realloc", "realloc", L_OLD_SIZE),
+    4: ("reallocarray", "reallocarray", L_OLD_NMEMB_SIZE),
+    5: ("free", "free", L_OLD),
+    6: ("posix_memalign", "posix_memalign", L_ALIGN_SIZE),
+    7: ("aligned_alloc", "aligned_alloc", L_ALIGN_SIZE),
+    8: ("memalign", "memalign", L_ALIGN_SIZE),
+    9: ("valloc", "valloc", L_SIZE),
+    10: ("pvalloc", "pvalloc", L_SIZE),
+}
+_code = 11
+for _kind, _mangled in (("operator_new", "_Znwm"), ("operator_new_array", "_Znam")):
+    for _suffix, _layout in (("", L_SIZE), ("RKSt9nothrow_t", L_SIZE), ("St11align_val_t", L_SIZE_ALIGN),
+                             ("St11align_val_tRKSt9nothrow_t", L_SIZE_ALIGN)):
+        KIND_CODES[_code] = (_mangled + _suffix, _kind, _layout)
+        _code += 1
+for _kind, _mangled in (("operator_delete", "_ZdlPv"), ("operator_delete_array", "_ZdaPv")):
+    for _suffix, _layout in (("", L_OLD), ("m", L_OLD_SIZE), ("St11align_val_t", L_OLD_ALIGN),
+                             ("mSt11align_val_t", L_OLD_SIZE_ALIGN), ("RKSt9nothrow_t", L_OLD),
+                             ("St11align_val_tRKSt9nothrow_t", L_OLD_ALIGN)):
+        KIND_CODES[_code] = (_mangled + _suffix, _kind, _layout)
+        _code += 1
+del _code, _kind, _mangled, _suffix, _layout
+
+_RELEASES = frozenset(c for c, (_, kind, _) in KIND_CODES.items() if kind in FREE_KINDS)
+_RESIZES = frozenset(c for c, (_, kind, _) in KIND_CODES.items() if kind in REALLOC_KINDS)
+_POSIX_MEMALIGN = 6
+
+
+# --------------------------------------------------------------------------- reading
+@dataclass
+class PreloadLogInfo:
+    """What the indexing pass found in a log (complete before the first event is yielded)."""
+    path: str
+    pid: int = 0
+    ppid: int = 0
+    start_realtime_ns: int = 0
+    records: int = 0
+    threads: List[int] = field(default_factory=list)           # tids, in order of first record
+    calls_by_kind: Counter = field(default_factory=Counter)    # AllocEvent kind -> calls
+    calls_by_function: Counter = field(default_factory=Counter)  # '_ZdlPvm' -> calls
+    calls_by_thread: Dict[int, Counter] = field(default_factory=dict)
+    last_seq: int = -1
+    ended: bool = False         # an end mark was written: the process left through exit, _exit or exec
+    missing: int = 0            # sequence numbers never written: calls lost (killed, in flight at exit)
+    moved_reallocs: int = 0
+    thread_records: int = 0     # thread starts and exits (version 2)
+    chunks: int = 0             # runs of consecutive records of one thread in the file
+    first_ns: Optional[int] = None
+    last_ns: Optional[int] = None
+    reordered_reallocs: int = 0  # set while iterating: moved reallocs put before another thread's reuse
+    version: int = 0
+    size: int = 0                # bytes of the log
+    stopped_at: Optional[int] = None  # a cut or damaged log (version 3): byte offset where reading stopped
+    stop_reason: str = ""             # why, in words
+    page_faults: Optional[int] = None  # minor faults from tracing start to the end mark (None: not measured)
+    tracer_pages: int = 0              # of them, pages of the tracer's own buffers
+    fresh_pages: int = 0               # inner pages of sampled blocks not resident at their malloc
+    written_pages: int = 0             # of them, resident at their free: the program wrote them
+
+    @property
+    def span_s(self) -> float:
+        return 0.0 if self.first_ns is None else (self.last_ns - self.first_ns) / 1e9
+
+
+class _Cursor:
+    """One thread's records, read back from its runs in the file, ``block`` at a time."""
+
+    __slots__ = ("f", "runs", "run", "left", "offset", "block", "buf", "pos", "head")
+
+    def __init__(self, f, runs, block: int):
+        self.f, self.runs, self.run, self.block = f, runs, 0, block
+        self.left = self.offset = 0
+        self.buf: list = []
+        self.pos = 0
+        self.head = None
+        self.advance()
+
+    def advance(self):
+        if self.pos >= len(self.buf):
+            if not self.left:
+                if self.run >= len(self.runs):
+                    self.head = None
+                    return
+                start, self.left = self.runs[self.run]
+                self.offset = HEADER.size + start * RECORD.size
+                self.run += 1
+            n = min(self.left, self.block)
+            self.f.seek(self.offset)
+            data = self.f.read(n * RECORD.size)
+            self.buf = list(RECORD.iter_unpack(data))
+            self.offset += n * RECORD.size
+            self.left -= n
+            self.pos = 0
+        self.head = self.buf[self.pos]
+        self.pos += 1
+
+
+class _ChunkCursor:
+    """One thread's records of a version 3 log: its chunks read back and decoded in C, ``block`` at a time."""
+
+    __slots__ = ("f", "chunks", "next", "left", "block", "buf", "pos", "head", "data", "reader", "out")
+
+    def __init__(self, f, chunks, block: int):
+        self.f, self.chunks, self.next, self.left, self.block = f, chunks, 0, 0, block
+        self.buf: list = []
+        self.pos = 0
+        self.head = None
+        self.data = None             # the chunk being decoded: the C reader points into it
+        self.reader = ctypes.create_string_buffer(_tracelog().scn_tl_reader_size())
+        self.out = ctypes.create_string_buffer(RECORD.size * block)
+        self.advance()
+
+    def advance(self):
+        if self.pos >= len(self.buf):
+            n = self._decode() if self.left else 0
+            while not n:
+                if self.next >= len(self.chunks):
+                    self.head = None
+                    return
+                offset, size, self.left = self.chunks[self.next]
+                self.next += 1
+                self.f.seek(offset)
+                self.data = self.f.read(CHUNK_HEADER + size)
+                if not _tracelog().scn_tl_open(self.reader, self.data, len(self.data)):
+                    raise TraceFormatError(self.f.name, 1, 1, f"the chunk at byte {offset} changed since the log "
+                                                              f"was indexed")
+                n = self._decode()
+            self.buf = list(RECORD.iter_unpack(memoryview(self.out)[:n * RECORD.size]))
+            self.pos = 0
+        self.head = self.buf[self.pos]
+        self.pos += 1
+
+    def _decode(self) -> int:
+        what, at = ctypes.c_char_p(), ctypes.c_uint64()
+        n = _tracelog().scn_tl_read(self.reader, self.out, min(self.block, self.left), ctypes.byref(what),
+                                    ctypes.byref(at))
+        if what.value and n < self.left:      # the index counted records it can no longer decode
+            offset = self.chunks[self.next - 1][0] + CHUNK_HEADER + at.value
+            raise TraceFormatError(self.f.name, 1, 1, f"byte {offset}: {what.value.decode()}")
+        self.left -= n
+        return n
+
+
+class PreloadLog(EventSource):
+    """The events of a tracer log in causal global order; ``.info`` is the indexing pass's summary."""
+
+    def __init__(self, path, block_records: int = 256, extra_events: bool = False):
+        self.path = str(path)
+        self.block = max(1, block_records)
+        self.extra_events = extra_events
+        self.info = PreloadLogInfo(self.path)
+        self._runs: Dict[int, list] = {}
+        self._index()
+        self._events = self._merge()
+
+    @property
+    def report(self) -> ParseReport:
+        """A ParseReport saying what it can about this log, for TraceStats and format_trace_stats (which
+        were written for ltrace logs: 'lines' are records; set exit_status from the capture if known)."""
+        info = self.info
+        rep = ParseReport(self.path)
+        rep.lines = rep.events = info.records
+        rep.threads = set(info.threads)
+        rep.has_timestamps = True
+        rep.has_durations = info.version < 3      # version 3 does not record the time spent in a call
+        if info.ended:
+            rep.exits[info.pid] = "exited"
+        rep.truncated = info.stopped_at is not None
+        return rep
+
+    # ---------------------------------------------------------------- pass 1
+    def _error(self, record: int, message: str):
+        # 'line' is the record's 1-based position in the file, the header being record 1
+        raise TraceFormatError(self.path, record, 1, message)
+
+    def _index(self) -> None:
+        info, runs = self.info, self._runs
+        try:
+            f = open(self.path, "rb")
+        except OSError as e:
+            raise TraceFormatError(self.path, 1, 1, f"cannot read the trace log: {e.strerror}") from None
+        with f:
+            head = f.read(HEADER.size)
+            if len(head) < HEADER.size or head[:8] != MAGIC:
+                what = "empty" if not head else "too short" if len(head) < HEADER.size else "bad magic"
+                self._error(1, f"not a scenc tracer log ({what}; expected a 64-byte header starting with "
+                               f"'SCNTRACE')")
+            _, version, rsize, info.pid, info.ppid, _, info.start_realtime_ns = HEADER.unpack(head)
+            info.version = version
+            info.size = os.fstat(f.fileno()).st_size
+            if version == 3 and rsize == 0:
+                self._index_chunks(f)
+                return
+            if version not in READS or rsize != RECORD.size:
+                self._error(1, f"tracer log version {version} with {rsize}-byte records; this scenc reads versions "
+                               f"{', '.join(map(str, READS))} with {RECORD.size}-byte records (rebuild the tracer "
+                               f"and capture again)")
+            whole = (info.size - HEADER.size) // RECORD.size
+            if (info.size - HEADER.size) % RECORD.size:     # the disk filled up, or it was cut: read the whole ones
+                info.stopped_at = HEADER.size + whole * RECORD.size
+                info.stop_reason = (f"the log is cut short inside a record ({(info.size - HEADER.size) % RECORD.size} "
+                                    f"bytes of record {whole + 2})")
+            last_by_tid: Dict[int, int] = {}
+            counts: Dict[int, Counter] = {}
+            kinds = KIND_CODES
+            moved = 0
+            first_ns = last_ns = None
+            max_seq = -1
+            end_total = 0
+            index = 0
+            prev_tid = None
+            current = None           # the run being extended: [start, count]
+            while index < whole:
+                data = f.read(RECORD.size * min(8192, whole - index))
+                if not data:
+                    break
+                for seq, ns, tid, kind, span in _INDEX.iter_unpack(data):
+                    if kind == KIND_END:
+                        info.ended = True
+                        end_total = max(end_total, seq)
+                        prev_tid = None
+                        index += 1
+                        continue
+                    last = last_by_tid.get(tid)
+                    if last is None:
+                        if not tid:
+                            self._error(index + 2, f"record {index + 2} (byte {HEADER.size + index * 64}) has thread "
+                                                   f"id 0: the log is damaged")
+                        last_by_tid[tid] = seq
+                        counts[tid] = Counter()
+                        runs[tid] = []
+                        info.threads.append(tid)
+                    elif seq <= last:
+                        self._error(index + 2, f"record {index + 2} (byte {HEADER.size + index * 64}): sequence "
+                                               f"number {seq} after {last} in thread {tid}: the log is damaged")
+                    last_by_tid[tid] = seq
+                    if kind in EXTRA_KINDS and version > 1:
+                        info.thread_records += 1
+                    elif kind not in kinds:
+                        self._error(index + 2, f"record {index + 2} (byte {HEADER.size + index * 64}) has unknown "
+                                               f"kind {kind}: the log is damaged")
+                    else:
+                        counts[tid][kind] += 1
+                    if span:
+                        if span > seq or kind not in _RESIZES:
+                            self._error(index + 2, f"record {index + 2}: a span of {span} on a "
+                                                   f"{kinds[kind][0]} record: the log is damaged")
+                        moved += 1
+                    if seq > max_seq:
+                        max_seq = seq
+                    if first_ns is None or ns < first_ns:
+                        first_ns = ns
+                    if last_ns is None or ns > last_ns:
+                        last_ns = ns
+                    if tid == prev_tid:
+                        current[1] += 1
+                    else:
+                        current = [index, 1]
+                        runs[tid].append(current)
+                        prev_tid = tid
+                    index += 1
+        info.moved_reallocs = moved
+        info.first_ns, info.last_ns = first_ns, last_ns
+        info.chunks = sum(len(r) for r in runs.values())
+        self._totals(counts, max_seq, end_total)
+
+    def _totals(self, counts: Dict[int, Counter], max_seq: int, end_total: int) -> None:
+        """Calls by kind, function and thread from counts by thread and kind code; missing numbers."""
+        info = self.info
+        info.records = sum(sum(c.values()) for c in counts.values())
+        used = info.records + info.moved_reallocs + info.thread_records
+        if used > max_seq + 1:
+            self._error(1, f"{used - max_seq - 1} sequence numbers are used twice: the log is damaged or two "
+                           f"processes wrote to it")
+        info.last_seq = max(max_seq, end_total - 1)
+        info.missing = info.last_seq + 1 - used
+        for tid in info.threads:
+            info.calls_by_thread[tid] = Counter()
+            for code, n in counts[tid].items():
+                function, kind, _ = KIND_CODES[code]
+                info.calls_by_kind[kind] += n
+                info.calls_by_function[function] += n
+                info.calls_by_thread[tid][kind] += n
+
+    def _index_chunks(self, f) -> None:
+        """Version 3: runtime/tools/tracelog.c reads every chunk's header and census (not its records)."""
+        info, lib = self.info, _tracelog()
+        scan = lib.scn_tl_scan_file(f.fileno(), HEADER.size, info.size)
+        if not scan:
+            raise MemoryError("scn_tl_scan_file")
+        try:
+            s = scan.contents
+            counts: Dict[int, Counter] = {}
+            for t in s.threads[:s.nthreads]:
+                info.threads.append(t.tid)
+                counts[t.tid] = Counter({c: n for c, n in enumerate(t.counts) if n and c in KIND_CODES})
+                self._runs[t.tid] = []
+            for ch in s.chunks[:s.nchunks]:
+                self._runs[s.threads[ch.thread].tid].append((ch.offset, ch.bytes, ch.count))
+            info.moved_reallocs, info.thread_records, info.ended = s.moved, s.extra, bool(s.ended)
+            if s.any:
+                info.first_ns, info.last_ns = s.first_ns, s.last_ns
+            info.chunks = s.nchunks
+            if s.faulted:
+                info.page_faults, info.tracer_pages = s.faults_end - s.faults_start, s.tracer_pages
+                info.fresh_pages, info.written_pages = s.fresh_pages, s.written_pages
+            if s.what:
+                info.stopped_at, info.stop_reason = s.stop, s.what.decode()
+            self._totals(counts, s.max_seq if s.any else -1, s.end_seq)
+        finally:
+            lib.scn_tl_scan_free(scan)
+
+    # ---------------------------------------------------------------- pass 2
+    def _merge(self) -> Iterator[AllocEvent]:
+        info = self.info
+        base = info.first_ns or 0
+        heappush, heappop = heapq.heappush, heapq.heappop
+        with open(self.path, "rb") as f:
+            cursor = _ChunkCursor if info.version >= 3 else _Cursor
+            cursors = [cursor(f, self._runs[tid], self.block) for tid in info.threads]
+            heap = [(c.head[0], i) for i, c in enumerate(cursors) if c.head is not None]
+            heapq.heapify(heap)
+            # Moved reallocs at the head of a thread, by the block they released.
+            inflight: Dict[int, int] = {}
+            for i, c in enumerate(cursors):
+                if c.head is not None and c.head[7]:
+                    inflight[c.head[8]] = i
+            last = -1
+            while heap:
+                seq, i = heappop(heap)
+                c = cursors[i]
+                r = c.head
+                if r is None or r[0] != seq:
+                    continue                     # taken out of turn (see below)
+                bound = heap[0][0] if heap else _NO_BOUND
+                while True:                      # this thread's records up to the next thread's turn
+                    seq = r[0]
+                    if inflight and r[11] and r[3] not in _RELEASES:
+                        j = inflight.get(r[11])
+                        if j is not None and j != i and cursors[j].head[0] - cursors[j].head[7] < seq:
+                            # Another thread's realloc released this block before we got it
+                            # (its first number is older) but took its final number later.
+                            o = cursors[j].head
+                            info.reordered_reallocs += 1
+                            yield _event(o, base)
+                            _advance(cursors[j], j, heap, inflight)
+                            bound = heap[0][0]
+                    if seq <= last:
+                        self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
+                                       f"is damaged")
+                    last = seq
+                    if r[3] not in EXTRA_KINDS:
+                        yield _event(r, base)
+                    elif self.extra_events:
+                        yield _extra_event(r, base)
+                    if r[7] and inflight.get(r[8]) == i:
+                        del inflight[r[8]]
+                    c.advance()
+                    r = c.head
+                    if r is None:
+                        break
+                    if r[7]:
+                        inflight[r[8]] = i
+                    if r[0] > bound:
+                        heappush(heap, (r[0], i))
+                        break
+
+
+_NO_BOUND = float("inf")
+
+
+def _advance(c: _Cursor, i: int, heap: list, inflight: Dict[int, int]) -> None:
+    r = c.head
+    if r[7] and inflight.get(r[8]) == i:
+        del inflight[r[8]]
+    c.advance()
+    if c.head is not None:
+        heapq.heappush(heap, (c.head[0], i))
+        if c.head[7]:
+            inflight[c.head[8]] = i
+
+
+def _fields(layout: int) -> tuple:
+    """Record positions (8, 9, 10 = arg[0..2]) of (size, nmemb, align, old_ptr) for a layout; 0 = absent."""
+    return {L_SIZE: (8, 0, 0, 0), L_OLD: (0, 0, 0, 8), L_NMEMB_SIZE: (9, 8, 0, 0), L_OLD_SIZE: (9, 0, 0, 8),
+            L_OLD_NMEMB_SIZE: (10, 9, 0, 8), L_ALIGN_SIZE: (9, 0, 8, 0), L_SIZE_ALIGN: (8, 0, 9, 0),
+            L_OLD_ALIGN: (0, 0, 9, 8), L_OLD_SIZE_ALIGN: (9, 0, 10, 8)}[layout]
+
+
+#: code -> (kind, size, nmemb, align, old positions, what the result means: 0 free, 1 pointer, 2 posix_memalign)
+_DECODE = {code: (kind, *_fields(layout), 0 if kind in FREE_KINDS else 2 if code == _POSIX_MEMALIGN else 1)
+           for code, (_, kind, layout) in KIND_CODES.items()}
+
+
+def _event(r, base: int) -> AllocEvent:
+    seq, ns, tid, code, flags, err, dur, span, _a0, _a1, _a2, result = r
+    kind, si, ni, ai, oi, rk = _DECODE[code]
+    size = r[si] if si else None
+    nmemb = r[ni] if ni else 1
+    align = r[ai] if ai else None
+    old = r[oi] if oi else None
+    if rk == 1:
+        # NULL is a failure, except from realloc(p, 0), which frees p (as in the ltrace parser)
+        failed = flags & F_THREW != 0 or (result == 0 and not (old and size * nmemb == 0))
+    elif rk == 0:
+        result, failed = None, False
+    else:
+        failed = err != 0
+        if failed:
+            result = None
+    line = seq + 1
+    return AllocEvent(line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, result, failed, line - span,
+                      dur / 1e9 if dur else None)
+
+
+def _extra_event(r, base: int) -> AllocEvent:
+    seq, ns, tid, code, flags, _err, dur, _span, a0, a1, a2, result = r
+    kind = EXTRA_KINDS[code]
+    size, nmemb, align, old, res = a0 or None, 1, None, None, None
+    if kind == "mmap":
+        nmemb, align, res = a1, a2, result or None
+    elif kind == "munmap":
+        size, old = a1, a0
+    elif kind == "mremap":
+        size, nmemb, align, old, res = a2, flags, a1, a0, result or None
+    failed = kind in ("mmap", "mremap") and res is None
+    return AllocEvent(seq + 1, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, res, failed, seq + 1,
+                      dur / 1e9 if dur else None)
+
+
+# --------------------------------------------------------------------------- the C decoder (version 3)
+CHUNK_HEADER = 72         # struct scn_tl_chunk of runtime/tracer/tracelog.h
+
+
+class _Thread(ctypes.Structure):
+    _fields_ = [("tid", ctypes.c_uint32), ("chunks", ctypes.c_uint32), ("last_seq", ctypes.c_uint64),
+                ("records", ctypes.c_uint64), ("counts", ctypes.c_uint64 * 64)]
+
+
+class _ChunkRef(ctypes.Structure):
+    _fields_ = [("offset", ctypes.c_uint64), ("bytes", ctypes.c_uint32), ("count", ctypes.c_uint32),
+                ("thread", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
+class _Scan(ctypes.Structure):
+    """struct scn_tl_scan of runtime/tools/tracelog.c."""
+    _fields_ = [(name, ctypes.c_uint64) for name in ("offset", "calls", "extra", "moved", "max_seq", "end_seq",
+                                                     "first_ns", "last_ns")] + \
+               [(name, ctypes.c_uint32) for name in ("ended", "any", "nthreads", "nchunks")] + \
+               [("stop", ctypes.c_uint64), ("what", ctypes.c_char_p), ("threads", ctypes.POINTER(_Thread)),
+                ("chunks", ctypes.POINTER(_ChunkRef))] + \
+               [(name, ctypes.c_uint32) for name in ("cap_threads", "cap_chunks", "last_thread", "pad",
+                                                     "faulted", "pad2")] + \
+               [(name, ctypes.c_uint64) for name in ("faults_start", "faults_end", "tracer_pages", "fresh_pages",
+                                                     "written_pages")]
+
+
+@functools.lru_cache(maxsize=None)
+def _tracelog():
+    """runtime/tools/tracelog.c, built into the scenc cache on first use and loaded."""
+    from .native import tracelog_library
+    lib = ctypes.CDLL(str(tracelog_library()))
+    lib.scn_tl_scan_file.restype = ctypes.POINTER(_Scan)
+    lib.scn_tl_scan_file.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64]
+    lib.scn_tl_scan_free.argtypes = [ctypes.POINTER(_Scan)]
+    lib.scn_tl_reader_size.restype = ctypes.c_size_t
+    lib.scn_tl_open.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.scn_tl_read.restype = ctypes.c_size_t
+    lib.scn_tl_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+                                ctypes.POINTER(ctypes.c_uint64)]
+    return lib
+
+
+def stop_sentence(info: PreloadLogInfo) -> str:
+    """Where and why reading a cut or damaged log stopped, in words."""
+    return f"reading stopped at byte {info.stopped_at} of {info.size}: {info.stop_reason}"
+
+
+def is_preload_log(path) -> bool:
+    """Does the file start like a tracer log (so `scenc trace-stats` can pick the right reader)?"""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def raw_records(path) -> Iterator[tuple]:
+    """Every record of a log as a RECORD tuple (the version 2 layout), in file order, end marks left out."""
+    log = PreloadLog(path)
+    with open(log.path, "rb") as f:
+        if log.info.version < 3:
+            f.seek(HEADER.size)
+            data = f.read()
+            data = data[:len(data) - len(data) % RECORD.size]
+            yield from (r for r in RECORD.iter_unpack(data) if r[3] != KIND_END)
+            return
+        for ref in sorted(ref for runs in log._runs.values() for ref in runs):
+            cursor = _ChunkCursor(f, [ref], 256)
+            while cursor.head is not None:
+                yield cursor.head
+                cursor.advance()
+
+
+def parse_preload_log(path, block_records: int = 256, extra_events: bool = False) -> PreloadLog:
+    """The AllocEvents of a tracer log, in global sequence order (see the module doc).
+
+    Indexes the whole file first (``.info`` is then complete), then merges the
+    threads' records lazily. Raises TraceFormatError (file:record:1: message)
+    for a file that is not a tracer log, is truncated mid-record or is damaged.
+    """
+    return PreloadLog(path, block_records, extra_events)
