@@ -15,9 +15,9 @@ import sys
 from . import __version__
 from .commands import allocators as allocators_cli, probes as probes_cli, run as run_command
 from .run import merge
-from .commands.options import (EXIT_BUILD, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_SCENARIO, EXIT_USAGE,
-                               UsageError, add_memory_limit_option, default_cc, parse_params,
-                               split_command_tail)
+from .errors import EXIT_BUILD, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_SCENARIO, EXIT_USAGE, UsageError
+from .commands.options import add_memory_limit_option, parse_params, split_command_tail
+from .compiler.build import default_cc
 from .commands import report as report_cli
 from .commands import trace as trace_cli
 

@@ -28,7 +28,8 @@ from pathlib import Path
 
 from scenc.allocators import registry as alloc_registry
 from scenc.compiler.pipeline import build
-from scenc.stats.summary import compare, summarize
+from scenc.stats.comparison import compare
+from scenc.stats.summary import summarize
 from scenc.trace.opsfile import TOUCH_MODES
 from scenc.trace.capture.preload import capture_preload
 from scenc.trace.tracerlog import parse_preload_log

@@ -1,6 +1,6 @@
 """`scenc allocators`: what can be passed to --allocators on this machine."""
 
-from .options import EXIT_OK, UsageError
+from ..errors import EXIT_OK, UsageError
 
 
 def register(subparsers) -> None:

@@ -1,41 +1,6 @@
-"""What every `scenc` command line shares: the usage error, the exit codes, `--param`, `--cc`, `--memory-limit`.
+"""What every `scenc` command line shares: `--param`, `--memory-limit`, the command after `--`."""
 
-A command raises `UsageError` for a command line (or an input file) it cannot
-carry out; `cli.main` is the one place that turns it, and every other error,
-into a message and an exit code. This module imports nothing of scenc at its
-top, so any command module can use it without a cycle. The exit codes below
-are the only ones scenc uses; docs/running.md lists them for users.
-"""
-
-import os
-
-EXIT_OK = 0
-EXIT_SCENARIO = 1       # the scenario has errors (file:line:col)
-EXIT_BUILD = 2          # the C compiler failed
-EXIT_RUN = 3            # a run failed, or the runs could not start or be saved
-EXIT_INCOMPLETE = 4     # capture, trace-stats: done, but the capture is incomplete or saw nothing
-EXIT_USAGE = 64         # a command line or an input that cannot be used (not a capture, not a result file ...)
-EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); `scenc run` also exits 143 on SIGTERM
-
-
-class UsageError(Exception):
-    """A command line that cannot be carried out; the message says why."""
-
-    def render(self) -> str:
-        return f"scenc: {self}"
-
-
-class UnusableInput(UsageError):
-    """An input a command cannot use, whose message is already a whole line (it names the command or file)."""
-
-    def render(self) -> str:
-        return str(self)
-
-
-def default_cc() -> str:
-    """The C compiler when no --cc is given: $SCENC_CC, else gcc."""
-    return os.environ.get("SCENC_CC", "gcc")
-
+from ..errors import UsageError
 
 def parse_params(items, sweep=False):
     """`--param k=v` (several times, or k=v1,v2 with sweep) into {k: value or [values]}."""
@@ -74,9 +39,6 @@ def split_command_tail(argv: list):
         return argv, None
     cut = argv.index("--")
     return argv[:cut], argv[cut + 1:]
-
-
-NO_LIMIT_GIVEN = object()  # --memory-limit absent (None is "--memory-limit none")
 
 
 def add_memory_limit_option(parser, who: str, beyond: str, default) -> None:

@@ -9,7 +9,8 @@ import json
 import textwrap
 from pathlib import Path
 
-from .options import EXIT_OK, UsageError, parse_params
+from ..errors import EXIT_OK, UsageError
+from .options import parse_params
 
 
 def format_probes() -> str:

@@ -3,7 +3,7 @@
 import json
 import sys
 
-from .options import EXIT_OK, EXIT_USAGE, UsageError
+from ..errors import EXIT_OK, EXIT_USAGE, UsageError
 
 
 def register(subparsers) -> None:

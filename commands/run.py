@@ -16,7 +16,9 @@ import sys
 import threading
 from typing import Optional
 
-from .options import EXIT_OK, EXIT_RUN, NO_LIMIT_GIVEN, add_memory_limit_option
+from ..errors import EXIT_OK, EXIT_RUN
+from ..run.memlimit import NO_LIMIT_GIVEN
+from .options import add_memory_limit_option
 from ..run.plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP,
                         MIN_TIMEOUT_S, TIMEOUT_FACTOR)
 from ..system.process import signal_name

@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .options import EXIT_INCOMPLETE, EXIT_OK, UnusableInput, default_cc
+from ..errors import EXIT_INCOMPLETE, EXIT_OK, UnusableInput
+from ..compiler.build import default_cc
 from ..trace.opsfile import DEFAULT_TOUCH, TOUCH_MODES
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def anomaly_lines(report: "ParseReport", max_lines: int = 5) -> list:
 
 # --------------------------------------------------------------------------- capture
 def cmd_capture(args) -> int:
-    from ..trace.capture.ltrace import CaptureError
+    from ..trace.capture import CaptureError
     from ..trace.source import TraceInputError
     argv = list(args.program)
     if argv and argv[0] == "--":

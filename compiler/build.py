@@ -32,6 +32,11 @@ WARNINGS = ("-Wall", "-Wextra", "-Werror")
 BASE_FLAGS = ("-O2", "-pthread", "-std=gnu11", "-g")
 
 
+def default_cc() -> str:
+    """The C compiler when no --cc is given: $SCENC_CC, else gcc."""
+    return os.environ.get("SCENC_CC", "gcc")
+
+
 class BuildError(RuntimeError):
     """The C compiler failed or is missing; the message says which and why."""
 

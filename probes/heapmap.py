@@ -22,6 +22,7 @@ from typing import List, Mapping
 import numpy as np
 
 from .layoutstats import CACHE_LINE as LINE, PAGE, Blocks, blocks, live_curve
+from ..system.units import fmt_bytes
 
 
 @dataclass
@@ -102,14 +103,6 @@ def compute(records, rows: int = 256, bins: int = 200) -> HeapMap:
     return HeapMap(fullness, step_end, row_addr, cap, jumps, live_bytes.astype(np.float64), total)
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
 def draw(maps: Mapping[str, HeapMap], path, title: str = "") -> None:
     """Address-space maps side by side, one per allocator, saved to `path`."""
     import matplotlib
@@ -128,7 +121,7 @@ def draw(maps: Mapping[str, HeapMap], path, title: str = "") -> None:
         ax.set_yticks([t + 0.5 for t in ticks])
         ax.set_yticklabels([f"{int(m.row_addr[t]):#x}" for t in ticks], fontsize=7)
         ax.set_xlabel("operation (all threads, in order)")
-        ax.set_title(f"{name}\n{_size(m.touched_bytes)} touched, rows of {_size(m.row_bytes)}", fontsize=9)
+        ax.set_title(f"{name}\n{fmt_bytes(m.touched_bytes)} touched, rows of {fmt_bytes(m.row_bytes)}", fontsize=9)
     axes[0][0].set_ylabel("address (touched pages only; blue: a jump)")
     if image is not None:
         fig.colorbar(image, ax=axes[0].tolist(), label="fraction of the row held by live blocks")
@@ -162,7 +155,7 @@ def animate(maps: Mapping[str, HeapMap], path, fps: int = 10, frames: int = 100,
         images.append((m, width, ax.imshow(_grid(m.fullness[0], width), cmap="magma", vmin=0, vmax=1,
                                            interpolation="nearest")))
         ax.set_axis_off()  # no ticks to lay out: drawing a frame stays cheap
-        ax.set_title(f"{name}: {_size(m.touched_bytes)} touched", fontsize=9)
+        ax.set_title(f"{name}: {fmt_bytes(m.touched_bytes)} touched", fontsize=9)
         labels.append(ax.text(0.5, -0.04, "", transform=ax.transAxes, ha="center", va="top", fontsize=9))
     suptitle = fig.suptitle(title)
 
@@ -170,7 +163,7 @@ def animate(maps: Mapping[str, HeapMap], path, fps: int = 10, frames: int = 100,
         for (m, width, image), label in zip(images, labels):
             step = min(m.fullness.shape[0] - 1, int(i * m.fullness.shape[0] / n_frames))
             image.set_data(_grid(m.fullness[step], width))
-            label.set_text(f"live {_size(m.live_bytes[step])}")
+            label.set_text(f"live {fmt_bytes(m.live_bytes[step])}")
         suptitle.set_text(f"{title}  {100 * (i + 1) / n_frames:.0f}% of the operations".strip())
         return [im for _, _, im in images] + labels + [suptitle]
 

@@ -1,8 +1,8 @@
 """From a result file to numbers a person can act on.
 
 Groups the measured runs by param set (and probe set), summarizes every
-metric per allocator (scenc.stats.summarize), compares each allocator with
-the baseline (scenc.stats.compare), and names the winner of each headline
+metric per allocator (stats/summary.py), compares each allocator with
+the baseline (stats/comparison.py), and names the winner of each headline
 metric against the runner-up, so "fastest" is only called significant when
 it is. Warm-up records and failed runs never enter a statistic; failures are
 counted and described instead.
@@ -197,7 +197,8 @@ def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95,
 
 
 def _analyze(result, baseline, confidence, wanted) -> Analysis:
-    from ..stats import summary as stats
+    from ..stats.comparison import compare
+    from ..stats.summary import summarize
     from ..run.program.target import register_reported_metrics
     header, runs = result.header, list(result.runs)
     register_reported_metrics(header)
@@ -234,7 +235,7 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
             providers = sorted({r["provider"] for r in ok if r.get("provider")})
             per_allocator.append(AllocatorStats(
                 name=name, n=len(ok),
-                summaries={m: stats.summarize(v, confidence=confidence) for m, v in samples.items()
+                summaries={m: summarize(v, confidence=confidence) for m, v in samples.items()
                            if wanted is None or m in wanted or metric_defs.shown_by_default(m)},
                 samples=samples, failures=failures, problems=problems[:5],
                 stderr_tail=failed[-1].get("stderr_tail", "") if failed else "",
@@ -248,7 +249,7 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
                 d = metric_defs.metric(m)
                 for a in per_allocator:
                     if a.name != baseline and len(a.samples.get(m, [])) >= MIN_RUNS_TO_COMPARE:
-                        comparisons.setdefault(m, {})[a.name] = stats.compare(
+                        comparisons.setdefault(m, {})[a.name] = compare(
                             base_values, a.samples[m], lower_is_better=d.lower_is_better,
                             confidence=confidence)
         verdicts, last = {}, {}
@@ -262,12 +263,12 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
             candidates.sort(key=lambda a: a.summaries[d.name].mean, reverse=not d.lower_is_better)
             best = candidates[0]
             runner = candidates[1] if len(candidates) > 1 else None
-            c = stats.compare(runner.samples[d.name], best.samples[d.name],
+            c = compare(runner.samples[d.name], best.samples[d.name],
                               lower_is_better=d.lower_is_better, confidence=confidence) if runner else None
             verdicts[d.name] = Verdict(d.name, d.best, best.name, runner.name if runner else None, c)
             if d.worst and len(candidates) >= 3:    # with two, the last is the runner-up above
                 worst, next_worst = candidates[-1], candidates[-2]
-                c = stats.compare(next_worst.samples[d.name], worst.samples[d.name],
+                c = compare(next_worst.samples[d.name], worst.samples[d.name],
                                   lower_is_better=d.lower_is_better, confidence=confidence)
                 last[d.name] = Verdict(d.name, d.worst, worst.name, next_worst.name, c, ahead=False)
         blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts, last, target,

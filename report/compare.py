@@ -1,6 +1,6 @@
 """`scenc compare`'s figures: B against A for every allocator and param set both result files have."""
 
-from ..stats import summary as stats
+from ..stats.comparison import compare
 from ..run.cells import machine_name, machines
 from . import metrics as metric_defs
 from .analysis import analyze
@@ -69,7 +69,7 @@ def compare_files(a, b, metrics=None, name_a="A", name_b="B"):
             lines.append(f"{d.label} ({d.direction})")
             for sa, sb in pairs:
                 common += 1
-                c = stats.compare(sa.samples[metric], sb.samples[metric], lower_is_better=d.lower_is_better)
+                c = compare(sa.samples[metric], sb.samples[metric], lower_is_better=d.lower_is_better)
                 ma, mb = sa.summaries[metric].mean, sb.summaries[metric].mean
                 lines.append(f"  {sa.name}: A {ma * factor:.4g} {unit} (n={sa.n}), "
                              f"B {mb * factor:.4g} {unit} (n={sb.n})")

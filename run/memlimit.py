@@ -25,7 +25,10 @@ import re
 import resource
 from typing import Optional
 
-from ..system.machine import fmt_bytes, mem_total, proc_kib_field
+from ..system.machine import mem_total, proc_kib_field
+from ..system.units import fmt_bytes
+
+NO_LIMIT_GIVEN = object()  # --memory-limit absent (None is "--memory-limit none")
 
 DEFAULT_FRACTION = 0.80
 

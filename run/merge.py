@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 from . import cells as blocks
-from ..commands.options import EXIT_OK, UsageError
+from ..errors import EXIT_OK, UsageError
 from .plan import Plan
 
 # Header keys that must be equal in every part: the same scenario, params and plan.

@@ -136,7 +136,7 @@ def _allocation_calls(report: Mapping) -> int:
 
 def _blame_memory(record: dict, memory_limit: Optional[int], peak_needed, what: str) -> None:
     """A crash or NULLs under a memory limit the scenario cannot fit in: out of memory."""
-    from ..system.machine import fmt_bytes
+    from ..system.units import fmt_bytes
     if memory_limit is None or peak_needed is None:
         return
     needs = peak_needed()
@@ -158,7 +158,7 @@ def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
     called to explain a failure under `memory_limit`.
     """
     from ..allocators import registry as allocator_registry
-    from ..system.machine import fmt_bytes
+    from ..system.units import fmt_bytes
     record = runrecord.new(config, round_, warmup, stderr_tail=outcome.stderr[-STDERR_TAIL_CHARS:],
                            exit_code=outcome.returncode, started=outcome.started,
                            duration_s=outcome.duration_s)

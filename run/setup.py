@@ -17,16 +17,18 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional
 
 from .. import probes
-from ..commands.options import NO_LIMIT_GIVEN, UsageError, default_cc, parse_params
+from .memlimit import NO_LIMIT_GIVEN
+from ..errors import UsageError
+from ..compiler.build import default_cc
+from ..commands.options import parse_params
 from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_PROBE_SET, DEFAULT_TIME_BUDGET_S,
                    DEFAULT_WARMUP, Plan, params_key, params_label, plan_runs, sweep)
 from ..report import metrics as metric_defs
 from ..report.progress import Progress
 
 
-
 class HarnessError(Exception):
-    """A run that cannot start; the message is a sentence for the user."""
+    """A saved session that cannot be resumed; the message is a sentence for the user."""
 
 
 # Options that shape the plan: given on --resume they would contradict the file.

@@ -26,7 +26,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from . import flow
 from . import nodes as n
 from .errors import Diagnostic, Reporter
-from ..system.machine import fmt_bytes, mem_total
+from ..system.machine import mem_total
+from ..system.units import fmt_bytes
 from .ranges import Ranges, scenario_dir
 from .resolve import PTR, Resolved, ThreadGroup
 from .walk import (Loop, calls_in, condition_holds, const_or_none, executions_at_most, loop_of,

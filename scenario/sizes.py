@@ -14,7 +14,8 @@ from ..compiler import distributions as tables
 from ..compiler.lower import resolve_data_path
 from . import nodes as n
 from .errors import Reporter
-from ..system.machine import ABSURD_ALLOCATION, fmt_bytes, mem_total
+from ..system.machine import ABSURD_ALLOCATION, mem_total
+from ..system.units import fmt_bytes
 from .ranges import MAX_POW2, Range, Ranges, scenario_dir
 from .resolve import Resolved
 from .walk import Loop, const_or_none, show, stmt_exprs, subexprs, walk

@@ -1,4 +1,4 @@
-"""What the checks need to know about this machine, and how to print byte counts."""
+"""What scenc needs to know about this machine's memory: /proc/meminfo fields, and what no allocation can mean."""
 
 import functools
 from typing import Optional
@@ -25,14 +25,3 @@ def proc_kib_field(path: str, key: str) -> Optional[int]:
 def mem_total() -> Optional[int]:
     """MemTotal from /proc/meminfo in bytes; None where there is no such file."""
     return proc_kib_field("/proc/meminfo", "MemTotal")
-
-
-def fmt_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB'; whole bytes below 1 KiB; one decimal above."""
-    if n < 1024:
-        return f"{int(n)} bytes" if n != 1 else "1 byte"
-    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
-        n /= 1024
-        if n < 1024 or unit == "PiB":
-            return f"{n:.1f} {unit}"
-    raise AssertionError("unreachable")

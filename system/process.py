@@ -1,11 +1,20 @@
-"""Child processes as scenc sees them: how one ended, in words, and killing one with all it started.
+"""Child processes as scenc sees them: finding a program, running one in a session of its own, how one
+ended in words, and killing one with all it started.
 
 Stdlib only: the runner, `scenc exec`, `scenc run` and the trace capture all use it.
 """
 
 import os
+import shutil
 import signal
-from typing import Optional
+import subprocess
+import tempfile
+import time
+from typing import Optional, Sequence
+
+
+class ProgramNotFound(RuntimeError):
+    """A command's argv[0] is not on PATH, or is no file."""
 
 
 def _known_signal(number: int) -> Optional[str]:
@@ -33,3 +42,38 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def locate_program(argv: Sequence[str], cwd) -> tuple:
+    """(path of argv[0] as given or found on PATH, the file it leads to); ProgramNotFound if there is none."""
+    prog = argv[0]
+    if os.sep in prog:
+        path = os.path.join(cwd or os.getcwd(), prog)
+    else:
+        path = shutil.which(prog)
+        if path is None:
+            raise ProgramNotFound(f"{prog}: command not found (PATH={os.environ.get('PATH', '')})")
+    if not os.path.exists(path):
+        raise ProgramNotFound(f"{prog}: no such file")
+    return path, os.path.realpath(path)
+
+
+def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], **popen) -> tuple:
+    """(exit status, or None after a timeout; seconds it ran; the last 8 KB of its stderr).
+
+    The command gets a session of its own, so a timeout kills it with every
+    process it started.
+    """
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stderr=err, start_new_session=True, **popen)
+        try:
+            status = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid)
+            proc.wait()
+            status = None
+        seconds = time.perf_counter() - start
+        err.seek(0, os.SEEK_END)
+        err.seek(max(0, err.tell() - 8192))
+        return status, seconds, err.read().decode("utf-8", "replace")

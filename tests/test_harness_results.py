@@ -7,7 +7,8 @@ import json
 import pytest
 
 from scenc.run import resultfile
-from scenc.stats import summary as stats
+from scenc.stats.comparison import compare
+from scenc.stats.summary import summarize
 from harness_support import read_lines, scenc, write_scenario
 
 NAMES = ["glibc", "jemalloc", "mimalloc"]
@@ -69,13 +70,13 @@ def test_report_json_is_computed_from_the_raw_samples(finished):
     saved = resultfile.load(out)
     for name in NAMES:
         samples = saved.metric_values("wall_s", name, {})
-        summary = stats.summarize(samples).to_dict()
+        summary = summarize(samples).to_dict()
         got = block["allocators"][name]["metrics"]["wall_s"]
         assert got["n"] == 6 and got["mean"] == pytest.approx(summary["mean"])
         assert got["ci_mean"] == pytest.approx(summary["ci_mean"])
         assert block["allocators"][name]["samples"]["wall_s"] == samples
     c = block["comparisons"]["wall_s"]["jemalloc"]
-    expected = stats.compare(saved.metric_values("wall_s", "glibc", {}),
+    expected = compare(saved.metric_values("wall_s", "glibc", {}),
                              saved.metric_values("wall_s", "jemalloc", {}))
     assert c["ratio"] == pytest.approx(expected.ratio) and c["significant"] == expected.significant
     assert c["sentence"].startswith("jemalloc")

@@ -10,7 +10,7 @@ import pytest
 
 from scenc.allocators import registry
 from scenc.run import plan as plan_module
-from scenc.stats import summary as stats
+from scenc.stats.summary import relative_ci_halfwidth
 from harness_support import (build_fault_allocator, build_library_without_malloc, processes_mapping,
                              read_lines, scenc, write_scenario)
 
@@ -152,7 +152,7 @@ def test_runs_auto_stops_as_soon_as_every_ci_is_narrow_enough(tmp_path):
         for name in ("glibc", "jemalloc"):
             for metric in ("wall_s", "peak_rss_kib"):
                 values = [r["metrics"][metric] for r in runs if r["allocator"] == name and r["round"] <= upto]
-                if stats.relative_ci_halfwidth(values) > 0.25:
+                if relative_ci_halfwidth(values) > 0.25:
                     return False
         return True
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from scenc.stats.summary import (Comparison, Summary, compare, outlier_indices, relative_ci_halfwidth,
+from scenc.stats.comparison import Comparison, compare
+from scenc.stats.summary import (Summary, outlier_indices, relative_ci_halfwidth,
                                  summarize)
 
 # Wall-clock-like samples (seconds), deliberately a bit skewed.

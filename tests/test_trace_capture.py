@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from scenc.system.elf import inspect as inspect_elf
-from scenc.trace.capture.ltrace import CaptureError, capture
+from scenc.trace.capture import CaptureError
+from scenc.trace.capture.ltrace import capture
 from scenc.trace.ltrace import parse_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "trace"

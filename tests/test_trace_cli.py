@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from scenc.cli import main
-from scenc.commands.options import EXIT_INCOMPLETE, EXIT_USAGE
+from scenc.errors import EXIT_INCOMPLETE, EXIT_USAGE
 
 from ltrace_samples import sample
 

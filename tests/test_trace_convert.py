@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from scenc.cli import main
-from scenc.commands.options import EXIT_INCOMPLETE, EXIT_OK
+from scenc.errors import EXIT_INCOMPLETE, EXIT_OK
 from scenc.trace.ltrace import parse_file
 from scenc.trace.opsfile import COUNTED_AS
 from scenc.trace.replay import REPLAY_KIND

@@ -19,7 +19,8 @@ import pytest
 
 from scenc.allocators.registry import known
 from scenc.system.elf import inspect as inspect_elf
-from scenc.trace.capture.ltrace import CaptureError, capture
+from scenc.trace.capture import CaptureError
+from scenc.trace.capture.ltrace import capture
 from scenc.trace.events import FREE_KINDS
 from scenc.trace.ltrace import TraceFormatError, parse_file
 from scenc.trace.opsfile import COUNTED_AS

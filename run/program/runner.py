@@ -236,7 +236,7 @@ def make_command_record(config, allocator, round_: int, outcome: CommandOutcome,
                         timeout_s: float, warmup: bool = False,
                         memory_limit: Optional[int] = None) -> dict:
     """The saved record of one run of a command, its status decided from what happened."""
-    from ...system.machine import fmt_bytes
+    from ...system.units import fmt_bytes
     record = runrecord.new(config, round_, warmup, stderr_tail=outcome.stderr, exit_code=None,
                            started=outcome.started, duration_s=outcome.duration_s)
     record.update(provider=outcome.proof.lines[0][1] if outcome.proof.lines else None,

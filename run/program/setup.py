@@ -11,7 +11,7 @@ scenario's runs if there is one, and the header keeps the command so
 from pathlib import Path
 from typing import List, Optional
 
-from ...commands.options import UsageError
+from ...errors import UsageError
 from .target import CommandError, CommandTarget, refusal, target_of
 from ..plan import COMMAND, RunConfig
 

@@ -134,12 +134,12 @@ def refusal(target: CommandTarget) -> Optional[str]:
     A `#!` script is judged by its interpreter (through `/usr/bin/env NAME`).
     """
     from ...system.elf import inspect as inspect_elf
-    from ...trace.capture.ltrace import CaptureError, locate_program
+    from ...system.process import ProgramNotFound, locate_program
     argv, seen = list(target.argv), []
     while True:
         try:
             _, program = locate_program(argv, target.cwd)
-        except CaptureError as exc:
+        except ProgramNotFound as exc:
             raise CommandError(str(exc)) from None
         elf = inspect_elf(program)
         seen.append(program)

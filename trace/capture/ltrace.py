@@ -47,18 +47,17 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
 from ...system.elf import ElfInfo, inspect as inspect_elf
-from ...system.process import kill_group, signal_name
+from ...system.process import run_in_own_session, signal_name
 from ..ltrace import ParseReport, TraceFormatError, parse_file
 from ..profile import TraceStats
+from . import CaptureError, locate
 
-__all__ = ["capture", "CaptureResult", "CaptureError", "DEFAULT_FUNCTIONS"]
+__all__ = ["capture", "CaptureResult", "DEFAULT_FUNCTIONS"]
 
 C_FUNCTIONS = ("malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
                "memalign", "valloc", "pvalloc")
@@ -71,10 +70,6 @@ CXX_FUNCTIONS = ("_Znwm", "_Znam", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_Z
 #: bench/programs/thread_churn.c's worker k for main, which then created worker k + 1 in the replay where
 #: worker k had got to in the capture, not where main had.
 DEFAULT_FUNCTIONS = C_FUNCTIONS + CXX_FUNCTIONS + ("pthread_create",)
-
-
-class CaptureError(RuntimeError):
-    """The program cannot be traced at all (not found, statically linked, ltrace missing ...)."""
 
 
 # --------------------------------------------------------------------------- result
@@ -102,44 +97,9 @@ class CaptureResult:
         return not self.crashed and self.report is not None and not self.report.incomplete and self.events > 0
 
 
-def locate_program(argv: Sequence[str], cwd) -> tuple:
-    """(path of argv[0] as given or found on PATH, the file it leads to); CaptureError if there is none."""
-    prog = argv[0]
-    if os.sep in prog:
-        path = os.path.join(cwd or os.getcwd(), prog)
-    else:
-        path = shutil.which(prog)
-        if path is None:
-            raise CaptureError(f"{prog}: command not found (PATH={os.environ.get('PATH', '')})")
-    if not os.path.exists(path):
-        raise CaptureError(f"{prog}: no such file")
-    return path, os.path.realpath(path)
-
-
-def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], **popen) -> tuple:
-    """(exit status, or None after a timeout; seconds it ran; the last 8 KB of its stderr).
-
-    The command gets a session of its own, so a timeout kills it with every
-    process it started.
-    """
-    with tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stderr=err, start_new_session=True, **popen)
-        try:
-            status = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc.pid)
-            proc.wait()
-            status = None
-        seconds = time.perf_counter() - start
-        err.seek(0, os.SEEK_END)
-        err.seek(max(0, err.tell() - 8192))
-        return status, seconds, err.read().decode("utf-8", "replace")
-
-
 def _interpreted(argv: list, cwd, warnings: list, depth: int = 0) -> tuple:
     """(argv, ElfInfo of the real executable) -- follows '#!' lines, which ltrace cannot trace."""
-    path, real = locate_program(argv, cwd)
+    path, real = locate(argv, cwd)
     elf = inspect_elf(real)
     if elf.shebang and depth < 4:
         interp = elf.shebang

@@ -45,7 +45,8 @@ from typing import Mapping, Optional, Sequence
 
 from ...system.elf import inspect as inspect_elf
 from ...system.process import signal_name
-from .ltrace import CaptureError, locate_program, run_in_own_session
+from ...system.process import run_in_own_session
+from . import CaptureError, locate
 from ..ltrace import TraceFormatError
 from ..tracerlog import PreloadLog, PreloadLogInfo, stop_sentence
 from ..native import tracer_library
@@ -97,7 +98,7 @@ class PreloadCapture:
 def _resolve_program(argv: Sequence[str], cwd) -> tuple:
     """(path of argv[0], the ELF file that will run it: the interpreter of a '#!' script)."""
     prog = argv[0]
-    path, real = locate_program(argv, cwd)
+    path, real = locate(argv, cwd)
     for _ in range(4):
         elf = inspect_elf(real)
         if not elf.shebang:
