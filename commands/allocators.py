@@ -1,20 +1,10 @@
 """`scenc allocators`: what can be passed to --allocators on this machine."""
 
+from ..allocators import registry
 from ..errors import EXIT_OK, UsageError
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "allocators", help="list known allocators: installed or not, path, version, install hint",
-        description="Built-in allocators first, then those from the config files "
-                    "($SCENC_ALLOCATORS or ~/.config/scenc/allocators.ini, and --config). "
-                    "Use your own library with --allocators mine=/path/libmine.so.")
-    p.add_argument("--config", metavar="FILE", help="an allocator config file (INI) to read too")
-    p.set_defaults(func=cmd_allocators)
-
-
-def cmd_allocators(args) -> int:
-    from ..allocators import registry
+def allocators(args) -> int:
     try:
         known = registry.known(args.config)
     except registry.AllocatorError as exc:

@@ -4,39 +4,14 @@ import json
 import sys
 
 from ..errors import EXIT_OK, EXIT_USAGE, UsageError
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser("report", help="re-render the tables (and plots, CSV) of a result file",
-                              description="Recompute every statistic from the raw runs saved in a "
-                                          "result file and print the tables of `scenc run`.")
-    p.add_argument("result", help="a result file written by `scenc run`")
-    p.add_argument("--baseline", metavar="NAME", help="compare against this allocator instead")
-    p.add_argument("--metric", action="append", metavar="NAME",
-                   help="show this metric (repeatable; default wall time and peak RSS)")
-    p.add_argument("--all-metrics", action="store_true", help="a table for every metric")
-    p.add_argument("--plots", metavar="DIR", help="draw plots (PNG and SVG) into DIR")
-    p.add_argument("--csv", metavar="FILE", help="export the runs as CSV")
-    p.add_argument("--json", action="store_true", help="print the statistics as JSON instead of tables")
-    p.add_argument("--across-machines", action="store_true",
-                   help="in a merge of shards from several machines, draw their blocks in the same "
-                        "figures (by default each machine gets its own: they are not comparable)")
-    p.set_defaults(func=cmd_report)
-
-    p = subparsers.add_parser("compare", help="compare two result files (before/after, two machines)",
-                              description="For every allocator and param set found in both files, "
-                                          "the ratio B/A of the means with its 95% CI and a "
-                                          "significance test.")
-    p.add_argument("a", metavar="A.json", help="the reference result")
-    p.add_argument("b", metavar="B.json", help="the result compared with it")
-    p.add_argument("--metric", action="append", metavar="NAME",
-                   help="metric to compare (repeatable; default wall time and peak RSS)")
-    p.set_defaults(func=cmd_compare)
+from ..report.analysis import analyze
+from ..report.compare import compare_files
+from ..report.tables import format_analysis
+from ..run.resultfile import export_csv, load_all
 
 
 def _load(*paths):
     """The result files, or a UsageError naming every one that cannot be read."""
-    from ..run.resultfile import load_all
     results, problems = load_all(paths)
     if problems:
         raise UsageError("\nscenc: ".join(problems))
@@ -47,10 +22,7 @@ def _unknown_metrics(analysis, wanted):
     return [m for m in wanted or [] if m not in analysis.metrics]
 
 
-def cmd_report(args) -> int:
-    from ..run.resultfile import export_csv
-    from ..report.analysis import analyze
-    from ..report.tables import format_analysis
+def report(args) -> int:
     result, = _load(args.result)
     try:
         everything = args.json or args.all_metrics
@@ -82,8 +54,7 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
-def cmd_compare(args) -> int:
-    from ..report.compare import compare_files
+def compare(args) -> int:
     a, b = _load(args.a, args.b)
     lines, common = compare_files(a, b, metrics=args.metric)
     print("\n".join(lines))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 from . import cells as blocks
-from ..errors import EXIT_OK, UsageError
+from ..errors import UsageError
 from .plan import Plan
 
 # Header keys that must be equal in every part: the same scenario, params and plan.
@@ -30,20 +30,6 @@ _SAME = (("source_sha256", "the scenario source"), ("params", "the params"), ("s
 
 class MergeError(UsageError):
     """Parts that do not make one plan; the message lists every problem."""
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "merge", help="put the result files of `scenc run --shard K/N` back together",
-        description="Check that the files are shards of one plan (same scenario, params and plan), "
-                    "report missing or duplicated blocks, and write one result file that "
-                    "`scenc report`, `compare`, CSV and plots read like any other.")
-    p.add_argument("parts", nargs="+", metavar="SHARD.json", help="the shards' result files")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the merged result file")
-    p.add_argument("--allow-missing", action="store_true",
-                   help="write the merge even if shards or blocks are missing (they are listed)")
-    p.add_argument("--force", action="store_true", help="overwrite the output file")
-    p.set_defaults(func=cmd_merge)
 
 
 def _load(paths: Sequence[str]):
@@ -187,16 +173,3 @@ def describe_machines(result) -> str:
     return (f"the blocks ran on {len(found)} machines: {listed}. Each block is analysed within its "
             f"machine; figures across blocks are drawn per machine (--across-machines draws them "
             f"together, with a warning)")
-
-
-def cmd_merge(args) -> int:
-    import sys
-    result = merge(args.parts, args.output, allow_missing=args.allow_missing, force=args.force,
-                   note=lambda text: print(text, file=sys.stderr))
-    runs = sum(1 for r in result.runs if not r.get("warmup"))
-    print(f"merged {len(args.parts)} shards: {len(blocks.plan_blocks(result.header['plan']))} blocks, "
-          f"{runs} runs -> {args.output}", file=sys.stderr)
-    text = describe_machines(result)
-    if text:
-        print(f"scenc: note: {text}", file=sys.stderr)
-    return EXIT_OK

@@ -8,7 +8,7 @@ import pytest
 
 from scenc.allocators import registry
 from scenc.run import plan as harness_plan, runner
-from scenc.commands import run as run_command
+from scenc.commands import options
 from scenc.report import metrics as metric_defs
 from scenc.report.tables import format_value
 
@@ -53,18 +53,18 @@ def test_every_round_has_a_new_order_that_the_seed_fixes():
 
 @pytest.mark.parametrize("text, value", [("2%", 0.02), ("0.5%", 0.005), ("0.1", 0.1)])
 def test_ci_option(text, value):
-    assert run_command.parse_fraction(text) == pytest.approx(value)
+    assert options.parse_fraction(text) == pytest.approx(value)
 
 
 @pytest.mark.parametrize("text", ["0%", "150%", "two"])
 def test_ci_option_rejects_nonsense(text):
     with pytest.raises(argparse.ArgumentTypeError):
-        run_command.parse_fraction(text)
+        options.parse_fraction(text)
 
 
 @pytest.mark.parametrize("text, seconds", [("90", 90), ("30s", 30), ("2m", 120), ("1.5h", 5400)])
 def test_durations(text, seconds):
-    assert run_command.parse_seconds(text) == pytest.approx(seconds)
+    assert options.parse_seconds(text) == pytest.approx(seconds)
 
 
 def _report(wall_ns=2_000_000, provider="/lib/x86_64-linux-gnu/libc.so.6", peak=1500):

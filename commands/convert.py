@@ -1,0 +1,150 @@
+"""`scenc convert FILE [-o FILE.scn] [--model]`: a capture as an exact replay, or as a fitted model.
+
+A capture cut short by a crash still converts: the command says what was lost and exits 0; a log cut inside
+a record converts and exits 4 (errors.py); 64: nothing to convert.
+"""
+
+import sys
+from pathlib import Path
+
+from ..compiler.pipeline import load
+from ..errors import EXIT_INCOMPLETE, EXIT_OK
+from ..scenario.errors import ScenarioError
+from ..trace.model import ModelRunError, calibrate_peak, measure_peak, write_model
+from ..trace.replay import auto_touch, threads_line, touch_line, write_replay
+from ..trace.source import TraceInputError, TraceSource
+from .tracing import anomaly_lines, guarded, kinds_line
+
+SHOWN_THREADS = 32         # threads listed one by one in convert's summary
+
+
+@guarded("convert")
+def convert(args) -> int:
+    # The exact replay's converter reads a tracer log itself (runtime/tools/convert.c): no indexing here; nor does it
+    # use an ltrace log's timestamps: not read.
+    source = TraceSource(args.file, extra_events=True, index=args.model, times=args.model)
+    default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
+    out = Path(args.output or default)
+    if out.suffix != ".scn":
+        raise TraceInputError(f"{out}: the output is a scenario and must end in .scn")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if args.model:
+        touch = _model_touch(source, args.touch)
+        model = write_model(source.events, out, source_name=source.path.name, max_phases=args.max_phases,
+                            touch=touch)
+        _check_calls(source, model.calls, [out, *model.data_files])
+        _self_check(out)
+        if not args.no_measure:
+            try:
+                if not args.no_calibrate:
+                    # Seconds to a minute: say so before the builds start.
+                    print("calibrating the model's lifetimes on the capture's peak of live bytes (it is built and "
+                          "run with the live probe a few times; --no-calibrate skips this)", file=sys.stderr)
+                    calibrate_peak(model, cc=args.cc)
+                measure_peak(model, cc=args.cc)
+            except ModelRunError as e:
+                raise TraceInputError(str(e)) from None
+        print(f"modelled {source.path} -> {out}" + "".join(f" + {p.name}" for p in model.data_files))
+        for line in model.summary_lines():
+            print("  " + line)
+        _print_losses(source)
+    else:
+        if source.format == "preload":
+            report = write_replay(source.path, out, source.path.name, touch=args.touch, main_tid=source.main_tid(),
+                                  found=source.adopt_log_info)
+        else:
+            report = write_replay(source.events, out, source.path.name, touch=args.touch, main_tid=source.main_tid())
+        _check_calls(source, report.calls, [out, out.with_suffix(".ops")])
+        _note_losses(out, source.losses())
+        ops = out.with_suffix(".ops")
+        print(f"converted {source.path} -> {out} + {ops.name} ({report.calls} calls, "
+              f"{ops.stat().st_size / 1024:.0f} KiB)")
+        for line in replay_summary(report):
+            print("  " + line)
+        _print_losses(source)
+    print(f"run it: scenc run {out} --allocators glibc,jemalloc,mimalloc")
+    return EXIT_INCOMPLETE if source.damaged else EXIT_OK      # a log cut inside a record: converted, but damaged
+
+
+def _model_touch(source, touch: str) -> str:
+    """A model's `touch_new`: the mode given, or for auto the one the exact replay's converter chooses from the
+    same capture (a tracer log's sampled pages and faults; pages without a reading, as for an ltrace log)."""
+    if touch != "auto":
+        return touch
+    if source.format != "preload":
+        return "pages"
+    return auto_touch(source.path, source.main_tid())
+
+
+def _note_losses(scn: Path, losses: list) -> None:
+    """An incomplete capture says so in the scenario it became, not only on the terminal."""
+    if losses:
+        lines = ["# INCOMPLETE capture: the replay holds the calls that were seen. Lost:"]
+        lines += [f"#   - {sentence}" for sentence in losses]
+        scn.write_text("\n".join(lines) + "\n" + scn.read_text())
+
+
+def _check_calls(source, converted: int, written: list) -> None:
+    if converted == 0:
+        for path in written:             # a scenario of nothing would only fail later, less clearly
+            path.unlink(missing_ok=True)
+        raise TraceInputError(f"{source.path}: the capture holds no allocator call: nothing to convert"
+                              + (" (" + "; ".join(source.losses()) + ")" if source.losses() else ""))
+
+
+def _print_losses(source) -> None:
+    losses = source.losses()
+    if losses:
+        print(f"warning: {source.path} is an INCOMPLETE capture; the scenario covers the calls that were seen. "
+              f"Lost:", file=sys.stderr)
+        for sentence in losses:
+            print(f"  - {sentence}", file=sys.stderr)
+    if source.report.anomaly_counts:
+        print("  anomalies in the capture (every one counted; 'info' ones were handled):")
+        for line in anomaly_lines(source.report):
+            print("    " + line)
+
+
+def replay_summary(report) -> list:
+    """The ReplayReport in a few lines: threads, calls per kind, waits, peak, every degraded call."""
+    out = []
+    totals: dict = {}
+    for counts in report.counts:
+        for k, n in counts.items():
+            totals[k] = totals.get(k, 0) + n
+    kinds = sorted(totals, key=lambda k: (-totals[k], k))
+    renamed = {k: n for k, n in sorted(report.trace_kinds.items()) if k not in totals}
+    out.append(f"calls: {kinds_line(totals)} ({report.calls} in all, every captured call replayed"
+               + (f"; replayed under the runtime's names: {kinds_line(renamed)}" if renamed else "") + ")")
+    out.append(f"threads: {report.threads} ({threads_line(report)})")
+    if report.touch_auto:
+        out.append(f"touch: {touch_line(report)}")
+    for i, (tid, counts) in enumerate(zip(report.tids[:SHOWN_THREADS], report.counts)):
+        per = "  ".join(f"{k} {counts.get(k, 0)}" for k in kinds)
+        out.append(f"  trace[{i}]  tid {tid:<8} {per}")
+    if report.threads > SHOWN_THREADS:
+        out.append(f"  ... and {report.threads - SHOWN_THREADS} more thread(s) (scenc exec on the scenario lists "
+                   f"them all)")
+    out.append(f"cross-thread waits: {report.cross_thread_waits} ops wait for another thread "
+               f"(cross-thread frees and reuse of a block freed by a thread not joined yet)")
+    out.append(f"peak live: {report.peak_live_bytes} bytes (line {report.peak_line}); "
+               f"{report.live_at_end} objects live at the end")
+    if report.degraded:
+        out.append(f"degraded calls ({sum(report.degraded.values())}, replayed as the same kind of call):")
+        for what, n in sorted(report.degraded.items(), key=lambda kv: -kv[1]):
+            lines = report.degraded_lines[what]
+            out.append(f"  {n:>7} x {what}; lines {', '.join(map(str, lines))}{', ...' if n > len(lines) else ''}")
+    else:
+        out.append("degraded calls: none")
+    return out
+
+
+def _self_check(path: Path) -> None:
+    """A model the compiler refuses is a bug of the model writer: say so plainly, never ship it silently."""
+    try:
+        loaded = load(path)
+    except ScenarioError as exc:
+        raise TraceInputError(f"the generated model {path} does not pass `scenc check` (a bug in scenc's model "
+                              f"writer, please report it):\n{exc.render()}") from None
+    for w in loaded.warnings:
+        print(w.render(loaded.resolved.scenario.source), file=sys.stderr)

@@ -1,0 +1,41 @@
+"""`scenc exec FILE`: build a scenario and run it once under the default allocator: counts, time, rate."""
+
+import json
+import os
+import sys
+
+from ..compiler.pipeline import build as build_program
+from ..errors import EXIT_OK, EXIT_RUN
+from ..report.execsummary import format_exec
+from ..run import memlimit
+from ..run.runner import ProgramRunner
+from ..system.process import describe_status
+from ..system.units import fmt_bytes
+from .compile import sanitizer_flags
+from .options import parse_params
+
+
+def exec_once(args):
+    b = build_program(args.scenario, parse_params(args.param), cc=args.cc, extra_flags=sanitizer_flags(args),
+                      warn=lambda m: print(m, file=sys.stderr), allow_huge=args.allow_huge)
+    # ASan and TSan reserve terabytes of shadow memory, which RLIMIT_DATA counts.
+    limit = None if args.sanitize in ("address", "thread") else args.memory_limit
+    outcome = ProgramRunner().run([str(b.binary)], os.environ, None, limit, capture_stderr=False)
+    if outcome.over_limit is not None:
+        print(f"scenc: out of memory: the scenario program already used {fmt_bytes(outcome.over_limit)} "
+              f"when its memory limit of {memlimit.describe(limit)} was set; killed", file=sys.stderr)
+        return EXIT_RUN
+    if outcome.returncode != 0:
+        print(f"scenc: the scenario program failed with {describe_status(outcome.returncode)}", file=sys.stderr)
+        return EXIT_RUN
+    result = json.loads(outcome.stdout)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_exec(result))
+    failed = sum(t.get("failed", 0) for t in result["threads"])
+    if args.allow_huge and failed and limit is not None:
+        print(f"scenc: out of memory: {failed} allocations returned NULL under the memory limit of "
+              f"{memlimit.describe(limit)}", file=sys.stderr)
+        return EXIT_RUN
+    return EXIT_OK

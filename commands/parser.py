@@ -1,0 +1,241 @@
+"""Every `scenc` command line: the verbs in `scenc --help` order, each with its options.
+
+A verb names its handler as "module:function" of commands/ (`handler`); cli.py imports that module
+only when the verb runs, so building the parser costs no more than argparse and this package's
+options module.
+"""
+
+import argparse
+
+from .. import __version__
+from ..compiler.build import default_cc
+from ..run.memlimit import NO_LIMIT_GIVEN
+from ..run.plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP,
+                        MIN_TIMEOUT_S, TIMEOUT_FACTOR)
+from ..trace.opsfile import DEFAULT_TOUCH, TOUCH_MODES
+from . import options as o
+
+
+def _verb(sub, name: str, handler: str, **kwargs):
+    p = sub.add_parser(name, **kwargs)
+    p.set_defaults(handler=handler)
+    return p
+
+
+def _scenario_file(p) -> None:
+    p.add_argument("scenario", help="a .scn file")
+    o.add_param(p, "one")
+    o.add_cc(p, default_cc())
+    p.add_argument("--sanitize", choices=("thread", "address", "undefined"),
+                   help="build with a sanitizer (for checking scenc's runtime, not for timing)")
+
+
+def _compile_verbs(sub) -> None:
+    _scenario_file(_verb(sub, "check", "compile:check", help="check a scenario and print its diagnostics"))
+    _scenario_file(_verb(sub, "emit", "compile:emit", help="print the generated C program"))
+    p = _verb(sub, "build", "compile:build", help="compile a scenario to a program (cached)")
+    _scenario_file(p)
+    p.add_argument("-o", "--output", help="copy the program here")
+    p = _verb(sub, "exec", "exec:exec_once", help="build and run once under the default allocator")
+    _scenario_file(p)
+    o.add_json(p, "the program's raw report")
+    o.add_memory_limit(p, "the program", "allocations beyond it return NULL", default="80%")
+    o.add_allow_huge(p, "held to --memory-limit")
+
+
+def _run(sub) -> None:
+    p = _verb(sub, "run", "run:run",
+              help="compare allocators on a scenario or a real program: many shuffled runs, statistics, report",
+              usage="scenc run [FILE.scn] [options] [-- COMMAND [ARGS...]]",
+              description="Build the scenario once per param set, then run it under each allocator "
+                          "in shuffled rounds, save every run, and report which allocator is faster "
+                          "and leaner, by how much, and how sure that is. A command after `--` is run "
+                          "the same way (alone, or beside the scenario in the same rounds, side by side "
+                          "in the report).")
+    p.add_argument("scenario", nargs="?", help="a .scn file (not needed with --resume or with a "
+                                               "command alone)")
+    p.add_argument("--allocators", metavar="LIST",
+                   help="comma-separated names or NAME=/path/lib.so (default: glibc and every "
+                        "installed tcmalloc, jemalloc, mimalloc); see `scenc allocators`")
+    p.add_argument("--allocator-config", metavar="FILE", help="INI file defining more allocators")
+    o.add_param(p, "sweep")
+    o.add_cc(p, None, "C compiler (gcc or clang; default $SCENC_CC or gcc)")
+    _run_rounds(p)
+    p.add_argument("--probes", metavar="LIST",
+                   help="what to measure (default time,memory; `scenc probes` lists them): scenc "
+                        "plans the fewest runs in which no probe disturbs another's figures; "
+                        "'a+b' forces a and b into one run")
+    o.add_baseline(p, "compare against this allocator (default: the first)")
+    p.add_argument("--seed", type=int, help="seed of the run order (default: random, saved in the result)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="result file (default results/<scenario>-<timestamp>.json)")
+    p.add_argument("--shard", type=o.parse_shard, metavar="K/N",
+                   help="run only the K-th of N parts of the plan (whole param set x probe set "
+                        "cells, dealt for equal time); put the parts together with `scenc merge`")
+    p.add_argument("--resume", metavar="FILE", help="continue an interrupted run from its result file")
+    o.add_outputs(p, also=True)
+    o.add_all_metrics(p)
+    o.add_memory_limit(p, "a run", "a run that reaches it is recorded as out of memory", default=NO_LIMIT_GIVEN)
+    o.add_allow_huge(p, "each run held to --memory-limit")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress, only the result")
+    _run_program(p.add_argument_group("a real program (`-- COMMAND ARGS...`)"))
+    p.set_defaults(command_argv=None)
+
+
+def _run_rounds(p) -> None:
+    p.add_argument("--runs", type=o.parse_runs, metavar="N|auto",
+                   help=f"measured runs per allocator and param set, or 'auto': rounds until --ci "
+                        f"is reached (the default, with a --time-budget of {DEFAULT_TIME_BUDGET_S:g} s "
+                        f"per param set)")
+    p.add_argument("--warmup", type=o.positive_int, metavar="N",
+                   help=f"unmeasured runs first, per allocator and param set (default {DEFAULT_WARMUP})")
+    p.add_argument("--ci", type=o.parse_fraction, metavar="PCT",
+                   help=f"with --runs auto: stop when each 95%% CI of wall time and peak RSS is "
+                        f"within ±PCT of its mean (default {DEFAULT_CI * 100:g}%%)")
+    p.add_argument("--min-runs", type=o.positive_int, metavar="N",
+                   help=f"with --runs auto: at least N runs (default {AUTO_MIN_RUNS})")
+    p.add_argument("--max-runs", type=o.positive_int, metavar="N",
+                   help=f"with --runs auto: at most N runs (default {AUTO_MAX_RUNS})")
+    p.add_argument("--time-budget", type=o.parse_seconds, metavar="DURATION",
+                   help="start no new round after this long (30s, 5m ...)")
+    o.add_timeout(p, f"per run (default: max({MIN_TIMEOUT_S:g} s, {TIMEOUT_FACTOR}x the warm-up))")
+
+
+def _run_program(g) -> None:
+    g.add_argument("--cwd", metavar="DIR", help="run the command in DIR (default: here)")
+    g.add_argument("--stdin", metavar="FILE", help="the command's standard input (default /dev/null)")
+    g.add_argument("--env", action="append", metavar="KEY=VALUE", help="set a variable for the command "
+                   "(repeatable)")
+    g.add_argument("--metric", metavar="REGEX", help="also take a figure the command prints, from the "
+                   "last match of REGEX's first group in its output (e.g. 'rtime: ([0-9.]+)')")
+    g.add_argument("--higher-is-better", action="store_true",
+                   help="the --metric figure is a throughput: higher is better (default: lower)")
+
+
+def _merge(sub) -> None:
+    p = _verb(sub, "merge", "merge:merge",
+              help="put the result files of `scenc run --shard K/N` back together",
+              description="Check that the files are shards of one plan (same scenario, params and plan), "
+                          "report missing or duplicated cells, and write one result file that "
+                          "`scenc report`, `compare`, CSV and plots read like any other.")
+    p.add_argument("parts", nargs="+", metavar="SHARD.json", help="the shards' result files")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the merged result file")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="write the merge even if shards or cells are missing (they are listed)")
+    p.add_argument("--force", action="store_true", help="overwrite the output file")
+
+
+def _allocators(sub) -> None:
+    p = _verb(sub, "allocators", "allocators:allocators",
+              help="list known allocators: installed or not, path, version, install hint",
+              description="Built-in allocators first, then those from the config files "
+                          "($SCENC_ALLOCATORS or ~/.config/scenc/allocators.ini, and --config). "
+                          "Use your own library with --allocators mine=/path/libmine.so.")
+    p.add_argument("--config", metavar="FILE", help="an allocator config file (INI) to read too")
+
+
+def _probes(sub) -> None:
+    p = _verb(sub, "probes", "probes:probes",
+              help="list what can be measured, or show the run plan for a selection",
+              description="List the probes with what each measures, costs and must not "
+                          "share a run with; with --plan, the runs scenc would make.")
+    p.add_argument("--plan", metavar="LIST", help="show the runs for this --probes selection (time,layout ...)")
+    p = _verb(sub, "play", "play:play", help="animate the heap of a layout run as a GIF (the 'player')",
+              description="Draw how each allocator's heap fills and empties over the "
+                          "scenario, side by side, as an animated GIF. RESULT is a result "
+                          "file of `scenc run --probes ...layout`, a run directory or a "
+                          "layout.bin file.")
+    p.add_argument("result", metavar="RESULT")
+    p.add_argument("-o", "--output", help="the GIF to write (default: RESULT-heap.gif)")
+    o.add_param(p, "pick")
+    p.add_argument("--fps", type=int, default=10, help="frames per second (default 10)")
+    p.add_argument("--frames", type=int, default=80, help="at most this many frames (default 80)")
+    p.add_argument("--map", metavar="PNG", help="also draw the static heap map here")
+
+
+def _capture(sub) -> None:
+    p = _verb(sub, "capture", "capture:capture",
+              help="run a program and record its allocator calls (ltrace or an LD_PRELOAD tracer)",
+              description="Run COMMAND and record every allocator call it makes, then say whether the capture "
+                          "is complete and, if it saw nothing or too little, why and what to try.",
+              usage="scenc capture -o FILE [--method ltrace|preload] [--retries N] -- COMMAND [ARGS...]")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the log to write")
+    p.add_argument("--method", choices=("ltrace", "preload"), default="ltrace",
+                   help="ltrace (default; 100-1000x slower, may crash threaded programs) or preload "
+                        "(the LD_PRELOAD tracer: sees every call, costs microseconds)")
+    p.add_argument("--mode", choices=("auto", "x", "e"), default="auto",
+                   help="ltrace: -L -x breakpoints (x: every call, crashes most threaded programs), -e PLT "
+                        "breakpoints (e: the program's own calls), or auto: x, then e if every x attempt crashed")
+    p.add_argument("--retries", type=int, default=2, metavar="N",
+                   help="ltrace: attempts more per mode when a capture crashes (default 2)")
+    o.add_timeout(p, "stop the program after this long (30s, 5m ...)")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="COMMAND",
+                   help="the program and its arguments, after --")
+
+
+def _trace_stats(sub) -> None:
+    p = _verb(sub, "trace-stats", "tracestats:trace_stats",
+              help="statistics of a capture: calls, sizes, lifetimes, threads, anomalies",
+              description="Statistics of an ltrace log or an LD_PRELOAD tracer log (recognised by its content). "
+                          "Exit status 4 when the capture is incomplete.")
+    p.add_argument("file", help="the capture (from scenc capture)")
+    o.add_json(p, "the statistics")
+
+
+def _convert(sub) -> None:
+    p = _verb(sub, "convert", "convert:convert",
+              help="turn a capture into a scenario: exact replay, or a fitted model (--model)",
+              description="Without --model: an exact replay (FILE.scn + FILE.ops): every captured call, in "
+                          "each thread's order, with the cross-thread handoffs. With --model: a short readable "
+                          "scenario with the capture's statistics (thread groups, sizes, lifetimes, cross-thread "
+                          "frees, phases), and its size histograms beside it.")
+    p.add_argument("file", help="the capture (ltrace log or tracer log)")
+    p.add_argument("-o", "--output", metavar="FILE.scn",
+                   help="the scenario to write (default: FILE.scn, or FILE-model.scn with --model)")
+    p.add_argument("--model", action="store_true", help="write a fitted model instead of the exact replay")
+    p.add_argument("--touch", choices=(*TOUCH_MODES, "auto"), default=DEFAULT_TOUCH,
+                   help="what the replay writes into each new block and the grown part of each realloc: nothing, "
+                        "its first and last byte, one byte per page and its last byte, or every byte; auto: first "
+                        "or pages, chosen from what a preload capture saw of the program's pages (default "
+                        f"{DEFAULT_TOUCH}; docs/capture.md says why)")
+    p.add_argument("--max-phases", type=int, default=4, metavar="N",
+                   help="--model: at most N phases (default 4; 1 turns phase detection off)")
+    p.add_argument("--no-measure", action="store_true",
+                   help="--model: do not build and run the model once to measure its peak of live bytes")
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="--model: keep the fitted lifetimes as they are, even when the model's peak of live bytes "
+                        "is off the capture's (by default they are scaled until it is not: `param life_scale`)")
+    o.add_cc(p, default_cc(), "--model: C compiler for that run")
+
+
+def _report(sub) -> None:
+    p = _verb(sub, "report", "report:report", help="re-render the tables (and plots, CSV) of a result file",
+              description="Recompute every statistic from the raw runs saved in a "
+                          "result file and print the tables of `scenc run`.")
+    p.add_argument("result", help="a result file written by `scenc run`")
+    o.add_baseline(p, "compare against this allocator instead")
+    o.add_metric_names(p, "show")
+    o.add_all_metrics(p)
+    o.add_outputs(p, also=False)
+    o.add_json(p, "the statistics, instead of tables,")
+    p.add_argument("--across-machines", action="store_true",
+                   help="in a merge of shards from several machines, draw their cells in the same "
+                        "figures (by default each machine gets its own: they are not comparable)")
+    p = _verb(sub, "compare", "report:compare", help="compare two result files (before/after, two machines)",
+              description="For every allocator and param set found in both files, "
+                          "the ratio B/A of the means with its 95% CI and a "
+                          "significance test.")
+    p.add_argument("a", metavar="A.json", help="the reference result")
+    p.add_argument("b", metavar="B.json", help="the result compared with it")
+    o.add_metric_names(p, "compare")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scenc", description="Compile allocator scenarios to C and "
+                                     "compare allocators on them.")
+    parser.add_argument("--version", action="version", version=f"scenc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for add in (_compile_verbs, _run, _merge, _allocators, _probes, _capture, _trace_stats, _convert, _report):
+        add(sub)
+    return parser

@@ -1,0 +1,43 @@
+"""What the capture, trace-stats and convert commands share: their errors as one sentence, the lines
+that list a capture's anomalies and its calls by kind."""
+
+from ..errors import UnusableInput
+from ..trace.events import ANOMALY_KINDS
+from ..trace.ltrace import ParseReport, TraceFormatError
+from ..trace.source import TraceInputError
+
+
+def guarded(name):
+    """User errors of `scenc NAME` as one clear sentence (cli.main gives them exit status 64), never a traceback."""
+    def wrap(func):
+        def run(args):
+            try:
+                return func(args)
+            except TraceFormatError as e:
+                raise UnusableInput(str(e)) from None
+            except TraceInputError as e:
+                raise UnusableInput(f"scenc {name}: {e}") from None
+            except BrokenPipeError:
+                raise
+            except OSError as e:
+                where = f"{e.filename}: " if e.filename else ""
+                raise UnusableInput(f"scenc {name}: {where}{e.strerror or e}") from None
+        return run
+    return wrap
+
+
+def anomaly_lines(report: ParseReport, max_lines: int = 5) -> list:
+    """One line per anomaly kind: severity, kind, count, first lines (errors first)."""
+    order = {"error": 0, "warning": 1, "info": 2}
+    out = []
+    for kind, n in sorted(report.anomaly_counts.items(),
+                          key=lambda kv: (order[ANOMALY_KINDS.get(kv[0], ("warning",))[0]], kv[0])):
+        sev = ANOMALY_KINDS.get(kind, ("warning", ""))[0]
+        lines = report.first_lines(kind)[:max_lines]
+        where = f"  lines {', '.join(map(str, lines))}{', ...' if n > len(lines) else ''}" if lines else ""
+        out.append(f"{sev:<7} {kind:<30} {n:>8}{where}")
+    return out
+
+
+def kinds_line(counts: dict) -> str:
+    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"
