@@ -30,12 +30,15 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
 from . import probes
+from .probes import rundata
+from .report import metrics as metric_defs
+from .report.progress import Progress, format_duration
 from .run import record as runrecord
 from .run.plan import (COMMAND, FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan, RunConfig,
                        params_key)
-from .report import metrics as metric_defs
-from .report.progress import Progress, format_duration
+from .run.program.runner import make_command_record
 from .run.runner import ProgramRunner, make_record, static_peak
+from .stats.summary import relative_ci_halfwidth
 
 STATUS_WORDS = {"crashed": "crashed", "timeout": "timed out", "failed-allocs": "had failed allocations",
                 "out-of-memory": "ran out of memory", "wrong-allocator": "ran under the wrong allocator",
@@ -169,13 +172,9 @@ class Session:
 
     def run_one(self, config: RunConfig, round_: int, warmup: bool = False) -> Optional[dict]:
         """Run and save once; None when interrupted (the unfinished run is not saved)."""
-        # rundata and stats (numpy) load when runs are made: every command's
-        # parser imports this module, and `scenc check` must start fast.
-        from .probes import rundata
         allocator = self.allocators[config.allocator]
         timeout = self._timeout(config)
         if config.target == COMMAND:
-            from .run.program.runner import make_command_record
             outcome = self.runner.run_command(self.command, allocator, self.base_env, timeout,
                                               self.plan.memory_limit)
             if self.runner.interrupted:
@@ -279,7 +278,6 @@ class Session:
         return True
 
     def _converged(self) -> bool:
-        from .stats.summary import relative_ci_halfwidth
         for config in self.active():
             samples = self.samples(config)
             measured = probes.set_members(config.probe_set)

@@ -9,7 +9,7 @@ import time
 
 from ..compiler.pipeline import build as build_program, emit as emit_c, load, print_warnings
 from ..errors import EXIT_OK
-from .options import parse_params
+from ..scenario.params import parse_params
 
 
 def sanitizer_flags(args):

@@ -9,10 +9,10 @@ from ..errors import EXIT_OK, EXIT_RUN
 from ..report.execsummary import format_exec
 from ..run import memlimit
 from ..run.runner import ProgramRunner
+from ..scenario.params import parse_params
 from ..system.process import describe_status
 from ..system.units import fmt_bytes
 from .compile import sanitizer_flags
-from .options import parse_params
 
 
 def exec_once(args):

@@ -6,9 +6,6 @@ built for every command, `scenc --help` included.
 
 import argparse
 
-from ..errors import UsageError
-
-
 # ------------------------------------------------------------ option values
 
 def parse_fraction(text: str) -> float:
@@ -75,27 +72,6 @@ def positive_int(text: str) -> int:
 def _memory_limit(text: str):
     from ..run.memlimit import parse_option  # memlimit loads when the option is given
     return parse_option(text)
-
-
-def parse_params(items, sweep=False):
-    """`--param k=v` (several times, or k=v1,v2 with sweep) into {k: value or [values]}."""
-    # The scenario front end loads only for commands that take --param.
-    from ..scenario.resolve import parse_param_value
-    params = {}
-    for item in items or []:
-        for part in item.split(";"):
-            if "=" not in part:
-                raise UsageError(f"--param {part!r}: expected NAME=VALUE")
-            key, _, text = part.partition("=")
-            key = key.strip()
-            try:
-                values = [parse_param_value(v) for v in text.split(",")]
-            except ValueError as exc:
-                raise UsageError(f"--param {key}: {exc}") from None
-            if len(values) > 1 and not sweep:
-                raise UsageError(f"--param {key}: several values are for `scenc run` sweeps; give one here")
-            params[key] = values if sweep else values[0]
-    return params
 
 
 def split_command_tail(argv: list):

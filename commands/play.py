@@ -9,7 +9,7 @@ from ..probes.layout import FILE
 from ..probes.rundata import kept_runs
 from ..report.plots.probes import layout_maps
 from ..run.resultfile import ResultFileError, load
-from .options import parse_params
+from ..scenario.params import parse_params
 
 
 def _maps_from(target: Path, params_filter):

@@ -41,8 +41,8 @@ def report(args) -> int:
         rows = export_csv(result, args.csv)
         print(f"CSV: {args.csv} ({rows} rows)", file=sys.stderr)
     if args.plots:
-        from ..report.plots.probes import write_probe_plots
         from ..report.plots.charts import write_plots
+        from ..report.plots.probes import write_probe_plots
         if analysis.machines and args.across_machines:
             print(f"scenc: warning: --across-machines: the plots put blocks of {len(analysis.machines)} "
                   f"machines side by side; differences between those blocks may be the machines'",

@@ -187,8 +187,8 @@ def finish(result, args, progress) -> int:
         rows = export_csv(result, args.csv)
         progress.info(f"CSV: {args.csv} ({rows} rows)")
     if args.plots:
-        from ..report.plots.probes import write_probe_plots
         from ..report.plots.charts import write_plots
+        from ..report.plots.probes import write_probe_plots
         paths = write_plots(analysis, args.plots, all_metrics=args.all_metrics)
         paths += write_probe_plots(result, args.plots)
         progress.info(f"plots: {len(paths)} files in {args.plots}")

@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
 from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
-from ..run import cells as plan_blocks
-from ..run import record as runrecord
+from ..run import cells as plan_blocks, record as runrecord
 from ..run.plan import DEFAULT_PROBE_SET
+from ..run.program.target import register_reported_metrics
+from ..stats.comparison import compare
+from ..stats.summary import format_values, summarize
 from . import metrics as metric_defs
+from .sidebyside import pairs_json
 
 MIN_RUNS_TO_COMPARE = 2
 
@@ -55,7 +58,6 @@ class Verdict:
     ahead: bool = True
 
     def sentence(self) -> str:
-        from ..stats.summary import format_values
         m = metric_defs.metric(self.metric)
         if self.runner_up is None or self.comparison is None:
             return f"{self.word}: {self.best} (the only allocator with enough runs)"
@@ -146,7 +148,6 @@ class Analysis:
 
 def _side_by_side_json(analysis) -> list:
     """A scenario beside its program (report/sidebyside.py); [] without a command."""
-    from .sidebyside import pairs_json
     return pairs_json(analysis)
 
 
@@ -197,9 +198,6 @@ def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95,
 
 
 def _analyze(result, baseline, confidence, wanted) -> Analysis:
-    from ..stats.comparison import compare
-    from ..stats.summary import summarize
-    from ..run.program.target import register_reported_metrics
     header, runs = result.header, list(result.runs)
     register_reported_metrics(header)
     names = _allocator_order(header, runs)

@@ -12,19 +12,34 @@ import dataclasses
 import random
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Dict, Mapping, Optional
 
 from .. import probes
-from .memlimit import NO_LIMIT_GIVEN
-from ..errors import UsageError
+from ..allocators import registry
 from ..compiler.build import default_cc
-from ..commands.options import parse_params
-from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_PROBE_SET, DEFAULT_TIME_BUDGET_S,
-                   DEFAULT_WARMUP, Plan, params_key, params_label, plan_runs, sweep)
+from ..compiler.pipeline import build
+from ..errors import UsageError
+from ..probes import ProbeError, planner
 from ..report import metrics as metric_defs
 from ..report.progress import Progress
+from ..scenario.errors import ScenarioError
+from ..scenario.params import parse_params
+from ..scenario.parser import parse
+from ..scenario.peak import is_machine_too_small
+from ..scenario.resolve import resolve
+from ..system import metadata
+from . import cells as blocks, memlimit, shard
+from .memlimit import NO_LIMIT_GIVEN
+from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_PROBE_SET, DEFAULT_TIME_BUDGET_S,
+                   DEFAULT_WARMUP, Plan, params_key, params_label, plan_runs, sweep)
+from .program import setup as command_setup
+from .program.runner import helpers
+from .resultfile import ResultFileError, create, load, make_header
+from .runner import ProgramRunner
+from .shard import default_seed
 
 
 class HarnessError(Exception):
@@ -37,7 +52,6 @@ _PLAN_OPTIONS = ("allocators", "param", "runs", "warmup", "ci", "min_runs", "max
 
 
 def _default_allocators(config_path) -> str:
-    from ..allocators import registry
     names = ["glibc"] + [a.name for a in registry.known(config_path)
                          if a.name in ("tcmalloc", "jemalloc", "mimalloc") and registry.problem(a) is None]
     return ",".join(names)
@@ -62,7 +76,6 @@ def _allocator_entry(a) -> dict:
 
 
 def _allocators_from_header(header: Mapping) -> Dict[str, object]:
-    from ..allocators import registry
     chosen = {}
     for name, entry in header["allocators"].items():
         a = registry.Allocator(name=name, library=entry.get("path"), env=entry.get("env") or {},
@@ -84,8 +97,6 @@ def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progre
     """Every program a plan needs, before any run: a build error stops everything early."""
     # The compiler (jinja2, lark) and the allocator registry load when a run is prepared,
     # not when the parser of every command is built.
-    from ..compiler.pipeline import build
-    from ..scenario.errors import ScenarioError
     programs = {}
     for params in param_sets:
         for probe_set in probe_sets:
@@ -96,7 +107,6 @@ def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progre
                 b = build(scenario_path, params, cc=cc, probes=probes.c_parts(probe_set),
                           warn=progress.note if not programs else None, allow_huge=allow_huge)
             except ScenarioError as exc:
-                from ..scenario.peak import is_machine_too_small
                 if len(param_sets) > 1:
                     progress.note(f"scenc: with {params_label(params)}:")
                 if any(is_machine_too_small(d) for d in exc.diagnostics):
@@ -113,7 +123,6 @@ def _build_programs(scenario_path: Path, param_sets, probe_sets, cc: str, progre
 
 def _header(args, plan: Plan, allocators, cc: str, machine: Mapping, **fields) -> dict:
     """A new session's header: what every session records, and `fields` of its target."""
-    from .resultfile import make_header
     return make_header(
         machine=machine,
         allocators={name: _allocator_entry(a) for name, a in allocators.items()},
@@ -128,9 +137,6 @@ def _header(args, plan: Plan, allocators, cc: str, machine: Mapping, **fields) -
 
 
 def _new_session_header(args, scenario_path: Path, plan: Plan, allocators, sweep_params, cc):
-    from ..system import metadata
-    from ..scenario.parser import parse
-    from ..scenario.resolve import resolve
     source = scenario_path.read_text()
     # The builds have checked every param set; only the resolved values are needed here.
     scenario = parse(source, str(scenario_path))
@@ -153,13 +159,11 @@ def _new_session_header(args, scenario_path: Path, plan: Plan, allocators, sweep
 
 def _command_only_header(args, plan: Plan, allocators, command, cc: str) -> dict:
     """The header of a session that runs a command and no scenario."""
-    from ..system import metadata
     return _header(args, plan, allocators, cc, metadata.collect_machine(cc=cc),
                    scenario=command.name, source="", params={}, seed=None, probes=[], param_sets=[])
 
 
 def _resolve_allocators(args) -> Dict[str, object]:
-    from ..allocators import registry
     try:
         spec = args.allocators or _default_allocators(args.allocator_config)
         chosen = registry.resolve(spec, config_path=args.allocator_config)
@@ -180,10 +184,6 @@ def _time_budget(args, points: int):
 
 def prepare_new(args, progress, check=lambda: None):
     """(result file, plan, allocators, programs) for a fresh run; nothing is run yet."""
-    from concurrent.futures import ThreadPoolExecutor
-    from ..probes import ProbeError, planner
-    from .resultfile import create
-    from .program import setup as command_setup
     command = command_setup.target_from_args(args)      # `-- ./prog args`, or None
     if not args.scenario and command is None:
         raise UsageError("give a scenario file, a command after `--`, or --resume RESULT.json")
@@ -219,7 +219,6 @@ def prepare_new(args, progress, check=lambda: None):
             programs = _build_programs(scenario_path, param_sets, probe_plan.probe_sets, cc, progress,
                                        allow_huge=args.allow_huge, check=check) if scenario_path else {}
             if command is not None:
-                from .program.runner import helpers
                 helpers(cc)  # the launcher and the proof library: a compiler error stops here
         except BaseException:
             looked_up.result()  # an unusable allocator is the first thing to fix
@@ -247,7 +246,6 @@ def prepare_new(args, progress, check=lambda: None):
         command_setup.describe(header, command)
     if getattr(args, "shard", None):
         if args.seed is None:  # a random one would differ in every shard: another plan each
-            from .shard import default_seed
             plan.seed = default_seed(plan, header["source"])
         plan, header["shard"] = _take_shard(args, plan, programs, progress, check)
         header["plan"], header["probes"] = plan.to_json(), plan.probe_sets
@@ -267,8 +265,6 @@ def prepare_new(args, progress, check=lambda: None):
 
 def _take_shard(args, plan: Plan, programs, progress: Progress, check):
     """This shard's part of `plan` (see run/shard.py) and the header's "shard" entry."""
-    from . import cells as blocks, shard
-    from .runner import ProgramRunner
     index, count = args.shard
     progress.info(f"shard {index}/{count}: weighing the {len(blocks.plan_blocks(plan.to_json()))} blocks "
                   f"(one unmeasured run of each program)")
@@ -288,7 +284,6 @@ def _take_shard(args, plan: Plan, programs, progress: Progress, check):
 
 def prepare_resume(args, progress, check=lambda: None):
     """The same for --resume: plan and allocators from the file's header, the programs rebuilt."""
-    from .resultfile import ResultFileError, load
     given = [name for name in _PLAN_OPTIONS if getattr(args, name, None) is not None]
     if given:
         raise UsageError(f"--resume continues the plan saved in the file; drop "
@@ -300,7 +295,6 @@ def prepare_resume(args, progress, check=lambda: None):
     except ResultFileError as exc:
         raise UsageError(f"cannot resume: {exc}") from None
     header = result.header
-    from .program import setup as command_setup
     command = command_setup.target_of(header)
     if command is not None:
         command_setup.check_resumable(command)
@@ -335,12 +329,10 @@ def prepare_resume(args, progress, check=lambda: None):
 
 
 def _memory_limit(args) -> Optional[int]:
-    from . import memlimit
     return memlimit.default() if args.memory_limit is NO_LIMIT_GIVEN else args.memory_limit
 
 
 def _tell_memory_limit(args, plan: Plan, progress: Progress, allow_huge: Optional[bool] = None) -> None:
-    from . import memlimit
     if allow_huge is None:
         allow_huge = args.allow_huge
     if allow_huge or args.memory_limit is not NO_LIMIT_GIVEN:

@@ -15,10 +15,15 @@ it, if any, keeps target "scenario".
 
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
+from ...report import metrics as metric_defs
+from ...system.elf import inspect as inspect_elf
+from ...system.process import ProgramNotFound, locate_program
 from ..plan import COMMAND
+
 REPORTED_PREFIX = "reported"          # metric family of figures taken from the command's output
 _MALLOC_SYMBOLS = ("malloc", "free", "calloc", "realloc")
 
@@ -88,7 +93,6 @@ class CommandTarget:
         return dict(self.env)
 
     def describe(self) -> str:
-        import shlex
         return " ".join(shlex.quote(a) for a in self.argv)
 
     def to_json(self) -> dict:
@@ -133,8 +137,6 @@ def refusal(target: CommandTarget) -> Optional[str]:
 
     A `#!` script is judged by its interpreter (through `/usr/bin/env NAME`).
     """
-    from ...system.elf import inspect as inspect_elf
-    from ...system.process import ProgramNotFound, locate_program
     argv, seen = list(target.argv), []
     while True:
         try:
@@ -169,7 +171,6 @@ def target_of(header: Mapping) -> Optional[CommandTarget]:
 
 def register_reported_metrics(header: Mapping) -> None:
     """Make the figures a command reports known to the tables, with their direction."""
-    from ...report import metrics as metric_defs
     command = target_of(header)
     if command is None or command.metric is None:
         return
