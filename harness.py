@@ -33,21 +33,15 @@ from . import probes
 from .probes import rundata
 from .report import metrics as metric_defs
 from .report.progress import Progress, format_duration
-from .run import record as runrecord
+from .run.record import RunRecord, Status
 from .run.plan import (COMMAND, FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan, RunConfig,
                        params_key)
 from .run.program.runner import make_command_record
 from .run.runner import ProgramRunner, make_record, static_peak
 from .stats.summary import relative_ci_halfwidth
 
-STATUS_WORDS = {"crashed": "crashed", "timeout": "timed out", "failed-allocs": "had failed allocations",
-                "out-of-memory": "ran out of memory", "wrong-allocator": "ran under the wrong allocator",
-                "no-metric": "printed no --metric figure"}
-# Failures that repeat exactly in every run: no second try.
-DROP_AT_ONCE = ("timeout", "wrong-allocator", "out-of-memory")
-# A crash may be a rare race; three in a row is a pattern, and further runs
-# would only waste time. A timeout or a wrong allocator stops at once: each
-# further try costs a whole timeout, or measures the wrong thing.
+# A crash may be a rare race; three in a row is a pattern, and further runs would only waste time.
+# A failure that repeats (Status.repeats) stops a configuration at once.
 CRASHES_BEFORE_DROP = 3
 
 
@@ -88,26 +82,26 @@ class Session:
 
     def _restore(self, records) -> None:
         for record in records:
-            config = next((c for c in self.plan.configs if runrecord.belongs_to(record, c)), None)
+            config = next((c for c in self.plan.configs if record.belongs_to(c)), None)
             if config is None:
                 continue
             self._account(config, record)
 
-    def _account(self, config: RunConfig, record: Mapping) -> None:
+    def _account(self, config: RunConfig, record: RunRecord) -> None:
         st = self.state[config]
-        if not record.get("warmup"):
+        if not record.warmup:
             st.done += 1
-        if record["status"] == "ok":
+        if record.ok:
             st.ok += 1
             st.failures_in_row = 0
-            if not record.get("warmup"):
-                st.durations.append(record["duration_s"])
+            if not record.warmup:
+                st.durations.append(record.duration_s)
             return
         st.failures_in_row += 1
-        status = STATUS_WORDS.get(record["status"], record["status"])
-        if record["status"] in DROP_AT_ONCE:
+        status = record.status.words
+        if record.status.repeats:
             st.dropped = f"it {status}, and every further run would do the same"
-        elif record.get("warmup"):
+        elif record.warmup:
             # A program that fails before it is even warm has nothing to measure.
             st.dropped = f"its warm-up run {status}"
         elif st.failures_in_row >= CRASHES_BEFORE_DROP:
@@ -170,7 +164,7 @@ class Session:
     def active(self) -> List[RunConfig]:
         return [c for c in self.plan.configs if self.state[c].dropped is None]
 
-    def run_one(self, config: RunConfig, round_: int, warmup: bool = False) -> Optional[dict]:
+    def run_one(self, config: RunConfig, round_: int, warmup: bool = False) -> Optional[RunRecord]:
         """Run and save once; None when interrupted (the unfinished run is not saved)."""
         allocator = self.allocators[config.allocator]
         timeout = self._timeout(config)
@@ -205,30 +199,30 @@ class Session:
         if run_dir:
             # The first good measured run keeps its files for the pictures and
             # `scenc play`; the others' are large and already summed up.
-            if first_good and record["status"] == "ok":
+            if first_good and record.ok:
                 rundata.keep(run_dir, outcome.stdout)
-                record["run_dir"] = os.path.relpath(run_dir, Path(self.result.path).resolve().parent)
+                record.run_dir = os.path.relpath(run_dir, Path(self.result.path).resolve().parent)
             else:
                 rundata.discard(run_dir)
         return self._save(config, record, warmup, outcome.duration_s)
 
-    def _save(self, config: RunConfig, record: dict, warmup: bool, duration_s: float) -> dict:
+    def _save(self, config: RunConfig, record: RunRecord, warmup: bool, duration_s: float) -> RunRecord:
         """Account for a finished run, and append it unless it is a good warm-up."""
-        for note in record.get("notes", ()):
+        for note in (record.notes or ()):
             if note not in self._notes_shown:
                 self._notes_shown.add(note)
                 self.progress.note(f"scenc: {note}")
         st = self.state[config]
         if warmup:
             st.warm = True
-            if record["status"] == "ok":
+            if record.ok:
                 st.warmup_duration = duration_s
                 self.runs_this_session += 1
                 return record  # warm-ups are not measurements: nothing to save
         self.result.append_run(record)
         self.runs_this_session += 1
         self._account(config, record)
-        if record["status"] != "ok":
+        if not record.ok:
             self._report_failure(config, record, warmup)
         return record
 
@@ -240,17 +234,16 @@ class Session:
                                            config.params_dict)
         return self._peaks[key]
 
-    def _report_failure(self, config: RunConfig, record: Mapping, warmup: bool) -> None:
-        what = "warm-up run" if warmup else f"run {record['round']}"
-        status = record["status"]
-        if status == "wrong-allocator":
+    def _report_failure(self, config: RunConfig, record: RunRecord, warmup: bool) -> None:
+        what = "warm-up run" if warmup else f"run {record.round}"
+        if record.status is Status.WRONG_ALLOCATOR:
             self.progress.note(f"scenc: WRONG ALLOCATOR in {what} of {config.label()}: "
-                               f"{record['problem']}. Recorded as wrong-allocator, not as "
+                               f"{record.problem}. Recorded as wrong-allocator, not as "
                                f"{config.allocator}.")
         else:
-            self.progress.note(f"scenc: {what} of {config.label()} {STATUS_WORDS.get(status, status)}: "
-                               f"{record['problem']}")
-            tail = record["stderr_tail"].strip().splitlines()[-3:]
+            self.progress.note(f"scenc: {what} of {config.label()} {record.status.words}: "
+                               f"{record.problem}")
+            tail = record.stderr_tail.strip().splitlines()[-3:]
             for line in tail:
                 self.progress.note(f"    stderr: {line[:200]}")
         dropped = self.state[config].dropped
@@ -296,8 +289,8 @@ class Session:
     def samples(self, config: RunConfig) -> Dict[str, List[float]]:
         values: Dict[str, List[float]] = {}
         for record in self.result.runs:
-            if runrecord.is_measurement(record) and runrecord.belongs_to(record, config):
-                for name, v in record["metrics"].items():
+            if record.is_measurement and record.belongs_to(config):
+                for name, v in record.metrics.items():
                     values.setdefault(name, []).append(v)
         return values
 

@@ -10,7 +10,7 @@ from ..run.merge import describe_machines, merge as merge_shards
 def merge(args) -> int:
     result = merge_shards(args.parts, args.output, allow_missing=args.allow_missing, force=args.force,
                           note=lambda text: print(text, file=sys.stderr))
-    runs = sum(1 for r in result.runs if not r.get("warmup"))
+    runs = sum(1 for r in result.runs if not r.warmup)
     print(f"merged {len(args.parts)} shards: {len(cells.plan_blocks(result.header['plan']))} blocks, "
           f"{runs} runs -> {args.output}", file=sys.stderr)
     text = describe_machines(result)

@@ -81,7 +81,7 @@ def _cannot_go_on(exc: OSError, result, progress: Progress) -> int:
     full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
     reason = "the disk is full" if full else "the file system refused"
     where = exc.filename or result.path
-    saved = sum(1 for r in result.runs if not r.get("warmup"))
+    saved = sum(1 for r in result.runs if not r.warmup)
     try:
         result.set_status("interrupted")
         stale = ""
@@ -164,7 +164,7 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
 
     if not finished:
         result.set_status("interrupted")
-        measured = sum(1 for r in result.runs if not r.get("warmup"))
+        measured = sum(1 for r in result.runs if not r.warmup)
         signum = runner.signal or signal.SIGINT
         progress.note(f"scenc: interrupted by {signal_name(signum)}; {measured} finished runs are "
                       f"saved in {result.path}\n"
@@ -193,11 +193,11 @@ def finish(result, args, progress) -> int:
         paths += write_probe_plots(result, args.plots)
         progress.info(f"plots: {len(paths)} files in {args.plots}")
     progress.info(f"results: {result.path}")
-    failed = [r for r in result.runs if r["status"] != "ok"]
+    failed = [r for r in result.runs if r.status != "ok"]
     if failed:
         counts = {}
         for r in failed:
-            counts[r["status"]] = counts.get(r["status"], 0) + 1
+            counts[r.status] = counts.get(r.status, 0) + 1
         progress.note("scenc: some runs failed: " + ", ".join(f"{n} {s}" for s, n in counts.items())
                       + " (details in the table above and in the result file)")
         return EXIT_RUN

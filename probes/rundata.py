@@ -63,9 +63,9 @@ def kept_runs(result) -> List[KeptRun]:
     base = Path(result.path).parent
     runs = []
     for record in result.runs:
-        if record.get("status") != "ok" or not record.get("run_dir"):
+        if record.status != "ok" or not record.run_dir:
             continue
-        directory = base / record["run_dir"]
+        directory = base / record.run_dir
         if not directory.is_dir():
             continue
         report = None
@@ -74,6 +74,5 @@ def kept_runs(result) -> List[KeptRun]:
                 report = json.loads((directory / REPORT).read_text())
             except ValueError:
                 report = None
-        runs.append(KeptRun(record["allocator"], dict(record.get("params") or {}),
-                            record.get("probe_set", ""), directory, report))
+        runs.append(KeptRun(record.allocator, dict(record.params), record.probe_set, directory, report))
     return runs

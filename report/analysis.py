@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
 from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
-from ..run import cells as plan_blocks, record as runrecord
-from ..run.plan import DEFAULT_PROBE_SET
+from ..run import cells as plan_blocks
+from ..run.record import RunRecord
+from ..run.plan import DEFAULT_PROBE_SET, SCENARIO
 from ..run.program.target import register_reported_metrics
 from ..stats.comparison import compare
 from ..stats.summary import format_values, summarize
@@ -136,9 +137,14 @@ class Analysis:
     def scenario(self) -> str:
         return self.header.get("scenario", "?")
 
+    @property
+    def file_status(self) -> Optional[str]:
+        """The result file's status: "complete", or "running" / "interrupted" with runs still to make."""
+        return self.header.get("status")
+
     def to_json(self) -> dict:
         return {"schema": "scenc-analysis/1", "result_file": self.path, "scenario": self.scenario,
-                "status": self.header.get("status"), "baseline": self.baseline,
+                "status": self.file_status, "baseline": self.baseline,
                 "metrics": {m: _metric_json(m) for m in self.metrics},
                 "varying_params": self.varying,
                 **({"machines": self.machines} if self.machines else {}),
@@ -156,16 +162,21 @@ def _metric_json(name: str) -> dict:
     return {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
 
 
-def _point(record: Mapping) -> tuple:
-    """(params, probe set, target) of a run record or a planned configuration (same keys)."""
-    return record.get("params", {}), runrecord.probe_set(record), runrecord.target(record)
+def _point(record: RunRecord) -> tuple:
+    """(params, probe set, target) of a run record."""
+    return record.params, record.probe_set, record.target
+
+
+def _planned_point(config: Mapping) -> tuple:
+    """(params, probe set, target) of a planned configuration, as a header saves it."""
+    return config.get("params", {}), config.get("probe_set", DEFAULT_PROBE_SET), config.get("target", SCENARIO)
 
 
 def _ordered_points(header: Mapping, runs) -> List[tuple]:
     """(params, probe_set, target) in plan order, then any only found in the runs."""
     points, seen = [], set()
     plan_configs = (header.get("plan") or {}).get("configs", []) if isinstance(header.get("plan"), Mapping) else []
-    for params, probe_set, target in [_point(c) for c in plan_configs] + [_point(r) for r in runs]:
+    for params, probe_set, target in [_planned_point(c) for c in plan_configs] + [_point(r) for r in runs]:
         k = json.dumps([dict(params), probe_set, target], sort_keys=True)
         if k not in seen:
             seen.add(k)
@@ -176,8 +187,8 @@ def _ordered_points(header: Mapping, runs) -> List[tuple]:
 def _allocator_order(header: Mapping, runs) -> List[str]:
     names = list(header.get("allocators", {}))
     for r in runs:
-        if r["allocator"] not in names:
-            names.append(r["allocator"])
+        if r.allocator not in names:
+            names.append(r.allocator)
     return names
 
 
@@ -212,31 +223,31 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
         here = [r for r in runs if _point(r) == point]
         per_allocator = []
         for name in names:
-            mine = [r for r in here if r["allocator"] == name]
-            if not mine and not any(c.get("allocator") == name and _point(c) == point for c in
+            mine = [r for r in here if r.allocator == name]
+            if not mine and not any(c.get("allocator") == name and _planned_point(c) == point for c in
                                     (header.get("plan") or {}).get("configs", [])):
                 continue
-            ok = [r for r in mine if runrecord.is_measurement(r)]
+            ok = [r for r in mine if r.is_measurement]
             samples: Dict[str, List[float]] = {}
             for r in ok:
-                for m, v in r["metrics"].items():
+                for m, v in r.metrics.items():
                     if v is not None:
                         samples.setdefault(m, []).append(v)
             present_metrics.update(samples)
-            failed = [r for r in mine if r["status"] != "ok"]
+            failed = [r for r in mine if r.status != "ok"]
             failures: Dict[str, int] = {}
             problems: List[str] = []
             for r in failed:
-                failures[r["status"]] = failures.get(r["status"], 0) + 1
-                if r.get("problem") and r["problem"] not in problems:
-                    problems.append(r["problem"])
-            providers = sorted({r["provider"] for r in ok if r.get("provider")})
+                failures[r.status] = failures.get(r.status, 0) + 1
+                if r.problem and r.problem not in problems:
+                    problems.append(r.problem)
+            providers = sorted({r.provider for r in ok if r.provider})
             per_allocator.append(AllocatorStats(
                 name=name, n=len(ok),
                 summaries={m: summarize(v, confidence=confidence) for m, v in samples.items()
                            if wanted is None or m in wanted or metric_defs.shown_by_default(m)},
                 samples=samples, failures=failures, problems=problems[:5],
-                stderr_tail=failed[-1].get("stderr_tail", "") if failed else "",
+                stderr_tail=failed[-1].stderr_tail if failed else "",
                 providers=providers))
         comparisons: Dict[str, Dict[str, object]] = {}
         base = next((a for a in per_allocator if a.name == baseline), None)

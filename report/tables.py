@@ -212,7 +212,7 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
     if analysis.machines:
         parts.append(f"(these blocks ran on {len(analysis.machines)} machines; each block's figures "
                      f"compare allocators on one machine only: do not compare blocks of different machines)")
-    status = analysis.header.get("status")
+    status = analysis.file_status
     if status and status != "complete":
         parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")
     return "\n\n".join(parts)

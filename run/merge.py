@@ -22,6 +22,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 from . import cells as blocks
 from ..errors import UsageError
 from .plan import Plan
+from .record import RunRecord, moved
 
 # Header keys that must be equal in every part: the same scenario, params and plan.
 _SAME = (("source_sha256", "the scenario source"), ("params", "the params"), ("seed", "the scenario seed"),
@@ -103,12 +104,12 @@ def _machines(parts) -> Tuple[Dict[str, Mapping], List[str]]:
     return found, of_part
 
 
-def _moved_record(record: Mapping, part_path: str, output: Path) -> dict:
-    moved = dict(record)
-    if moved.get("run_dir"):
-        where = Path(part_path).resolve().parent / moved["run_dir"]
-        moved["run_dir"] = os.path.relpath(where, output.resolve().parent)
-    return moved
+def _moved_record(record: RunRecord, part_path: str, output: Path) -> RunRecord:
+    """The record as the merged file keeps it: its kept run directory relative to the new file."""
+    if not record.run_dir:
+        return record
+    where = Path(part_path).resolve().parent / record.run_dir
+    return moved(record, run_dir=os.path.relpath(where, output.resolve().parent))
 
 
 def merge(paths: Sequence[str], output: str, allow_missing: bool = False, force: bool = False,

@@ -31,18 +31,14 @@ import datetime as _dt
 import hashlib
 import io
 import json
-import math
 import os
 import tempfile
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import record as runrecord
-from .plan import COMMAND, SCENARIO
-from .record import RUN_STATUSES
+from .record import RecordError, RunRecord, select
 
 __all__ = [
     "SCHEMA",
-    "RUN_STATUSES",
     "FILE_STATUSES",
     "ResultFileError",
     "ResultFile",
@@ -86,11 +82,6 @@ class _Invalid(Exception):
 # ------------------------------------------------------------------ validation
 
 
-def _is_number(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
-
-
 def _require(record: Mapping[str, Any], key: str, types: Tuple[type, ...], what: str) -> Any:
     if key not in record:
         raise _Invalid(f"{what} has no {key!r}")
@@ -101,7 +92,8 @@ def _require(record: Mapping[str, Any], key: str, types: Tuple[type, ...], what:
     return value
 
 
-def _check_header(header: Mapping[str, Any]) -> None:
+def _check_header(header: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The header, if it is one; _Invalid naming what is wrong otherwise."""
     if not isinstance(header, dict):
         raise _Invalid("header is not a JSON object")
     schema = header.get("schema")
@@ -133,26 +125,14 @@ def _check_header(header: Mapping[str, Any]) -> None:
     if not all(isinstance(arg, str) for arg in command):
         raise _Invalid("header field 'command' should be a list of strings (argv)")
     _require(header, "created", (str,), "header")
+    return header
 
 
-def _check_run(run: Any) -> None:
-    if not isinstance(run, dict):
-        raise _Invalid("run record is not a JSON object")
-    _require(run, "allocator", (str,), "run")
-    _require(run, "params", (dict,), "run")
-    round_ = _require(run, "round", (int,), "run")
-    if round_ < 0:
-        raise _Invalid(f"run round should be >= 0, got {round_}")
-    status = _require(run, "status", (str,), "run")
-    if status not in RUN_STATUSES:
-        raise _Invalid(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
-    target = runrecord.target(run)
-    if target not in (SCENARIO, COMMAND):
-        raise _Invalid(f"run target {target!r} is not 'scenario' or 'command'")
-    metrics = _require(run, "metrics", (dict,), "run")
-    for name, value in metrics.items():
-        if value is not None and not _is_number(value):
-            raise _Invalid(f"metric {name!r} should be a finite number or null, got {value!r:.80}")
+def _read_run(data: Any) -> RunRecord:
+    try:
+        return RunRecord.from_json(data)
+    except RecordError as error:
+        raise _Invalid(str(error)) from None
 
 
 # --------------------------------------------------------------------- files
@@ -169,17 +149,15 @@ def _json_line(obj: Any) -> bytes:
 
 
 def _checked_line(obj: Any, check, what: str) -> Tuple[bytes, Any]:
-    """(the line to write, the object as load() will read it back), or ValueError naming `what`."""
+    """(the line to write, the object as load() will read it back: `check`'s result), or ValueError naming `what`."""
     try:
         line = _json_line(obj)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{what} is not JSON-serialisable: {error}") from None
-    parsed = json.loads(line)
     try:
-        check(parsed)
+        return line, check(json.loads(line))
     except _Invalid as error:
         raise ValueError(f"invalid {what}: {error}") from None
-    return line, parsed
 
 
 def _fsync_directory(directory: str) -> None:
@@ -249,12 +227,13 @@ def _parse(path: str, data: bytes) -> _Parsed:
         _check_header(records[0])
     except _Invalid as error:
         raise ResultFileError(path, str(error), line=1) from None
+    runs = []
     for number, run in enumerate(records[1:], start=2):
         try:
-            _check_run(run)
+            runs.append(_read_run(run))
         except _Invalid as error:
             raise ResultFileError(path, str(error), line=number) from None
-    return _Parsed(records[0], records[1:], len(lines[0]) + 1, good_size, len(data) - good_size)
+    return _Parsed(records[0], runs, len(lines[0]) + 1, good_size, len(data) - good_size)
 
 
 def _read(path: str) -> Tuple[bytes, _Parsed]:
@@ -358,7 +337,7 @@ class ResultFile:
     def status(self) -> str:
         return self.header["status"]
 
-    def __iter__(self) -> Iterator[Dict[str, Any]]:
+    def __iter__(self) -> Iterator[RunRecord]:
         return iter(self.runs)
 
     def __len__(self) -> int:
@@ -370,9 +349,9 @@ class ResultFile:
         params: Optional[Mapping[str, Any]] = None,
         status: Optional[str] = None,
         probe_set: Optional[str] = None,
-    ) -> Iterator[Dict[str, Any]]:
-        """Runs matching every criterion given (``params`` must match exactly; see runrecord.select)."""
-        return runrecord.select(self.runs, allocator, params, probe_set, status)
+    ) -> Iterator[RunRecord]:
+        """Runs matching every criterion given (``params`` must match exactly; see run/record.py's select)."""
+        return select(self.runs, allocator, params, probe_set, status)
 
     def metric_values(
         self, metric: str, allocator: str, params: Optional[Mapping[str, Any]] = None,
@@ -380,23 +359,23 @@ class ResultFile:
     ) -> List[float]:
         """Values of ``metric`` over the successful ("ok") runs, ready for scenc.stats."""
         return [
-            run["metrics"][metric]
+            run.metrics[metric]
             for run in self.select(allocator, params, status="ok", probe_set=probe_set)
-            if run["metrics"].get(metric) is not None
+            if run.metrics.get(metric) is not None
         ]
 
     def to_dict(self) -> Dict[str, Any]:
         """The whole file as one JSON document: {"header": ..., "runs": [...]}."""
-        return {"header": self.header, "runs": self.runs}
+        return {"header": self.header, "runs": [run.to_json() for run in self.runs]}
 
     # -- writing
 
-    def append_run(self, record: Mapping[str, Any]) -> None:
+    def append_run(self, record: RunRecord) -> None:
         """Validate ``record`` and make it durable on disk before returning.
 
         Raises ValueError (file untouched) if the record is invalid.
         """
-        line, run = _checked_line(dict(record), _check_run, "run record")
+        line, run = _checked_line(record.to_json(), _read_run, "run record")
 
         fd = self._writable_fd()
         if os.fstat(fd).st_size != self._size:
@@ -534,11 +513,10 @@ def export_csv(result: Union[ResultFile, PathLike], out_path: PathLike) -> int:
     writer.writerow(CSV_COLUMNS)
     rows = 0
     for index, run in enumerate(result.runs):
-        prefix = [run["allocator"], _format_params(run["params"]), index, run["round"]]
-        metrics = run["metrics"] or {"": None}
+        prefix = [run.allocator, _format_params(run.params), index, run.round]
+        metrics = run.metrics or {"": None}
         for metric, value in metrics.items():
-            writer.writerow(prefix + [metric, _format_value(value), run["status"],
-                             runrecord.target(run)])
+            writer.writerow(prefix + [metric, _format_value(value), run.status.value, run.target])
             rows += 1
     _atomic_write(os.fspath(out_path), buffer.getvalue().encode("utf-8"))
     return rows

@@ -8,7 +8,7 @@ happened into the record saved in the result file. The program reports
 which shared object served malloc, and a run served by the wrong one is
 recorded as "wrong-allocator", never under the allocator's name.
 
-A run ends in one of these statuses (runrecord.RUN_STATUSES):
+A run ends in one of these statuses (run/record.py's Status):
 * ok: the program did all the scenario says; its figures enter the statistics;
 * crashed, timeout, wrong-allocator: see make_record;
 * failed-allocs: the program finished, but some allocations returned NULL.
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from .. import probes
-from . import record as runrecord
+from .record import RunRecord, Status
 from .plan import RunConfig
 from ..system.process import kill_group, signal_name
 
@@ -134,7 +134,7 @@ def _allocation_calls(report: Mapping) -> int:
                if kind != "free")
 
 
-def _blame_memory(record: dict, memory_limit: Optional[int], peak_needed, what: str) -> None:
+def _blame_memory(record: RunRecord, memory_limit: Optional[int], peak_needed, what: str) -> None:
     """A crash or NULLs under a memory limit the scenario cannot fit in: out of memory."""
     from ..system.units import fmt_bytes
     if memory_limit is None or peak_needed is None:
@@ -144,14 +144,14 @@ def _blame_memory(record: dict, memory_limit: Optional[int], peak_needed, what: 
         # The limit may still be the cause (a scenario's upper bound can be above
         # it), or the allocator failed by itself: the record does not guess.
         return
-    record.update(status="out-of-memory",
-                  problem=f"the scenario needs at least {fmt_bytes(needs)} live, more than the "
-                          f"memory limit of {fmt_bytes(memory_limit)} per run (--memory-limit): {what}")
+    record.fail(Status.OUT_OF_MEMORY,
+                problem=f"the scenario needs at least {fmt_bytes(needs)} live, more than the "
+                        f"memory limit of {fmt_bytes(memory_limit)} per run (--memory-limit): {what}")
 
 
 def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
                 timeout_s: float, warmup: bool = False, run_dir: Optional[Path] = None,
-                memory_limit: Optional[int] = None, peak_needed=None) -> dict:
+                memory_limit: Optional[int] = None, peak_needed=None) -> RunRecord:
     """The saved record of one run, with its status decided from what the program did.
 
     `peak_needed()` gives the scenario's lower bound of live bytes; it is only
@@ -159,50 +159,48 @@ def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
     """
     from ..allocators import registry as allocator_registry
     from ..system.units import fmt_bytes
-    record = runrecord.new(config, round_, warmup, stderr_tail=outcome.stderr[-STDERR_TAIL_CHARS:],
+    record = RunRecord.new(config, round_, warmup, stderr_tail=outcome.stderr[-STDERR_TAIL_CHARS:],
                            exit_code=outcome.returncode, started=outcome.started,
                            duration_s=outcome.duration_s)
     if outcome.over_limit is not None:
-        record.update(status="out-of-memory", exit_code=None,
-                      problem=f"it already used {fmt_bytes(outcome.over_limit)} when its memory limit "
-                              f"of {fmt_bytes(memory_limit or 0)} was set; killed (process group)")
+        record.fail(Status.OUT_OF_MEMORY, exit_code=None,
+                    problem=f"it already used {fmt_bytes(outcome.over_limit)} when its memory limit "
+                            f"of {fmt_bytes(memory_limit or 0)} was set; killed (process group)")
         return record
     if outcome.timed_out:
-        record.update(status="timeout", exit_code=None,
-                      problem=f"no result after {timeout_s:g} s; killed (process group)")
+        record.fail(Status.TIMEOUT, exit_code=None,
+                    problem=f"no result after {timeout_s:g} s; killed (process group)")
         return record
     if outcome.returncode is not None and outcome.returncode < 0:
-        record.update(status="crashed", signal=signal_name(-outcome.returncode), exit_code=None,
-                      problem=f"killed by {signal_name(-outcome.returncode)}")
-        _blame_memory(record, memory_limit, peak_needed, f"it was {record['problem']}")
+        record.fail(Status.CRASHED, signal=signal_name(-outcome.returncode), exit_code=None,
+                    problem=f"killed by {signal_name(-outcome.returncode)}")
+        _blame_memory(record, memory_limit, peak_needed, f"it was {record.problem}")
         return record
     if outcome.returncode != 0:
-        record.update(status="crashed", problem=f"exit status {outcome.returncode}")
-        _blame_memory(record, memory_limit, peak_needed, f"it ended with {record['problem']}")
+        record.fail(Status.CRASHED, problem=f"exit status {outcome.returncode}")
+        _blame_memory(record, memory_limit, peak_needed, f"it ended with {record.problem}")
         return record
     try:
         report = json.loads(outcome.stdout)
         if not isinstance(report, dict) or "wall_ns" not in report:
             raise ValueError("no wall_ns")
     except ValueError:
-        record.update(status="crashed", problem="exit status 0 but no valid JSON report on stdout")
+        record.fail(Status.CRASHED, problem="exit status 0 but no valid JSON report on stdout")
         return record
-    record["provider"] = report.get("provider")
+    record.provider = report.get("provider")
     # Only the figures of the probes in this run: a run slowed down by `layout`
     # must not leave a wall time behind.
-    record["metrics"] = probes.run_metrics(config.probe_set, report, run_dir or Path("."))
+    record.metrics = probes.run_metrics(config.probe_set, report, run_dir or Path("."))
     notes = probes.notes(config.probe_set, report)
     if notes:
-        record["notes"] = notes
-    if not allocator_registry.provider_matches(allocator, record["provider"]):
-        record.update(status="wrong-allocator",
-                      problem=allocator_registry.explain_mismatch(allocator, record["provider"]))
+        record.notes = notes
+    if not allocator_registry.provider_matches(allocator, record.provider):
+        record.fail(Status.WRONG_ALLOCATOR, allocator_registry.explain_mismatch(allocator, record.provider))
         return record
-    failed = int(record["metrics"].get("failed_allocs") or 0)
+    failed = int(record.metrics.get("failed_allocs") or 0)
     if failed:
         nulls = f"{failed} of {_allocation_calls(report)} allocation calls returned NULL"
-        record.update(status="failed-allocs",
-                      problem=f"{nulls}, so the run did less work than the scenario; its figures "
-                              f"are left out of the statistics")
+        record.fail(Status.FAILED_ALLOCS, f"{nulls}, so the run did less work than the scenario; its figures "
+                                          f"are left out of the statistics")
         _blame_memory(record, memory_limit, peak_needed, nulls)
     return record

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from scenc.run.record import RunRecord
 
 FIXTURES = Path(__file__).parent / "fixtures" / "allocators"
 
@@ -49,8 +50,10 @@ def start_scenc(*args, cwd=None):
 
 
 def read_lines(path: Path):
-    """The result file as JSON objects, read without scenc: header first, then runs."""
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    """The result file read line by line as plain JSON, not through run/resultfile.py: the header (a dict)
+    first, then every run as a RunRecord."""
+    header, *runs = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return [header, *(RunRecord.from_json(run) for run in runs)]
 
 
 def fixture_builder():

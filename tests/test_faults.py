@@ -34,8 +34,8 @@ def no_traceback(done):
 
 
 def measured(result, allocator=None):
-    return [r for r in result.runs if not r.get("warmup")
-            and (allocator is None or r["allocator"] == allocator)]
+    return [r for r in result.runs if not r.warmup
+            and (allocator is None or r.allocator == allocator)]
 
 
 # --------------------------------------------------------------- allocators
@@ -54,8 +54,8 @@ def test_a_crashing_allocator(tmp_path):
     assert "crash: 3 runs crashed — killed by SIGSEGV" in done.stdout
     result = saved(out)
     assert result.status == "complete"
-    assert [r["status"] for r in measured(result, "glibc")] == ["ok"] * 4
-    assert [(r["status"], r["signal"]) for r in measured(result, "crash")] == [("crashed", "SIGSEGV")] * 3
+    assert [r.status for r in measured(result, "glibc")] == ["ok"] * 4
+    assert [(r.status, r.signal) for r in measured(result, "crash")] == [("crashed", "SIGSEGV")] * 3
 
 
 def test_a_hanging_allocator_times_out_and_its_process_group_is_killed(tmp_path):
@@ -70,9 +70,9 @@ def test_a_hanging_allocator_times_out_and_its_process_group_is_killed(tmp_path)
     assert "no more runs of hang: it timed out, and every further run would do the same" in done.stderr
     assert "hang: 1 run timed out" in done.stdout
     result = saved(out)
-    [hang] = [r for r in result.runs if r["allocator"] == "hang"]
-    assert hang["status"] == "timeout" and hang["warmup"] and 1.0 <= hang["duration_s"] < 5.0
-    assert [r["status"] for r in measured(result, "glibc")] == ["ok"] * 3
+    [hang] = [r for r in result.runs if r.allocator == "hang"]
+    assert hang.status == "timeout" and hang.warmup and 1.0 <= hang.duration_s < 5.0
+    assert [r.status for r in measured(result, "glibc")] == ["ok"] * 3
     assert processes_mapping(lib) == [], "a program sleeping in the hung allocator was left behind"
 
 
@@ -92,13 +92,13 @@ def test_an_allocator_returning_null_is_a_failed_run_not_a_measurement(tmp_path)
     null_row = next(line for line in done.stdout.splitlines() if line.split()[:2] == ["null", "0"])
     assert "1 failed-allocs" in null_row, "n = 0: none of its figures is in the statistics"
     result = saved(out)
-    [null] = [r for r in result.runs if r["allocator"] == "null"]
+    [null] = [r for r in result.runs if r.allocator == "null"]
     # The record keeps what the program measured, the count of NULLs included.
-    assert null["status"] == "failed-allocs" and null["metrics"]["failed_allocs"] > 0
-    assert null["metrics"]["wall_s"] > 0 and null["exit_code"] == 0
-    calls = int(null["problem"].split(" of ")[1].split()[0])
-    assert int(null["metrics"]["failed_allocs"]) == int(null["problem"].split()[0]) < calls
-    assert [r["status"] for r in measured(result, "glibc")] == ["ok"] * 3
+    assert null.status == "failed-allocs" and null.metrics["failed_allocs"] > 0
+    assert null.metrics["wall_s"] > 0 and null.exit_code == 0
+    calls = int(null.problem.split(" of ")[1].split()[0])
+    assert int(null.metrics["failed_allocs"]) == int(null.problem.split()[0]) < calls
+    assert [r.status for r in measured(result, "glibc")] == ["ok"] * 3
 
 
 # ----------------------------------------------------------------- full disk
@@ -131,7 +131,7 @@ def _check_stopped_for_room(done, out, reason):
     assert kept >= 10, "runs went on until the file had no more room"
     assert f"the {kept} runs finished before are saved in {out}" in done.stderr
     assert f"continue with: scenc run --resume {out}" in done.stderr
-    assert all(r["status"] == "ok" for r in result.runs)
+    assert all(r.status == "ok" for r in result.runs)
     return result
 
 
@@ -141,7 +141,7 @@ def _resume_completes(out, runs):
     result = saved(out)
     assert result.status == "complete"
     for name in ("glibc", "jemalloc"):
-        assert sorted(r["round"] for r in measured(result, name)) == list(range(1, runs + 1))
+        assert sorted(r.round for r in measured(result, name)) == list(range(1, runs + 1))
 
 
 def test_a_full_disk_stops_cleanly_and_resume_completes_the_file(tiny_filesystem):
@@ -232,11 +232,11 @@ def test_a_forced_huge_scenario_is_held_by_the_memory_limit(tmp_path):
                 f"32.0 GiB live, more than the memory limit of 160.0 MiB per run (--memory-limit)"
                 in done.stderr)
         assert f"OUT OF MEMORY: {allocator}: 1 run ran out of memory" in done.stdout
-        [record] = [r for r in result.runs if r["allocator"] == allocator]
-        assert record["status"] == "out-of-memory", record
-        if record["metrics"]:  # it finished, its allocations failing at the limit
-            assert 0 < record["metrics"]["failed_allocs"] <= 512
-            assert record["metrics"]["peak_rss_kib"] * 1024 < 160 << 20, "the limit held"
+        [record] = [r for r in result.runs if r.allocator == allocator]
+        assert record.status == "out-of-memory", record
+        if record.metrics:  # it finished, its allocations failing at the limit
+            assert 0 < record.metrics["failed_allocs"] <= 512
+            assert record.metrics["peak_rss_kib"] * 1024 < 160 << 20, "the limit held"
 
 
 def test_exec_of_a_forced_huge_scenario_is_out_of_memory(tmp_path):
@@ -329,7 +329,7 @@ def test_a_signal_mid_run_leaves_a_valid_file_no_orphans_and_resume_completes_it
     assert result.status == "interrupted"
     before = measured(result)
     assert 3 <= len(before) < 2 * RUNS
-    assert all(r["status"] == "ok" for r in before), "the killed run is not saved as a failure"
+    assert all(r.status == "ok" for r in before), "the killed run is not saved as a failure"
     assert f"scenc: interrupted by {name}; {len(before)} finished runs are saved in {out}" in stderr
     assert f"continue with: scenc run --resume {out}" in stderr
     assert result.header["plan"]["memory_limit"] == int(mem_total() * 0.8)
@@ -342,7 +342,7 @@ def test_a_signal_mid_run_leaves_a_valid_file_no_orphans_and_resume_completes_it
     assert header["status"] == "complete"
     assert runs[: len(before)] == before, "resume appends; it never rewrites saved runs"
     for allocator in ("glibc", "jemalloc"):
-        assert sorted(r["round"] for r in runs if r["allocator"] == allocator) == list(range(1, RUNS + 1))
+        assert sorted(r.round for r in runs if r.allocator == allocator) == list(range(1, RUNS + 1))
     assert _pgrep("-f", binary) == []
 
 

@@ -47,9 +47,9 @@ def test_ctrl_c_leaves_a_valid_file_and_resume_completes_it(tmp_path):
     saved = resultfile.load(out)  # validates every line
     assert saved.status == "interrupted"
     assert saved.ignored_tail_bytes == 0
-    before = [r for r in saved.runs if not r.get("warmup")]
+    before = [r for r in saved.runs if not r.warmup]
     assert 3 <= len(before) < 2 * RUNS
-    assert all(r["status"] == "ok" for r in before), "the killed run must not be saved as a crash"
+    assert all(r.status == "ok" for r in before), "the killed run must not be saved as a crash"
     assert f"{len(before)} finished runs are saved" in stderr
 
     done = scenc("run", "--resume", out, "-q")
@@ -58,7 +58,7 @@ def test_ctrl_c_leaves_a_valid_file_and_resume_completes_it(tmp_path):
     assert header["status"] == "complete"
     assert runs[: len(before)] == before, "resume appends; it never rewrites saved runs"
     for name in ("glibc", "jemalloc"):
-        rounds = sorted(r["round"] for r in runs if r["allocator"] == name)
+        rounds = sorted(r.round for r in runs if r.allocator == name)
         assert rounds == list(range(1, RUNS + 1)), "each round exactly once per allocator"
     assert "== slowish ==" in done.stdout and f"{RUNS} runs per allocator" in done.stdout
 

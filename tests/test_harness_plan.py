@@ -113,18 +113,18 @@ def test_run_classification():
     jemalloc = registry.resolve("jemalloc")[0]
     config = harness_plan.RunConfig.make("glibc", {"threads": 2})
     ok = runner.make_record(config, glibc, 1, _outcome(stdout=json.dumps(_report())), 10)
-    assert ok["status"] == "ok" and ok["metrics"]["wall_s"] == pytest.approx(0.002)
+    assert ok.status == "ok" and ok.metrics["wall_s"] == pytest.approx(0.002)
     # glibc did the work although the run is labelled jemalloc: never filed under jemalloc.
     wrong = runner.make_record(harness_plan.RunConfig.make("jemalloc", {}), jemalloc, 1,
                                _outcome(stdout=json.dumps(_report())), 10)
-    assert wrong["status"] == "wrong-allocator" and "jemalloc" in wrong["problem"]
+    assert wrong.status == "wrong-allocator" and "jemalloc" in wrong.problem
     crash = runner.make_record(config, glibc, 1, _outcome(returncode=-11, stderr="x\n" * 5000), 10)
-    assert crash["status"] == "crashed" and crash["signal"] == "SIGSEGV"
-    assert len(crash["stderr_tail"]) <= runner.STDERR_TAIL_CHARS
+    assert crash.status == "crashed" and crash.signal == "SIGSEGV"
+    assert len(crash.stderr_tail) <= runner.STDERR_TAIL_CHARS
     hang = runner.make_record(config, glibc, 1, _outcome(returncode=-9, timed_out=True), 3)
-    assert hang["status"] == "timeout" and "3 s" in hang["problem"]
+    assert hang.status == "timeout" and "3 s" in hang.problem
     garbage = runner.make_record(config, glibc, 1, _outcome(stdout="not json"), 10)
-    assert garbage["status"] == "crashed" and "JSON" in garbage["problem"]
+    assert garbage.status == "crashed" and "JSON" in garbage.problem
 
 
 @pytest.mark.parametrize("value, unit, text", [

@@ -48,10 +48,10 @@ def test_runs_hold_raw_samples(finished):
     runs = read_lines(out)[1:]
     assert len(runs) == 3 * 6
     for r in runs:
-        m = r["metrics"]
-        assert 0 < m["wall_s"] <= r["duration_s"], "the program's own time is inside the process lifetime"
+        m = r.metrics
+        assert 0 < m["wall_s"] <= r.duration_s, "the program's own time is inside the process lifetime"
         assert m["peak_rss_kib"] > 0 and m["ops_per_s"] > 0
-        assert r["status"] == "ok" and r["provider"] and r["stderr_tail"] == ""
+        assert r.status == "ok" and r.provider and r.stderr_tail == ""
 
 
 def test_report_rerenders_the_same_table(finished):
@@ -97,9 +97,9 @@ def test_csv_has_one_row_per_run_and_metric(finished):
     runs = read_lines(out)[1:]
     with open(tmp / "r.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == sum(len(r["metrics"]) for r in runs)
-    walls = [float(r["value"]) for r in rows if r["metric"] == "wall_s" and r["allocator"] == "glibc"]
-    assert walls == [r["metrics"]["wall_s"] for r in runs if r["allocator"] == "glibc"]
+    assert len(rows) == sum(len(r.metrics) for r in runs)
+    walls = [float(row["value"]) for row in rows if row["metric"] == "wall_s" and row["allocator"] == "glibc"]
+    assert walls == [r.metrics["wall_s"] for r in runs if r.allocator == "glibc"]
 
 
 def test_plots_are_real_png_and_svg(finished):

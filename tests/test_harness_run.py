@@ -18,7 +18,7 @@ ALL_FOUR = "glibc,tcmalloc,jemalloc,mimalloc"
 
 
 def measured(runs):
-    return [r for r in runs if not r.get("warmup")]
+    return [r for r in runs if not r.warmup]
 
 
 def test_each_run_is_served_by_the_allocator_it_is_labelled_with(tmp_path):
@@ -28,14 +28,14 @@ def test_each_run_is_served_by_the_allocator_it_is_labelled_with(tmp_path):
     assert done.returncode == 0, done.stderr
     header, *runs = read_lines(out)
     assert header["status"] == "complete"
-    assert len(runs) == 8 and all(r["status"] == "ok" for r in runs)
+    assert len(runs) == 8 and all(r.status == "ok" for r in runs)
     for r in runs:
-        expected = header["allocators"][r["allocator"]]["path"]
+        expected = header["allocators"][r.allocator]["path"]
         if expected is None:  # the system malloc: libc itself must have served the run
-            assert os.path.basename(r["provider"]).startswith("libc.so")
+            assert os.path.basename(r.provider).startswith("libc.so")
         else:
-            assert os.path.realpath(r["provider"]) == os.path.realpath(expected)
-    assert len({os.path.realpath(r["provider"]) for r in runs}) == 4
+            assert os.path.realpath(r.provider) == os.path.realpath(expected)
+    assert len({os.path.realpath(r.provider) for r in runs}) == 4
     for name in ("tcmalloc", "jemalloc", "mimalloc"):
         assert header["allocators"][name]["version"]
 
@@ -49,12 +49,12 @@ def test_a_preload_that_does_not_take_is_wrong_allocator_and_loud(tmp_path):
     assert "WRONG ALLOCATOR" in done.stderr and "fake" in done.stderr
     assert "WRONG ALLOCATOR" in done.stdout  # also in the report itself
     header, *runs = read_lines(out)
-    fake = [r for r in runs if r["allocator"] == "fake"]
-    assert fake and all(r["status"] == "wrong-allocator" for r in fake)
-    assert all(os.path.basename(r["provider"]).startswith("libc.so") for r in fake)
+    fake = [r for r in runs if r.allocator == "fake"]
+    assert fake and all(r.status == "wrong-allocator" for r in fake)
+    assert all(os.path.basename(r.provider).startswith("libc.so") for r in fake)
     # No more runs after the first proof that the preload does not work.
     assert len(fake) == 1
-    assert len([r for r in runs if r["allocator"] == "glibc" and r["status"] == "ok"]) == 3
+    assert len([r for r in runs if r.allocator == "glibc" and r.status == "ok"]) == 3
 
 
 def test_rounds_are_shuffled_and_complete(tmp_path):
@@ -67,11 +67,11 @@ def test_rounds_are_shuffled_and_complete(tmp_path):
     header, *runs = read_lines(out)
     by_round = {}
     for r in runs:  # the file is in the order the runs finished
-        by_round.setdefault(r["round"], []).append(r["allocator"])
+        by_round.setdefault(r.round, []).append(r.allocator)
     assert sorted(by_round) == [1, 2, 3, 4, 5, 6]
     assert all(sorted(o) == sorted(names) for o in by_round.values()), "each allocator once a round"
     assert len({tuple(o) for o in by_round.values()}) > 1, "the order changes from round to round"
-    started = [r["started"] for r in runs]
+    started = [r.started for r in runs]
     assert started == sorted(started)
     # The order is the saved seed's, so it can be reproduced (and a resume follows it).
     plan = plan_module.Plan.from_json(header["plan"])
@@ -88,12 +88,12 @@ def test_a_crashing_allocator_is_recorded_and_the_others_go_on(tmp_path):
                  "--warmup", 0, "-o", out)
     assert done.returncode == 3
     header, *runs = read_lines(out)
-    crashes = [r for r in runs if r["allocator"] == "crash"]
+    crashes = [r for r in runs if r.allocator == "crash"]
     # Three crashes in a row are a pattern: no more runs of it after that.
-    assert [r["status"] for r in crashes] == ["crashed"] * 3
-    assert all(r["signal"] == "SIGSEGV" and r["metrics"] == {} for r in crashes)
+    assert [r.status for r in crashes] == ["crashed"] * 3
+    assert all(r.signal == "SIGSEGV" and r.metrics == {} for r in crashes)
     for name in ("glibc", "jemalloc"):
-        assert [r["status"] for r in runs if r["allocator"] == name] == ["ok"] * 5
+        assert [r.status for r in runs if r.allocator == name] == ["ok"] * 5
     assert "SIGSEGV" in done.stdout and "crashed" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -108,10 +108,10 @@ def test_a_hanging_allocator_times_out_and_its_process_group_dies(tmp_path):
     took = time.monotonic() - started
     assert done.returncode == 3
     header, *runs = read_lines(out)
-    hang = [r for r in runs if r["allocator"] == "hang"]
-    assert len(hang) == 1 and hang[0]["status"] == "timeout" and hang[0]["warmup"]
-    assert 1.0 <= hang[0]["duration_s"] < 3.0
-    assert [r["status"] for r in runs if r["allocator"] == "glibc"] == ["ok"] * 3
+    hang = [r for r in runs if r.allocator == "hang"]
+    assert len(hang) == 1 and hang[0].status == "timeout" and hang[0].warmup
+    assert 1.0 <= hang[0].duration_s < 3.0
+    assert [r.status for r in runs if r.allocator == "glibc"] == ["ok"] * 3
     assert took < 30
     # No program of this run is left behind sleeping in the hung allocator.
     assert processes_mapping(lib) == []
@@ -127,7 +127,7 @@ def test_a_param_sweep_builds_once_per_combination_and_reports_each(tmp_path):
     assert "2 allocators x 4 param sets x 2 runs + 1 warm-up each = 24 runs" in done.stderr
     header, *runs = read_lines(out)
     assert header["params"] == {"threads": [1, 2], "iterations": [5000, 10000]}
-    combos = {(r["params"]["threads"], r["params"]["iterations"]) for r in runs}
+    combos = {(r.params["threads"], r.params["iterations"]) for r in runs}
     assert combos == {(1, 5000), (1, 10000), (2, 5000), (2, 10000)}
     assert len(runs) == 2 * 4 * 2
     for resolved in header["param_sets"]:
@@ -145,13 +145,13 @@ def test_runs_auto_stops_as_soon_as_every_ci_is_narrow_enough(tmp_path):
                  "--min-runs", 3, "--max-runs", 30, "-o", out, "-q")
     assert done.returncode == 0, done.stderr
     header, *runs = read_lines(out)
-    n = max(r["round"] for r in runs)
+    n = max(r.round for r in runs)
     assert 3 <= n <= 30
 
     def converged(upto):
         for name in ("glibc", "jemalloc"):
             for metric in ("wall_s", "peak_rss_kib"):
-                values = [r["metrics"][metric] for r in runs if r["allocator"] == name and r["round"] <= upto]
+                values = [r.metrics[metric] for r in runs if r.allocator == name and r.round <= upto]
                 if relative_ci_halfwidth(values) > 0.25:
                     return False
         return True
@@ -181,7 +181,7 @@ def test_time_budget_stops_between_rounds(tmp_path):
     header, *runs = read_lines(out)
     rounds = {}
     for r in runs:
-        rounds.setdefault(r["round"], []).append(r["allocator"])
+        rounds.setdefault(r.round, []).append(r.allocator)
     assert 2 <= len(rounds) < 100000
     assert all(len(v) == 2 for v in rounds.values()), "whole rounds only, so n is equal"
 

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from scenc.run.record import RunRecord
 
 SCENC = [sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit(main())"]
 
@@ -28,7 +29,9 @@ def scenc(*args, cwd=None):
 
 
 def lines(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    """The result file read as plain JSON lines: the header, then every run as a RunRecord."""
+    header, *runs = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return [header, *(RunRecord.from_json(run) for run in runs)]
 
 
 def test_run_plans_the_probes_and_keeps_their_figures_apart(tmp_path):
@@ -49,13 +52,13 @@ def test_run_plans_the_probes_and_keeps_their_figures_apart(tmp_path):
     assert header["probe_plan"]["runs"]
     by_set = {}
     for r in runs:
-        by_set.setdefault(r["probe_set"], []).append(r)
+        by_set.setdefault(r.probe_set, []).append(r)
     assert set(by_set) == set(header["probes"])
     for probe_set, records in by_set.items():
         members = probe_set.split("+")
         for r in records:
-            assert r["status"] == "ok", r
-            m = r["metrics"]
+            assert r.status == "ok", r
+            m = r.metrics
             assert ("wall_s" in m) == ("time" in members)
             assert ("peak_rss_kib" in m) == ("memory" in members)
             assert any(k.startswith("layout:") for k in m) == ("layout" in members)
@@ -63,14 +66,14 @@ def test_run_plans_the_probes_and_keeps_their_figures_apart(tmp_path):
                 assert m["live:peak_bytes"] > 0
             assert ("memory:fragmentation" in m) == ("memory" in members and "live" in members)
         # One kept directory per allocator for sets that leave files or pictures.
-        kept = [r for r in records if r.get("run_dir")]
+        kept = [r for r in records if r.run_dir]
         if "layout" in members or "memory" in members:
-            assert sorted(r["allocator"] for r in kept) == ["glibc", "jemalloc"]
+            assert sorted(r.allocator for r in kept) == ["glibc", "jemalloc"]
             for r in kept:
-                assert (out.parent / r["run_dir"] / "report.json").is_file()
-                assert ("layout" in members) == (out.parent / r["run_dir"] / "layout.bin").is_file()
+                assert (out.parent / r.run_dir / "report.json").is_file()
+                assert ("layout" in members) == (out.parent / r.run_dir / "layout.bin").is_file()
     runs_dir = out.parent / "r.runs"
-    assert len(list(runs_dir.iterdir())) == sum(1 for r in runs if r.get("run_dir"))
+    assert len(list(runs_dir.iterdir())) == sum(1 for r in runs if r.run_dir)
     pictures = {p.name for p in (tmp_path / "plots").iterdir()}
     assert any(n.startswith("probe-layout") for n in pictures)
     assert any(n.startswith("probe-memory") for n in pictures)

@@ -119,8 +119,8 @@ def test_readme_first_command_compares_the_four_allocators(fresh_clone):
     saved = resultfile.load(clone / path)
     assert saved.status == "complete"
     assert list(saved.header["allocators"]) == list(FOUR)
-    measured = [r for r in saved.runs if not r.get("warmup")]
-    assert len(measured) == 4 * min(runs) and all(r["status"] == "ok" for r in measured)
+    measured = [r for r in saved.runs if not r.warmup]
+    assert len(measured) == 4 * min(runs) and all(r.status == "ok" for r in measured)
 
 
 @pytest.mark.slow

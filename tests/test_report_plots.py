@@ -5,11 +5,12 @@ from types import SimpleNamespace
 
 from scenc.report.plots import charts as plots
 from scenc.report.analysis import analyze
+from scenc.run.record import RunRecord
 
 
 def _sweep_result(param, values, runs_per_point):
-    runs = [{"allocator": name, "params": {param: v}, "probe_set": "time+memory", "status": "ok",
-             "round": i + 1, "metrics": {"wall_s": 0.1 * (1 + k) + 0.01 * i}}
+    runs = [RunRecord.from_json({"allocator": name, "params": {param: v}, "probe_set": "time+memory",
+                                 "status": "ok", "round": i + 1, "metrics": {"wall_s": 0.1 * (1 + k) + 0.01 * i}})
             for v in values for k, name in enumerate(("glibc", "jemalloc")) for i in range(runs_per_point)]
     header = {"scenario": "s", "allocators": {"glibc": {}, "jemalloc": {}}, "baseline": "glibc"}
     return analyze(SimpleNamespace(header=header, runs=runs, path="s.json"))

@@ -3,12 +3,13 @@ runs, on records as `scenc run` saves them (built here, nothing run)."""
 from types import SimpleNamespace
 
 from scenc.report.analysis import analyze
+from scenc.run.record import RunRecord
 
 
 def _result(per_allocator):
     """A result with one param set; `per_allocator` maps name -> list of {metric: value}."""
-    runs = [{"allocator": name, "params": {}, "probe_set": "layout", "status": "ok", "round": i + 1,
-             "metrics": metrics}
+    runs = [RunRecord.from_json({"allocator": name, "params": {}, "probe_set": "layout", "status": "ok",
+                                 "round": i + 1, "metrics": metrics})
             for name, values in per_allocator.items() for i, metrics in enumerate(values)]
     header = {"scenario": "s", "allocators": {name: {} for name in per_allocator}, "baseline": "glibc"}
     return SimpleNamespace(header=header, runs=runs, path="s.json")

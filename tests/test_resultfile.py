@@ -13,6 +13,7 @@ import pytest
 
 from scenc.run import resultfile
 from scenc.system.metadata import collect_machine
+from scenc.run.record import RunRecord, Status
 from scenc.run.resultfile import ResultFile, ResultFileError, export_csv, load, make_header
 
 SOURCE = "scenario churn {\n  repeat 1000 { p = malloc(64); free(p) }\n}\n"
@@ -52,7 +53,8 @@ def run(i, allocator="tcmalloc", status="ok", **overrides):
         "duration_s": 0.15,
     }
     r.update(overrides)
-    return r
+    # Built field by field, not through from_json: a test may make an invalid one for append_run to refuse.
+    return RunRecord(**dict(r, status=Status(r["status"])))
 
 
 @pytest.fixture
@@ -81,11 +83,11 @@ def test_round_trip(path):
     assert list(loaded) == runs == loaded.runs
     assert len(loaded) == 4
     assert loaded.ignored_tail_bytes == 0
-    assert [r["round"] for r in loaded.select(allocator="tcmalloc")] == [0, 2, 3]
-    assert [r["round"] for r in loaded.select(status="crashed")] == [2]
+    assert [r.round for r in loaded.select(allocator="tcmalloc")] == [0, 2, 3]
+    assert [r.round for r in loaded.select(status="crashed")] == [2]
     assert loaded.metric_values("wall_s", "tcmalloc") == [0.1]
     assert loaded.metric_values("wall_s", "glibc", params={"threads": 2, "size": 64}) == [0.101]
-    assert loaded.to_dict() == {"header": loaded.header, "runs": runs}
+    assert loaded.to_dict() == {"header": loaded.header, "runs": [r.to_json() for r in runs]}
 
 
 def test_file_is_plain_json_lines(path):
@@ -93,7 +95,7 @@ def test_file_is_plain_json_lines(path):
         rf.append_run(run(0))
     lines = path.read_text().splitlines()
     assert json.loads(lines[0])["scenario"] == "churn"
-    assert json.loads(lines[1]) == run(0)
+    assert json.loads(lines[1]) == run(0).to_json()
     assert len(lines) == 2
 
 
@@ -107,7 +109,7 @@ def test_set_status_rewrites_header_and_keeps_runs(path):
     loaded = load(path)
     assert loaded.status == "complete" and rf.status == "complete"
     assert "status_updated" in loaded.header
-    assert [r["round"] for r in loaded] == [0, 1]
+    assert [r.round for r in loaded] == [0, 1]
     with pytest.raises(ValueError):
         rf.set_status("finished")
 
@@ -153,7 +155,7 @@ def test_stderr_with_undecodable_bytes_round_trips(path):
     tail = b"corrupted \xff\xfe heap\n".decode("utf-8", errors="surrogateescape")
     with ResultFile.create(path, header()) as rf:
         rf.append_run(run(0, status="crashed", stderr_tail=tail))
-    assert load(path).runs[0]["stderr_tail"] == tail
+    assert load(path).runs[0].stderr_tail == tail
 
 
 # ---------------------------------------------------------------- CSV export
@@ -236,7 +238,7 @@ def test_run_line_cut_in_the_middle_of_the_file(path):
 
 def test_invalid_run_record(path):
     data = _write_valid(path)
-    path.write_bytes(data + json.dumps(run(3, status="weird")).encode() + b"\n")
+    path.write_bytes(data + json.dumps(dict(run(3).to_json(), status="weird")).encode() + b"\n")
     error = _assert_error_names_file(path, line=5)
     assert "weird" in str(error)
 
@@ -258,15 +260,15 @@ def test_tampered_source_is_detected(path):
 
 def test_unfinished_append_is_ignored_then_cut_off(path):
     data = _write_valid(path, n=3)
-    fragment = json.dumps(run(3)).encode()[:37]
+    fragment = json.dumps(run(3).to_json()).encode()[:37]
     path.write_bytes(data + fragment)
     loaded = load(path)
-    assert [r["round"] for r in loaded] == [0, 1, 2]
+    assert [r.round for r in loaded] == [0, 1, 2]
     assert loaded.ignored_tail_bytes == len(fragment)
     loaded.append_run(run(3))
     loaded.close()
     again = load(path)
-    assert [r["round"] for r in again] == [0, 1, 2, 3]
+    assert [r.round for r in again] == [0, 1, 2, 3]
     assert again.ignored_tail_bytes == 0
 
 
@@ -275,9 +277,9 @@ def test_append_resyncs_after_an_interrupted_write(path):
     rf = ResultFile.create(path, header())
     rf.append_run(run(0))
     with open(path, "ab") as f:
-        f.write(json.dumps(run(1)).encode()[:20])
+        f.write(json.dumps(run(1).to_json()).encode()[:20])
     rf.append_run(run(1))
-    assert [r["round"] for r in load(path)] == [0, 1]
+    assert [r.round for r in load(path)] == [0, 1]
 
 
 # ------------------------------------------------------- crash atomicity
@@ -289,6 +291,7 @@ def _writer_script(path, resume, tail_bytes, big_every, status_every):
     # pages on SIGKILL).
     return textwrap.dedent(f"""
         import json, sys
+        from scenc.run.record import RunRecord
         from scenc.run.resultfile import ResultFile, load
         header = json.loads({json.dumps(json.dumps(header()))})
         path = {str(path)!r}
@@ -297,8 +300,8 @@ def _writer_script(path, resume, tail_bytes, big_every, status_every):
         print("ready", flush=True)
         while True:
             big = "E" * {tail_bytes} if i % {big_every} == 0 else ""
-            rf.append_run({{"allocator": "glibc", "params": {{"threads": 1}}, "round": i,
-                           "status": "ok", "metrics": {{"wall_s": 0.5}}, "stderr_tail": big}})
+            rf.append_run(RunRecord.from_json({{"allocator": "glibc", "params": {{"threads": 1}}, "round": i,
+                                               "status": "ok", "metrics": {{"wall_s": 0.5}}, "stderr_tail": big}}))
             i += 1
             if i % {status_every} == 0:
                 rf.set_status("interrupted" if i % 2 else "running")
@@ -325,7 +328,7 @@ def _kill(proc):
 
 def _check_consistent(path):
     loaded = load(path)
-    assert [r["round"] for r in loaded] == list(range(len(loaded)))
+    assert [r.round for r in loaded] == list(range(len(loaded)))
     assert loaded.status in ("running", "interrupted")
     return loaded
 

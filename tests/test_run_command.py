@@ -21,7 +21,7 @@ TWO = "glibc,jemalloc"
 
 
 def measured(runs):
-    return [r for r in runs if not r.get("warmup")]
+    return [r for r in runs if not r.warmup]
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +39,9 @@ def _library(name):
 
 def _assert_proven(header, run):
     """Every process's malloc and free came from the allocator the run is labelled with."""
-    assert run["proof"]["processes"] >= 1
-    expected = header["allocators"][run["allocator"]]["path"]
-    for obj in run["proof"]["objects"]:
+    assert run.proof["processes"] >= 1
+    expected = header["allocators"][run.allocator]["path"]
+    for obj in run.proof["objects"]:
         if expected is None:
             assert os.path.basename(obj).startswith("libc.so"), obj
         else:
@@ -58,14 +58,14 @@ def test_a_threaded_program_is_measured_and_proven_under_each_allocator(tmp_path
     assert header["targets"]["command"]["argv"] == [str(threaded), "2", "20000", "64"]
     assert len(measured(runs)) == 4
     for r in measured(runs):
-        assert r["target"] == "command" and r["status"] == "ok" and r["exit_code"] == 0
-        m = r["metrics"]
+        assert r.target == "command" and r.status == "ok" and r.exit_code == 0
+        m = r.metrics
         # 64 MiB touched page by page: the peak is at least that, and not the Python parent's.
         assert 64 * 1024 <= m["peak_rss_kib"] < 200 * 1024
         assert m["wall_s"] > 0 and m["user_s"] + m["sys_s"] > 0 and m["minflt"] >= 64 * 256
         assert m["majflt"] >= 0 and m["reported:rtime"] > 0
         _assert_proven(header, r)
-    assert {os.path.realpath(r["provider"]) for r in measured(runs) if r["allocator"] == "jemalloc"} == \
+    assert {os.path.realpath(r.provider) for r in measured(runs) if r.allocator == "jemalloc"} == \
         {_library("jemalloc")}
     # The program's output stays out of the terminal.
     assert "checksum" not in done.stdout + done.stderr
@@ -82,9 +82,9 @@ def test_a_non_pie_program_that_takes_mallocs_address_is_proven_under_its_alloca
     done = scenc("run", "--allocators", TWO, "--runs", 1, "--warmup", 0, "-o", out, "-q", "--", program)
     assert done.returncode == 0, done.stderr
     header, *runs = read_lines(out)
-    assert sorted(r["allocator"] for r in runs) == ["glibc", "jemalloc"]
+    assert sorted(r.allocator for r in runs) == ["glibc", "jemalloc"]
     for r in runs:
-        assert r["status"] == "ok"
+        assert r.status == "ok"
         _assert_proven(header, r)
 
 
@@ -98,7 +98,7 @@ def test_a_debian_tool_reads_stdin_in_its_cwd_with_its_env(tmp_path):
                  "--", "sort", "-n", "-o", "sorted.txt")
     assert done.returncode == 0, done.stderr
     header, *runs = read_lines(out)
-    assert len(runs) == 4 and all(r["status"] == "ok" and r["exit_code"] == 0 for r in runs)
+    assert len(runs) == 4 and all(r.status == "ok" and r.exit_code == 0 for r in runs)
     for r in runs:
         _assert_proven(header, r)
     lines = (data / "sorted.txt").read_text().split()
@@ -116,8 +116,8 @@ def test_a_failing_command_is_reported_plainly_and_every_run_is_kept(tmp_path):
     assert "exit status 3" in done.stderr and "input.dat: no such file" in done.stderr
     header, *runs = read_lines(out)
     # Three failures in a row stop a configuration; two runs each are all kept.
-    assert len(runs) == 4 and all(r["status"] == "crashed" and r["exit_code"] == 3 for r in runs)
-    assert all("input.dat: no such file" in r["stderr_tail"] and "some progress" in r["stdout_tail"]
+    assert len(runs) == 4 and all(r.status == "crashed" and r.exit_code == 3 for r in runs)
+    assert all("input.dat: no such file" in r.stderr_tail and "some progress" in r.stdout_tail
                for r in runs)
     assert "crashed" in done.stdout
 
@@ -129,10 +129,10 @@ def test_a_preload_that_does_not_take_is_wrong_allocator_never_a_result(tmp_path
     assert done.returncode == 3
     assert "WRONG ALLOCATOR" in done.stderr and "fake" in done.stderr
     header, *runs = read_lines(out)
-    fake = [r for r in runs if r["allocator"] == "fake"]
-    assert len(fake) == 1 and fake[0]["status"] == "wrong-allocator" and not fake[0]["metrics"] == {}
-    assert "libc.so" in fake[0]["problem"]
-    assert [r["status"] for r in runs if r["allocator"] == "glibc"] == ["ok", "ok"]
+    fake = [r for r in runs if r.allocator == "fake"]
+    assert len(fake) == 1 and fake[0].status == "wrong-allocator" and not fake[0].metrics == {}
+    assert "libc.so" in fake[0].problem
+    assert [r.status for r in runs if r.allocator == "glibc"] == ["ok", "ok"]
 
 
 def test_a_missing_allocator_library_is_refused_before_any_run(tmp_path):
@@ -177,7 +177,7 @@ def test_a_missing_figure_is_a_failed_run(tmp_path):
                  "--metric", r"ops/s: ([0-9.]+)", "--higher-is-better", "--", "sort", "/dev/null")
     assert done.returncode == 3 and "no --metric figure" in done.stderr
     header, run = read_lines(out)
-    assert run["status"] == "no-metric" and header["targets"]["command"]["metric"]["lower_is_better"] is False
+    assert run.status == "no-metric" and header["targets"]["command"]["metric"]["lower_is_better"] is False
 
 
 def test_a_scenario_beside_its_program_in_one_session(tmp_path, threaded):
@@ -189,7 +189,7 @@ def test_a_scenario_beside_its_program_in_one_session(tmp_path, threaded):
     header, *runs = read_lines(out)
     rounds = {}
     for r in measured(runs):
-        rounds.setdefault(r["round"], []).append(r.get("target", "scenario"))
+        rounds.setdefault(r.round, []).append(r.target)
     # Interleaved: every round runs the scenario and the program under both allocators.
     assert sorted(rounds) == [1, 2, 3]
     assert all(sorted(t) == ["command", "command", "scenario", "scenario"] for t in rounds.values())
@@ -232,7 +232,7 @@ def test_an_interrupted_command_session_resumes(tmp_path):
     assert again.returncode == 0, again.stderr
     header, *runs = read_lines(out)
     assert header["status"] == "complete" and len(runs) == 6
-    assert all(r["target"] == "command" and r["status"] == "ok" for r in runs)
+    assert all(r.target == "command" and r.status == "ok" for r in runs)
 
 
 def test_compare_of_two_sessions_warns_about_drift(tmp_path):
@@ -285,7 +285,7 @@ def test_a_command_over_its_timeout_is_killed_with_its_process_group(tmp_path):
                  "--", script)
     assert done.returncode == 3 and time.monotonic() - started < 20
     header, run = read_lines(out)
-    assert run["status"] == "timeout" and "killed (process group)" in run["problem"]
+    assert run.status == "timeout" and "killed (process group)" in run.problem
     time.sleep(0.2)
     assert _processes_running(str(script)) == [] and not marker.exists()
 
@@ -315,7 +315,7 @@ def test_ctrl_c_mid_command_keeps_the_finished_runs(tmp_path):
     assert proc.returncode == 130 and "--resume" in err
     header, *runs = read_lines(out)
     assert header["status"] == "interrupted" and len(runs) >= 2
-    assert all(r["status"] == "ok" and r["target"] == "command" for r in runs)
+    assert all(r.status == "ok" and r.target == "command" for r in runs)
 
 
 def test_a_reported_figure_is_the_last_match_and_named_by_its_words():

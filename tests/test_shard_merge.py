@@ -37,9 +37,9 @@ def run_shards(tmp_path, scenario, count=3, extra=()):
 
 def record_identity(record):
     """A run record with its timings aside: what must be equal sharded or not."""
-    return (record["allocator"], json.dumps(record["params"], sort_keys=True), record.get("probe_set"),
-            record["round"], bool(record.get("warmup")), record["status"],
-            tuple(sorted(record["metrics"])), record["metrics"].get("failed_allocs"))
+    return (record.allocator, json.dumps(record.params, sort_keys=True), record.probe_set,
+            record.round, bool(record.warmup), record.status,
+            tuple(sorted(record.metrics)), record.metrics.get("failed_allocs"))
 
 
 def analysis_shape(result):
@@ -69,8 +69,8 @@ def test_three_shards_merged_are_the_unsharded_run(sharded):
     merged, unsharded = load(merged_path), load(whole)
     assert merged.status == "complete"
     # The runs' kept files are found from the merged file.
-    kept = [r["run_dir"] for r in merged.runs if r.get("run_dir")]
-    assert len(kept) == len([r for r in unsharded.runs if r.get("run_dir")]) > 0
+    kept = [r.run_dir for r in merged.runs if r.run_dir]
+    assert len(kept) == len([r for r in unsharded.runs if r.run_dir]) > 0
     assert all((merged_path.parent / d).is_dir() for d in kept)
     # Same plan, the same blocks, each run once, the whole dealt among the shards.
     assert merged.header["plan"] == unsharded.header["plan"]
@@ -216,7 +216,7 @@ def test_a_killed_shard_resumes(tmp_path):
     assert result.status == "complete" and result.header["shard"]["index"] == 1
     configs = result.header["plan"]["configs"]
     assert len(configs) == 2  # one block (one param set, both allocators)
-    assert Counter((r["allocator"], r["round"]) for r in result.runs if not r.get("warmup")) == \
+    assert Counter((r.allocator, r.round) for r in result.runs if not r.warmup) == \
         Counter((c["allocator"], n) for c in configs for n in range(1, 41))
 
 

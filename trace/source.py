@@ -54,7 +54,7 @@ class TraceSource:
         self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
         if self.format == "preload":
             if index:
-                # The tracer log's reader loads for tracer logs only: every command's parser imports this module.
+                # The tracer log's reader (ctypes over a decoder built on first use) loads for tracer logs only.
                 from .tracerlog import parse_preload_log
                 log = parse_preload_log(self.path, extra_events=extra_events)   # indexes: format errors raise here
                 self._adopt(log, log.report)

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
-from .. import record as runrecord
+from ..record import RunRecord, Status
 from .target import CommandTarget
 from ...system.process import signal_name
 from ..runner import STDERR_TAIL_CHARS, ProgramRunner
@@ -234,52 +234,52 @@ def _proof_problem(allocator, proof: Proof) -> Optional[str]:
 
 def make_command_record(config, allocator, round_: int, outcome: CommandOutcome, target: CommandTarget,
                         timeout_s: float, warmup: bool = False,
-                        memory_limit: Optional[int] = None) -> dict:
+                        memory_limit: Optional[int] = None) -> RunRecord:
     """The saved record of one run of a command, its status decided from what happened."""
     from ...system.units import fmt_bytes
-    record = runrecord.new(config, round_, warmup, stderr_tail=outcome.stderr, exit_code=None,
+    record = RunRecord.new(config, round_, warmup, stderr_tail=outcome.stderr, exit_code=None,
                            started=outcome.started, duration_s=outcome.duration_s)
-    record.update(provider=outcome.proof.lines[0][1] if outcome.proof.lines else None,
-                  proof=outcome.proof.to_json())
+    record.provider = outcome.proof.lines[0][1] if outcome.proof.lines else None
+    record.proof = outcome.proof.to_json()
     if outcome.timed_out:
-        record.update(status="timeout", problem=f"no result after {timeout_s:g} s; killed (process group)")
+        record.fail(Status.TIMEOUT, problem=f"no result after {timeout_s:g} s; killed (process group)")
         return _with_stdout(record, outcome)
     if outcome.launched is None:
-        record.update(status="crashed", problem=outcome.problem or "the launcher was killed")
+        record.fail(Status.CRASHED, problem=outcome.problem or "the launcher was killed")
         return _with_stdout(record, outcome)
     launched = outcome.launched
-    record["metrics"] = _metrics(launched)
-    record["duration_s"] = round(launched["wall_ns"] / 1e9, 6)
-    status = launched["status"]
+    record.metrics = _metrics(launched)
+    record.duration_s = round(launched["wall_ns"] / 1e9, 6)
+    status = outcome.wait_status
     under_limit = (f" (under a memory limit of {fmt_bytes(memory_limit)} per run)"
                    if memory_limit is not None else "")
     if launched.get("exec_errno"):
-        record.update(status="crashed", exit_code=127,
-                      problem=f"cannot start {target.argv[0]}: {os.strerror(launched['exec_errno'])}")
+        record.fail(Status.CRASHED, exit_code=127,
+                    problem=f"cannot start {target.argv[0]}: {os.strerror(launched['exec_errno'])}")
         return _with_stdout(record, outcome)
     if os.WIFSIGNALED(status):
         name = signal_name(os.WTERMSIG(status))
-        record.update(status="crashed", signal=name, problem=f"killed by {name}{under_limit}")
+        record.fail(Status.CRASHED, signal=name, problem=f"killed by {name}{under_limit}")
         return _with_stdout(record, outcome)
-    record["exit_code"] = os.WEXITSTATUS(status)
-    if record["exit_code"] != 0:
-        record.update(status="crashed", problem=f"exit status {record['exit_code']}")
+    record.exit_code = os.WEXITSTATUS(status)
+    if record.exit_code != 0:
+        record.fail(Status.CRASHED, problem=f"exit status {record.exit_code}")
         return _with_stdout(record, outcome)
     problem = _proof_problem(allocator, outcome.proof)
     if problem:
-        record.update(status="wrong-allocator", problem=problem)
+        record.fail(Status.WRONG_ALLOCATOR, problem=problem)
         return record
     if target.metric is not None:
         value = target.metric.find(outcome.output)
         if value is None:
-            record.update(status="no-metric", problem=f"exit status 0 but no match for --metric "
-                                                      f"{target.metric.pattern!r} in its output")
+            record.fail(Status.NO_METRIC, f"exit status 0 but no match for --metric "
+                                          f"{target.metric.pattern!r} in its output")
             return _with_stdout(record, outcome)
-        record["metrics"][target.metric.metric_name] = value
+        record.metrics[target.metric.metric_name] = value
     return record
 
 
-def _with_stdout(record: dict, outcome: CommandOutcome) -> dict:
+def _with_stdout(record: RunRecord, outcome: CommandOutcome) -> RunRecord:
     """A failed run keeps the tail of stdout too: a command often says why there."""
-    record["stdout_tail"] = outcome.stdout
+    record.stdout_tail = outcome.stdout
     return record
