@@ -5,6 +5,7 @@ functions (an import inside a function hides a cycle from Python, not from a
 reader). The graph is read from the source with `ast`, nothing is imported.
 """
 
+import pytest
 import ast
 from pathlib import Path
 
@@ -119,6 +120,7 @@ def _one_cycle(graph, component):
     return " <-> ".join(sorted(component))
 
 
+@pytest.mark.slow
 def test_the_graph_is_read():
     graph = import_graph()
     # A few imports that certainly exist: if these are missing the reader is broken.
@@ -132,11 +134,13 @@ def test_the_detector_finds_a_cycle():
     assert _cycles(graph) == ["a -> b -> c -> a"]
 
 
+@pytest.mark.slow
 def test_no_import_cycle():
     cycles = _cycles(import_graph())
     assert not cycles, "import cycles among scenc's modules:\n  " + "\n  ".join(cycles)
 
 
+@pytest.mark.slow
 def test_every_relative_import_resolves():
     """`from .x import y` names a module that exists, and y is in it (a module of its package or a name
     it defines): a move that left an import behind fails here, not in the one command that runs it."""
@@ -178,6 +182,7 @@ def test_folders_not_name_prefixes():
         "runtime/ holds the generated programs' runtime; other programs go to runtime/tracer/ or runtime/tools/"
 
 
+@pytest.mark.slow
 def test_a_run_record_is_read_through_its_class():
     """Run records are RunRecords (run/record.py); a "status" read by key elsewhere is another status (the
     result file's, in its header; the launcher's wait status), in at most three places."""

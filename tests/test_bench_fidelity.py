@@ -16,6 +16,9 @@ import pytest
 from scenc.allocators import registry as allocators
 from harness_support import write_scenario
 
+pytestmark = pytest.mark.slow  # builds and runs programs: seconds each
+
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "fidelity.py"
 
 

@@ -6,8 +6,8 @@ tree), and each command runs in that clone with a clean environment: the
 system PATH (Debian's python3, not the test's venv), no VIRTUAL_ENV or
 PYTHONPATH, an empty scenc build cache and no user allocator config. The venv
 is the one the command itself creates (scripts/setup.sh), so this needs PyPI
-and takes minutes: marked `slow` (excluded by default, see setup.cfg; run
-with `pytest -m slow tests/test_readme_commands.py`), and skipped, saying
+and takes minutes: marked `clone` (excluded by default, see setup.cfg; run
+with `pytest -m clone tests/test_readme_commands.py`), and skipped, saying
 why, when PyPI cannot be reached.
 
 1. The comparison of the four allocators runs exactly as written (the README
@@ -51,7 +51,7 @@ def readme_commands(readme: str):
 
 
 def test_the_readme_block_is_found():
-    # Quick, so not `slow`: a README edit that breaks the extraction shows at once.
+    # Quick, so not `clone`: a README edit that breaks the extraction shows at once.
     commands = readme_commands((REPO / "README.md").read_text())
     assert len(commands) == 2, commands
     assert all(c.startswith("sh scripts/setup.sh && ") for c in commands)
@@ -94,6 +94,7 @@ def fresh_clone(tmp_path_factory):
     return clone, clean_environment(tmp)
 
 
+@pytest.mark.clone
 @pytest.mark.slow
 def test_readme_first_command_compares_the_four_allocators(fresh_clone):
     clone, env = fresh_clone
@@ -123,6 +124,7 @@ def test_readme_first_command_compares_the_four_allocators(fresh_clone):
     assert len(measured) == 4 * min(runs) and all(r.status == "ok" for r in measured)
 
 
+@pytest.mark.clone
 @pytest.mark.slow
 def test_readme_second_command_sets_up_and_its_pytest_line_collects(fresh_clone):
     clone, env = fresh_clone

@@ -1,0 +1,75 @@
+"""report.progress: one line updated in place on a terminal (a real pseudo-terminal here, as a
+person's shell would give scenc), one line per round on a pipe."""
+import pytest
+import io
+import os
+import pty
+import select
+import subprocess
+
+from harness_support import SCENC, write_scenario
+
+from scenc.report.progress import Progress
+
+
+def test_on_a_terminal_one_line_is_redrawn_with_counts_times_and_the_run_in_progress():
+    out = io.StringIO()
+    p = Progress(stream=out, tty=True)
+    p.update(0, 8, "warm-up glibc", 3.0)
+    p.note("scenc: run 1 of glibc crashed")
+    p.update(3, 8, "round 1/2  tcmalloc", 2.0)
+    p.round_done("round 1/2 done")                  # not on a terminal: the line says it all
+    text = out.getvalue()
+    last = text.rsplit("\r", 1)[1]
+    assert last.startswith("3/8 runs |") and "elapsed, about 2.0 s left; now round 1/2  tcmalloc" in last
+    assert "\nscenc: run 1 of glibc crashed\n" in text.replace("\r", "\n")
+    assert "round 1/2 done" not in text and text.count("\n") == 1          # only the note
+    p.close()
+    assert out.getvalue().endswith("\r")                                      # the line is cleared
+
+
+def test_on_a_pipe_one_line_per_round_and_nothing_redrawn():
+    out = io.StringIO()
+    p = Progress(stream=out, tty=False)
+    p.update(3, 8, "round 1/2  tcmalloc", 2.0)
+    p.round_done("round 1/2 done: 4 runs in 1.2 s")
+    p.close()
+    assert out.getvalue() == "round 1/2 done: 4 runs in 1.2 s\n"
+
+
+def _run_scenc(args, stderr_is_a_terminal: bool) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if not stderr_is_a_terminal:
+        done = subprocess.run(SCENC + args, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen(SCENC + args, env=env, stdout=subprocess.DEVNULL, stderr=secondary)
+    os.close(secondary)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([primary], [], [], 300)
+        assert ready, "scenc printed nothing for 5 minutes"
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:          # EIO: the terminal's other end is closed, scenc is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    assert proc.wait(timeout=60) == 0
+    return b"".join(chunks).decode()
+
+
+@pytest.mark.slow
+def test_scenc_run_on_a_terminal_and_on_a_pipe(tmp_path):
+    scn = write_scenario(tmp_path)
+    args = ["run", str(scn), "--allocators", "glibc", "--runs", "3", "-o"]
+    terminal = _run_scenc(args + [str(tmp_path / "t.json")], stderr_is_a_terminal=True)
+    assert "\r" in terminal and "3/4 runs |" in terminal and "now round 3/3  glibc" in terminal
+    assert "round 1/3 done" not in terminal
+    piped = _run_scenc(args + [str(tmp_path / "p.json")], stderr_is_a_terminal=False)
+    assert "\r" not in piped and "runs |" not in piped
+    assert [line.split(":")[0] for line in piped.splitlines() if line.startswith("round ")] == \
+        ["round 1/3 done", "round 2/3 done", "round 3/3 done"]
