@@ -1,13 +1,13 @@
-/* scenc's exact-replay converter: a capture's events -> an ops file (trace/opsfile.py, version 5) and a JSON
- * report on stdout (trace/replay.py turns it into the summary and the .scn file).
+/* scenc's exact-replay converter: a capture's events -> an ops file (version 5: docs/capture.md, "The ops file")
+ * and a JSON report on stdout (trace/replay.py turns it into the summary and the .scn file).
  *
  *   scenc-convert --log app.trace [--no-extra] --ops app.ops [--touch N|auto] [--main-tid TID] [--touch-only]
  *   scenc-convert --events --ops app.ops ...      (events packed by trace/replay.py on stdin: ltrace logs)
  *   (--touch-only with --touch auto: when the tracer's sample of pages decides, only {"touch", "touch_auto"},
  *    from the log's index, and no ops file; otherwise the whole conversion, as without it)
  *
- * The only implementation of the conversion (the rules are trace/replay.py's module doc): per thread its
- * calls in order; pointers become slots, kept by the thread that freed them (take_slot); an op that must
+ * The only implementation of the conversion (the rules: docs/capture.md, "scenc convert: exact replay"):
+ * per thread its calls in order; pointers become slots, kept by the thread that freed them (take_slot); an op that must
  * follow another thread's op on its slot waits for it (WAIT, WAIT_OLD); thread starts and exits become SPAWN,
  * JOIN and EXIT; the program's own mappings MAP, UNMAP, REMAP; back-pressure flags SYNC ops (returns, pace).
  * Memory follows the live objects: a hash of live pointers, a slot table, each thread's ops spooled to a

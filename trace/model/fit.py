@@ -2,7 +2,7 @@
 
 Plain functions over the figures the streaming pass collected
 (trace/model/collect.py); the thresholds and tests are described in
-trace/model/__init__.py.
+docs/capture.md, "scenc convert --model".
 """
 
 import math
