@@ -38,7 +38,7 @@
  * each other are not held to the capture's interleaving at all (an earlier
  * design held every thread within W of the others in capture order, which made
  * a replay run its threads in the rhythm of the capture's allocator: thread_churn
- * under jemalloc took glibc's pairs of threads and three times the page faults).
+ * under jemalloc took glibc's pairs of threads, and far more page faults).
  * A single-threaded replay pays one flag test per op.
  *
  * Why this cannot deadlock. Every wait of the replay but JOIN is for ops that

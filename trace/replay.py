@@ -129,8 +129,8 @@ def _batches(events: Iterable[AllocEvent]) -> Iterable[list]:
 
 def auto_touch(path, main_tid: Optional[int] = None) -> str:
     """The mode `--touch auto` chooses for a tracer log (a model's touch_new). When the tracer's sample of
-    pages decides, the converter reads only the log's index (alloc_heavy's 2M calls: 0.003 s against 0.26-0.31 s
-    for the whole conversion); otherwise it converts the whole log, into a folder removed afterwards."""
+    pages decides, the converter reads only the log's index, a small part of a whole conversion's work;
+    otherwise it converts the whole log, into a folder removed afterwards."""
     import tempfile
     with tempfile.TemporaryDirectory(prefix="scenc-touch-") as tmp:
         return _convert(["--log", str(path), "--touch-only"], Path(tmp) / "auto.ops", "auto", main_tid, None,

@@ -35,8 +35,9 @@
 #define TOUCH_AUTO 4               /* --touch auto: the mode whose first-touched pages match the capture's faults */
 static const char *const touch_name[] = {"none", "first", "pages", "all"};   /* the report's names of modes 0-3 */
 /* Faults a traced process takes between the tracer's constructor and its end mark besides its heap's: the
- * stack, stdio, lazy binding, exit handlers (measured: a C program making one malloc and one printf takes
- * 17-19, one of them the tracer's buffer). Subtracted from the measured faults before they are compared. */
+ * stack, stdio, lazy binding, exit handlers; the allowance is what a minimal C program (one malloc, one printf)
+ * takes between the two readings, less the tracer's buffer. Subtracted from the measured faults before they
+ * are compared. */
 #define FAULT_ALLOWANCE 16
 
 /* Event kind -> the op performing the same kind of call (trace/replay.py's REPLAY_KIND). */
@@ -356,7 +357,7 @@ static uint32_t new_slot(cv *c, int32_t last) {
  * The program's threads never waited for each other's frees to allocate: a reuse that waits ties the replay's
  * threads to the capture's interleaving, which is the traced program's under the capture's allocator
  * (thread_churn: each new thread's allocations waited for the frees of the one before it, so jemalloc's
- * threads ran in glibc's rhythm and faulted in 80K pages where the program faults in 20-30K). The bound keeps
+ * threads ran in glibc's rhythm and faulted in pages several times as often as the program). The bound keeps
  * the slot table, which is the replay's own memory, in proportion to the live objects. */
 #define SLOT_SLACK 4096
 
@@ -476,7 +477,7 @@ static void live_del(cv *c, cv_live *e) {
  * reuse of freed memory is in them already): a page faults when a mode first writes it, and again after the
  * capture's allocator unmapped it: under glibc (the allocator a capture runs under) a block of 128 KiB or more at
  * a page offset of 16 is a mapping of its own, unmapped when freed. Not followed: glibc trimming an arena's
- * top (how often depends on the threads' interleaving: prodcons's faults vary 20-fold from run to run, so no
+ * top (how often depends on the threads' interleaving: prodcons's faults vary widely from run to run, so no
  * model of it from the trace holds). A moved realloc's copy is written in every mode. Only with --touch auto. */
 #define MAPPED_BYTES (128u << 10)
 

@@ -252,9 +252,10 @@ def _suspicions(r: CaptureResult, elf: ElfInfo) -> list:
         elif allocs >= 10 and frees == 0:
             out.append(f"the capture saw {allocs} allocations but no free: the program exits without freeing")
     if stats.cross_thread_frees:
-        # Measured (docs/capture.md): bench/programs/prodcons.c 2 10000 peaks at 118 KB live under ltrace and
-        # at 2.25 MB under the preload tracer, and the replay of the ltrace log named the wrong fastest and
-        # fattest allocator; the preload capture's replay named the program's.
+        # ltrace's lockstep changes how many objects are in flight between threads: bench/programs/prodcons.c
+        # peaks far lower under ltrace than under the preload tracer, and the replay of the ltrace log named
+        # the wrong fastest and fattest allocator where the preload capture's replay named the program's
+        # (docs/capture.md, "--method ltrace").
         out.append(f"{stats.cross_thread_frees} objects were freed by another thread than their own: ltrace stops "
                    f"the program at every call, so its threads ran in ltrace's lockstep, and how many objects were "
                    f"in flight between them (a queue's depth, the peak of live bytes) is ltrace's, not the "

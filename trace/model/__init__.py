@@ -154,8 +154,8 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
     scale = min(tried, key=lambda s: (abs(tried[s] - 1), abs(s - 100)))
     if abs(tried[scale] - 1) > abs(first - 1) / 2:
         # Lifetimes are not what makes this peak (handoffs, realloc chains, threads' timing): keep them as
-        # fitted. Lifetimes are the trace's too: a scale that buys less than half the gap (0.95x -> 0.97x
-        # for 1.5x the lifetimes) costs more fidelity than it gives.
+        # fitted. Lifetimes are the trace's too: a scale that buys less than half the gap (a peak barely
+        # nearer the capture's for much longer lifetimes) costs more fidelity than it gives.
         writer.life_scale = None
         result.text = writer.write()
         result.scn_path.write_text(result.text)
