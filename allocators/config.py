@@ -1,6 +1,6 @@
 """Allocator config files (INI, one section per allocator): reading them, and where they are.
 
-The format is described in allocators/registry.py. `load` gives the sections as plain
+The format is described in docs/running.md ("Your own library"). `load` gives the sections as plain
 entries; the registry turns them into allocators. Every mistake is a
 `ConfigError` whose message is a sentence for the user.
 """

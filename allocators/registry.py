@@ -1,44 +1,13 @@
-"""The allocator registry: which malloc implementations a run can use and how.
+"""The allocator registry: which malloc implementations a run can use, and whether a run really got one.
 
-An allocator is either the system malloc (glibc, no preload) or a shared
-object that defines ``malloc`` and is injected with ``LD_PRELOAD``.
+    resolve("glibc,jemalloc,mine=./libmine.so", config_path)   # -> [Allocator], or AllocatorError
+    known(config_path)                    # the built-ins, then the config files' allocators
+    problem(allocator)                    # why it cannot be used on this machine, or None
+    provider_matches(allocator, path)     # the preload proof: did malloc come from the allocator's object?
 
-Built-ins
-    ``glibc``       the system malloc, untouched.
-    ``glibc-notc``  glibc with its per-thread cache disabled
-                    (``GLIBC_TUNABLES=glibc.malloc.tcache_count=0``, as allocbench does).
-    ``tcmalloc``    libtcmalloc_minimal.so.4  (Debian: libtcmalloc-minimal4)
-    ``jemalloc``    libjemalloc.so.2          (Debian: libjemalloc2)
-    ``mimalloc``    libmimalloc.so.2          (Debian: libmimalloc2.0)
-
-User allocators
-    On the command line: ``--allocators glibc,mine=/path/to/libmine.so``.
-
-    In a config file (INI, one section per allocator)::
-
-        [mine]
-        library = lib/libmine.so        ; relative paths are relative to this file
-        env = MINE_ARENAS=4 MINE_LOG="a b"
-        version = 1.2                   ; optional, else taken from the file name
-
-    ``env`` is a whitespace-separated list of KEY=VALUE words, split like a
-    shell would (``shlex``), so a value with spaces can be quoted.  No other
-    keys are accepted, so a typo such as ``libary`` is an error, not a silently
-    ignored line.  A section may reuse a built-in preloaded name (say
-    ``[tcmalloc]`` pointing at a self-built copy); it then replaces the
-    built-in.  ``glibc`` and ``glibc-notc`` cannot be redefined.
-
-    Config files read: ``$SCENC_ALLOCATORS`` if set (it must exist), otherwise
-    ``$XDG_CONFIG_HOME/scenc/allocators.ini`` (default ``~/.config/...``) if it
-    exists; then the explicit ``config_path`` argument, whose sections win.
-
-Preload proof
-    Benchmark programs report which shared object provides ``malloc``
-    (``dladdr`` of ``dlsym(RTLD_DEFAULT, "malloc")``).  ``provider_matches``
-    checks that against the allocator a run is labelled with, because ld.so
-    ignores an unusable ``LD_PRELOAD`` with nothing but a line on stderr and the
-    run would silently measure glibc.  The library named must itself define
-    ``malloc`` (a shim whose malloc lives in a dependency will not match).
+An allocator is the system malloc (glibc, no preload) or a shared object injected with LD_PRELOAD.
+allocators/libraries.py finds the libraries, allocators/config.py reads the config files. The built-ins,
+the config file format and the preload proof: docs/running.md, "Allocators".
 """
 
 import os

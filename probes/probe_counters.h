@@ -7,8 +7,8 @@
  * exists, with `inherit`, so every thread created afterwards is counted and
  * its counts are added in when it ends; they are read after the last thread
  * was joined. Nothing runs per operation and nothing inside the timed window
- * (opening counters per thread, after the start gate, cost `loop` 7% of its
- * wall time here). The main thread itself only waits meanwhile. A machine or
+ * (opening counters per thread, after the start gate, added to `loop`'s
+ * wall time). The main thread itself only waits meanwhile. A machine or
  * VM without a PMU, or a perf_event_paranoid that forbids it, makes the open
  * fail: the report then says which event failed and why, and the program
  * runs on -- the other probes are not affected. */

@@ -3,9 +3,8 @@
  *
  * About one call in SCENC_LATENCY_SAMPLE is timed (default 64, rounded up to
  * a power of two; 1 times every call): a timed call costs two TSC reads and
- * two mispredicted branches, some 25 ns here, against 4 ns for a whole
- * malloc or free in a tight loop, so timing every call would make `loop`
- * seven times slower. The gap to the next timed call is drawn at random from
+ * two mispredicted branches, several times a whole malloc or free in a
+ * tight loop, so timing every call would make `loop` several times slower. The gap to the next timed call is drawn at random from
  * [N/2, 3N/2), so a scenario with a period of its own cannot alias with it;
  * the countdown and the start time live in the thread's scn_thread (slots of
  * their own) where the compiler can keep them in registers. The cost of an

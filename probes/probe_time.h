@@ -3,8 +3,8 @@
  *
  * Nothing runs on the per-operation path. Each thread reads its rusage once
  * when it starts and once when it ends, and a region reads the thread's CPU
- * clock on entry and exit, outside the region's own wall-clock window (about
- * 0.4 us a read here: put `measure` around loops, not inside them). */
+ * clock on entry and exit, outside the region's own wall-clock window (a read
+ * is a system call: put `measure` around loops, not inside them). */
 #ifndef SCN_PROBE_TIME_H
 #define SCN_PROBE_TIME_H
 #include <sys/resource.h>

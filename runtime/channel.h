@@ -18,14 +18,14 @@
  * cores busy yielding while the threads that worked took turns on the other;
  * the program it stands for sleeps in a condition variable. A sender or
  * receiver pays one load of the sleepers' count after its compare-and-swap;
- * no fence is added (a sequentially consistent store for each move cost
- * prodcons 3-6% under jemalloc and mimalloc).
+ * no fence is added (a sequentially consistent store for each move slowed
+ * prodcons measurably under jemalloc and mimalloc).
  *
  * The queue lives in a header, not in the runtime library, for speed: a cell
  * holds an scn_slot, the bare pointer when nothing reads sizes, and send and
  * receive inline into the thread's loop. In a library the cell carried the
  * size too (24 bytes, cells straddling cache lines) and each handoff was a
- * call: prodcons ran about 3% slower than its hand-written twin. */
+ * call: prodcons ran slower than its hand-written twin. */
 #ifndef SCN_CHANNEL_H
 #define SCN_CHANNEL_H
 #include <limits.h>
@@ -55,8 +55,8 @@ static inline scn_channel *scn_channel_new(uint64_t capacity) {
   if (capacity == 0 || capacity > SIZE_MAX / 2 / sizeof *q->cells)
     scn_die("a channel of capacity %llu cannot be made", (unsigned long long)capacity);
   /* Every cell's sequence starts at 0, which the arena's fresh memory holds already: no store, so the
-   * cells a run never reaches are never resident (a model's ring of 200 channels of 996 cells, one pair
-   * of threads at a time, had 3.2 MB resident before its first allocation). */
+   * cells a run never reaches are never resident (a model's ring of 200 channels, one pair of threads at
+   * a time, had megabytes resident before its first allocation when every cell was stored). */
   q->cells = scn_arena_alloc(capacity * sizeof *q->cells);
   atomic_init(&q->tail, 0);
   atomic_init(&q->head, 0);

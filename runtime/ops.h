@@ -204,7 +204,7 @@ static inline void scn_touch_new(scn_obj o, size_t from, int mode) {
 
 /* A failed allocation is counted on a branch the CPU predicts, never on the
  * fast path: left alone, gcc turns the count into cmp + adc on every call, a
- * data dependency on the allocator's result that cost loop 2-5% of its time
+ * data dependency on the allocator's result that slowed loop measurably
  * next to its hand-written twin (bench/bench_overhead.py). The empty asm keeps
  * the branch a branch. */
 #define SCN_ON_FAILURE(cond, action) \

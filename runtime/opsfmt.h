@@ -30,7 +30,7 @@
  * readable bytes past the data it has can decode without bounds checks and
  * compare where it ended with the data's end afterwards.
  *
- * Layout of one op (trace/opsfile.py's docstring has the whole file):
+ * Layout of one op (docs/capture.md, "The ops file", has the whole file):
  *   byte  bits 0-3 kind, 4 WAIT, 5 SYNC, 6 SIZE (a size follows), 7 EXT (an ext byte follows)
  *   [ext] bit 0 WAIT_OLD, 1 LAST_PIECE, 2 WRITABLE, 3 NO_SLOT (slot is NONE), 4 AUX_FLIP
  *   [step]     SYNC: varint

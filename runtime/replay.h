@@ -1,6 +1,6 @@
 /* Exact replay of a captured trace (`replay "app.ops"`).
  *
- * The ops file (format in trace/opsfile.py; ops encoded as in opsfmt.h, a
+ * The ops file (format in docs/capture.md, "The ops file"; ops encoded as in opsfmt.h, a
  * byte of kind and flags then varints: 2-6 bytes an op) holds each captured
  * thread's calls in order, one section per thread. Pointers became slots;
  * every slot carries a state counter (2g: free for generation g, 2g+1: live). An op that the
@@ -38,7 +38,7 @@
  * each other are not held to the capture's interleaving at all (an earlier
  * design held every thread within W of the others in capture order, which made
  * a replay run its threads in the rhythm of the capture's allocator: thread_churn
- * under jemalloc took glibc's pairs of threads and three times the page faults).
+ * under jemalloc took glibc's pairs of threads, and far more page faults).
  * A single-threaded replay pays one flag test per op.
  *
  * Why this cannot deadlock. Every wait of the replay but JOIN is for ops that
@@ -130,7 +130,7 @@ static void scn_replay_load(const char *path) {
   if (memcmp(h.magic, "SCNOPS", 6) != 0 || h.magic[7] != 0) scn_die("%s is not a scenc replay file (bad magic)", path);
   /* The version byte is printed as a number: a damaged file may hold any byte there,
      and a raw byte would make the message itself unreadable (not UTF-8). */
-  if (h.magic[6] != '0' + SCN_R_VERSION)   /* versions 1-3: fixed 32-byte ops; see trace/opsfile.py */
+  if (h.magic[6] != '0' + SCN_R_VERSION)   /* older versions: docs/capture.md, "The ops file" */
     scn_die("%s is a version %d replay file; this program reads version %d: convert the capture again", path,
             (int)(unsigned char)h.magic[6] - '0', SCN_R_VERSION);
   size_t table = (h.threads + 1) * sizeof(uint64_t) + ((h.threads * sizeof(uint32_t) + 7) & ~(size_t)7);

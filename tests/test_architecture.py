@@ -201,3 +201,11 @@ def test_a_run_record_is_read_through_its_class():
             if key == "status":
                 readers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert len(readers) <= 3, readers
+
+
+def test_module_docstrings_say_what_the_module_is_in_a_few_lines():
+    long = {str(path.relative_to(ROOT)): len(doc.splitlines())
+            for path in _modules().values()
+            for doc in [ast.get_docstring(ast.parse(path.read_text()), clean=False)] if doc
+            if len(doc.splitlines()) > 25}
+    assert not long, f"module docstrings over 25 lines (design notes go to docs/, figures to bench/results/): {long}"

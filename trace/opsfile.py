@@ -1,61 +1,12 @@
-"""The replay data file that `replay "app.ops"` scenarios read (runtime/replay.h).
+"""The ops file that `replay "app.ops"` scenarios read (runtime/replay.h): the format's constants, and a reader.
 
-Layout, little-endian (version 5):
-    header   magic "SCNOPS5\\0", u32 threads, u32 touch, u64 slots, u64 ops, u64 window
-    sections u64[threads + 1]: byte offset of each thread's first op from the first op's byte,
-             then the total
-    flags    u32[threads], then 4 zero bytes if threads is odd: bit 0 (DEFERRED) = the thread is
-             started by a SPAWN op of another thread, not at the start of the replay; bit 1 (MAIN) = the
-             process's main thread, replayed on the replay's main thread
-    ops      thread 0's in order, then thread 1's, ...; each op 1 to 42 bytes (2 to 6 in practice):
-             byte     bits 0-3 kind, 4 WAIT, 5 SYNC, 6 SIZE (size follows), 7 EXT (ext follows)
-             [ext]    bits 0 WAIT_OLD, 1 LAST_PIECE, 2 WRITABLE, 3 NO_SLOT (slot NONE), 4 AUX_FLIP
-             [step]   SYNC: varint
-             [slot]   zigzag varint of its difference from the thread's previous slot (slot or
-                      realloc/remap aux; 0 at the section's start); SPAWN, JOIN: the thread, a varint
-             [gen]    WAIT: varint
-             [aux]    present for kinds in AUX_KINDS unless AUX_FLIP (then NONE), absent (NONE) for
-                      the others unless AUX_FLIP; realloc, remap: a slot, zigzag as above; others: varint
-             [aux_gen] WAIT_OLD: varint
-             [size]   SIZE: varint (else 0)
-             varints are LEB128 (7 bits a byte, low first, high bit = more follow).
-    An op that does not wait (no WAIT; no WAIT_OLD for the old slot) is on a slot its own thread
-    touched last, or a fresh one: its generation is left out and the replay takes the slot's state
-    (`read_ops` follows each thread's slots to give it back). runtime/opsfmt.h holds the C encoder
-    and decoder, the converter's and the replay's.
+    header = read_header(data, path)     # OpsHeader: threads, touch, slots, ops, thread flags, window
+    slots, ops = read_ops(path)          # each thread's ops as tuples (tests, `scenc trace-stats` on .ops files)
+    for counts in iter_counts(path): ... # calls per kind and thread, as the replay will report them
 
-touch: what the replay stores into each new block and into the grown part of a
-realloc (TOUCH_MODES: none, its first and last byte, one byte per page and the
-last, every byte). Op kinds beyond the allocator calls: SPAWN (slot = the thread it
-starts, aux = how many SPAWN ops precede it in the capture), JOIN (slot = a
-thread that ended before this point; waits until it has), EXIT (the thread's
-end; aux = SPAWN ops that happened before it in the capture, which it waits
-for). MAP (slot, gen, size: an anonymous mapping of the program's own), UNMAP
-(slot, gen, aux = offset in 4 KiB pages, size: a piece of it; flag LAST_PIECE
-when that ends the mapping), REMAP (like realloc: slot, aux = old slot, size).
-Back-pressure (runtime/replay.h has the design and why it cannot deadlock):
-a thread's returns are the positions (1 plus the bytes) of its blocks that
-other threads freed. A FREE of another thread's block carries that thread in
-aux and the positions it gives back in size. An op with flag SYNC carries in
-step (< 2^48) how much more the thread needs than at its previous SYNC; there
-the replay thread waits until its returns reach that. `window` is the widest
-thread's window (1/16 of the most positions of its blocks live at once), for
-the record: the needs were computed with it.
-Versions 1 (SCNOPS1: no touch, no thread lifetimes), 2 (SCNOPS2: no
-back-pressure), 3 (SCNOPS3: 32-byte ops) and 4 (SCNOPS4: SYNC steps were
-positions in capture order, kept within a window of the least advanced thread)
-are refused with a message naming
-the version and asking to convert again (a capture converts in seconds, and one
-reader per format keeps the replay's hot loop single); the runtime
-(runtime/replay.h) does the same.
-
-The writer is the converter, runtime/tools/convert.c, with runtime/opsfmt.h's
-encoder (it spools each thread's ops to a temporary file and concatenates them
-at the end, so its memory follows the live objects, not the trace). This
-module reads ops files (tests, `scenc trace-stats` on .ops files) and names the
-format's constants for Python. The only encoder is the C one; the tests keep a
-reference encoder of their own (tests/ops_reference.py) to check it byte for
-byte and to write ops files by hand.
+The only writer is the C converter, runtime/tools/convert.c, with runtime/opsfmt.h's encoder; the
+replay decodes with opsfmt.h too, and tests/ops_reference.py is the tests' own encoder that checks it
+byte for byte. The format (version 5; older ones are refused): docs/capture.md, "The ops file".
 """
 
 import struct
@@ -82,7 +33,7 @@ LAST_PIECE, WRITABLE = 4, 8     # unmap: the slot's last mapped piece goes; map,
 SYNC = 16                       # publish the position and wait for the window (back-pressure)
 MAX_SYNC_STEP = 1 << 48         # pos_hi:pos_lo
 DEFERRED, MAIN = 1, 2     # thread flags
-# The encoding (module doc; runtime/opsfmt.h): header and ext bits, and the kinds whose aux is usually set,
+# The encoding (docs/capture.md, "The ops file"; runtime/opsfmt.h): header and ext bits, and the kinds whose aux is usually set,
 # whose slot is a thread, whose aux is a slot.
 E_WAIT, E_SYNC, E_SIZE, E_EXT = 0x10, 0x20, 0x40, 0x80
 X_NO_SLOT, X_AUX_FLIP = 8, 16       # ext bits 0-2 are flags WAIT_OLD, LAST_PIECE, WRITABLE shifted right by one

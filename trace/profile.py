@@ -1,35 +1,13 @@
-"""Streaming statistics over AllocEvents (the ``scenc trace-stats FILE`` command).
+"""Streaming statistics over AllocEvents: the `scenc trace-stats FILE` command.
 
     stats = trace_stats_file("app.log")          # or TraceStats(report).consume(events)
     print(format_trace_stats(stats))
-    json.dumps(stats.to_dict())
+    json.dumps(stats.to_dict())                  # what `scenc trace-stats --json` prints
 
-    python -m scenc.trace.stats app.log [--json]  # what `scenc trace-stats` will print
-
-Only the live blocks are kept (a dict pointer -> small tuple), so memory follows
-the program's live object count, not the trace length.
-
-Conventions
------------
-* An *operation* is one AllocEvent; lifetimes "in operations" count the events of
-  the whole trace (all threads) between a block's allocation and its free.
-* A block keeps its identity through realloc: its lifetime runs from the first
-  allocation to the final free, and each realloc adds one link to its *realloc
-  chain*.  realloc(NULL, n) is an allocation, realloc(p, 0) returning NULL a free.
-* Histograms use log2 buckets: bucket ``b`` holds values in ``[2**(b-1), 2**b)``;
-  bucket 0 holds 0.  Sizes are the bytes requested (``nmemb * size``); lifetimes in
-  seconds are bucketed in microseconds.
-* A *cross-thread free* is a free (free, operator delete, realloc(p, 0)) by a
-  thread other than the one that allocated (or last reallocated) the block.
-* posix_memalign's result is not printed by ltrace (unless an inner malloc shows
-  it, see the parser); such blocks are counted as live and matched to the first
-  later free of an unknown pointer that has the requested alignment
-  (``posix_memalign_guessed``); this is a guess, reported as such.
-* Events that are not allocator calls (a source read with ``extra_events``):
-  thread starts and exits give the threads alive at once (a thread without a
-  captured start is alive from its first call); the program's own anonymous
-  mappings (tracer logs) give its mapped bytes, in pages, beside the heap's live
-  bytes, and the peak of the two together. Neither counts as an operation.
+Only the live blocks are kept (pointer -> a small tuple), so memory follows the program's live objects,
+not the trace's length. What each figure means (operations, realloc chains, log2 buckets, cross-thread
+frees, posix_memalign's guessed blocks, threads and the program's own mappings): docs/capture.md,
+"scenc trace-stats".
 """
 from __future__ import annotations
 

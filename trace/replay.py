@@ -1,68 +1,14 @@
-"""Exact replay: a stream of captured calls becomes an ops file and a `replay` scenario.
+"""Exact replay: a capture becomes an ops file and a two-line `replay` scenario.
 
-The conversion itself is C (runtime/tools/convert.c, the only implementation; it
-runs at millions of calls per second): it reads a tracer log by itself
-(convert_log), or takes the events of an ltrace log packed on its stdin
-(convert_events), writes the ops file and reports what it converted as JSON,
-which becomes a ReplayReport here. This module keeps the report, the `.scn`
-text and the summary's wording. What the conversion does:
+    report = write_replay("app.trace", "app.scn", "app.trace", touch="auto")   # or an ltrace log's AllocEvents
+    report.calls, report.degraded, touch_line(report), threads_line(report)
 
-Each captured thread keeps its own calls in order with their exact sizes.
-Pointers become slots. A freed slot stays with the thread that freed it, which
-reuses it first; another thread takes it without waiting once the replay has
-joined that thread, and with a wait for that free only when new slots would
-outgrow twice the live objects at their peak: so memory grows with the number
-of live objects, not with the trace or its number of threads, and no thread
-waits for another's free to allocate where the program did not. When an op
-frees a block another thread made (or reuses a slot as above), it is marked to
-wait for that thread, as DJ Delorie's glibc trace simulator does: the replay
-keeps every handoff and its order, and nothing else is serialised.
-
-Calls that cannot be replayed faithfully are still replayed as calls of the
-same kind, so counts per kind and per thread match the capture exactly, and
-each is counted in `ReplayReport.degraded` with the first line numbers:
-a free of a pointer never seen allocated becomes free(NULL); a realloc of such
-a pointer, or a realloc that failed in the trace, becomes realloc(NULL, n).
-
-Thread lifetimes (from events of kinds thread_start and thread_exit, which the
-preload tracer records since version 2): a thread whose start was captured
-becomes a DEFERRED replay thread, started by a SPAWN op placed in its
-creator's ops where it began; thread creations keep their captured order;
-threads that had ended by then are joined first (JOIN ops before the SPAWN,
-the earliest ended first), as many as keep the replay within the most threads
-the capture had alive at once so far; a thread's end is an EXIT op that waits
-for the creations it outlived. The capture does not show which thread a
-program joined when: a thread_churn main that joins thread k-1 after creating
-thread k+1 would otherwise wait for both before the creation, and its replay
-would run its threads in pairs.
-Captures without those events (ltrace, version 1 tracer logs) start every
-thread with the replay, as before.
-
-Back-pressure (the design and why it cannot deadlock are in
-runtime/replay.h): a thread's returns are the positions (1 plus the bytes) of
-its blocks that other threads freed, in capture order. A thread that
-allocates while its returns lag more than its window W behind the capture's
-waits until they catch up (SYNC ops); W is 1/16 of the most positions of its
-own blocks live at once, and a SYNC is asked for each time the need grew by
-more than W/2, so a producer holds at most about 3/32 of its peak more than
-in the capture. Threads that do not hand blocks over are not held to the
-capture's interleaving at all: their rhythm is the allocator's, as in the
-program.
-
-``touch`` (opsfile.TOUCH_MODES) is written into the ops file: what the replay
-stores into each new block and the grown part of each realloc. ``auto`` lets
-the converter choose from the capture itself: the mode whose first-touched
-pages of the captured heap come closest to the minor page faults the tracer
-measured (docs/capture.md, "--touch auto"); the report's touch_auto says what
-it counted.
-
-The program's own anonymous mappings (mmap, munmap, mremap events) are
-remembered as pieces (munmap may cut any page range out of one) and replayed
-with slots of their own: MAP where it mapped, UNMAP for each piece it unmapped
-(partial unmaps included), REMAP where it resized a whole mapping; writable
-mappings are touched like blocks. What cannot be replayed is noted and
-skipped: MAP_FIXED mappings (they replace part of another), mremap of part of
-a mapping.
+The conversion itself is C, runtime/tools/convert.c, its only implementation: it reads a tracer log by
+itself (convert_log) or takes an ltrace log's events packed on its stdin (convert_events), writes the ops
+file (trace/opsfile.py) and reports what it converted as JSON, which becomes a ReplayReport here. This
+module keeps the report, the `.scn` text and the summary's wording. What a replay keeps and what it
+degrades: docs/capture.md, "scenc convert: exact replay"; its design: docs/architecture.md, "Inside the
+subsystems".
 """
 
 import json
@@ -183,8 +129,8 @@ def _batches(events: Iterable[AllocEvent]) -> Iterable[list]:
 
 def auto_touch(path, main_tid: Optional[int] = None) -> str:
     """The mode `--touch auto` chooses for a tracer log (a model's touch_new). When the tracer's sample of
-    pages decides, the converter reads only the log's index (alloc_heavy's 2M calls: 0.003 s against 0.26-0.31 s
-    for the whole conversion); otherwise it converts the whole log, into a folder removed afterwards."""
+    pages decides, the converter reads only the log's index, a small part of a whole conversion's work;
+    otherwise it converts the whole log, into a folder removed afterwards."""
     import tempfile
     with tempfile.TemporaryDirectory(prefix="scenc-touch-") as tmp:
         return _convert(["--log", str(path), "--touch-only"], Path(tmp) / "auto.ops", "auto", main_tid, None,

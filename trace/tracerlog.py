@@ -1,69 +1,14 @@
 """Reading the LD_PRELOAD tracer's log (runtime/tracer/tracer.c writes it; trace/capture/preload.py captures it).
 
-    log = parse_preload_log("server.trace")
-    for ev in log:                 # AllocEvents, in causal global order
+    log = parse_preload_log("server.trace")    # extra_events=True adds thread starts, exits and mappings
+    for ev in log:                 # AllocEvents, in the causal order of the whole process
         ...
     log.info                       # PreloadLogInfo: counts, threads, missing calls, end mark
-    TraceStats(log.report).consume(parse_preload_log(path))     # scenc.trace.stats
-    write_replay(parse_preload_log(path), "app.scn", path)      # scenc.trace.replay
 
-Events from :func:`parse_preload_log` follow scenc.trace.events: ``line`` is the
-record's global sequence number + 1 (the position of the call in the causal
-order of the whole process), ``start_line`` differs only for a realloc that
-moved its block (the number it took when it released the old block),
-``time_s`` counts from the earliest record, ``duration_s`` is the time spent in
-the real allocator function in logs of versions 1 and 2 (None in version 3,
-which does not record it: no reader used it, and it cost a second clock read per call).
-
-Log format (little-endian; written by runtime/tracer/tracer.c, version 3; versions 1 and 2 are read too)
-----------------------------------------------------------------------------------------------
-header, 64 bytes: ``"SCNTRACE"``, u32 version, u32 record size (64 in versions 1-2, 0 in 3),
-u32 pid, u32 ppid, u64 CLOCK_MONOTONIC ns at open, u64 CLOCK_REALTIME ns at open, 24 zero bytes.
-
-Version 3 (runtime/tracer/tracelog.h is the reference, and the one decoder: this module
-loads it as runtime/tools/tracelog.c through ctypes) then has chunks, one thread's records
-each, in sequence order; chunks of different threads interleave in the file. A chunk
-header (72 bytes: record bytes, record count, tid, type, tick shift, mark, first and
-last sequence number, CLOCK_MONOTONIC and tick at its first record and their spans to
-its flush, census bytes, moved reallocs), the records, then the census (varint pairs:
-kind code, records of that kind). A record: a kind byte (bit 6: seq = previous + 1,
-bit 7: an extension byte follows with flags, error code, span, whole pointers), the
-seq delta unless bit 6, the time in ticks >> shift since the previous record, then the
-kind's fields: sizes as varints, pointers as zigzag varints of the distance to the
-previous pointer of the chunk, divided by 8 (0: NULL). About 5-6 bytes a call. A
-record's ns is its tick mapped linearly between the chunk's two clock readings. A chunk
-of type END (no records) is the end mark; tracers since `convert --touch auto` store in it
-the process's minor page faults at tracing start and at the end, the pages of the
-tracer's own buffers, and what sampled blocks' inner pages became between malloc and free
-(runtime/tracer/tracelog.h, scn_tl_end_faults: ``info.page_faults`` (None without a reading),
-``tracer_pages``, ``fresh_pages``, ``written_pages``). Decoded, each record is the version 2 layout
-below (``dur_ns`` 0), so everything after decoding is shared.
-
-Versions 1 and 2: records, 64 bytes each: u64 seq, u64 ns, u32 tid, u8 kind, u8 flags
-(1: operator new threw; mremap's flags), u16 posix_memalign's return value, u32 duration ns,
-u32 span (moved realloc: seq minus the number taken before the call), u64
-arg[3] (the function's arguments in order, without posix_memalign's memptr and
-the nothrow tag), u64 result (pointer returned or stored; 0 for frees). Kind
-255 is the end mark a process writes when it leaves through exit, _exit or
-exec: its seq is the count of numbers taken, so calls lost at the very end are
-counted too; a log without one comes from a process that was killed. Version 2
-adds kinds that are not allocator calls: 40, a thread made by pthread_create
-starts (arg[0] = its creator's tid); 41, a thread ends (logged in its last
-pthread key destructor round); 42, 43, 44: the program's own anonymous mmap
-(len, prot, flags; result), munmap (addr, len; result = return value) and
-mremap (old, old len, new len; flags = mremap's flags; result). They are
-skipped unless ``extra_events=True`` (see EXTRA_KINDS). The
-records of one thread appear in sequence order, in runs; runs of different threads
-interleave in the file.
-
-Reading: the first pass indexes the file. Version 3: runtime/tools/tracelog.c reads the chunk
-headers and censuses only (not the records), so ``.info`` -- what ``scenc capture``
-prints -- costs next to nothing whatever the log's size; a damaged record is found when
-the events are read. Versions 1-2: one Python pass over every record. The second pass
-merges the threads' records with a heap, holding ``block_records`` decoded records per
-thread (and one chunk's bytes, 32 KiB, in version 3). Memory is O(threads x
-block_records + chunks), never O(log size). A log cut short (a full disk, a copy cut
-off) is read up to its last whole record; ``info.stopped_at`` says at which byte.
+Reads versions 1 to 3: version 3 through runtime/tracer/tracelog.h's decoder, loaded as
+runtime/tools/tracelog.c with ctypes; versions 1 and 2 here. The format: docs/capture.md, "The tracer
+log"; what the events' fields hold and how the log is read in bounded memory: docs/architecture.md,
+"Inside the subsystems".
 """
 
 from __future__ import annotations
@@ -612,7 +557,8 @@ def raw_records(path) -> Iterator[tuple]:
 
 
 def parse_preload_log(path, block_records: int = 256, extra_events: bool = False) -> PreloadLog:
-    """The AllocEvents of a tracer log, in global sequence order (see the module doc).
+    """The AllocEvents of a tracer log, in global sequence order (what their fields hold: docs/architecture.md,
+    "Inside the subsystems").
 
     Indexes the whole file first (``.info`` is then complete), then merges the
     threads' records lazily. Raises TraceFormatError (file:record:1: message)

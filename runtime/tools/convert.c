@@ -1,13 +1,13 @@
-/* scenc's exact-replay converter: a capture's events -> an ops file (trace/opsfile.py, version 5) and a JSON
- * report on stdout (trace/replay.py turns it into the summary and the .scn file).
+/* scenc's exact-replay converter: a capture's events -> an ops file (version 5: docs/capture.md, "The ops file")
+ * and a JSON report on stdout (trace/replay.py turns it into the summary and the .scn file).
  *
  *   scenc-convert --log app.trace [--no-extra] --ops app.ops [--touch N|auto] [--main-tid TID] [--touch-only]
  *   scenc-convert --events --ops app.ops ...      (events packed by trace/replay.py on stdin: ltrace logs)
  *   (--touch-only with --touch auto: when the tracer's sample of pages decides, only {"touch", "touch_auto"},
  *    from the log's index, and no ops file; otherwise the whole conversion, as without it)
  *
- * The only implementation of the conversion (the rules are trace/replay.py's module doc): per thread its
- * calls in order; pointers become slots, kept by the thread that freed them (take_slot); an op that must
+ * The only implementation of the conversion (the rules: docs/capture.md, "scenc convert: exact replay"):
+ * per thread its calls in order; pointers become slots, kept by the thread that freed them (take_slot); an op that must
  * follow another thread's op on its slot waits for it (WAIT, WAIT_OLD); thread starts and exits become SPAWN,
  * JOIN and EXIT; the program's own mappings MAP, UNMAP, REMAP; back-pressure flags SYNC ops (returns, pace).
  * Memory follows the live objects: a hash of live pointers, a slot table, each thread's ops spooled to a
@@ -35,8 +35,9 @@
 #define TOUCH_AUTO 4               /* --touch auto: the mode whose first-touched pages match the capture's faults */
 static const char *const touch_name[] = {"none", "first", "pages", "all"};   /* the report's names of modes 0-3 */
 /* Faults a traced process takes between the tracer's constructor and its end mark besides its heap's: the
- * stack, stdio, lazy binding, exit handlers (measured: a C program making one malloc and one printf takes
- * 17-19, one of them the tracer's buffer). Subtracted from the measured faults before they are compared. */
+ * stack, stdio, lazy binding, exit handlers; the allowance is what a minimal C program (one malloc, one printf)
+ * takes between the two readings, less the tracer's buffer. Subtracted from the measured faults before they
+ * are compared. */
 #define FAULT_ALLOWANCE 16
 
 /* Event kind -> the op performing the same kind of call (trace/replay.py's REPLAY_KIND). */
@@ -356,7 +357,7 @@ static uint32_t new_slot(cv *c, int32_t last) {
  * The program's threads never waited for each other's frees to allocate: a reuse that waits ties the replay's
  * threads to the capture's interleaving, which is the traced program's under the capture's allocator
  * (thread_churn: each new thread's allocations waited for the frees of the one before it, so jemalloc's
- * threads ran in glibc's rhythm and faulted in 80K pages where the program faults in 20-30K). The bound keeps
+ * threads ran in glibc's rhythm and faulted in pages several times as often as the program). The bound keeps
  * the slot table, which is the replay's own memory, in proportion to the live objects. */
 #define SLOT_SLACK 4096
 
@@ -476,7 +477,7 @@ static void live_del(cv *c, cv_live *e) {
  * reuse of freed memory is in them already): a page faults when a mode first writes it, and again after the
  * capture's allocator unmapped it: under glibc (the allocator a capture runs under) a block of 128 KiB or more at
  * a page offset of 16 is a mapping of its own, unmapped when freed. Not followed: glibc trimming an arena's
- * top (how often depends on the threads' interleaving: prodcons's faults vary 20-fold from run to run, so no
+ * top (how often depends on the threads' interleaving: prodcons's faults vary widely from run to run, so no
  * model of it from the trace holds). A moved realloc's copy is written in every mode. Only with --touch auto. */
 #define MAPPED_BYTES (128u << 10)
 

@@ -1,5 +1,5 @@
 /* Reading the preload tracer's log (runtime/tracer/tracer.c writes it; the format is
- * in trace/tracerlog.py's docstring and runtime/tracer/tracelog.h) for the converter
+ * in docs/capture.md, "The tracer log", and runtime/tracer/tracelog.h) for the converter
  * (runtime/tools/convert.c).
  *
  * Two passes, as trace/tracerlog.py does: the index pass reads the file once

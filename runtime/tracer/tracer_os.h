@@ -5,8 +5,8 @@
 #define SCN_TRACER_OS_H
 
 /* ------------------------------------------------------------------ clock
- * One tick read per call: the time-stamp counter where there is one (about 12 ns here, against
- * 30 ns for clock_gettime), CLOCK_MONOTONIC elsewhere. Each chunk carries CLOCK_MONOTONIC read at
+ * One tick read per call: the time-stamp counter where there is one (a fraction of the cost of
+ * clock_gettime), CLOCK_MONOTONIC elsewhere. Each chunk carries CLOCK_MONOTONIC read at
  * its first record and at its flush, so the reader maps ticks to ns without a calibration here. */
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>

@@ -13,8 +13,8 @@
 #define SAMPLE_SLOTS 256
 #define SAMPLE_EVERY 8
 /* Each sample costs two system calls, and a few thousand tell the share of pages written: after every
- * SAMPLE_HALVING samples a thread samples half as often, down to one block in SAMPLE_EVERY << 10
- * (alloc_heavy of 12M calls: 75,146 mincore calls without this, 10,626 with it). */
+ * SAMPLE_HALVING samples a thread samples half as often, down to one block in SAMPLE_EVERY << 10, so a
+ * long capture makes a fraction of the mincore calls it would make at the full rate. */
 #define SAMPLE_HALVING 2048
 #define SAMPLE_BUSY ((uintptr_t)1)
 struct sample {

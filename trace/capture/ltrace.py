@@ -3,43 +3,9 @@
     result = capture(["./server", "--once"], "server.log")          # mode='auto': -x, then -e
     result.ok, result.warnings, result.report, result.stats
 
-What ltrace 0.7.3 sees on this machine (Debian 12, glibc 2.36, gcc 12, checked with
-real programs, see tests/test_trace_capture.py and tests/fixtures/trace/make_logs.sh)
--------------------------------------------------------------------------------------
-``-e FUNCS`` (PLT breakpoints, lines ``prog->malloc(16) = 0x...``)
-    sees the program's calls through its PLT, and calls of other libraries through
-    theirs (``libstdc++.so.6->malloc`` inside ``operator new``).  It does NOT see:
-    calls from inside libc (strdup, fopen, printf's buffer, qsort...); programs that
-    take the address of malloc/free (GOT-only relocations, no PLT slot: ``sort``,
-    ``ls``, ``git`` on Debian) or are built with ``-fno-plt``: those record nothing
-    at all; ``aligned_alloc`` is seen under its own name.  ``libc.so.6->realloc`` /
-    ``->calloc`` lines are libc's own IRELATIVE PLT slots mislabelled (results like
-    ``= 0x6``): the parser skips them.  A binary linked with ``-z now`` (BIND_NOW) is
-    traced normally by this ltrace build.  Multithreaded programs survive -e more
-    often than -x, not always: mt_handoff crashes under -e too, the more so with more
-    threads and rounds (ltrace itself may segfault).
-``-L -x FUNCS`` (breakpoints on the functions themselves, ``malloc@libc.so.6(16)``)
-    sees every call, including those from inside libc and from programs that take
-    malloc's address; calls an allocator makes internally show up *nested* inside
-    the outer ``<unfinished ...>`` call (realloc(NULL, n) -> malloc, realloc(p, 0) ->
-    free, posix_memalign(16, n) -> malloc, reallocarray -> realloc, new[] -> new ->
-    malloc, delete -> free; the parser drops them).  ``aligned_alloc`` is printed as
-    ``memalign`` (same function in glibc 2.36).  C++ ``_Znwm``/``_Znam``/``_ZdlPv``/
-    ``_ZdaPv``/``_ZdlPvm`` and the aligned/nothrow variants are found in
-    libstdc++.so.6 (``-x`` without ``-L`` also traces every PLT call: duplicates).
-    On multithreaded programs ltrace 0.7.3 -x nearly always crashes the tracee
-    (``unexpected breakpoint``, ``+++ killed by SIGSEGV +++``, mt_handoff every
-    time): mode='auto' falls back to -e.
-Both:
-    ltrace exits 0 even when the tracee dies of a signal or exits non-zero: the
-    outcome is only in the log (``+++ exited (status N) +++`` / ``+++ killed by``).
-    ltrace itself may abort (``process_vfork_on_event: Assertion`` on /bin/sh
-    running a pipeline: exit 134) or crash (139).  Statically linked programs
-    cannot be traced (ltrace: "Couldn't find .dynsym"; nothing is recorded).
-    Scripts (``#!``) are not ELF files: ltrace refuses them; the interpreter is
-    traced instead.  Every breakpoint stops the program for ltrace, so traced
-    programs run orders of magnitude slower (docs/capture.md, bench/bench_capture.py)
-    and timing-dependent behaviour changes.
+What ltrace's -e and -x see and miss, how they crash threaded programs and what they cost, as checked
+on Debian 12 (glibc 2.36, gcc 12) with real programs (tests/test_trace_capture.py,
+tests/fixtures/trace/make_logs.sh): docs/capture.md, "--method ltrace". trace/ltrace/ reads the log.
 """
 from __future__ import annotations
 
@@ -286,9 +252,10 @@ def _suspicions(r: CaptureResult, elf: ElfInfo) -> list:
         elif allocs >= 10 and frees == 0:
             out.append(f"the capture saw {allocs} allocations but no free: the program exits without freeing")
     if stats.cross_thread_frees:
-        # Measured (docs/capture.md): bench/programs/prodcons.c 2 10000 peaks at 118 KB live under ltrace and
-        # at 2.25 MB under the preload tracer, and the replay of the ltrace log named the wrong fastest and
-        # fattest allocator; the preload capture's replay named the program's.
+        # ltrace's lockstep changes how many objects are in flight between threads: bench/programs/prodcons.c
+        # peaks far lower under ltrace than under the preload tracer, and the replay of the ltrace log named
+        # the wrong fastest and fattest allocator where the preload capture's replay named the program's
+        # (docs/capture.md, "--method ltrace").
         out.append(f"{stats.cross_thread_frees} objects were freed by another thread than their own: ltrace stops "
                    f"the program at every call, so its threads ran in ltrace's lockstep, and how many objects were "
                    f"in flight between them (a queue's depth, the peak of live bytes) is ltrace's, not the "

@@ -1,34 +1,11 @@
-"""Capture a program's allocator calls with the LD_PRELOAD tracer (runtime/tracer/tracer.c).
+"""Capture a program's allocator calls with the LD_PRELOAD tracer (runtime/tracer/tracer.c): `--method preload`.
 
     result = capture_preload(["./server", "--once"], "server.trace")
     result.ok, result.warnings, result.counts, result.threads
 
-The log is read by trace/tracerlog.py; the tracer is built by
-trace/native.py.
-
-The second capture method of ``scenc capture`` (``--method preload``). The
-tracer interposes malloc, free, calloc, realloc, reallocarray, posix_memalign,
-aligned_alloc, memalign, valloc, pvalloc and C++ operator new/delete (plain,
-sized, nothrow, aligned), forwards each call to the next definition (glibc, or
-an allocator preloaded after it) and logs each call in about 6 bytes. Unlike
-ltrace it sees calls made from inside libc and through pointers to malloc/free
-(``sort``, ``ls``: ltrace ``-e`` sees nothing there), shows the pointer
-posix_memalign stores, never crashes threaded programs, and costs a small
-fraction of an ltrace breakpoint per call (docs/capture.md has the figures of
-bench/bench_capture.py).
-
-What it cannot do: trace a statically linked program (nothing to interpose:
-:class:`CaptureError`), a setuid/setgid one (the loader ignores LD_PRELOAD),
-or a program with its own allocator linked in (it records nothing, and the
-capture says so). Records still buffered when a process is killed by a signal
-are lost (exit, _exit and exec flush them); the reader counts the holes in the
-sequence numbers, notices the missing end mark, and the capture warns. A
-launched process that execs (env, a shell, a pyenv shim) leaves the last
-program in the main log and the earlier images in ``OUT.<pid>``; child
-processes log to ``OUT.<pid>`` files too, which are listed, not merged (their
-addresses are another address space). A failed operator new allocates its
-std::bad_alloc inside the call (not logged), so that exception's later free
-shows as a free of an unknown pointer.
+trace/native.py builds the tracer into the scenc cache; trace/tracerlog.py reads its log. What the tracer
+records, what it cannot trace (static or setuid programs, a program with its own allocator), what a
+killed, exec'ing or forking program leaves, and what it costs: docs/capture.md, "--method preload".
 """
 
 from __future__ import annotations

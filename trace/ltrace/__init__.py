@@ -1,73 +1,14 @@
-"""Streaming parser for ltrace 0.7.3 logs of allocator calls.
+"""Streaming parser for ltrace 0.7.3 logs of allocator calls: its interface, parse, parse_file and EventStream.
 
-    events = parse_file("app.log")             # or parse(lines, "name")
-    for ev in events:              # AllocEvent, in effect order (see scenc.trace.events)
+    events = parse_file("app.log")     # or parse(lines, "name"); extra_events=True adds thread starts and exits
+    for ev in events:                  # AllocEvent, in effect order (see scenc.trace.events)
         ...
-    events.report                  # ParseReport: counters, anomalies, exits, crash flags
+    events.report                      # ParseReport: counters, anomalies, exits, crash flags; final once iterated
 
-Memory grows with the number of calls that are ``<unfinished ...>`` at the same
-time (a few per thread), the number of threads, and a bounded number of
-anomaly examples -- never with the length of the log.  The report is final once
-the iteration is exhausted (or the generator is closed).
-
-What ltrace 0.7.3 writes, and what the parser does with it
------------------------------------------------------------
-Line prefix: ``TID `` with ``-o FILE -f``, ``[pid N] `` on stderr with ``-f``,
-nothing without ``-f`` (tid 0).  Then optionally a timestamp (``-t`` HH:MM:SS,
-``-tt`` HH:MM:SS.uuuuuu, ``-ttt`` epoch.uuuuuu, ``-r`` relative seconds),
-``[0xADDR]`` (``-i``) and indentation (``-n``).  The body is one of::
-
-    prog->malloc(16) = 0x55d0c0a0b2a0 <0.000123>     -e: PLT breakpoint, CALLER->NAME
-    malloc@libc.so.6(16) = 0x55d0c0a0b2a0            -x: symbol breakpoint, NAME@LIB
-    prog->free(0x55d0 <unfinished ...>               another thread interrupted the call ...
-    <... free resumed> ) = <void> <0.000234>          ... which completes here (same thread)
-    prog->free(0x55d0 <no return ...>                 ltrace gave up on the return
-    --- SIGSEGV (Segmentation fault) ---              signal delivered to that thread
-    +++ exited (status 0) +++ / +++ killed by SIGSEGV +++
-    unexpected breakpoint at 0x55df81dd0408           ltrace lost a breakpoint (crash ahead)
-
-Handled quirks (each counted as an anomaly, see ``events.ANOMALY_KINDS``):
-
-* ``<unfinished ...>``/``<... NAME resumed>`` are paired per thread (innermost
-  pending call of that name); a resume without a start and a start never resumed
-  are reported, never fatal.
-* Nested calls: with ``-x`` (and with ``-e`` through libstdc++'s PLT) an
-  allocator call made *from inside* another traced allocator call of the same
-  thread is printed inside the outer ``<unfinished ...>`` call: realloc(p, 0)
-  -> free(p), realloc(NULL, n) -> malloc(n), posix_memalign(small align) ->
-  malloc, operator new -> malloc, operator delete -> free.  The inner call is
-  dropped (nested-inner-call) when it matches the outer one (same pointer, or
-  same size up to the alignment); posix_memalign takes its result pointer from
-  such an inner malloc, the only place ltrace shows it.  A non-matching call
-  while another is pending is counted normally, so a lost ``resumed`` line
-  cannot swallow the rest of a thread.
-* ``libc.so.6->realloc``/``->calloc`` lines (``-e``) are libc's own IRELATIVE
-  PLT slots mislabelled by ltrace (``= 0x6`` results): skipped.
-* ``memalign@libc.so.6`` under ``-x`` may be aligned_alloc (alias in glibc <
-  2.38): kind 'memalign', noted once per call.
-* Failed allocations (``= 0``/``nil``), ``free(0)``, signals, exits and kills,
-  a truncated last line (no newline: ignored), garbage lines.
-* Input that is not an ltrace log at all raises :class:`TraceFormatError`
-  (no recognisable line among the first ``sniff_lines`` non-empty lines).
-
-Thread lifetimes (``extra_events=True``, for the exact replay and the
-statistics): events of kinds ``thread_start`` (``size``: the creating thread)
-and ``thread_exit``, as the preload tracer's reader gives them
-(trace/tracerlog.py EXTRA_KINDS). A thread ends at its ``+++ exited`` (or
-``killed``) line. A thread starts where its creator made it when the log shows
-that: a ``clone``/``clone3``/``fork`` whose return value is the new thread's id
-(``-S`` prints ``SYS_435(...) = TID``; a traced ``fork`` returns the pid), or a
-traced ``pthread_create`` (the next new thread is its creator's). Otherwise it
-starts at its own first line, made by the thread that was active just before
-(the last thread to print a line that has not exited): a plain ``-e`` log does
-not show who created a thread, and any thread alive then may stand for it.
-The log's first thread starts with the replay and has no ``thread_start``.
-
-Modules: this one is the interface (parse, parse_file, EventStream); trace/ltrace/parser.py reads the lines
-(_Parser) with trace/ltrace/lex.py (the regexes and the fast path), trace/ltrace/pending.py (unfinished and resumed
-calls), trace/ltrace/threads.py (thread starts and exits), trace/ltrace/calls.py (the allocator functions and their
-arguments) and trace/ltrace/report.py (ParseReport, TraceFormatError). Each imports only modules after it in
-that list.
+Memory follows the calls pending at once, the threads and a bounded number of anomaly examples, never
+the log's length. The parser is trace/ltrace/parser.py, with lex.py, pending.py, threads.py, calls.py and
+report.py. The logs it reads and what it makes of ltrace's quirks: docs/capture.md, "The ltrace logs scenc
+reads"; how the parser is built: docs/architecture.md, "Inside the subsystems".
 """
 from __future__ import annotations
 
@@ -142,7 +83,7 @@ def parse(lines: Iterable, filename: str = "<input>", report: Optional[ParseRepo
     file), so that a last line without one is a cut-off line (truncated-line); False
     for lines without newlines; None guesses from the first line.
 
-    ``extra_events``: also thread starts and exits (see the module doc).
+    ``extra_events``: also thread starts and exits (docs/capture.md, "scenc convert: exact replay", says where).
 
     ``times``: False leaves the timestamps unread (every ``time_s`` None, ``has_timestamps`` False): the
     exact replay has no use for them, and reading them is several percent of the parse. Everything else is

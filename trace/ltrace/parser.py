@@ -1,5 +1,5 @@
-"""The ltrace log parser proper: lines in, AllocEvents out, in chunks (trace/ltrace/__init__.py's module doc says
-what it does with each kind of line). Its main loop reads the common lines itself (the fast path,
+"""The ltrace log parser proper: lines in, AllocEvents out, in chunks (docs/capture.md, "The ltrace logs scenc
+reads", says what it does with each kind of line). Its main loop reads the common lines itself (the fast path,
 trace/ltrace/lex.py), pairs unfinished and resumed calls (trace/ltrace/pending.py) and hands thread starts and exits
 to trace/ltrace/threads.py."""
 from __future__ import annotations

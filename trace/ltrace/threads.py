@@ -1,5 +1,5 @@
-"""Thread starts and exits read from an ltrace log (parse's ``extra_events``; trace/ltrace/__init__.py's module doc
-says where a thread starts and ends), and the process's main thread, read from the log's end."""
+"""Thread starts and exits read from an ltrace log (parse's ``extra_events``; docs/capture.md, "scenc convert:
+exact replay", says where a thread starts and ends), and the process's main thread, read from the log's end."""
 from __future__ import annotations
 
 import re

@@ -4,7 +4,7 @@ One pass over the events. Memory: the live objects (pointer -> owner, clock,
 size), one clock per thread, and per thread and window a Counter and three
 bucketed histograms; windows double in length past MAX_WINDOWS, so their
 number stays bounded however long the trace is. What the categories mean and
-which clock the lifetimes use: see trace/model/__init__.py.
+which clock the lifetimes use: docs/capture.md, "scenc convert --model".
 """
 
 import heapq
@@ -59,7 +59,7 @@ def life_bucket_range(b: int) -> Tuple[int, int]:
 
 #: Upper bounds of the coarse size classes whose lifetimes are kept apart (the last class is unbounded):
 #: a program's big blocks often live longer (or shorter) than its small ones, and live bytes are
-#: sizes times lifetimes, so the model keeps that link class by class (trace/model/__init__.py).
+#: sizes times lifetimes, so the model keeps that link class by class (docs/capture.md, "Large objects").
 SIZE_CLASS_BOUNDS = (64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
 
 

@@ -2,7 +2,7 @@
 
 Plain functions over the figures the streaming pass collected
 (trace/model/collect.py); the thresholds and tests are described in
-trace/model/__init__.py.
+docs/capture.md, "scenc convert --model".
 """
 
 import math
@@ -219,7 +219,8 @@ def big_chains(trails: list, dropped_largest: int, rsizes: dict) -> list:
     all kept whole by the collector, and freed by the thread itself (or live at the end); in the order
     they started. A program grows one big buffer (a JSON text, a file read whole) from small to large and
     frees it: its size at each moment is what its chain made it, and drawn at random in any order, the
-    large sizes would rarely stand at their largest when the rest of the heap does (python_json_e: 0.7x)."""
+    large sizes would rarely stand at their largest when the rest of the heap does (python_json_e's model fell
+    well short of its capture's peak)."""
     large_from = large_realloc_class(rsizes) if rsizes else None
     if large_from is None:
         return []

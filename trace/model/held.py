@@ -35,8 +35,8 @@ class HeldPlanner:
         """The objects of phase pi (0-based) freed in a later part of it or a later phase
         (model_shape._take_held_objects), put into the pool of the phase that frees them, with their own
         sizes, where they came (places): spread evenly over the phase, the start-up's last objects, which
-        live to the teardown, would come as early as its first ones (python3 start-up: lifetimes of 2^12
-        calls instead of 2^11)."""
+        live to the teardown, would come as early as its first ones (python3 start-up: their lifetimes came
+        out longer than captured)."""
         held = {q: v for (p, q), v in self.shape.held.get(self.g.name, {}).items() if p == pi}
         floor = self.col.peak_bytes * BIG_OBJECT_SHARE
         out = []
@@ -71,7 +71,7 @@ class HeldPlanner:
     def frees(self, pi: int) -> List[Stmt]:
         """The frees in phase pi (0-based) of the objects held for it (allocs), where the capture freed
         them (places): a random one of those in the pool (its slot takes the first one left). A teardown
-        frees its objects in no order of their births (python3 start-up: rank correlation 0.05), and first
+        frees its objects in no order of their births (python3 start-up: next to no rank correlation), and first
         come first freed would give them all alike lifetimes. Each part's frees come after the births of
         the objects they free, which came in earlier parts."""
         frees = Counter(self.shape.held_frees.get(self.g.name, {}).get(pi) or {})
@@ -94,11 +94,10 @@ class HeldPlanner:
         in the others' last window count too), and they come after the model's last barrier. On its own
         clock, which does not tick while it waits, python's pc.py main freed 650 KB held since its start-up
         in its last calls, but the model's main made those calls as soon as the phase began: the objects
-        were gone while the workers ran, and the model's peak of live bytes was 0.87x the capture's (0.82x
-        under pyenv's python 3).
+        were gone while the workers ran, and the model's peak of live bytes fell short of the capture's.
         A thread's last few calls can come after its joiner's: python's thread frees its state after it
-        has released the thread that joins it, and in one capture of three pc.py's consumer made its last 3
-        calls after main's 535, whose first 184 then stayed in the phase (0.89x). Not in a model whose
+        has released the thread that joins it, and in some captures pc.py's consumer made its last calls
+        after main's first teardown frees, which then stayed in the phase. Not in a model whose
         group churns (`at most K`): its threads at a last barrier would hold the slots the rest wait for."""
         if pi != len(self.shape.phases) - 1 or self.shape.churn:
             return None

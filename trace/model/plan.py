@@ -135,7 +135,7 @@ class GroupPlanner:
         blocks, and thread i's receives wait only for thread i - 1. With at most K threads alive, K * K + 1
         channels serve them all, each shared modulo that number (model_shape.ring_channels says why); one
         channel per thread kept the cells of all of them resident: thread_churn's model of 200 workers, 2 at
-        a time, had 2.1 MB of its runtime's arena resident where the replay had 0.3."""
+        a time, had several times the replay's arena resident."""
         g = self.g
         k = self.shape.ring_channels(g.name) if g.name in self.shape.churn else g.n
         return f"send({g.name}_ring[(self + 1) % {k}], {obj})"

@@ -83,9 +83,9 @@ class ModelShape:
     def _with_chain_heads(self, groups: List[List[ThreadSummary]]) -> List[List[ThreadSummary]]:
         """A thread alone in its group that hands all its objects to the first-born thread of a group whose
         threads hand theirs on to one another, and was born before it, heads that chain: it joins the group.
-        It frees nothing of a predecessor, which alone told it apart (a share of calls 0.17 off), and as a
-        group of its own it ran beside the chain from the start (thread_churn: its first worker made the
-        model hold 4 threads at once where the program held 3)."""
+        It frees nothing of a predecessor, which alone told it apart (one share of its calls just beyond the
+        groups' tolerance), and as a group of its own it ran beside the chain from the start (thread_churn:
+        its first worker made the model hold one thread more at once than the program)."""
         born = self.col.born
         first = {id(g): min(g, key=lambda s: born.get(s.tid, 0)) for g in groups if len(g) > 1}
         chains = {}
@@ -183,8 +183,8 @@ class ModelShape:
         at least 2) is received B at a time, each batch freed once whole: the objects in flight then go up
         and down between 0 and B as in the capture (python's pc.py: its GIL lets the producer fill the queue
         of 64, then the consumer empty it), where a model receiving one by one kept its channel nearly empty.
-        The model's peak of live bytes moves little with it (pc.py 1.04x batched, 1.00-1.05x one by one: its
-        peak is main's held objects, model_held._others_done); its rhythm of frees is the capture's. The
+        The model's peak of live bytes moves little with it (pc.py's peak is main's held objects,
+        model_held._others_done); its rhythm of frees is the capture's. The
         channel then holds what a batch leaves of the capture's most in flight, and at least the receives
         that wait for the senders' phase to end (model_shape._late_receives)."""
         senders, receivers = self.group_named(src).tids, self.group_named(dst).tids
@@ -202,8 +202,8 @@ class ModelShape:
         """Whether each thread of group src hands its objects to one thread of group dst, each to a different
         one (bench/programs/prodcons.c: producer i to consumer i). Then dst's threads are put in the order of
         their partners and the flow gets a channel per pair (`src_to_dst[self]`): over one channel shared by
-        all, each consumer freed every producer's blocks, and jemalloc's peak RSS on the model was 4-8x the
-        program's (which frees each block in its partner's arena only). A group whose order an earlier pair
+        all, each consumer freed every producer's blocks, and jemalloc's peak RSS on the model was far
+        above the program's (which frees each block in its partner's arena only). A group whose order an earlier pair
         of groups fixed keeps it: a pairing that needs another order is not made."""
         a, b = self.group_named(src), self.group_named(dst)
         if a.n < 2 or a.n != b.n or src in self.churn or dst in self.churn:
@@ -264,7 +264,8 @@ class ModelShape:
         primed, a thread of the model holds one while it waits mid-step (its object sent, its predecessor's
         not yet come), and all but the one running wait most of the time: the median less n - 1
         (mt_pthread_crashed_e: 4 in flight most of the time, 8 once; primed from the most, 1 per thread,
-        the model held 7 most of the time, 8 at most; primed with 1 in all, 4 and 5).
+        the model held far more than the capture most of the time; primed with the median less n - 1, about
+        what the capture held).
         A group whose threads come and go (churn) has its threads' sends in flight all along, not a
         loop's: the most in flight per thread alive, less one, per thread."""
         depth = {}
@@ -388,7 +389,7 @@ class ModelShape:
         self.held_frees: group name -> {phase: Counter(window of the free -> objects)}). A program's
         start-up builds objects that live until its teardown: with lifetimes drawn from the phase's table
         wherever they come in the phase, as many of them die inside it as outlive it, and the live objects
-        never pile up as they did (python3 start-up: 800 live at the peak instead of 1400); likewise in a
+        never pile up as they did (python3 start-up: far fewer live at the peak than in the capture); likewise in a
         phase that starts up, then works (py_work.py: the import's objects that die before its work). They are
         allocated into a pool in their phase and freed from it where the capture freed them; they leave the
         thread's figures (sizes, lifetimes, counts), which the other statements model as before."""
