@@ -36,7 +36,7 @@ from .report.progress import Progress, format_duration
 from .run.record import RunRecord, Status
 from .run.plan import (COMMAND, FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan, RunConfig,
                        params_key)
-from .run.program.runner import make_command_record
+from .run.program.runner import make_program_record
 from .run.runner import ProgramRunner, make_record, static_peak
 from .stats.summary import relative_ci_halfwidth
 
@@ -63,7 +63,7 @@ class Session:
                  progress: Progress, runner: Optional[ProgramRunner] = None, base_env=None,
                  command=None):
         self.plan = plan
-        self.command = command                # command_target.CommandTarget, or None
+        self.command = command                # command_target.ProgramTarget, or None
         self.allocators = allocators          # name -> allocators.Allocator
         self.programs = programs              # RunConfig.program_key -> binary path
         self.result = result                  # resultfile.ResultFile
@@ -173,7 +173,7 @@ class Session:
                                               self.plan.memory_limit)
             if self.runner.interrupted:
                 return None
-            return self._save(config, make_command_record(
+            return self._save(config, make_program_record(
                 config, allocator, round_, outcome, self.command, timeout, warmup,
                 self.plan.memory_limit), warmup, outcome.duration_s)
         run_dir = None

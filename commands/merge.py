@@ -11,7 +11,7 @@ def merge(args) -> int:
     result = merge_shards(args.parts, args.output, allow_missing=args.allow_missing, force=args.force,
                           note=lambda text: print(text, file=sys.stderr))
     runs = sum(1 for r in result.runs if not r.warmup)
-    print(f"merged {len(args.parts)} shards: {len(cells.plan_blocks(result.header['plan']))} blocks, "
+    print(f"merged {len(args.parts)} shards: {len(cells.plan_cells(result.header['plan']))} cells, "
           f"{runs} runs -> {args.output}", file=sys.stderr)
     text = describe_machines(result)
     if text:

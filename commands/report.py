@@ -44,8 +44,8 @@ def report(args) -> int:
         from ..report.plots.charts import write_plots
         from ..report.plots.probes import write_probe_plots
         if analysis.machines and args.across_machines:
-            print(f"scenc: warning: --across-machines: the plots put blocks of {len(analysis.machines)} "
-                  f"machines side by side; differences between those blocks may be the machines'",
+            print(f"scenc: warning: --across-machines: the plots put cells of {len(analysis.machines)} "
+                  f"machines side by side; differences between those cells may be the machines'",
                   file=sys.stderr)
         paths = write_plots(analysis, args.plots, all_metrics=args.all_metrics, metrics=args.metric,
                             across_machines=args.across_machines)

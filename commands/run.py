@@ -21,7 +21,7 @@ from ..harness import Session
 from ..report.analysis import analyze
 from ..report.progress import Progress, format_duration
 from ..report.tables import format_analysis
-from ..run.program.runner import CommandRunner
+from ..run.program.runner import LauncherRunner
 from ..run.program.target import target_of
 from ..run.resultfile import export_csv
 from ..run.runner import ProgramRunner
@@ -133,7 +133,7 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
     """Every run of the plan; an exit status if it ended early, None when complete."""
     command = target_of(result.header)
     if command is not None:
-        runner = CommandRunner(result.header.get("cc") or "gcc")
+        runner = LauncherRunner(result.header.get("cc") or "gcc")
     else:
         runner = ProgramRunner()
     session = Session(plan, allocators, programs, result, progress, runner, command=command)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
 from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
-from ..run import cells as plan_blocks
+from ..run.cells import cell_key, machine_of_cells, machines as machines_of
 from ..run.record import RunRecord
 from ..run.plan import DEFAULT_PROBE_SET, SCENARIO
 from ..run.program.target import register_reported_metrics
@@ -81,7 +81,7 @@ class Verdict:
 
 
 @dataclass
-class Block:
+class Cell:
     """Everything measured with one param set (and probe set)."""
     params: Dict[str, object]
     probe_set: str
@@ -120,16 +120,16 @@ class Block:
 class Analysis:
     header: Mapping
     path: str
-    blocks: List[Block]
+    cells: List[Cell]
     metrics: List[str]          # every metric present, in display order
     baseline: Optional[str]
     varying: List[str]          # params that take more than one value
     machines: Dict[str, Mapping] = field(default_factory=dict)  # id -> description, if several
 
     def by_machine(self) -> List[tuple]:
-        """[(machine id or None, its blocks)]: the groups a figure may compare within."""
-        groups: Dict[Optional[str], List[Block]] = {}
-        for b in self.blocks:
+        """[(machine id or None, its cells)]: the groups a figure may compare within."""
+        groups: Dict[Optional[str], List[Cell]] = {}
+        for b in self.cells:
             groups.setdefault(b.machine, []).append(b)
         return list(groups.items())
 
@@ -148,7 +148,7 @@ class Analysis:
                 "metrics": {m: _metric_json(m) for m in self.metrics},
                 "varying_params": self.varying,
                 **({"machines": self.machines} if self.machines else {}),
-                "blocks": [b.to_json() for b in self.blocks],
+                "blocks": [b.to_json() for b in self.cells],
                 "side_by_side": _side_by_side_json(self)}
 
 
@@ -216,8 +216,8 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
     if baseline is not None and baseline not in names:
         raise ValueError(f"baseline {baseline!r} is not in this result (allocators: {', '.join(names)})")
     present_metrics = set()
-    machine_of = plan_blocks.machine_of_blocks(header)
-    blocks = []
+    machine_of = machine_of_cells(header)
+    cells = []
     for point in _ordered_points(header, runs):
         params, probe_set, target = point
         here = [r for r in runs if _point(r) == point]
@@ -280,14 +280,14 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
                 c = compare(next_worst.samples[d.name], worst.samples[d.name],
                                   lower_is_better=d.lower_is_better, confidence=confidence)
                 last[d.name] = Verdict(d.name, d.worst, worst.name, next_worst.name, c, ahead=False)
-        blocks.append(Block(params, probe_set, per_allocator, baseline, comparisons, verdicts, last, target,
-                            machine_of.get(plan_blocks.block_key(params, probe_set))))
+        cells.append(Cell(params, probe_set, per_allocator, baseline, comparisons, verdicts, last, target,
+                            machine_of.get(cell_key(params, probe_set))))
     varying = []
-    scenario_blocks = [b for b in blocks if b.target == "scenario"]   # a command has no params
-    for k in {k for b in scenario_blocks for k in b.params}:
-        if len({json.dumps(b.params.get(k)) for b in scenario_blocks}) > 1:
+    scenario_cells = [b for b in cells if b.target == "scenario"]   # a command has no params
+    for k in {k for b in scenario_cells for k in b.params}:
+        if len({json.dumps(b.params.get(k)) for b in scenario_cells}) > 1:
             varying.append(k)
-    order = [k for b in blocks for k in b.params]
+    order = [k for b in cells for k in b.params]
     varying.sort(key=order.index)
-    return Analysis(header, getattr(result, "path", ""), blocks, metric_defs.order(present_metrics),
-                    baseline, varying, plan_blocks.machines(header))
+    return Analysis(header, getattr(result, "path", ""), cells, metric_defs.order(present_metrics),
+                    baseline, varying, machines_of(header))

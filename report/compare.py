@@ -22,7 +22,7 @@ def _differences(a, b):
     for label, h in (("A", ha), ("B", hb)):
         found = machines(h)
         if found:
-            notes.append(f"{label}'s blocks ran on {len(found)} machines "
+            notes.append(f"{label}'s cells ran on {len(found)} machines "
                          f"({', '.join(machine_name(d) for d in found.values())})")
     for name in set(ha.get("allocators", {})) & set(hb.get("allocators", {})):
         va = ha["allocators"][name].get("version")
@@ -45,20 +45,20 @@ def compare_files(a, b, metrics=None, name_a="A", name_b="B"):
     if notes:
         lines.append("note: " + "; ".join(notes))
     common = 0
-    for block_a in analysis_a.blocks:
-        block_b = next((x for x in analysis_b.blocks if x.params == block_a.params
-                        and x.probe_set == block_a.probe_set and x.target == block_a.target), None)
-        if block_b is None:
+    for cell_a in analysis_a.cells:
+        cell_b = next((x for x in analysis_b.cells if x.params == cell_a.params
+                        and x.probe_set == cell_a.probe_set and x.target == cell_a.target), None)
+        if cell_b is None:
             continue
-        params = " ".join(f"{k}={v}" for k, v in block_a.params.items())
+        params = " ".join(f"{k}={v}" for k, v in cell_a.params.items())
         lines.append("")
-        what = f"command {analysis_a.scenario}" if block_a.target == "command" else analysis_a.scenario
+        what = f"command {analysis_a.scenario}" if cell_a.target == "command" else analysis_a.scenario
         lines.append(f"== {what}{' ' + params if params else ''} ==")
         for metric in chosen:
             d = metric_defs.metric(metric)
             pairs = []
-            for sa in block_a.allocators:
-                sb = block_b.stats(sa.name)
+            for sa in cell_a.allocators:
+                sb = cell_b.stats(sa.name)
                 if sb is None or metric not in sa.samples or metric not in sb.samples:
                     continue
                 pairs.append((sa, sb))

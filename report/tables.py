@@ -1,8 +1,8 @@
-"""Terminal tables for an Analysis: one block per param set, one table per metric.
+"""Terminal tables for an Analysis: one cell per param set, one table per metric.
 
 Each table gives n, mean ± half-width of its 95% CI, median with its
 bootstrap CI, CV and the number of MAD outliers; under it, one sentence per
-allocator against the baseline, and at the end of the block the winner of
+allocator against the baseline, and at the end of the cell the winner of
 each headline metric against the runner-up.
 """
 
@@ -76,10 +76,10 @@ def _failure_cell(a) -> str:
     return ", ".join(f"{n} {status}" for status, n in a.failures.items())
 
 
-def _metric_table(block, metric: str) -> List[str]:
+def _metric_table(cell, metric: str) -> List[str]:
     d = metric_defs.metric(metric)
-    present = [a for a in block.allocators if metric in a.summaries]
-    if not present and not any(a.failures for a in block.allocators):
+    present = [a for a in cell.allocators if metric in a.summaries]
+    if not present and not any(a.failures for a in cell.allocators):
         return []
     means = [a.summaries[metric].mean for a in present if a.summaries[metric].mean is not None]
     reference = min((abs(m) for m in means if m), default=None)
@@ -91,7 +91,7 @@ def _metric_table(block, metric: str) -> List[str]:
 
     rows = [["allocator", "n", f"mean ± 95% CI ({unit_text})" if unit_text else "mean ± 95% CI",
              "median [95% CI]", "sd", "CV", "outliers", "failed runs"]]
-    for a in block.allocators:
+    for a in cell.allocators:
         s = a.summaries.get(metric)
         if s is None:
             rows.append([a.name, str(a.n), "-", "-", "-", "-", "", _failure_cell(a)])
@@ -106,7 +106,7 @@ def _metric_table(block, metric: str) -> List[str]:
             median += f" [{num(s.ci_median[0])}, {num(s.ci_median[1])}]"
         cv = f"{s.cv:.1%}" if s.cv is not None else "-"
         outliers = str(len(s.outliers)) if s.outliers else ""
-        rows.append([a.name + (" *" if a.name == block.baseline else ""), str(s.n), mean, median,
+        rows.append([a.name + (" *" if a.name == cell.baseline else ""), str(s.n), mean, median,
                      num(s.stdev), cv, outliers, _failure_cell(a)])
     right = [False, True, True, True, True, True, True, False]
     for column in (7, 6):  # drop the outliers and failures columns when empty
@@ -115,23 +115,23 @@ def _metric_table(block, metric: str) -> List[str]:
             right = right[:column] + right[column + 1:]
     lines = [f"{d.label} ({d.direction})"]
     lines += _table(rows, right)
-    for a in block.allocators:
-        sentence = block.comparison_sentence(metric, a.name)
+    for a in cell.allocators:
+        sentence = cell.comparison_sentence(metric, a.name)
         if sentence:
             lines.append("  " + sentence)
     return lines
 
 
-def _block_title(analysis, block) -> str:
-    if block.target == "command":
+def _cell_title(analysis, cell) -> str:
+    if cell.target == "command":
         from ..run.program.target import target_of
         command = target_of(analysis.header)
         return f"== command: {command.describe() if command else '?'} =="
-    params = " ".join(f"{k}={v}" for k, v in block.params.items())
-    probe = f" [{block.probe_set}]" if block.probe_set != DEFAULT_PROBE_SET else ""
+    params = " ".join(f"{k}={v}" for k, v in cell.params.items())
+    probe = f" [{cell.probe_set}]" if cell.probe_set != DEFAULT_PROBE_SET else ""
     machine = ""
-    if block.machine and analysis.machines:
-        machine = f" (machine {block.machine}: {machine_name(analysis.machines[block.machine])})"
+    if cell.machine and analysis.machines:
+        machine = f" (machine {cell.machine}: {machine_name(analysis.machines[cell.machine])})"
     return f"== {analysis.scenario}{' ' + params if params else ''}{probe}{machine} =="
 
 
@@ -148,9 +148,9 @@ _FAILED_RUNS = {
 _LOUD = {"wrong-allocator": "WRONG ALLOCATOR", "out-of-memory": "OUT OF MEMORY"}
 
 
-def _failure_lines(block) -> List[str]:
+def _failure_lines(cell) -> List[str]:
     lines = []
-    for a in block.allocators:
+    for a in cell.allocators:
         if not a.failures:
             continue
         what = ", ".join(f"{n} run{'s' * (n != 1)} {_FAILED_RUNS.get(status, status)}"
@@ -160,7 +160,7 @@ def _failure_lines(block) -> List[str]:
         tail = [l for l in a.stderr_tail.strip().splitlines() if l.strip()][-3:]
         for line in tail:
             lines.append(f"      stderr: {line[:160]}")
-    for a in block.allocators:
+    for a in cell.allocators:
         # Result files from before "failed-allocs" was a status of its own.
         failed = a.samples.get("failed_allocs", [])
         if any(failed):
@@ -179,22 +179,22 @@ def shown_metrics(analysis, all_metrics: bool = False, only: Optional[Sequence[s
     return headline + [m for m in analysis.metrics if metric_defs.shown_by_default(m) and m not in headline]
 
 
-def format_block(analysis, block, metrics: Sequence[str]) -> str:
-    lines = [_block_title(analysis, block)]
-    counts = sorted({a.n for a in block.allocators})
+def format_cell(analysis, cell, metrics: Sequence[str]) -> str:
+    lines = [_cell_title(analysis, cell)]
+    counts = sorted({a.n for a in cell.allocators})
     n_text = f"{counts[0]} runs per allocator" if len(counts) == 1 else \
         f"{counts[0]} to {counts[-1]} runs per allocator"
-    lines.append(f"{n_text}; * = baseline ({block.baseline}); 95% confidence")
+    lines.append(f"{n_text}; * = baseline ({cell.baseline}); 95% confidence")
     for metric in metrics:
-        table = _metric_table(block, metric)
+        table = _metric_table(cell, metric)
         if table:
             lines.append("")
             lines += table
-    verdicts = [v.sentence() for m in metrics for v in (block.verdicts.get(m), block.last.get(m)) if v]
+    verdicts = [v.sentence() for m in metrics for v in (cell.verdicts.get(m), cell.last.get(m)) if v]
     if verdicts:
         lines.append("")
         lines += verdicts
-    failures = _failure_lines(block)
+    failures = _failure_lines(cell)
     if failures:
         lines.append("")
         lines.append("problems:")
@@ -204,14 +204,14 @@ def format_block(analysis, block, metrics: Sequence[str]) -> str:
 
 def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Sequence[str]] = None) -> str:
     chosen = shown_metrics(analysis, all_metrics, metrics)
-    parts = [format_block(analysis, b, chosen) for b in analysis.blocks]
+    parts = [format_cell(analysis, b, chosen) for b in analysis.cells]
     if not parts:
         return f"{analysis.scenario}: no runs in {analysis.path}"
-    parts += [format_side_by_side(analysis, scenario_block, program_block)
-              for scenario_block, program_block in sidebyside.pairs(analysis)]
+    parts += [format_side_by_side(analysis, scenario_cell, program_cell)
+              for scenario_cell, program_cell in sidebyside.pairs(analysis)]
     if analysis.machines:
-        parts.append(f"(these blocks ran on {len(analysis.machines)} machines; each block's figures "
-                     f"compare allocators on one machine only: do not compare blocks of different machines)")
+        parts.append(f"(these cells ran on {len(analysis.machines)} machines; each cell's figures "
+                     f"compare allocators on one machine only: do not compare cells of different machines)")
     status = analysis.file_status
     if status and status != "complete":
         parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")
@@ -231,10 +231,10 @@ def _end_sentence(end: dict) -> str:
             f"is {end['scenario']}")
 
 
-def format_side_by_side(analysis, scenario_block, program_block) -> str:
+def format_side_by_side(analysis, scenario_cell, program_cell) -> str:
     """Rankings of both, agreement at each significant end, the scenario's share of the program's time."""
-    data = sidebyside.side_by_side(scenario_block, program_block)
-    params = " ".join(f"{k}={v}" for k, v in scenario_block.params.items())
+    data = sidebyside.side_by_side(scenario_cell, program_cell)
+    params = " ".join(f"{k}={v}" for k, v in scenario_cell.params.items())
     lines = [f"== {analysis.scenario}{' ' + params if params else ''} beside the program "
              f"(same session, interleaved rounds) =="]
     ends = []

@@ -1,11 +1,11 @@
-"""Blocks: the unit a plan is split into for shards, and which machine ran each.
+"""Cells: the unit a plan is split into for shards, and which machine ran each.
 
-A block is one param set x one probe set with every allocator of the plan:
+A cell is one param set x one probe set with every allocator of the plan:
 everything a comparison between allocators needs. `scenc run --shard K/N`
-(run/shard.py) runs whole blocks only, so every comparison stays inside one
+(run/shard.py) runs whole cells only, so every comparison stays inside one
 machine's runs; `scenc merge` (run/merge.py) puts the shards' files back
-together and records which machine ran each block, which the analysis and
-the plots read back here (`machine_of_blocks`).
+together and records which machine ran each cell, which the analysis and
+the plots read back here (`machine_of_cells`).
 
 This module imports only run/plan.py: the run path, the merge and the reports
 all read it.
@@ -24,21 +24,21 @@ MACHINE_IDENTITY_KEYS = ("hostname", "cpu_model", "logical_cpus", "usable_cpus",
                          "kernel", "libc_version", "compiler", "transparent_hugepage", "cpu_governor")
 
 
-def block_key(params: Mapping, probe_set: str = DEFAULT_PROBE_SET) -> str:
-    """One string per block, the same wherever it is computed."""
+def cell_key(params: Mapping, probe_set: str = DEFAULT_PROBE_SET) -> str:
+    """One string per cell, the same wherever it is computed."""
     return json.dumps([dict(params), probe_set], sort_keys=True)
 
 
-def block_label(key: str) -> str:
+def cell_label(key: str) -> str:
     params, probe_set = json.loads(key)
     return params_label(params) + (f" [{probe_set}]" if probe_set != DEFAULT_PROBE_SET else "")
 
 
-def plan_blocks(plan_json: Mapping) -> List[str]:
-    """The blocks of a plan (as saved in a header), in plan order."""
+def plan_cells(plan_json: Mapping) -> List[str]:
+    """The cells of a plan (as saved in a header), in plan order."""
     keys: List[str] = []
     for config in plan_json.get("configs", []):
-        key = block_key(config["params"], config.get("probe_set", DEFAULT_PROBE_SET))
+        key = cell_key(config["params"], config.get("probe_set", DEFAULT_PROBE_SET))
         if key not in keys:
             keys.append(key)
     return keys
@@ -91,13 +91,13 @@ def machines(header: Mapping) -> Dict[str, Mapping]:
     return dict(found) if isinstance(found, Mapping) and len(found) > 1 else {}
 
 
-def machine_of_blocks(header: Mapping) -> Dict[str, str]:
-    """block_key -> machine id, for a merged file of several machines; {} otherwise."""
+def machine_of_cells(header: Mapping) -> Dict[str, str]:
+    """cell_key -> machine id, for a merged file of several machines; {} otherwise."""
     if not machines(header):
         return {}
-    return {block_key(b["params"], b.get("probe_set", DEFAULT_PROBE_SET)): b["machine"]
+    return {cell_key(b["params"], b.get("probe_set", DEFAULT_PROBE_SET)): b["machine"]
             for b in header.get("block_machines", [])}
 
 
 def machine_of(header: Mapping, params: Mapping, probe_set: str) -> Optional[str]:
-    return machine_of_blocks(header).get(block_key(params, probe_set))
+    return machine_of_cells(header).get(cell_key(params, probe_set))

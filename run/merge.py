@@ -3,14 +3,14 @@
 The parts must be shards (`scenc run --shard K/N`) of the same scenario
 source and the same plan (its digest is in each shard's header). The merge
 says plainly what is wrong -- a file of another plan, a shard given twice,
-a block run twice, shards or blocks missing, a shard not finished -- and
-writes nothing then (missing blocks are allowed with --allow-missing).
+a cell run twice, shards or cells missing, a shard not finished -- and
+writes nothing then (missing cells are allowed with --allow-missing).
 
 The merged file is an ordinary result file: the whole plan in "plan", every
 run record as its shard saved it (a kept run directory is made relative to
-the new file). Which machine ran which block is in "machines" (id ->
+the new file). Which machine ran which cell is in "machines" (id ->
 description) and "block_machines"; the analysis reads them back through
-run/cells.py and keeps every figure that would compare blocks of two machines
+run/cells.py and keeps every figure that would compare cells of two machines
 behind --across-machines.
 """
 
@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Dict, List, Mapping, Sequence, Tuple
 
-from . import cells as blocks
+from . import cells
 from ..errors import UsageError
 from .plan import Plan
 from .record import RunRecord, moved
@@ -61,32 +61,32 @@ def _same_plan_problems(parts) -> List[str]:
 
 
 def _coverage_problems(parts) -> Tuple[List[str], List[str]]:
-    """(duplicates, missing): sentences about shards and blocks."""
+    """(duplicates, missing): sentences about shards and cells."""
     count = parts[0].header["shard"]["count"]
-    all_blocks = blocks.plan_blocks(parts[0].header["shard"]["plan"])
+    all_cells = cells.plan_cells(parts[0].header["shard"]["plan"])
     by_index: Dict[int, List[str]] = {}
-    by_block: Dict[str, Dict[int, str]] = {}  # block -> shard index -> a file that ran it
+    by_cell: Dict[str, Dict[int, str]] = {}  # cell -> shard index -> a file that ran it
     for part in parts:
         shard = part.header["shard"]
         by_index.setdefault(shard["index"], []).append(part.path)
         for key in shard["blocks"]:
-            by_block.setdefault(key, {}).setdefault(shard["index"], part.path)
+            by_cell.setdefault(key, {}).setdefault(shard["index"], part.path)
     duplicates = [f"shard {i}/{count} is given twice: {', '.join(paths)}"
                   for i, paths in sorted(by_index.items()) if len(paths) > 1]
-    # Shards that dealt differently (their weights differed) both ran some blocks.
-    duplicates += [f"block {blocks.block_label(k)} was run by shards "
+    # Shards that dealt differently (their weights differed) both ran some cells.
+    duplicates += [f"cell {cells.cell_label(k)} was run by shards "
                    f"{' and '.join(f'{i}/{count} ({path})' for i, path in sorted(where.items()))}"
-                   for k, where in by_block.items() if len(where) > 1]
+                   for k, where in by_cell.items() if len(where) > 1]
     missing_shards = [i for i in range(1, count + 1) if i not in by_index]
-    missing_blocks = [k for k in all_blocks if k not in by_block]
+    missing_cells = [k for k in all_cells if k not in by_cell]
     missing = []
     if missing_shards:
         missing.append(f"shard{'s' * (len(missing_shards) > 1)} {', '.join(f'{i}/{count}' for i in missing_shards)} "
                        f"missing")
-    if missing_blocks:
-        shown = "; ".join(blocks.block_label(k) for k in missing_blocks[:5])
-        more = f" and {len(missing_blocks) - 5} more" if len(missing_blocks) > 5 else ""
-        missing.append(f"{len(missing_blocks)} of {len(all_blocks)} blocks missing: {shown}{more}")
+    if missing_cells:
+        shown = "; ".join(cells.cell_label(k) for k in missing_cells[:5])
+        more = f" and {len(missing_cells) - 5} more" if len(missing_cells) > 5 else ""
+        missing.append(f"{len(missing_cells)} of {len(all_cells)} cells missing: {shown}{more}")
     return duplicates, missing
 
 
@@ -96,7 +96,7 @@ def _machines(parts) -> Tuple[Dict[str, Mapping], List[str]]:
     found: Dict[str, Mapping] = {}
     of_part = []
     for part in parts:
-        identity = blocks.machine_identity(part.header["machine"])
+        identity = cells.machine_identity(part.header["machine"])
         if identity not in ids:
             ids[identity] = f"m{len(ids) + 1}"
             found[ids[identity]] = part.header["machine"]
@@ -163,14 +163,14 @@ def merge(paths: Sequence[str], output: str, allow_missing: bool = False, force:
 
 
 def describe_machines(result) -> str:
-    found = blocks.machines(result.header)
+    found = cells.machines(result.header)
     if not found:
         return ""
     shards: Dict[str, List[str]] = {}
     for part in result.header["merged"]["parts"]:
         shards.setdefault(part["machine"], []).append(str(part["shard"]))
-    listed = "; ".join(f"{m} = {blocks.machine_name(d)} (shard{'s' * (len(shards[m]) > 1)} "
+    listed = "; ".join(f"{m} = {cells.machine_name(d)} (shard{'s' * (len(shards[m]) > 1)} "
                        f"{', '.join(shards[m])})" for m, d in found.items())
-    return (f"the blocks ran on {len(found)} machines: {listed}. Each block is analysed within its "
-            f"machine; figures across blocks are drawn per machine (--across-machines draws them "
+    return (f"the cells ran on {len(found)} machines: {listed}. Each cell is analysed within its "
+            f"machine; figures across cells are drawn per machine (--across-machines draws them "
             f"together, with a warning)")

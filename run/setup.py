@@ -31,11 +31,11 @@ from ..scenario.parser import parse
 from ..scenario.peak import is_machine_too_small
 from ..scenario.resolve import resolve
 from ..system import metadata
-from . import cells as blocks, memlimit, shard
+from . import cells, memlimit, shard
 from .memlimit import NO_LIMIT_GIVEN
 from .plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_PROBE_SET, DEFAULT_TIME_BUDGET_S,
                    DEFAULT_WARMUP, Plan, params_key, params_label, plan_runs, sweep)
-from .program import setup as command_setup
+from .program import setup as program_setup
 from .program.runner import helpers
 from .resultfile import ResultFileError, create, load, make_header
 from .runner import ProgramRunner
@@ -184,12 +184,12 @@ def _time_budget(args, points: int):
 
 def prepare_new(args, progress, check=lambda: None):
     """(result file, plan, allocators, programs) for a fresh run; nothing is run yet."""
-    command = command_setup.target_from_args(args)      # `-- ./prog args`, or None
+    command = program_setup.target_from_args(args)      # `-- ./prog args`, or None
     if not args.scenario and command is None:
         raise UsageError("give a scenario file, a command after `--`, or --resume RESULT.json")
-    command_setup.check_options(args, bool(args.scenario))
+    program_setup.check_options(args, bool(args.scenario))
     if getattr(args, "shard", None) and command is not None:
-        raise UsageError("--shard splits a scenario's sweep into blocks; a program after `--` is "
+        raise UsageError("--shard splits a scenario's sweep into cells; a program after `--` is "
                          "measured beside its scenario in one session: run it without --shard")
     scenario_path = Path(args.scenario) if args.scenario else None
     if scenario_path is not None and not scenario_path.is_file():
@@ -237,13 +237,13 @@ def prepare_new(args, progress, check=lambda: None):
         memory_limit=_memory_limit(args),
     )
     if command is not None:
-        plan.configs += command_setup.configs(allocators)
+        plan.configs += program_setup.configs(allocators)
     if scenario_path is not None:
         header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
     else:
         header = _command_only_header(args, plan, allocators, command, cc)
     if command is not None:
-        command_setup.describe(header, command)
+        program_setup.describe(header, command)
     if getattr(args, "shard", None):
         if args.seed is None:  # a random one would differ in every shard: another plan each
             plan.seed = default_seed(plan, header["source"])
@@ -266,18 +266,18 @@ def prepare_new(args, progress, check=lambda: None):
 def _take_shard(args, plan: Plan, programs, progress: Progress, check):
     """This shard's part of `plan` (see run/shard.py) and the header's "shard" entry."""
     index, count = args.shard
-    progress.info(f"shard {index}/{count}: weighing the {len(blocks.plan_blocks(plan.to_json()))} blocks "
+    progress.info(f"shard {index}/{count}: weighing the {len(cells.plan_cells(plan.to_json()))} cells "
                   f"(one unmeasured run of each program)")
     weights, uncounted = shard.weigh(plan, programs, ProgramRunner(), check)
     if uncounted:
-        progress.note(f"scenc: {len(uncounted)} blocks reported no allocator calls; each weighs as "
-                      f"much as the heaviest (first: {blocks.block_label(uncounted[0])})")
+        progress.note(f"scenc: {len(uncounted)} cells reported no allocator calls; each weighs as "
+                      f"much as the heaviest (first: {cells.cell_label(uncounted[0])})")
     part, entry = shard.take(plan, index, count, weights)
     if part.time_budget_s is not None and args.time_budget is None:
-        part.time_budget_s = _time_budget(args, len(entry["blocks"]))  # the default: per block
+        part.time_budget_s = _time_budget(args, len(entry["blocks"]))  # the default: per cell
     progress.info(shard.describe(entry))
     if not part.configs:
-        progress.note(f"scenc: shard {index}/{count} has no block to run (the plan has only "
+        progress.note(f"scenc: shard {index}/{count} has no cell to run (the plan has only "
                       f"{len(entry['weights'])}); its file still goes to `scenc merge`")
     return part, entry
 
@@ -295,9 +295,9 @@ def prepare_resume(args, progress, check=lambda: None):
     except ResultFileError as exc:
         raise UsageError(f"cannot resume: {exc}") from None
     header = result.header
-    command = command_setup.target_of(header)
+    command = program_setup.target_of(header)
     if command is not None:
-        command_setup.check_resumable(command)
+        program_setup.check_resumable(command)
     scenario_path = Path(args.scenario or header.get("scenario_path", ""))
     if command is None or header.get("scenario_path"):
         if not scenario_path.is_file():

@@ -1,13 +1,13 @@
-"""`scenc run --shard K/N`: the K-th of N parts of a plan, dealt by blocks.
+"""`scenc run --shard K/N`: the K-th of N parts of a plan, dealt by cells.
 
-Every shard, on whatever machine, must deal the same blocks to the same
-shards without talking to the others. So a block's weight is a count, not
-a time: each block's program runs once (under the system allocator, not
+Every shard, on whatever machine, must deal the same cells to the same
+shards without talking to the others. So a cell's weight is a count, not
+a time: each cell's program runs once (under the system allocator, not
 measured, not saved) and its report says how many allocator calls it made;
 the scenario's RNG is seeded, so every machine counts the same. The weight
-of a block is (calls + a run's fixed cost) x its runs, rounded to two
+of a cell is (calls + a run's fixed cost) x its runs, rounded to two
 significant digits so that a thread race that moves a count by a few calls
-does not move a block. `blocks.deal` then gives each shard about the same
+does not move a cell. `cells.deal` then gives each shard about the same
 total. A program that does not report its calls weighs the same as the
 others (and is said so).
 
@@ -21,7 +21,7 @@ import math
 import os
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from . import cells as blocks
+from . import cells
 from .plan import FIRST_WARMUP_TIMEOUT_S, Plan
 from .runner import ProgramRunner
 
@@ -51,13 +51,13 @@ def count_calls(binary, runner: ProgramRunner, env: Mapping[str, str]) -> Option
 
 def weigh(plan: Plan, programs: Mapping, runner: ProgramRunner, check=lambda: None,
           env: Optional[Mapping[str, str]] = None) -> Tuple[Dict[str, float], List[str]]:
-    """(block key -> weight, blocks whose program reported no count)."""
+    """(cell key -> weight, cells whose program reported no count)."""
     env = {k: v for k, v in (os.environ if env is None else env).items() if k != "LD_PRELOAD"}
     runs_per_config = plan.max_rounds + plan.warmup
     calls: Dict[str, Optional[int]] = {}
     configs: Dict[str, int] = {}
     for config in plan.configs:
-        key = blocks.block_key(config.params_dict, config.probe_set)
+        key = cells.cell_key(config.params_dict, config.probe_set)
         configs[key] = configs.get(key, 0) + 1
         if key not in calls:
             check()
@@ -79,10 +79,10 @@ def default_seed(plan: Plan, source: str) -> int:
 def take(plan: Plan, index: int, count: int, weights: Mapping[str, float]) -> Tuple[Plan, dict]:
     """(the plan of shard `index` of `count`, the header's "shard" entry)."""
     full = plan.to_json()
-    keys = blocks.plan_blocks(full)
-    hands = blocks.deal([weights[k] for k in keys], count)
+    keys = cells.plan_cells(full)
+    hands = cells.deal([weights[k] for k in keys], count)
     mine = {keys[i] for i in hands[index - 1]}
-    configs = [c for c in plan.configs if blocks.block_key(c.params_dict, c.probe_set) in mine]
+    configs = [c for c in plan.configs if cells.cell_key(c.params_dict, c.probe_set) in mine]
     part = Plan.from_json(dict(full, configs=[c.to_json() for c in configs]))
     entry = {
         "index": index,
@@ -91,14 +91,14 @@ def take(plan: Plan, index: int, count: int, weights: Mapping[str, float]) -> Tu
         "dealing": [[keys[i] for i in hand] for hand in hands],
         "weights": {k: weights[k] for k in keys},
         "plan": full,
-        "plan_sha256": blocks.plan_digest(full),
+        "plan_sha256": cells.plan_digest(full),
     }
     return part, entry
 
 
 def describe(entry: Mapping) -> str:
-    """"shard 2/3: 4 of 12 blocks (34% of the estimated work)"."""
+    """"shard 2/3: 4 of 12 cells (34% of the estimated work)"."""
     total = sum(entry["weights"].values()) or 1.0
     mine = sum(entry["weights"][k] for k in entry["blocks"])
     return (f"shard {entry['index']}/{entry['count']}: {len(entry['blocks'])} of {len(entry['weights'])} "
-            f"blocks ({mine / total:.0%} of the estimated work)")
+            f"cells ({mine / total:.0%} of the estimated work)")

@@ -49,14 +49,14 @@ def _params_text(params) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items()) or "defaults"
 
 
-def _scenario_blocks(analysis) -> list:
-    """The blocks a sweep is drawn from: a real command's runs have no params."""
-    return [b for b in analysis.blocks if b.target == "scenario"]
+def _scenario_cells(analysis) -> list:
+    """The cells a sweep is drawn from: a real command's runs have no params."""
+    return [b for b in analysis.cells if b.target == "scenario"]
 
 
-def _block_text(block, params) -> str:
+def _cell_text(cell, params) -> str:
     """A group's name on an axis: its params, or "the program" for a real command's runs."""
-    return "the program" if block.target == "command" else _params_text(params)
+    return "the program" if cell.target == "command" else _params_text(params)
 
 
 def _axis_label(metric: str, factor_unit) -> str:
@@ -66,7 +66,7 @@ def _axis_label(metric: str, factor_unit) -> str:
 
 
 def _reference(analysis, metric):
-    means = [a.summaries[metric].mean for b in analysis.blocks for a in b.allocators
+    means = [a.summaries[metric].mean for b in analysis.cells for a in b.allocators
              if metric in a.summaries and a.summaries[metric].mean]
     return min((abs(m) for m in means), default=None)
 
@@ -82,17 +82,17 @@ def _save(fig, directory: str, name: str) -> List[str]:
 
 def _allocator_names(analysis) -> List[str]:
     names = []
-    for b in analysis.blocks:
+    for b in analysis.cells:
         for a in b.allocators:
             if a.name not in names:
                 names.append(a.name)
     return names
 
 
-def _blocks_with(analysis, metric: str):
-    """The blocks (param set x probe set) that measured this metric: a probe
+def _cells_with(analysis, metric: str):
+    """The cells (param set x probe set) that measured this metric: a probe
     set that does not measure it would only leave an empty group."""
-    return [b for b in analysis.blocks if any(metric in a.summaries for a in b.allocators)]
+    return [b for b in analysis.cells if any(metric in a.summaries for a in b.allocators)]
 
 
 def bar_chart(analysis, metric: str, directory: str, stem: str) -> List[str]:
@@ -100,12 +100,12 @@ def bar_chart(analysis, metric: str, directory: str, stem: str) -> List[str]:
     names = _allocator_names(analysis)
     colors = _colors(names)
     factor, unit = scale_for(metric_defs.metric(metric).unit, _reference(analysis, metric))
-    blocks = _blocks_with(analysis, metric)
+    cells = _cells_with(analysis, metric)
     width = 0.8 / max(1, len(names))
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 + 0.5 * len(blocks) * len(names)), 3.8))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 + 0.5 * len(cells) * len(names)), 3.8))
     for i, name in enumerate(names):
         xs, ys, lo, hi = [], [], [], []
-        for j, b in enumerate(blocks):
+        for j, b in enumerate(cells):
             a = b.stats(name)
             s = a.summaries.get(metric) if a else None
             if s is None or s.mean is None:
@@ -117,15 +117,15 @@ def bar_chart(analysis, metric: str, directory: str, stem: str) -> List[str]:
             hi.append((ci[1] - s.mean) * factor)
         if xs:
             ax.bar(xs, ys, width * 0.95, yerr=[lo, hi], capsize=3, label=name, color=colors[name])
-    ax.set_xticks(range(len(blocks)))
+    ax.set_xticks(range(len(cells)))
     # Name only the params that change from group to group; the others are in the title.
     shown = analysis.varying or None
-    ax.set_xticklabels([_block_text(b, {k: v for k, v in b.params.items() if shown is None or k in shown})
-                        for b in blocks], rotation=20 if len(blocks) > 3 else 0)
+    ax.set_xticklabels([_cell_text(b, {k: v for k, v in b.params.items() if shown is None or k in shown})
+                        for b in cells], rotation=20 if len(cells) > 3 else 0)
     ax.set_ylabel(_axis_label(metric, (factor, unit)))
-    fixed = {k: v for k, v in blocks[0].params.items() if k not in analysis.varying} if blocks else {}
+    fixed = {k: v for k, v in cells[0].params.items() if k not in analysis.varying} if cells else {}
     ax.set_title(f"{analysis.scenario}: {metric_defs.metric(metric).label} (mean, 95% CI)"
-                 + (f"\n{_params_text(fixed)}" if fixed and len(blocks) > 1 else ""))
+                 + (f"\n{_params_text(fixed)}" if fixed and len(cells) > 1 else ""))
     ax.legend(fontsize="small")
     paths = _save(fig, directory, f"{stem}-{_slug(metric)}-bars")
     plt.close(fig)
@@ -134,12 +134,12 @@ def bar_chart(analysis, metric: str, directory: str, stem: str) -> List[str]:
 
 def box_plot(analysis, metric: str, directory: str, stem: str) -> List[str]:
     plt = _pyplot()
-    blocks = _blocks_with(analysis, metric)[:MAX_PANELS]
+    cells = _cells_with(analysis, metric)[:MAX_PANELS]
     factor, unit = scale_for(metric_defs.metric(metric).unit, _reference(analysis, metric))
-    cols = min(3, len(blocks))
-    rows = math.ceil(len(blocks) / cols)
+    cols = min(3, len(cells))
+    rows = math.ceil(len(cells) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
-    for ax, b in zip(axes.flat, blocks):
+    for ax, b in zip(axes.flat, cells):
         data, labels = [], []
         for a in b.allocators:
             values = a.samples.get(metric)
@@ -154,10 +154,10 @@ def box_plot(analysis, metric: str, directory: str, stem: str) -> List[str]:
                     offsets = [(k - (len(values) - 1) / 2) * 0.06 for k in range(len(values))]
                     ax.plot([x + o for o in offsets], values, "o", color="#d62728", markersize=4,
                             alpha=0.8, zorder=3)
-        ax.set_title(_block_text(b, b.params), fontsize="small")
+        ax.set_title(_cell_text(b, b.params), fontsize="small")
         ax.set_ylabel(_axis_label(metric, (factor, unit)), fontsize="small")
         ax.tick_params(axis="x", labelrotation=20)
-    for ax in list(axes.flat)[len(blocks):]:
+    for ax in list(axes.flat)[len(cells):]:
         ax.set_visible(False)
     fig.suptitle(f"{analysis.scenario}: {metric_defs.metric(metric).label}, every run")
     fig.tight_layout()
@@ -194,18 +194,18 @@ def sweep_plot(analysis, metric: str, param: str, directory: str, stem: str) -> 
     factor, unit = scale_for(metric_defs.metric(metric).unit, _reference(analysis, metric))
     others = [p for p in analysis.varying if p != param]
     groups: Dict[str, list] = {}
-    for b in _scenario_blocks(analysis):
+    for b in _scenario_cells(analysis):
         label = " ".join(f"{p}={b.params.get(p)}" for p in others)
         groups.setdefault(label, []).append(b)
     panels = list(groups.items())[:MAX_PANELS]
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
-    for ax, (label, blocks) in zip(axes.flat, panels):
-        blocks = sorted(blocks, key=lambda b: b.params.get(param))
+    for ax, (label, cells) in zip(axes.flat, panels):
+        cells = sorted(cells, key=lambda b: b.params.get(param))
         for name in names:
             xs, ys, lo, hi = [], [], [], []
-            for b in blocks:
+            for b in cells:
                 a = b.stats(name)
                 s = a.summaries.get(metric) if a else None
                 if s is None or s.mean is None:
@@ -219,7 +219,7 @@ def sweep_plot(analysis, metric: str, param: str, directory: str, stem: str) -> 
                 ax.plot(xs, ys, marker="o", label=name, color=colors[name])
                 ax.fill_between(xs, lo, hi, alpha=0.2, color=colors[name])
         ax.set_xlabel(param)
-        _sweep_axis(ax, sorted({b.params.get(param) for b in blocks}))
+        _sweep_axis(ax, sorted({b.params.get(param) for b in cells}))
         ax.set_ylabel(_axis_label(metric, (factor, unit)), fontsize="small")
         if label:
             ax.set_title(label, fontsize="small")
@@ -237,22 +237,22 @@ def sweep_plot(analysis, metric: str, param: str, directory: str, stem: str) -> 
 def _plots_of(analysis, directory: str, stem: str, all_metrics: bool, metrics) -> List[str]:
     paths: List[str] = []
     for metric in shown_metrics(analysis, all_metrics, metrics):
-        if not any(metric in a.summaries for b in analysis.blocks for a in b.allocators):
+        if not any(metric in a.summaries for b in analysis.cells for a in b.allocators):
             continue
         paths += bar_chart(analysis, metric, directory, stem)
         paths += box_plot(analysis, metric, directory, stem)
         for param in analysis.varying:
-            if all(_numeric(b.params.get(param)) for b in _scenario_blocks(analysis)):
+            if all(_numeric(b.params.get(param)) for b in _scenario_cells(analysis)):
                 paths += sweep_plot(analysis, metric, param, directory, stem)
     return paths
 
 
-def _titled(analysis, title: str, blocks):
-    """The analysis seen as `title`, with only `blocks` (whose varying params are recomputed)."""
+def _titled(analysis, title: str, cells):
+    """The analysis seen as `title`, with only `cells` (whose varying params are recomputed)."""
     varying = [p for p in analysis.varying
-               if len({repr(b.params.get(p)) for b in blocks}) > 1]
+               if len({repr(b.params.get(p)) for b in cells}) > 1]
     return dataclasses.replace(analysis, header=dict(analysis.header, scenario=title),
-                               blocks=blocks, varying=varying)
+                               cells=cells, varying=varying)
 
 
 def write_plots(analysis, directory: str, all_metrics: bool = False, metrics=None,
@@ -260,7 +260,7 @@ def write_plots(analysis, directory: str, all_metrics: bool = False, metrics=Non
     """Every plot for the metrics a table would show; returns the files written.
 
     A merge of several machines' shards gets each machine's plots apart
-    (no figure puts two machines' blocks side by side) unless
+    (no figure puts two machines' cells side by side) unless
     `across_machines`, which draws them together under a warning.
     """
     os.makedirs(directory, exist_ok=True)
@@ -269,12 +269,12 @@ def write_plots(analysis, directory: str, all_metrics: bool = False, metrics=Non
         return _plots_of(analysis, directory, stem, all_metrics, metrics)
     if across_machines:
         title = (f"{analysis.scenario} -- WARNING: {len(analysis.machines)} machines, "
-                 f"blocks are not comparable")
-        return _plots_of(_titled(analysis, title, analysis.blocks), directory,
+                 f"cells are not comparable")
+        return _plots_of(_titled(analysis, title, analysis.cells), directory,
                          f"{stem}-across-machines", all_metrics, metrics)
     paths: List[str] = []
-    for machine, blocks in analysis.by_machine():
+    for machine, cells in analysis.by_machine():
         title = f"{analysis.scenario} on {machine} ({machine_name(analysis.machines.get(machine, {}))})"
-        paths += _plots_of(_titled(analysis, title, blocks), directory, f"{stem}-{machine}",
+        paths += _plots_of(_titled(analysis, title, cells), directory, f"{stem}-{machine}",
                            all_metrics, metrics)
     return paths

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
 from ..record import RunRecord, Status
-from .target import CommandTarget
+from .target import ProgramTarget
 from ...system.process import signal_name
 from ..runner import STDERR_TAIL_CHARS, ProgramRunner
 
@@ -75,7 +75,7 @@ class Proof:
 
 
 @dataclass
-class CommandOutcome:
+class ProgramOutcome:
     started: str
     duration_s: float                 # scenc's view: launcher started to launcher reaped
     timed_out: bool = False
@@ -105,7 +105,7 @@ def _parse_launcher_report(text: str) -> Optional[dict]:
         return None
 
 
-class CommandRunner(ProgramRunner):
+class LauncherRunner(ProgramRunner):
     """Runs commands (and, as a ProgramRunner, scenario programs) one at a time.
 
     Interruption is ProgramRunner's: the launcher is the process `interrupt`
@@ -128,7 +128,7 @@ class CommandRunner(ProgramRunner):
             self._helpers = helpers(self.cc)
         return self._helpers
 
-    def environment(self, target: CommandTarget, allocator, base_env: Mapping[str, str],
+    def environment(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
                     proof_file: Path, memory_limit: Optional[int]) -> dict:
         """The launcher's environment: the command's, with its preload set aside for the launcher."""
         env = dict(base_env)
@@ -143,8 +143,8 @@ class CommandRunner(ProgramRunner):
             env.pop("SCENC_SPAWN_DATA_LIMIT", None)
         return env
 
-    def run_command(self, target: CommandTarget, allocator, base_env: Mapping[str, str],
-                    timeout_s: float, memory_limit: Optional[int] = None) -> CommandOutcome:
+    def run_command(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
+                    timeout_s: float, memory_limit: Optional[int] = None) -> ProgramOutcome:
         proof_file = Path(self._scratch.name) / "proof"
         proof_file.unlink(missing_ok=True)
         env = self.environment(target, allocator, base_env, proof_file, memory_limit)
@@ -166,7 +166,7 @@ class CommandRunner(ProgramRunner):
         outcome.proof = Proof.read(proof_file)
         return outcome
 
-    def _launch(self, target: CommandTarget, env: Mapping[str, str], stdin, timeout_s: float) -> CommandOutcome:
+    def _launch(self, target: ProgramTarget, env: Mapping[str, str], stdin, timeout_s: float) -> ProgramOutcome:
         """Start the launcher with the command, wait, and read the launcher's report."""
         spawn, _ = self.helpers
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -185,7 +185,7 @@ class CommandRunner(ProgramRunner):
             os.close(report_r)
             if report_w >= 0:
                 os.close(report_w)
-        outcome = CommandOutcome(started, duration, timed_out, None if timed_out else launched)
+        outcome = ProgramOutcome(started, duration, timed_out, None if timed_out else launched)
         if not timed_out and launched is None and not self.interrupted:
             outcome.problem = f"the scenc launcher {spawn} ended with status {proc.returncode} without a report"
         return outcome
@@ -232,7 +232,7 @@ def _proof_problem(allocator, proof: Proof) -> Optional[str]:
     return None
 
 
-def make_command_record(config, allocator, round_: int, outcome: CommandOutcome, target: CommandTarget,
+def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome, target: ProgramTarget,
                         timeout_s: float, warmup: bool = False,
                         memory_limit: Optional[int] = None) -> RunRecord:
     """The saved record of one run of a command, its status decided from what happened."""
@@ -279,7 +279,7 @@ def make_command_record(config, allocator, round_: int, outcome: CommandOutcome,
     return record
 
 
-def _with_stdout(record: RunRecord, outcome: CommandOutcome) -> RunRecord:
+def _with_stdout(record: RunRecord, outcome: ProgramOutcome) -> RunRecord:
     """A failed run keeps the tail of stdout too: a command often says why there."""
     record.stdout_tail = outcome.stdout
     return record

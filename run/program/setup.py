@@ -1,7 +1,7 @@
 """Getting a real command ready for `scenc run ... -- ./prog args`: its target, its runs, its header.
 
 run/setup.py calls these for a new or resumed session: the command after
-`--` becomes a `CommandTarget` (checked before any run: a static program or
+`--` becomes a `ProgramTarget` (checked before any run: a static program or
 one with its own malloc is refused), one RunConfig per allocator with target
 "command" joins the plan, interleaved in the same shuffled rounds as the
 scenario's runs if there is one, and the header keeps the command so
@@ -9,16 +9,16 @@ scenario's runs if there is one, and the header keeps the command so
 """
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 from ...errors import UsageError
-from .target import CommandError, CommandTarget, refusal, target_of
+from .target import ProgramError, ProgramTarget, refusal, target_of
 from ..plan import COMMAND, RunConfig
 
 SCHEMA_NOTE = "command runs: wall time, CPU and peak RSS from wait4; malloc provider proven per process"
 
 
-def target_from_args(args) -> Optional[CommandTarget]:
+def target_from_args(args) -> Optional[ProgramTarget]:
     """The command after `--`, checked; None when there is none."""
     extra = [o for o, v in (("--cwd", args.cwd), ("--stdin", args.stdin), ("--env", args.env),
                             ("--metric", args.metric)) if v]
@@ -27,10 +27,10 @@ def target_from_args(args) -> Optional[CommandTarget]:
             raise UsageError(f"{', '.join(extra)} go with a command: `scenc run ... -- ./prog args`")
         return None
     try:
-        target = CommandTarget.from_options(args.command_argv, args.cwd, args.stdin, args.env or (),
+        target = ProgramTarget.from_options(args.command_argv, args.cwd, args.stdin, args.env or (),
                                             args.metric, args.higher_is_better)
         reason = refusal(target)
-    except CommandError as exc:
+    except ProgramError as exc:
         raise UsageError(str(exc)) from None
     if reason:
         raise UsageError(f"cannot compare allocators on `{target.describe()}`: {reason}")
@@ -50,14 +50,14 @@ def configs(allocators) -> list:
     return [RunConfig.make(name, {}, target=COMMAND) for name in allocators]
 
 
-def describe(header: dict, target: CommandTarget) -> dict:
+def describe(header: dict, target: ProgramTarget) -> dict:
     """The header of a session with a command: the command, and the schema that can hold it."""
     header["targets"] = dict(header.get("targets") or {}, **{COMMAND: target.to_json()})
     header["command_note"] = SCHEMA_NOTE
     return header
 
 
-def check_resumable(target: CommandTarget) -> None:
+def check_resumable(target: ProgramTarget) -> None:
     """A resumed command must still be there (its stdin file and working directory too)."""
     if target.cwd and not Path(target.cwd).is_dir():
         raise UsageError(f"cannot resume: the command's working directory {target.cwd} is gone")
@@ -65,7 +65,7 @@ def check_resumable(target: CommandTarget) -> None:
         raise UsageError(f"cannot resume: the command's --stdin file {target.stdin} is gone")
     try:
         reason = refusal(target)
-    except CommandError as exc:
+    except ProgramError as exc:
         raise UsageError(f"cannot resume: {exc}") from None
     if reason:
         raise UsageError(f"cannot resume: {reason}")

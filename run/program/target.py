@@ -1,6 +1,6 @@
 """A real program as something `scenc run` measures: `scenc run ... -- ./prog args`.
 
-A `CommandTarget` is everything needed to run the command again in the same
+A `ProgramTarget` is everything needed to run the command again in the same
 way (argv, working directory, stdin file, extra environment, the figure to
 take from its output) and is saved in the result file's header, so
 `--resume` runs the same command. Before any run, `refusal` reads the
@@ -28,7 +28,7 @@ REPORTED_PREFIX = "reported"          # metric family of figures taken from the 
 _MALLOC_SYMBOLS = ("malloc", "free", "calloc", "realloc")
 
 
-class CommandError(ValueError):
+class ProgramError(ValueError):
     """A command that cannot be measured; the message says why."""
 
 
@@ -44,9 +44,9 @@ class ReportedMetric:
         try:
             compiled = re.compile(pattern)
         except re.error as exc:
-            raise CommandError(f"--metric {pattern!r} is not a regular expression: {exc}") from None
+            raise ProgramError(f"--metric {pattern!r} is not a regular expression: {exc}") from None
         if compiled.groups < 1:
-            raise CommandError(f"--metric {pattern!r} needs a group around the number, "
+            raise ProgramError(f"--metric {pattern!r} needs a group around the number, "
                                f"like 'rtime: ([0-9.]+)'")
         named = next(iter(compiled.groupindex), None)
         words = re.sub(r"[^A-Za-z0-9_]+", " ", pattern.split("(", 1)[0]).split()
@@ -77,7 +77,7 @@ class ReportedMetric:
 
 
 @dataclass(frozen=True)
-class CommandTarget:
+class ProgramTarget:
     argv: Tuple[str, ...]
     cwd: Optional[str] = None
     stdin: Optional[str] = None               # a file, or None for /dev/null
@@ -100,7 +100,7 @@ class CommandTarget:
                 "env": self.env_dict, "metric": self.metric.to_json() if self.metric else None}
 
     @classmethod
-    def from_json(cls, data: Mapping) -> "CommandTarget":
+    def from_json(cls, data: Mapping) -> "ProgramTarget":
         metric = data.get("metric")
         return cls(tuple(data["argv"]), data.get("cwd"), data.get("stdin"),
                    tuple((data.get("env") or {}).items()),
@@ -109,30 +109,30 @@ class CommandTarget:
     @classmethod
     def from_options(cls, argv: Sequence[str], cwd: Optional[str] = None, stdin: Optional[str] = None,
                      env: Sequence[str] = (), metric: Optional[str] = None,
-                     higher_is_better: bool = False) -> "CommandTarget":
+                     higher_is_better: bool = False) -> "ProgramTarget":
         if not argv:
-            raise CommandError("nothing after `--`: give the command to run, like `-- ./app args`")
+            raise ProgramError("nothing after `--`: give the command to run, like `-- ./app args`")
         pairs = []
         for item in env or ():
             key, sep, value = item.partition("=")
             if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-                raise CommandError(f"--env {item!r}: give KEY=VALUE")
+                raise ProgramError(f"--env {item!r}: give KEY=VALUE")
             if key == "LD_PRELOAD":
-                raise CommandError("--env LD_PRELOAD: scenc sets LD_PRELOAD for each allocator; "
+                raise ProgramError("--env LD_PRELOAD: scenc sets LD_PRELOAD for each allocator; "
                                    "define your own allocator with NAME=/path/lib.so instead")
             pairs.append((key, value))
         cwd = os.path.abspath(cwd) if cwd else os.getcwd()
         if not os.path.isdir(cwd):
-            raise CommandError(f"--cwd {cwd}: no such directory")
+            raise ProgramError(f"--cwd {cwd}: no such directory")
         if stdin is not None:
             stdin = os.path.abspath(stdin)
             if not os.path.isfile(stdin):
-                raise CommandError(f"--stdin {stdin}: no such file")
+                raise ProgramError(f"--stdin {stdin}: no such file")
         reported = ReportedMetric.parse(metric, not higher_is_better) if metric else None
         return cls(tuple(argv), cwd, stdin, tuple(pairs), reported)
 
 
-def refusal(target: CommandTarget) -> Optional[str]:
+def refusal(target: ProgramTarget) -> Optional[str]:
     """Why this command cannot be measured under a preloaded allocator, or None.
 
     A `#!` script is judged by its interpreter (through `/usr/bin/env NAME`).
@@ -142,7 +142,7 @@ def refusal(target: CommandTarget) -> Optional[str]:
         try:
             _, program = locate_program(argv, target.cwd)
         except ProgramNotFound as exc:
-            raise CommandError(str(exc)) from None
+            raise ProgramError(str(exc)) from None
         elf = inspect_elf(program)
         seen.append(program)
         if not elf.shebang or len(seen) > 4:
@@ -163,10 +163,10 @@ def refusal(target: CommandTarget) -> Optional[str]:
     return None
 
 
-def target_of(header: Mapping) -> Optional[CommandTarget]:
+def target_of(header: Mapping) -> Optional[ProgramTarget]:
     """The command of a result file's header, or None (a scenario alone, or a file from before commands)."""
     data = (header.get("targets") or {}).get(COMMAND)
-    return CommandTarget.from_json(data) if data else None
+    return ProgramTarget.from_json(data) if data else None
 
 
 def register_reported_metrics(header: Mapping) -> None:

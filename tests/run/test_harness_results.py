@@ -70,21 +70,21 @@ def test_report_rerenders_the_same_table(finished):
 def test_report_json_is_computed_from_the_raw_samples(finished):
     _, _, out, _ = finished
     data = json.loads(scenc("report", out, "--json").stdout)
-    [block] = data["blocks"]
+    [cell] = data["blocks"]
     saved = resultfile.load(out)
     for name in NAMES:
         samples = saved.metric_values("wall_s", name, {})
         summary = summarize(samples).to_dict()
-        got = block["allocators"][name]["metrics"]["wall_s"]
+        got = cell["allocators"][name]["metrics"]["wall_s"]
         assert got["n"] == 6 and got["mean"] == pytest.approx(summary["mean"])
         assert got["ci_mean"] == pytest.approx(summary["ci_mean"])
-        assert block["allocators"][name]["samples"]["wall_s"] == samples
-    c = block["comparisons"]["wall_s"]["jemalloc"]
+        assert cell["allocators"][name]["samples"]["wall_s"] == samples
+    c = cell["comparisons"]["wall_s"]["jemalloc"]
     expected = compare(saved.metric_values("wall_s", "glibc", {}),
                              saved.metric_values("wall_s", "jemalloc", {}))
     assert c["ratio"] == pytest.approx(expected.ratio) and c["significant"] == expected.significant
     assert c["sentence"].startswith("jemalloc")
-    assert block["verdicts"]["wall_s"]["word"] == "fastest"
+    assert cell["verdicts"]["wall_s"]["word"] == "fastest"
 
 
 @pytest.mark.slow

@@ -202,7 +202,7 @@ def test_a_scenario_beside_its_program_in_one_session(tmp_path, threaded):
     assert "share of the program's wall time the scenario takes: glibc" in text
     for word in ("fastest:", "slowest:", "leanest:", "fattest:"):
         assert word in text
-    # `scenc report` shows the same, and --json keeps both blocks apart.
+    # `scenc report` shows the same, and --json keeps both cells apart.
     again = scenc("report", out)
     assert "beside the program" in again.stdout
     data = json.loads(scenc("report", out, "--json").stdout)
@@ -210,14 +210,14 @@ def test_a_scenario_beside_its_program_in_one_session(tmp_path, threaded):
     beside, = data["side_by_side"]
     assert set(beside["time_share"]) == {"glibc", "jemalloc"}
     assert [e["word"] for e in beside["metrics"]["wall_s"]["ends"]] == ["fastest", "slowest"]
-    # Ratios to the baseline, side by side, are the blocks' own comparisons (one statistics path).
+    # Ratios to the baseline, side by side, are the cells' own comparisons (one statistics path).
     assert beside["baseline"] == "glibc"
-    scenario_block, command_block = data["blocks"]
+    scenario_cell, command_cell = data["blocks"]
     for metric in ("wall_s", "peak_rss_kib"):
         to_base = beside["metrics"][metric]["to_baseline"]
-        for side, block in (("scenario", scenario_block), ("program", command_block)):
+        for side, cell in (("scenario", scenario_cell), ("program", command_cell)):
             assert set(to_base[side]) == {"jemalloc"}
-            c, mine = block["comparisons"][metric]["jemalloc"], to_base[side]["jemalloc"]
+            c, mine = cell["comparisons"][metric]["jemalloc"], to_base[side]["jemalloc"]
             assert mine["ratio"] == c["ratio"] and mine["significant"] == c["significant"]
             assert mine["difference"] == pytest.approx(c["other_mean"] - c["baseline_mean"])
             assert mine["ratio_ci"] is None or mine["ratio_ci"][0] <= mine["ratio"] <= mine["ratio_ci"][1]
@@ -323,26 +323,26 @@ def test_ctrl_c_mid_command_keeps_the_finished_runs(tmp_path):
 
 
 def test_a_reported_figure_is_the_last_match_and_named_by_its_words():
-    from scenc.run.program.target import CommandError, ReportedMetric
+    from scenc.run.program.target import ProgramError, ReportedMetric
     m = ReportedMetric.parse(r"rtime: ([0-9.]+)")
     assert m.metric_name == "reported:rtime" and m.lower_is_better
     assert m.find("rtime: 1.5\nwarm\nrtime: 2.25\n") == 2.25 and m.find("nothing here") is None
     named = ReportedMetric.parse(r"(?P<ops>[0-9]+) ops/s", lower_is_better=False)
     assert named.name == "ops" and named.find("run 1: 120 ops/s") == 120.0
     for bad in ("rtime: [0-9.]+", "rtime: ([0-9.]+"):
-        with pytest.raises(CommandError):
+        with pytest.raises(ProgramError):
             ReportedMetric.parse(bad)
 
 
 def test_a_script_is_judged_by_its_interpreter(tmp_path):
-    from scenc.run.program.target import CommandTarget, refusal
+    from scenc.run.program.target import ProgramTarget, refusal
     script = tmp_path / "job.sh"
     script.write_text("#!/usr/bin/env sh\nexit 0\n")
     script.chmod(0o755)
-    assert refusal(CommandTarget.from_options([str(script)])) is None
+    assert refusal(ProgramTarget.from_options([str(script)])) is None
     static = _static_program(tmp_path)
     wrapper = tmp_path / "wrapper"
     wrapper.write_text(f"#!{static}\n")
     wrapper.chmod(0o755)
-    reason = refusal(CommandTarget.from_options([str(wrapper)]))
+    reason = refusal(ProgramTarget.from_options([str(wrapper)]))
     assert "statically linked" in reason and "the interpreter of" in reason

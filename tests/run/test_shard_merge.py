@@ -1,4 +1,4 @@
-"""`scenc run --shard K/N` and `scenc merge`: a plan split by blocks, run in separate
+"""`scenc run --shard K/N` and `scenc merge`: a plan split by cells, run in separate
 processes, put back together; and every way the parts can fail to fit, reported plainly.
 
 Real runs under real allocators throughout. What a test cannot get on one machine --
@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from scenc.run import cells as blocks
+from scenc.run import cells
 from scenc.report.analysis import analyze
 from scenc.run.resultfile import load
 from harness_support import SCENC, read_lines, scenc, write_scenario
@@ -43,11 +43,11 @@ def record_identity(record):
 
 
 def analysis_shape(result):
-    """The analysis without its numbers: blocks, allocators, run counts, metrics, comparisons."""
+    """The analysis without its numbers: cells, allocators, run counts, metrics, comparisons."""
     return [(json.dumps(b.params, sort_keys=True), b.probe_set, b.machine,
              [(a.name, a.n, a.failures, sorted(a.samples), sorted(a.summaries)) for a in b.allocators],
              {m: sorted(by) for m, by in b.comparisons.items()}, sorted(b.verdicts))
-            for b in analyze(result).blocks]
+            for b in analyze(result).cells]
 
 
 @pytest.fixture(scope="module")
@@ -73,16 +73,16 @@ def test_three_shards_merged_are_the_unsharded_run(sharded):
     kept = [r.run_dir for r in merged.runs if r.run_dir]
     assert len(kept) == len([r for r in unsharded.runs if r.run_dir]) > 0
     assert all((merged_path.parent / d).is_dir() for d in kept)
-    # Same plan, the same blocks, each run once, the whole dealt among the shards.
+    # Same plan, the same cells, each run once, the whole dealt among the shards.
     assert merged.header["plan"] == unsharded.header["plan"]
     dealt = [k for p in parts for k in load(p).header["shard"]["blocks"]]
-    assert sorted(dealt) == sorted(blocks.plan_blocks(unsharded.header["plan"])) and len(dealt) == 4
-    assert all(load(p).header["shard"]["blocks"] for p in parts)  # 4 blocks, 3 shards: none idle
+    assert sorted(dealt) == sorted(cells.plan_cells(unsharded.header["plan"])) and len(dealt) == 4
+    assert all(load(p).header["shard"]["blocks"] for p in parts)  # 4 cells, 3 shards: none idle
     # The same records, timings aside, and the same analysis, numbers aside.
     assert Counter(map(record_identity, merged.runs)) == Counter(map(record_identity, unsharded.runs))
     assert analysis_shape(merged) == analysis_shape(unsharded)
     # One machine: nothing says otherwise, reports and CSV read it like any file.
-    assert not blocks.machines(merged.header)
+    assert not cells.machines(merged.header)
     report = scenc("report", merged_path, "--csv", tmp_path / "all.csv", "--plots", tmp_path / "plots")
     assert report.returncode == 0, report.stderr
     assert "machine" not in report.stdout
@@ -93,15 +93,15 @@ def test_three_shards_merged_are_the_unsharded_run(sharded):
 
 
 @pytest.mark.slow
-def test_every_shard_deals_the_same_blocks(sharded):
+def test_every_shard_deals_the_same_cells(sharded):
     _, _, _, parts = sharded
     headers = [load(p).header["shard"] for p in parts]
     assert all(h["dealing"] == headers[0]["dealing"] and h["weights"] == headers[0]["weights"]
                for h in headers)
     assert [h["blocks"] for h in headers] == headers[0]["dealing"]
-    # A shard's own plan has only its blocks: --resume and the reports need nothing else.
+    # A shard's own plan has only its cells: --resume and the reports need nothing else.
     for path, h in zip(parts, headers):
-        own = {blocks.block_key(c["params"], c["probe_set"]) for c in load(path).header["plan"]["configs"]}
+        own = {cells.cell_key(c["params"], c["probe_set"]) for c in load(path).header["plan"]["configs"]}
         assert own == set(h["blocks"])
 
 
@@ -113,7 +113,7 @@ def test_a_missing_shard_is_named_and_nothing_is_written(sharded):
     assert done.returncode == 64
     assert "shard 2/3 missing" in done.stderr
     lost = load(parts[1]).header["shard"]["blocks"]
-    assert f"{len(lost)} of 4 blocks missing: {blocks.block_label(lost[0])}" in done.stderr
+    assert f"{len(lost)} of 4 cells missing: {cells.cell_label(lost[0])}" in done.stderr
     assert not out.exists()
     # Asked for, the part that is there is merged, and says it is not whole.
     done = scenc("merge", parts[0], parts[2], "-o", out, "--allow-missing")
@@ -131,9 +131,9 @@ def test_a_duplicated_shard_is_refused(sharded):
     assert not (tmp_path / "dup.json").exists()
 
 
-def test_a_block_run_by_two_shards_is_refused(sharded):
-    # Faked: shard 3's header is edited to claim one of shard 1's blocks, as a shard that
-    # weighed the blocks differently would.
+def test_a_cell_run_by_two_shards_is_refused(sharded):
+    # Faked: shard 3's header is edited to claim one of shard 1's cells, as a shard that
+    # weighed the cells differently would.
     tmp_path, _, _, parts = sharded
     lines = parts[2].read_text().splitlines()
     header = json.loads(lines[0])
@@ -143,7 +143,7 @@ def test_a_block_run_by_two_shards_is_refused(sharded):
     fake.write_text("\n".join([json.dumps(header)] + lines[1:]) + "\n")
     done = scenc("merge", parts[0], parts[1], fake, "-o", tmp_path / "x.json")
     assert done.returncode == 64
-    assert f"block {blocks.block_label(stolen)} was run by shards 1/3 ({parts[0]}) and 3/3 ({fake})" \
+    assert f"cell {cells.cell_label(stolen)} was run by shards 1/3 ({parts[0]}) and 3/3 ({fake})" \
         in done.stderr
 
 
@@ -178,18 +178,18 @@ def test_two_machines_are_analysed_apart(sharded):
     assert done.returncode == 0, done.stderr
     assert "ran on 2 machines" in done.stderr and "m2 = node-b (shard 2)" in done.stderr
     result = load(out)
-    on_b = {blocks.block_key(p, s) for p, s in
+    on_b = {cells.cell_key(p, s) for p, s in
             ((b["params"], b["probe_set"]) for b in result.header["block_machines"] if b["machine"] == "m2")}
     assert on_b == set(header["shard"]["blocks"])
     analysis = analyze(result)
-    assert {b.machine for b in analysis.blocks} == {"m1", "m2"}
-    assert all((blocks.block_key(b.params, b.probe_set) in on_b) == (b.machine == "m2")
-               for b in analysis.blocks)
+    assert {b.machine for b in analysis.cells} == {"m1", "m2"}
+    assert all((cells.cell_key(b.params, b.probe_set) in on_b) == (b.machine == "m2")
+               for b in analysis.cells)
     report = scenc("report", out, "--plots", tmp_path / "two-plots")
     assert report.returncode == 0, report.stderr
     assert "(machine m2: node-b) ==" in report.stdout and "ran on 2 machines" in report.stdout
     names = [p.name for p in (tmp_path / "two-plots").iterdir()]
-    # Every figure that spans blocks is drawn per machine; none puts both together.
+    # Every figure that spans cells is drawn per machine; none puts both together.
     assert any(n.startswith("tiny-m1-") for n in names) and any(n.startswith("tiny-m2-") for n in names)
     assert not any(n.startswith("tiny-wall") or "across" in n for n in names)
     report = scenc("report", out, "--plots", tmp_path / "across", "--across-machines")
@@ -221,7 +221,7 @@ def test_a_killed_shard_resumes(tmp_path):
     result = load(out)
     assert result.status == "complete" and result.header["shard"]["index"] == 1
     configs = result.header["plan"]["configs"]
-    assert len(configs) == 2  # one block (one param set, both allocators)
+    assert len(configs) == 2  # one cell (one param set, both allocators)
     assert Counter((r.allocator, r.round) for r in result.runs if not r.warmup) == \
         Counter((c["allocator"], n) for c in configs for n in range(1, 41))
 
@@ -235,12 +235,12 @@ def test_a_bad_shard_is_a_usage_error(tmp_path, spec):
 
 def test_dealing_is_balanced_and_a_function_of_the_weights():
     weights = [9, 1, 8, 2, 7, 3, 5, 5]
-    hands = blocks.deal(weights, 3)
+    hands = cells.deal(weights, 3)
     assert sorted(i for h in hands for i in h) == list(range(len(weights)))
     totals = [sum(weights[i] for i in h) for h in hands]
     assert max(totals) - min(totals) <= max(weights) / 2
-    assert blocks.deal(weights, 3) == hands
-    assert blocks.deal([1, 1], 3)[2] == []  # more shards than blocks: some have none
+    assert cells.deal(weights, 3) == hands
+    assert cells.deal([1, 1], 3)[2] == []  # more shards than cells: some have none
 
 
 @pytest.mark.slow
