@@ -70,17 +70,10 @@ def _default_output(scenario: str, shard: Optional[Mapping] = None) -> Path:
     return path
 
 
-def _allocator_entry(a) -> dict:
-    return {"path": a.library, "version": a.version, "env": dict(a.env), "package": a.package,
-            "builtin": a.builtin}
-
-
 def _allocators_from_header(header: Mapping) -> Dict[str, object]:
     chosen = {}
     for name, entry in header["allocators"].items():
-        a = registry.Allocator(name=name, library=entry.get("path"), env=entry.get("env") or {},
-                               version=entry.get("version"), package=entry.get("package"),
-                               builtin=bool(entry.get("builtin")))
+        a = registry.Allocator.from_json(name, entry)
         issue = registry.problem(a)
         if issue:
             raise HarnessError(f"cannot resume: {issue}")
@@ -125,7 +118,7 @@ def _header(args, plan: Plan, allocators, cc: str, machine: Mapping, **fields) -
     """A new session's header: what every session records, and `fields` of its target."""
     return make_header(
         machine=machine,
-        allocators={name: _allocator_entry(a) for name, a in allocators.items()},
+        allocators={name: a.to_json() for name, a in allocators.items()},
         plan=plan.to_json(),
         command=["scenc"] + sys.argv[1:],
         cc=cc,

@@ -163,7 +163,7 @@ class Window:
             self.t_first = o.t_first
 
 
-class Cell:
+class ThreadWindow:
     """One thread in one window: counters by category, and histograms.
 
     Categories: 'events', 'free_null', 'realloc', 'alloc_failed', 'realloc_failed',
@@ -195,7 +195,7 @@ class Cell:
         # ... and those freed in a later window: window -> size class -> [the same four, Counter of kinds]
         self.dies: dict = {}
 
-    def merge(self, o: "Cell") -> "Cell":
+    def merge(self, o: "ThreadWindow") -> "ThreadWindow":
         self.c.update(o.c)
         merge_hist(self.sizes, o.sizes)
         merge_hist(self.sent, o.sent)
@@ -217,7 +217,7 @@ class Cell:
 
 
 def _merge_classes(into: dict, other: dict) -> None:
-    """Merge figures by size class (Cell.lives_by_class, Cell.dies) into ``into``."""
+    """Merge figures by size class (ThreadWindow.lives_by_class, ThreadWindow.dies) into ``into``."""
     for cls, entry in other.items():
         mine = into.get(cls)
         if mine is None:
@@ -236,7 +236,8 @@ class Collector:
     def __init__(self):
         self.window = WINDOW0
         self.wins: List[Window] = []
-        self.cells: Dict[int, list] = {}      # tid -> [Cell or None per window], tids in order of appearance
+        # tid -> [ThreadWindow or None per window], tids in order of appearance
+        self.thread_windows: Dict[int, list] = {}
         self.tick: Dict[int, int] = {}        # tid -> its `lives` clock
         self.live: dict = {}                  # ptr -> (owner, ordinal, tick, nbytes, mk, chain length)
         self.ordinal = 0
@@ -281,17 +282,17 @@ class Collector:
         self.thread_starts = 0
 
     # ---------------------------------------------------------------- the pass
-    def _cell(self, tid: int, w: int) -> Cell:
-        cells = self.cells.get(tid)
-        if cells is None:
-            cells = self.cells[tid] = []
+    def _cell(self, tid: int, w: int) -> ThreadWindow:
+        thread_windows = self.thread_windows.get(tid)
+        if thread_windows is None:
+            thread_windows = self.thread_windows[tid] = []
             self.tick[tid] = 0
-        if len(cells) <= w:
-            cells.extend([None] * (w + 1 - len(cells)))
-        cell = cells[w]
-        if cell is None:
-            cell = cells[w] = Cell()
-        return cell
+        if len(thread_windows) <= w:
+            thread_windows.extend([None] * (w + 1 - len(thread_windows)))
+        thread_window = thread_windows[w]
+        if thread_window is None:
+            thread_window = thread_windows[w] = ThreadWindow()
+        return thread_window
 
     def _merge_windows(self) -> None:
         """Halve the number of windows: merge neighbours, double the length."""
@@ -303,15 +304,15 @@ class Collector:
                 w.merge(wins[i + 1])
             merged.append(w)
         self.wins = merged
-        for tid, cells in self.cells.items():
+        for tid, thread_windows in self.thread_windows.items():
             out = []
-            for i in range(0, len(cells), 2):
-                a = cells[i]
-                b = cells[i + 1] if i + 1 < len(cells) else None
+            for i in range(0, len(thread_windows), 2):
+                a = thread_windows[i]
+                b = thread_windows[i + 1] if i + 1 < len(thread_windows) else None
                 out.append(a.merge(b) if a is not None and b is not None else a or b)
                 if out[-1] is not None:
                     out[-1].halve_dies()
-            self.cells[tid] = out
+            self.thread_windows[tid] = out
         self.window *= 2
 
     def consume(self, events: Iterable) -> "Collector":
@@ -345,8 +346,8 @@ class Collector:
                 self.first_line = line
             self.last_line = line
             trace_kinds[kind] += 1
-            cell = self._cell(tid, w)
-            c = cell.c
+            thread_window = self._cell(tid, w)
+            c = thread_window.c
             c["events"] += 1
             if kind in free_kinds:
                 if not old:
@@ -358,9 +359,9 @@ class Collector:
                     if e is None:
                         c["free_unknown"] += 1
                     else:
-                        self._release(e, tid, w, cell, win)
+                        self._release(e, tid, w, thread_window, win)
             elif kind in realloc_kinds:
-                self._realloc(tid, w, cell, win, size, nmemb, old, res, failed, line)
+                self._realloc(tid, w, thread_window, win, size, nmemb, old, res, failed, line)
             elif kind in alloc_kinds:
                 if failed:
                     c["alloc_failed"] += 1
@@ -369,7 +370,7 @@ class Collector:
                 nbytes = (size or 0) * nmemb
                 c["ticks"] += 1
                 tick[tid] += 1
-                add(cell.sizes, size_bucket(nbytes), nbytes)
+                add(thread_window.sizes, size_bucket(nbytes), nbytes)
                 win.allocs += 1
                 win.log_sizes += nbytes.bit_length()
                 if res is None:              # posix_memalign under ltrace -e: pointer not shown
@@ -378,7 +379,7 @@ class Collector:
                     prev = live.get(res)
                     if prev is not None:     # its free was not captured: let it end here, unseen
                         c["free_missed"] += 1
-                        self._release(prev, prev[0], w, cell, win, seen=False)
+                        self._release(prev, prev[0], w, thread_window, win, seen=False)
                     big = self._big_object(tid, (o, tick[tid]), nbytes, mk) \
                         if nbytes >= self.big_floor.get(tid, 0) else None
                     live[res] = (tid, o, tick[tid], nbytes, mk, 0, big)
@@ -387,7 +388,7 @@ class Collector:
                 self.peak_bytes, self.peak_line = self.live_bytes, line
         return self
 
-    def _release(self, e, freer: int, w: int, cell: Cell, win: Window, seen: bool = True) -> None:
+    def _release(self, e, freer: int, w: int, thread_window: ThreadWindow, win: Window, seen: bool = True) -> None:
         owner, o_alloc, t_alloc, nbytes, mk, chain = e[:6]
         self.live_bytes -= nbytes
         win.frees += 1
@@ -401,13 +402,13 @@ class Collector:
             self.chains[owner] -= 1
             self._chain_block(owner, nbytes, -1)
             self._end_trail(e[6], "local" if owner == freer else "send", (self.ordinal - 1, self.tick[freer] + 1))
-            cell.c["ticks"] += 1
+            thread_window.c["ticks"] += 1
             if owner == freer:
-                cell.c["end", "local", None] += 1
+                thread_window.c["end", "local", None] += 1
             else:
                 # handed over at its last realloc (o_alloc): the owner let go of it then, in that window
                 self._cell(owner, o_alloc // self.window).c["end", "send", freer] += 1
-                cell.c["recv", owner] += 1
+                thread_window.c["recv", owner] += 1
             self.tick[freer] += 1
             return
         acell = self._cell(owner, o_alloc // self.window)
@@ -429,12 +430,12 @@ class Collector:
             acell.c["send", mk, freer] += 1
             add(acell.sent, size_bucket(nbytes), nbytes)
             add(acell.sent_to.setdefault(freer, {}), size_bucket(nbytes), nbytes)
-            cell.c["recv", owner] += 1
-            cell.c["ticks"] += 1
+            thread_window.c["recv", owner] += 1
+            thread_window.c["ticks"] += 1
             self.tick[freer] += 1
 
     @staticmethod
-    def _dies(acell: Cell, w: int) -> dict:
+    def _dies(acell: ThreadWindow, w: int) -> dict:
         by_class = acell.dies.get(w)
         if by_class is None:
             by_class = acell.dies[w] = {}
@@ -516,8 +517,8 @@ class Collector:
             spans.extend(self.handoffs.get(pair, ()))
         return spans
 
-    def _realloc(self, tid, w, cell, win, size, nmemb, old, res, failed, line) -> None:
-        c = cell.c
+    def _realloc(self, tid, w, thread_window, win, size, nmemb, old, res, failed, line) -> None:
+        c = thread_window.c
         if failed:
             c["realloc_failed"] += 1
             return
@@ -526,12 +527,12 @@ class Collector:
         e = live.pop(old, None) if old else None
         if not res and e is not None:   # realloc(p, 0) that freed p: a free in the model
             c["realloc_as_free"] += 1
-            self._release(e, tid, w, cell, win)
+            self._release(e, tid, w, thread_window, win)
             return
         self.tick[tid] += 1
         c["ticks"] += 1
         c["realloc"] += 1
-        add(cell.rsizes, size_bucket(nbytes), nbytes)
+        add(thread_window.rsizes, size_bucket(nbytes), nbytes)
         if old and e is None:
             c["realloc_unknown"] += 1
         if e is not None:
@@ -561,7 +562,7 @@ class Collector:
         prev = live.get(res)
         if prev is not None:
             c["free_missed"] += 1
-            self._release(prev, prev[0], w, cell, win, seen=False)
+            self._release(prev, prev[0], w, thread_window, win, seen=False)
         live[res] = (tid, self.ordinal - 1, self.tick[tid], nbytes, mk, chain + 1, trail)
         self.live_bytes += nbytes
 
@@ -640,7 +641,7 @@ class Collector:
 
 
 def _add_to_class(by_class: dict, cls: int, bucket: int, lifetime: int, nbytes: int, kinds: bool = False) -> list:
-    """One object freed by its own thread into figures by size class (Cell.lives_by_class; a Cell.dies
+    """One object freed by its own thread into figures by size class (ThreadWindow.lives_by_class; a ThreadWindow.dies
     window, with a Counter of kinds); its class's entry."""
     entry = by_class.get(cls)
     if entry is None:

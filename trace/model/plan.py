@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .chains import ChainPlanner, Chains
-from .collect import REALLOC_START, Cell
+from .collect import REALLOC_START, ThreadWindow
 from .files import HistogramFiles
 from .held import HeldPlanner
 from .fit import fit_lifetimes
@@ -55,7 +55,7 @@ class GroupPlanner:
         group_fit = fit_lifetimes(group_lives)
         phases: List[PhasePlan] = []
         for pi in range(1, len(self.shape.phases) + 1):
-            agg = Cell()
+            agg = ThreadWindow()
             for s in g.summaries:
                 agg.merge(s.phases[pi - 1])
             sizes = self.sizer.sizes(agg, pi, group_fit)
@@ -66,7 +66,7 @@ class GroupPlanner:
         return GroupPlan(chains, phases, self.sizer.first_size, self.held.pools())
 
     # ---------------------------------------------------------------- a phase's statements
-    def _statements(self, pi: int, agg: Cell, sz: Sizes, chains: Chains) -> Tuple[List[Stmt], List[str]]:
+    def _statements(self, pi: int, agg: ThreadWindow, sz: Sizes, chains: Chains) -> Tuple[List[Stmt], List[str]]:
         """The statements of group g in phase pi (1-based), with per-thread counts; and the variables they
         need. In this order: frees of received objects, free(NULL), the thread's own objects (`lives`),
         those kept to the end, sends to other groups, the ring, reallocs, ends of realloc chains, and the
@@ -134,7 +134,7 @@ class GroupPlanner:
         """The send of obj to the ring's next thread. A churning group's channels hold a thread's sends: none
         blocks, and thread i's receives wait only for thread i - 1. With at most K threads alive, K * K + 1
         channels serve them all, each shared modulo that number (model_shape.ring_channels says why); one
-        channel per thread kept the cells of all of them resident: thread_churn's model of 200 workers, 2 at
+        channel per thread kept the thread_windows of all of them resident: thread_churn's model of 200 workers, 2 at
         a time, had several times the replay's arena resident."""
         g = self.g
         k = self.shape.ring_channels(g.name) if g.name in self.shape.churn else g.n
@@ -183,7 +183,7 @@ class GroupPlanner:
                                 calls={mk[0]: 1}, lives=1, draws=1, mean=large[3]))
         return out
 
-    def _kept_allocs(self, pi: int, agg: Cell, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:
+    def _kept_allocs(self, pi: int, agg: ThreadWindow, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:
         """The objects still live at the end: `lives forever`, where they came on average when once a phase;
         after every thread's last round and drain when they are lost handoffs (_lost_handoffs)."""
         out = []

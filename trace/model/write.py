@@ -270,7 +270,8 @@ class ModelWriter:
         h = [f"# Model of {self.source_name}, written by `scenc convert --model`: a scenario with the",
              "# capture's statistics, not its call sequence (`scenc convert` without --model replays that).",
              "#",
-             f"# Fitted from {col.ordinal} calls of {len(col.cells)} thread(s), lines {col.first_line}-{col.last_line}:",
+             f"# Fitted from {col.ordinal} calls of {len(col.thread_windows)} thread(s), "
+             f"lines {col.first_line}-{col.last_line}:",
              "#   groups     threads alike in calls per kind, sizes, partners and phases: "
              + ", ".join(f"{g.name} ({g.n})" for g in self.groups),
              "#              (per-thread counts are the group's averages)",
@@ -297,10 +298,10 @@ class ModelWriter:
         """(figure, capture, model) rows of the header's table (also self.figures); the peak is measured later."""
         col = self.col
         n_sizes = sum_sizes = 0
-        for cells in col.cells.values():
-            for cell in cells:
-                if cell is not None:
-                    n, s = hist_totals(cell.sizes)
+        for thread_windows in col.thread_windows.values():
+            for thread_window in thread_windows:
+                if thread_window is not None:
+                    n, s = hist_totals(thread_window.sizes)
                     n_sizes += n
                     sum_sizes += s
         captured: Counter = Counter()
@@ -324,11 +325,11 @@ class ModelWriter:
     def _left_out(self) -> List[str]:
         """Notes on what the model leaves out or changes of the capture (failed calls, unknown frees, ...)."""
         left: Counter = Counter()
-        for cells in self.col.cells.values():
-            for cell in cells:
-                if cell is not None:
+        for thread_windows in self.col.thread_windows.values():
+            for thread_window in thread_windows:
+                if thread_window is not None:
                     for k in LEFT_OUT:
-                        left[k] += cell.c[k]
+                        left[k] += thread_window.c[k]
         notes = []
         if left["alloc_failed"] or left["realloc_failed"]:
             notes.append(f"{left['alloc_failed'] + left['realloc_failed']} failed allocations are left out")
