@@ -46,14 +46,14 @@ def _compile_verbs(sub) -> None:
 def _run(sub) -> None:
     p = _verb(sub, "run", "run:run",
               help="compare allocators on a scenario or a real program: many shuffled runs, statistics, report",
-              usage="scenc run [FILE.scn] [options] [-- COMMAND [ARGS...]]",
+              usage="scenc run [FILE.scn] [options] [-- PROGRAM [ARGS...]]",
               description="Build the scenario once per param set, then run it under each allocator "
                           "in shuffled rounds, save every run, and report which allocator is faster "
-                          "and leaner, by how much, and how sure that is. A command after `--` is run "
+                          "and leaner, by how much, and how sure that is. A program after `--` is run "
                           "the same way (alone, or beside the scenario in the same rounds, side by side "
                           "in the report).")
     p.add_argument("scenario", nargs="?", help="a .scn file (not needed with --resume or with a "
-                                               "command alone)")
+                                               "program alone)")
     p.add_argument("--allocators", metavar="LIST",
                    help="comma-separated names or NAME=/path/lib.so (default: glibc and every "
                         "installed tcmalloc, jemalloc, mimalloc); see `scenc allocators`")
@@ -78,7 +78,7 @@ def _run(sub) -> None:
     o.add_memory_limit(p, "a run", "a run that reaches it is recorded as out of memory", default=NO_LIMIT_GIVEN)
     o.add_allow_huge(p, "each run held to --memory-limit")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress, only the result")
-    _run_program(p.add_argument_group("a real program (`-- COMMAND ARGS...`)"))
+    _run_program(p.add_argument_group("a real program (`-- PROGRAM ARGS...`)"))
     p.set_defaults(command_argv=None)
 
 
@@ -102,11 +102,11 @@ def _run_rounds(p) -> None:
 
 
 def _run_program(g) -> None:
-    g.add_argument("--cwd", metavar="DIR", help="run the command in DIR (default: here)")
-    g.add_argument("--stdin", metavar="FILE", help="the command's standard input (default /dev/null)")
-    g.add_argument("--env", action="append", metavar="KEY=VALUE", help="set a variable for the command "
+    g.add_argument("--cwd", metavar="DIR", help="run the program in DIR (default: here)")
+    g.add_argument("--stdin", metavar="FILE", help="the program's standard input (default /dev/null)")
+    g.add_argument("--env", action="append", metavar="KEY=VALUE", help="set a variable for the program "
                    "(repeatable)")
-    g.add_argument("--metric", metavar="REGEX", help="also take a figure the command prints, from the "
+    g.add_argument("--metric", metavar="REGEX", help="also take a figure the program prints, from the "
                    "last match of REGEX's first group in its output (e.g. 'rtime: ([0-9.]+)')")
     g.add_argument("--higher-is-better", action="store_true",
                    help="the --metric figure is a throughput: higher is better (default: lower)")
@@ -156,9 +156,9 @@ def _probes(sub) -> None:
 def _capture(sub) -> None:
     p = _verb(sub, "capture", "capture:capture",
               help="run a program and record its allocator calls (ltrace or an LD_PRELOAD tracer)",
-              description="Run COMMAND and record every allocator call it makes, then say whether the capture "
+              description="Run PROGRAM and record every allocator call it makes, then say whether the capture "
                           "is complete and, if it saw nothing or too little, why and what to try.",
-              usage="scenc capture -o FILE [--method ltrace|preload] [--retries N] -- COMMAND [ARGS...]")
+              usage="scenc capture -o FILE [--method ltrace|preload] [--retries N] -- PROGRAM [ARGS...]")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the log to write")
     p.add_argument("--method", choices=("ltrace", "preload"), default="ltrace",
                    help="ltrace (default; 100-1000x slower, may crash threaded programs) or preload "
@@ -169,7 +169,7 @@ def _capture(sub) -> None:
     p.add_argument("--retries", type=int, default=2, metavar="N",
                    help="ltrace: attempts more per mode when a capture crashes (default 2)")
     o.add_timeout(p, "stop the program after this long (30s, 5m ...)")
-    p.add_argument("program", nargs=argparse.REMAINDER, metavar="COMMAND",
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="PROGRAM",
                    help="the program and its arguments, after --")
 
 
