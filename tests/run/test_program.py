@@ -272,9 +272,9 @@ def test_options_for_a_command_need_one(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("sort") is None, reason="coreutils sort not installed")
-def test_help_shows_the_command_form():
+def test_help_shows_the_program_form():
     done = scenc("run", "--help")
-    assert "-- COMMAND" in done.stdout and "--metric" in done.stdout
+    assert "-- PROGRAM" in done.stdout and "--metric" in done.stdout
 
 
 def test_a_command_over_its_timeout_is_killed_with_its_process_group(tmp_path):
