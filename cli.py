@@ -26,7 +26,7 @@ def _scenario_or_build_error(exc: Exception):
     errors = sys.modules.get(f"{__package__}.scenario.errors")
     if errors is not None and isinstance(exc, errors.ScenarioError):
         print(exc.render(), file=sys.stderr)
-        return EXIT_SCENARIO
+        return EXIT_USAGE if exc.usage else EXIT_SCENARIO
     build = sys.modules.get(f"{__package__}.compiler.build")
     if build is not None and isinstance(exc, build.BuildError):
         print(f"scenc: {exc}", file=sys.stderr)

@@ -6,14 +6,25 @@ options module.
 """
 
 import argparse
+import sys
 
 from .. import __version__
 from ..compiler.build import default_cc
+from ..errors import EXIT_USAGE
 from ..run.memlimit import NO_LIMIT_GIVEN
 from ..run.plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP,
                         MIN_TIMEOUT_S, TIMEOUT_FACTOR)
 from ..trace.opsfile import DEFAULT_TOUCH, TOUCH_MODES
 from . import options as o
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a command line it cannot use exits 64 (errors.py), as every usage error does:
+    argparse's own 2 is scenc's "the C compiler failed"."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def _verb(sub, name: str, handler: str, **kwargs):
@@ -231,7 +242,7 @@ def _report(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scenc", description="Compile allocator scenarios to C and "
+    parser = _Parser(prog="scenc", description="Compile allocator scenarios to C and "
                                      "compare allocators on them.")
     parser.add_argument("--version", action="version", version=f"scenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
