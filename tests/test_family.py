@@ -1,32 +1,14 @@
-"""family.py: Holm and Benjamini-Hochberg adjustments, Holm-level intervals, k-way rankings.
+"""stats/family.py: Holm and Benjamini-Hochberg adjustments, the levels they grant, k-way rankings.
 
-family.py and verdicts.py are loaded by path from the checkout this file sits
-in (importlib), not through the installed package; family.py never imports
-verdicts.py, the ranking receives verdicts.compare as an argument.
-"""
-
-import importlib.util
-import sys
-from pathlib import Path
+The ranking receives the two-sample procedure (stats/rank.py's compare) as an argument."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats as scipy_stats
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"_wt_{name}", ROOT / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module       # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
-
-
-family = _load("family")
-verdicts = _load("verdicts")
+from scenc.stats import family
+from scenc.stats import rank as verdicts
 
 
 def rank(samples, **options):

@@ -1,32 +1,14 @@
-"""verdicts.py: the rank test, its Hodges-Lehmann estimate and its inverted interval.
+"""stats/rank.py: the rank test, its Hodges-Lehmann estimate and its inverted interval."""
 
-verdicts.py is loaded by path from the checkout this file sits in (importlib),
-not through the installed package: it imports nothing of scenc, and the
-installed scenc may point at another checkout.
-"""
-
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats as scipy_stats
 
-ROOT = Path(__file__).resolve().parent.parent
+from scenc.stats import rank as verdicts
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"_wt_{name}", ROOT / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module       # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
-
-
-verdicts = _load("verdicts")
 Verdict = verdicts.Verdict
 compare = verdicts.compare
 

@@ -1,30 +1,16 @@
-"""One procedure per two-sample comparison: a rank test, its estimate and its interval.
+"""One procedure per two-sample comparison: the rank test, its estimate and its interval.
 
-The test is the Wilcoxon-Mann-Whitney rank-sum test, the estimate the
-Hodges-Lehmann estimate that belongs to it, and the interval the set of
-shifts that test does not reject (Moses's interval: order statistics of the
-pairwise differences at the test's critical count).  Because the interval *is*
-the inverted test, "significant" and "the printed interval excludes 1" are one
-statement, not two rules that can disagree; the p-value reported is the
-smallest level at which the interval excludes 1.
-
-Ratios are estimated on log values, so the estimate is "other/baseline" and
-one slow run moves it by at most one rank, never by its size.  Samples with a
-value <= 0 fall back to the same procedure on raw values (a difference).
-
-numpy, scipy and the standard library only: nothing from the package.
-
-References: Mann & Whitney (1947); Hodges & Lehmann (1963), "Estimates of
-location based on rank tests"; Moses (1953) and Bauer (1972), "Constructing
-confidence sets using rank statistics"; Noether (1967) on closed intervals
-for data with ties.
+Wilcoxon-Mann-Whitney test, Hodges-Lehmann estimate of the ratio (on logs),
+and the interval that inverts the same test (Moses 1953, Bauer 1972), so
+"significant" and "the interval lies beyond the noise band" are one
+statement. numpy and scipy.special only; nothing else from the package.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable, Iterable, Optional, Tuple
 
@@ -164,6 +150,9 @@ class Comparison:
     band: Tuple[float, float] = (1.0, 1.0)
     achieved_confidence: Optional[float] = None
     method: str = "exact"
+    # The smallest 1 - confidence at which ``ci`` would lie wholly beyond ``band``: the
+    # p-value of the claim actually made, which multiplicity corrections take.
+    p_beyond: Optional[float] = None
 
     @property
     def significant(self) -> bool:
@@ -174,9 +163,27 @@ class Comparison:
         """True/False for a significant verdict, None when there is no claim of a difference."""
         return {Verdict.BETTER: True, Verdict.WORSE: False}.get(self.verdict)
 
+    def flipped(self) -> "Comparison":
+        """``baseline`` against ``other``: the same test read the other way round.
+
+        Exact, not recomputed: the null distribution is symmetric, so the
+        interval of the reversed pair is the reversed interval; the band
+        stays the one of this comparison (on a difference scale it comes
+        from the baseline's median, and a verdict must not change with the
+        side it is read from).
+        """
+        ratio = self.scale == "ratio"
+        turn = (lambda v: 1.0 / v) if ratio else (lambda v: -v)
+        swap = {Verdict.BETTER: Verdict.WORSE, Verdict.WORSE: Verdict.BETTER}
+        return replace(
+            self, estimate=None if self.estimate is None else turn(self.estimate),
+            ci=None if self.ci is None else (turn(self.ci[1]), turn(self.ci[0])),
+            band=(turn(self.band[1]), turn(self.band[0])), verdict=swap.get(self.verdict, self.verdict),
+            n_baseline=self.n_other, n_other=self.n_baseline)
+
     def to_dict(self) -> dict:
         return {"estimate": self.estimate, "ci": list(self.ci) if self.ci else None,
-                "p_value": self.p_value, "verdict": self.verdict.value,
+                "p_value": self.p_value, "p_beyond": self.p_beyond, "verdict": self.verdict.value,
                 "n_baseline": self.n_baseline, "n_other": self.n_other,
                 "lower_is_better": self.lower_is_better, "noise": self.noise,
                 "confidence": self.confidence, "scale": self.scale, "band": list(self.band),
@@ -310,15 +317,29 @@ def compare(baseline: Iterable[float], other: Iterable[float], *, lower_is_bette
     if min(len(base), len(oth)) < MIN_RUNS:
         return _too_few(base, oth, scale, **common)
     m, n = len(oth), len(base)
-    d = pairwise_differences(base, oth)
     two_sided = null_two_sided(m, n, _tie_term(base, oth))
     c = critical_count(two_sided, m * n, 1.0 - confidence)
-    below, above = int(np.searchsorted(d, 0.0, "right")), int(len(d) - np.searchsorted(d, 0.0, "left"))
-    back = np.exp if scale == "ratio" else float
-    ci = (float(back(d[c])), float(back(d[-1 - c]))) if c >= 0 else None
+    # Every decision is read off these back-transformed differences, sorted like the
+    # logs: the interval's ends are two of them, and the counts below compare the same
+    # floats with the same thresholds, so the verdict, the p-values and the interval
+    # cannot disagree even where a ratio lies on the edge of the band.
+    d = pairwise_differences(base, oth)
+    back = np.exp if scale == "ratio" else (lambda x: x)
+    e = back(d)
+    ci = (float(e[c]), float(e[-1 - c])) if c >= 0 else None
     band = noise_band(scale, noise, raw)
+    null = 1.0 if scale == "ratio" else 0.0
     return Comparison(
-        estimate=float(back(np.median(d))), ci=ci, p_value=two_sided(min(below, above)),
+        estimate=float(back(np.median(d))), ci=ci, p_value=two_sided(_fewest_beyond(e, null, null)),
         verdict=decide(ci, band, lower_is_better), n_baseline=n, n_other=m, scale=scale,
         band=band, achieved_confidence=(1.0 - two_sided(c)) if c >= 0 else None,
-        method="exact" if exact_feasible(m, n) else "normal", **common)
+        method="exact" if exact_feasible(m, n) else "normal",
+        p_beyond=two_sided(_fewest_beyond(e, band[0], band[1])), **common)
+
+
+def _fewest_beyond(e: np.ndarray, low: float, high: float) -> int:
+    """min(#e <= high, #e >= low): the interval at 1 - two_sided(c) lies above ``high``
+    exactly when #e <= high is at most c (e[c] > high), and below ``low`` likewise."""
+    at_most = int(np.searchsorted(e, high, "right"))
+    at_least = int(len(e) - np.searchsorted(e, low, "left"))
+    return min(at_most, at_least)
