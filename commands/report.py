@@ -3,7 +3,25 @@
 import json
 import sys
 
+import argparse
+
 from ..errors import EXIT_OK, EXIT_USAGE, UsageError
+
+
+def parse_noise(text: str) -> float:
+    """--noise: "1%", "0.5%" or "0.01" -> 0.01; 0 turns the noise threshold off."""
+    text = text.strip()
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (like 1%)") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} should be at least 0% and below 100%")
+    return value
+
+
+NOISE_HELP = ("differences within PCT are noise: never called significant, \"equivalent\" when the whole "
+              "interval lies within it (default 1%%; 0 turns it off)")
 
 
 def register(subparsers) -> None:
@@ -18,6 +36,7 @@ def register(subparsers) -> None:
     p.add_argument("--plots", metavar="DIR", help="draw plots (PNG and SVG) into DIR")
     p.add_argument("--csv", metavar="FILE", help="export the runs as CSV")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON instead of tables")
+    p.add_argument("--noise", type=parse_noise, default=0.01, metavar="PCT", help=NOISE_HELP)
     p.add_argument("--across-machines", action="store_true",
                    help="in a merge of shards from several machines, draw their blocks in the same "
                         "figures (by default each machine gets its own: they are not comparable)")
@@ -25,12 +44,13 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("compare", help="compare two result files (before/after, two machines)",
                               description="For every allocator and param set found in both files, "
-                                          "the ratio B/A of the means with its 95% CI and a "
-                                          "significance test.")
+                                          "the ratio B/A (Hodges-Lehmann) with its interval from "
+                                          "the rank test, Holm-corrected over the comparisons.")
     p.add_argument("a", metavar="A.json", help="the reference result")
     p.add_argument("b", metavar="B.json", help="the result compared with it")
     p.add_argument("--metric", action="append", metavar="NAME",
                    help="metric to compare (repeatable; default wall time and peak RSS)")
+    p.add_argument("--noise", type=parse_noise, default=0.01, metavar="PCT", help=NOISE_HELP)
     p.set_defaults(func=cmd_compare)
 
 
@@ -54,7 +74,8 @@ def cmd_report(args) -> int:
     result, = _load(args.result)
     try:
         everything = args.json or args.all_metrics
-        analysis = analyze(result, baseline=args.baseline, metrics=None if everything else (args.metric or []))
+        analysis = analyze(result, baseline=args.baseline, metrics=None if everything else (args.metric or []),
+                           noise=args.noise)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     unknown = _unknown_metrics(analysis, args.metric)
@@ -85,6 +106,6 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     from ..report.compare import compare_files
     a, b = _load(args.a, args.b)
-    lines, common = compare_files(a, b, metrics=args.metric)
+    lines, common = compare_files(a, b, metrics=args.metric, noise=args.noise)
     print("\n".join(lines))
     return EXIT_OK if common else EXIT_USAGE

@@ -19,6 +19,7 @@ from typing import Optional
 from ..errors import EXIT_OK, EXIT_RUN
 from ..run.memlimit import NO_LIMIT_GIVEN
 from .options import add_memory_limit_option
+from .report import NOISE_HELP, parse_noise
 from ..run.plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP,
                         MIN_TIMEOUT_S, TIMEOUT_FACTOR)
 from ..system.process import signal_name
@@ -131,6 +132,7 @@ def register(subparsers) -> None:
                         "plans the fewest runs in which no probe disturbs another's figures; "
                         "'a+b' forces a and b into one run")
     p.add_argument("--baseline", metavar="NAME", help="compare against this allocator (default: the first)")
+    p.add_argument("--noise", type=parse_noise, default=0.01, metavar="PCT", help=NOISE_HELP)
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, saved in the result)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="result file (default results/<scenario>-<timestamp>.json)")
@@ -324,7 +326,8 @@ def finish(result, args, progress) -> int:
     from ..report.tables import format_analysis
     from ..run.resultfile import export_csv
     # Statistics only for what is shown, unless every metric is asked for.
-    analysis = analyze(result, baseline=args.baseline, metrics=None if args.all_metrics else [])
+    analysis = analyze(result, baseline=args.baseline, metrics=None if args.all_metrics else [],
+                       noise=args.noise)
     print(format_analysis(analysis, all_metrics=args.all_metrics))
     sys.stdout.flush()
     if args.csv:

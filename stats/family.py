@@ -1,25 +1,20 @@
-"""Families of comparisons: multiplicity corrections and k-way rankings.
+"""Families of comparisons: Holm and Benjamini-Hochberg, the levels they grant, k-way rankings.
 
-A four-way report makes six pairwise comparisons; at 5% each, identical
-allocators would be "significantly different" somewhere far more often than
-5% of the time.  Holm's step-down procedure (Holm 1979) keeps the chance of
-ANY false claim in the family at or below alpha; Benjamini-Hochberg (1995)
-keeps the expected share of false claims among the claims at alpha instead.
-
-numpy/stdlib only and nothing from the package: :func:`rank` receives the
-two-sample procedure as an argument (see its docstring for what it must
-return), so this module never imports the one in verdicts.py.
+A report over four identical allocators makes six pairwise comparisons per
+metric; at 5% each, some "difference" would turn up far more often than 5%
+of the time.  Nothing here imports the two-sample procedure: it is passed in.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["holm", "benjamini_hochberg", "holm_levels", "Pair", "Ranking", "rank", "group_sentence"]
+__all__ = ["holm", "benjamini_hochberg", "holm_levels", "bh_levels", "Question", "Pair", "judge",
+           "Ranking", "top_group", "groups", "rank", "group_sentence"]
 
 
 def _p_array(p_values: Sequence[Optional[float]]) -> np.ndarray:
@@ -84,36 +79,122 @@ def holm_levels(p_values: Sequence[Optional[float]], alpha: float) -> List[float
     return levels.tolist()
 
 
+def bh_levels(p_values: Sequence[Optional[float]], alpha: float) -> List[float]:
+    """The level Benjamini-Hochberg grants every hypothesis: alpha R / m, R its rejections (1 if none).
+
+    BH rejects exactly the p <= alpha R / m, and every other p exceeds it (else
+    R + 1 would qualify), so intervals at 1 - alpha R / m exclude the null
+    exactly where BH rejects: Benjamini & Yekutieli's (2005) intervals for the
+    selected, which keep the false coverage rate at alpha.
+    """
+    p = _p_array(p_values)
+    m = len(p)
+    if m == 0:
+        return []
+    rejected = int(np.sum(np.asarray(benjamini_hochberg(p)) <= alpha))
+    return [alpha * max(rejected, 1) / m] * m
+
+
+@dataclass(frozen=True)
+class Question:
+    """One comparison of a family: ``other``'s runs against ``baseline``'s.
+
+    ``family`` groups the questions Holm corrects together (one block of a
+    report); ``tag`` is the caller's, handed back in the Pair (a metric name).
+    """
+    baseline: str
+    other: str
+    baseline_runs: Sequence[float]
+    other_runs: Sequence[float]
+    lower_is_better: bool = True
+    family: Hashable = 0
+    tag: Any = None
+
+
 @dataclass(frozen=True)
 class Pair:
-    """``other`` against ``baseline`` within a family, at the level Holm granted it."""
+    """``other`` against ``baseline`` within a family, at the level the correction granted it."""
     baseline: str
     other: str
     result: Any                 # what the two-sample procedure returned, at `confidence`
-    confidence: float           # 1 - the Holm level of this comparison
-    p_adjusted: float           # Holm-adjusted p-value
+    confidence: float           # 1 - the level granted to this comparison
+    p_adjusted: float           # Holm- or BH-adjusted p-value of its claim
+    tag: Any = None
 
     def to_dict(self) -> dict:
         return {"baseline": self.baseline, "other": self.other, "confidence": self.confidence,
                 "p_adjusted": self.p_adjusted, "result": self.result.to_dict()}
 
 
+def _claim_p(result) -> Optional[float]:
+    """The p-value of the claim a result can make: beyond the noise band when it says, else vs the null."""
+    p = getattr(result, "p_beyond", None)
+    return result.p_value if p is None else p
+
+
+def judge(questions: Sequence[Question], compare: Callable[..., Any], *, method: str = "holm",
+          confidence: float = 0.95, noise: float = 0.01) -> List[Pair]:
+    """Every question answered at the level the correction grants it, in the order given.
+
+    ``compare(baseline, other, lower_is_better=, noise=, confidence=)`` is the
+    two-sample procedure; its result needs ``p_value`` (None when no test was
+    possible), optionally ``p_beyond`` (the p-value of "the difference exceeds
+    the noise", which is then what is corrected), ``other_is_better`` and
+    ``to_dict()``.  Each question is answered once at ``confidence`` for its
+    p-value, then again at its granted level, so its verdict and its interval
+    agree with the correction's decision.  ``method``: "holm" (family-wise,
+    within each ``family``) or "bh" (false discovery rate, over all questions).
+    """
+    alpha = 1.0 - confidence
+    ask = lambda q, conf: compare(q.baseline_runs, q.other_runs, lower_is_better=q.lower_is_better,  # noqa: E731
+                                  noise=noise, confidence=conf)
+    first = [ask(q, confidence) for q in questions]
+    p_values = [_claim_p(r) for r in first]
+    levels, adjusted = [alpha] * len(questions), [1.0] * len(questions)
+    if method == "bh":
+        levels, adjusted = bh_levels(p_values, alpha), benjamini_hochberg(p_values)
+    elif method == "holm":
+        for family in dict.fromkeys(q.family for q in questions):
+            where = [i for i, q in enumerate(questions) if q.family == family]
+            mine = [p_values[i] for i in where]
+            for i, level, adj in zip(where, holm_levels(mine, alpha), holm(mine)):
+                levels[i], adjusted[i] = level, adj
+    else:
+        raise ValueError(f"method must be holm or bh, not {method!r}")
+    return [Pair(q.baseline, q.other, r if level == alpha else ask(q, 1.0 - level), 1.0 - level, adj, q.tag)
+            for q, r, level, adj in zip(questions, first, levels, adjusted)]
+
+
 @dataclass(frozen=True)
 class Ranking:
     """The best and worst groups of a k-way comparison; () where no claim can be made.
 
-    A group of one is ahead of (behind) every other allocator after Holm.  A
-    larger group cannot be separated internally, yet each of its members is
-    ahead of (behind) every allocator outside it.  ``pairs`` holds every
-    comparison the verdicts rest on.
+    A group of one is ahead of (behind) every other allocator after the
+    correction.  A larger group cannot be separated internally, yet each of
+    its members is ahead of (behind) every allocator outside it.  ``pairs``
+    holds every comparison the verdicts rest on; ``order`` is by median, best first.
     """
     best: Tuple[str, ...]
     worst: Tuple[str, ...]
     pairs: Tuple[Pair, ...]
+    order: Tuple[str, ...] = ()
 
     def claims(self) -> List[Pair]:
-        """The pairs with a significant difference after Holm."""
+        """The pairs with a significant difference after the correction."""
         return [p for p in self.pairs if p.result.other_is_better is not None]
+
+    def beats(self, x: str, y: str) -> bool:
+        """Whether x is significantly better than y."""
+        return _beats(self.pairs).get((x, y), False)
+
+    def pair(self, x: str, y: str) -> Optional[Pair]:
+        """The comparison of x and y, read as x (other) against y (baseline)."""
+        for p in self.pairs:
+            if (p.other, p.baseline) == (x, y):
+                return p
+            if (p.baseline, p.other) == (x, y):
+                return replace(p, baseline=y, other=x, result=p.result.flipped())
+        return None
 
     def to_dict(self) -> dict:
         return {"best": list(self.best), "worst": list(self.worst),
@@ -121,7 +202,7 @@ class Ranking:
 
 
 def _beats(pairs: Sequence[Pair]) -> Dict[Tuple[str, str], bool]:
-    """(x, y) -> True when x is significantly better than y (after Holm)."""
+    """(x, y) -> True when x is significantly better than y (after the correction)."""
     beats = {}
     for pair in pairs:
         better = pair.result.other_is_better
@@ -130,7 +211,7 @@ def _beats(pairs: Sequence[Pair]) -> Dict[Tuple[str, str], bool]:
     return beats
 
 
-def _top_group(order: Sequence[str], beats: Callable[[str, str], bool]) -> Tuple[str, ...]:
+def top_group(order: Sequence[str], beats: Callable[[str, str], bool]) -> Tuple[str, ...]:
     """The smallest group, grown from the leader, whose members all beat everyone outside.
 
     The leader is the first allocator in ``order`` that nobody beats.  Anyone a
@@ -149,37 +230,35 @@ def _top_group(order: Sequence[str], beats: Callable[[str, str], bool]) -> Tuple
     return () if len(group) == len(order) else tuple(x for x in order if x in group)
 
 
-def rank(samples: Mapping[str, Sequence[float]], compare: Callable[..., Any], *,
-         lower_is_better: bool = True, confidence: float = 0.95, noise: float = 0.01) -> Ranking:
-    """Rank k allocators by all k(k-1)/2 pairwise comparisons, Holm-corrected.
+_top_group = top_group
 
-    ``compare(baseline, other, lower_is_better=, noise=, confidence=)`` is the
-    two-sample procedure (verdicts.compare); its result needs ``p_value``
-    (None when no test was possible), ``other_is_better`` (True/False for a
-    significant difference, None otherwise) and ``to_dict()``.  Every pair is
-    compared once at ``confidence`` for its p-value, then again at the level
-    Holm grants it (:func:`holm_levels`), so each pair's verdict and printed
-    interval agree with Holm's decision.  Allocators are ordered by median
-    (best first) only to pick the leader and to list groups.
-    """
-    names = sorted(samples, key=lambda a: float(np.median(samples[a])) if len(samples[a]) else np.inf,
-                   reverse=not lower_is_better)
-    if len(names) < 2:
-        return Ranking((), (), ())
-    options = dict(lower_is_better=lower_is_better, noise=noise)
-    couples = list(combinations(names, 2))
-    first = [compare(samples[a], samples[b], confidence=confidence, **options) for a, b in couples]
-    p_values = [r.p_value for r in first]
-    levels = holm_levels(p_values, 1.0 - confidence)
-    pairs = tuple(
-        Pair(a, b, r if level == 1.0 - confidence else
-             compare(samples[a], samples[b], confidence=1.0 - level, **options), 1.0 - level, adj)
-        for (a, b), r, level, adj in zip(couples, first, levels, holm(p_values)))
+
+def by_median(samples: Mapping[str, Sequence[float]], lower_is_better: bool) -> List[str]:
+    """Names best first by median (ties keep the given order)."""
+    return sorted(samples, key=lambda a: float(np.median(samples[a])) if len(samples[a]) else np.inf,
+                  reverse=not lower_is_better)
+
+
+def groups(order: Sequence[str], pairs: Sequence[Pair]) -> Ranking:
+    """The best and worst groups of ``order`` (best first) from the judged pairs among them."""
     beats = _beats(pairs)
     won = lambda x, y: beats.get((x, y), False)  # noqa: E731
-    best = _top_group(names, won)
-    worst = _top_group(names[::-1], lambda x, y: won(y, x))
-    return Ranking(best, tuple(reversed(worst)), pairs)
+    best = top_group(order, won)
+    worst = top_group(list(order)[::-1], lambda x, y: won(y, x))
+    return Ranking(best, tuple(reversed(worst)), tuple(pairs), tuple(order))
+
+
+def rank(samples: Mapping[str, Sequence[float]], compare: Callable[..., Any], *,
+         lower_is_better: bool = True, confidence: float = 0.95, noise: float = 0.01) -> Ranking:
+    """Rank k allocators by all k(k-1)/2 pairwise comparisons, Holm-corrected (see :func:`judge`).
+
+    Allocators are ordered by median (best first) only to pick the leader and to list groups.
+    """
+    names = by_median(samples, lower_is_better)
+    if len(names) < 2:
+        return Ranking((), (), (), tuple(names))
+    questions = [Question(a, b, samples[a], samples[b], lower_is_better) for a, b in combinations(names, 2)]
+    return groups(names, judge(questions, compare, confidence=confidence, noise=noise))
 
 
 def group_sentence(word: str, group: Sequence[str]) -> str:

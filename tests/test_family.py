@@ -105,14 +105,19 @@ def test_a_chain_of_non_separations_joins_the_group():
 
 
 def test_each_pair_is_judged_at_its_holm_level():
-    r = rank(_runs(5, a=1.0, b=1.02, c=1.05, d=1.3))
+    for noise in (0.0, 0.01):
+        _judged_at_their_levels(rank(_runs(5, a=1.0, b=1.02, c=1.05, d=1.3), noise=noise))
+
+
+def _judged_at_their_levels(r):
     alpha = 0.05
     for pair in r.pairs:
         level = 1 - pair.confidence
         assert pair.result.confidence == pytest.approx(pair.confidence)
-        if pair.result.ci is not None:       # the printed interval excludes 1 iff Holm rejects
-            excludes = pair.result.ci[0] > 1 or pair.result.ci[1] < 1
-            assert excludes == (pair.p_adjusted <= alpha) == (pair.result.p_value <= level)
+        if pair.result.ci is not None:       # the interval lies beyond the noise band iff Holm rejects
+            low, high = pair.result.ci
+            beyond = low > pair.result.band[1] or high < pair.result.band[0]
+            assert beyond == (pair.p_adjusted <= alpha) == (pair.result.p_beyond <= level)
         if pair.result.other_is_better is not None:
             assert pair.p_adjusted <= alpha
     assert r.to_dict()["pairs"][0]["result"]["verdict"] in {v.value for v in verdicts.Verdict}

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from scenc.run import resultfile
-from scenc.stats.comparison import compare
+from scenc.stats.rank import compare
 from scenc.stats.summary import summarize
 from harness_support import read_lines, scenc, write_scenario
 
@@ -76,9 +76,9 @@ def test_report_json_is_computed_from_the_raw_samples(finished):
         assert got["ci_mean"] == pytest.approx(summary["ci_mean"])
         assert block["allocators"][name]["samples"]["wall_s"] == samples
     c = block["comparisons"]["wall_s"]["jemalloc"]
-    expected = compare(saved.metric_values("wall_s", "glibc", {}),
-                             saved.metric_values("wall_s", "jemalloc", {}))
-    assert c["ratio"] == pytest.approx(expected.ratio) and c["significant"] == expected.significant
+    expected = compare(saved.metric_values("wall_s", "glibc", {}),    # at the level the correction granted
+                       saved.metric_values("wall_s", "jemalloc", {}), confidence=c["confidence"])
+    assert c["ratio"] == pytest.approx(expected.estimate) and c["significant"] == expected.significant
     assert c["sentence"].startswith("jemalloc")
     assert block["verdicts"]["wall_s"]["word"] == "fastest"
 
