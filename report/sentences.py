@@ -12,7 +12,7 @@ from ..stats.rank import MIN_RUNS, Verdict
 from ..stats.summary import format_values
 
 __all__ = ["comparison_sentence", "claim_phrase", "claim_text", "verdict_phrase", "show_interval",
-           "digits_for", "percent", "constant_phrase"]
+           "digits_for", "figures", "percent", "constant_phrase"]
 
 # metric word -> (phrase when other is lower, when higher, whether lower is better).
 # The phrase follows the direction of the numbers, so it cannot point the wrong way.
@@ -22,7 +22,7 @@ _VOCABULARY = {
     "speed": ("is {f}x slower than", "is {f}x faster than", False),
     "throughput": ("has {f}x lower throughput than", "has {f}x higher throughput than", False),
 }
-MAX_DIGITS = 6
+MAX_DIGITS = 15
 
 
 def percent(fraction: float) -> str:
@@ -31,19 +31,31 @@ def percent(fraction: float) -> str:
     return text + "%"
 
 
-def _keeps_sides(value: float, shown: float, references: Sequence[float]) -> bool:
-    return all((value > r) == (shown > r) and (value < r) == (shown < r) for r in references)
+def _faithful(values: Sequence[float], texts: Sequence[str], references: Sequence[float]) -> bool:
+    """Whether the printed texts keep every value on its side of every reference (strictly:
+    1.004 never prints as 1.00) and distinct values distinct."""
+    shown = [float(t) for t in texts]
+    sides = all((v > r) == (s > r) and (v < r) == (s < r) for v, s in zip(values, shown) for r in references)
+    return sides and len(set(shown)) == len(set(values))
 
 
 def digits_for(values: Sequence[float], references: Sequence[float] = (1.0,), start: int = 2) -> int:
-    """Decimals (start..6) with which every value stays on its side of every reference (strictly:
-    1.004 never prints as 1.00) and distinct values stay distinct."""
+    """Decimals (from ``start``) with which the printed values stay faithful (:func:`_faithful`)."""
     for digits in range(start, MAX_DIGITS + 1):
-        shown = [float(f"{v:.{digits}f}") for v in values]
-        if all(_keeps_sides(v, s, references) for v, s in zip(values, shown)) and \
-                len(set(shown)) == len(set(values)):
+        if _faithful(values, [f"{v:.{digits}f}" for v in values], references):
             return digits
     return MAX_DIGITS
+
+
+def figures(values: Sequence[float], references: Sequence[float] = (0.0,)) -> Tuple[str, ...]:
+    """Figures of any size printed alike (stats.summary.format_values), with more significant
+    digits where those would put a value on the wrong side of a reference or merge two values."""
+    texts = format_values(*values)
+    for digits in range(5, 18):
+        if _faithful(values, texts, references):
+            break
+        texts = tuple(f"{v:.{digits}g}" for v in values)
+    return texts
 
 
 def _as_factor(c) -> Tuple[float, Tuple[float, float], bool]:
@@ -61,7 +73,7 @@ def show_interval(c, names: Optional[Tuple[str, str]] = None) -> str:
     if c.scale == "ratio":
         d = digits_for([low, high])
         return f"{'/'.join(names) + ' ' if names else ''}ratio {low:.{d}f}–{high:.{d}f}"
-    return f"{' − '.join(names) + ' ' if names else ''}difference " + "–".join(format_values(low, high))
+    return f"{' − '.join(names) + ' ' if names else ''}difference " + "–".join(figures([low, high]))
 
 
 def _phrases(word: str, lower_is_better: bool) -> Tuple[str, str]:
@@ -124,12 +136,12 @@ def constant_phrase(c, base_name: str, word: str, constant: Tuple[float, float])
         phrase = phrase.format(f=f"{factor:.{digits_for([factor])}f}")
     else:
         phrase = phrase.replace(" {f}x", "")
-    values = format_values(*constant)
+    values = figures(constant, ())
     return f"{phrase} {base_name}: {values[0]} vs {values[1]} in every run (n={c.n_other} vs n={c.n_baseline})"
 
 
 def _constant_sentence(c, name: str, base_name: str, word: str, constant: Tuple[float, float]) -> str:
-    values = format_values(*constant)
+    values = figures(constant, ())
     counts = f"n={c.n_other} vs n={c.n_baseline}"
     if constant[0] == constant[1]:
         return f"{name}: the same as {base_name}, {values[0]} in every run ({counts})"
