@@ -28,12 +28,11 @@ def _where(analysis, block) -> str:
     return " [" + (" ".join(f"{k}={v}" for k, v in block.params.items()) or "the scenario") + "]"
 
 
-def _value(metric: str, value: float) -> str:
-    from .tables import format_value
-    return format_value(value, metric_defs.metric(metric).unit)
+def _plain(value: float, unit: str) -> str:
+    return f"{value:.4g} {unit}".strip()
 
 
-def _outliers(analysis, metrics: Sequence[str]) -> List[str]:
+def _outliers(analysis, metrics: Sequence[str], fmt) -> List[str]:
     found = []
     for block in analysis.blocks:
         for metric in metrics:
@@ -47,9 +46,10 @@ def _outliers(analysis, metrics: Sequence[str]) -> List[str]:
                     if abs(value / s.median - 1) < OUTLIER_MIN_DEVIATION:
                         continue
                     round_ = f" (round {rounds[i]})" if i < len(rounds) and rounds[i] is not None else ""
+                    unit = metric_defs.metric(metric).unit
                     found.append(f"outlier: {a.name}'s run {i + 1} of {s.n}{round_}{_where(analysis, block)}: "
-                                 f"{metric_defs.metric(metric).label} {_value(metric, value)}, "
-                                 f"{value / s.median:.2f}x its median ({_value(metric, s.median)})")
+                                 f"{metric_defs.metric(metric).label} {fmt(value, unit)}, "
+                                 f"{value / s.median:.2f}x its median ({fmt(s.median, unit)})")
     if len(found) > MAX_OUTLIER_LINES:
         found = found[:MAX_OUTLIER_LINES] + [f"... and {len(found) - MAX_OUTLIER_LINES} more outlier runs "
                                              f"(`scenc report --json` lists them all)"]
@@ -59,13 +59,13 @@ def _outliers(analysis, metrics: Sequence[str]) -> List[str]:
     return found
 
 
-def _short(analysis) -> List[str]:
+def _short(analysis, fmt) -> List[str]:
     short = []
     for block in analysis.blocks:
         for a in block.allocators:
             s = a.summaries.get("wall_s")
             if s is not None and s.median is not None and s.median < SHORT_RUN_S:
-                short.append(f"{a.name}{_where(analysis, block)} {_value('wall_s', s.median)}")
+                short.append(f"{a.name}{_where(analysis, block)} {fmt(s.median, 's')}")
     if not short:
         return []
     return [f"short runs: median wall time under {SHORT_RUN_S * 1000:g} ms ({', '.join(short[:6])}"
@@ -108,10 +108,11 @@ def _noisy(analysis, metrics: Sequence[str]) -> List[str]:
             f"{load_sentence(analysis.header)}"]
 
 
-def advice_lines(analysis, metrics: Sequence[str]) -> List[str]:
-    """The warnings for the metrics shown, and what to do; [] when there is nothing to say."""
+def advice_lines(analysis, metrics: Sequence[str], format_value=_plain) -> List[str]:
+    """The warnings for the metrics shown, and what to do; [] when there is nothing to say.
+    `format_value(value, unit)` prints a figure (report/tables.py passes its own)."""
     shown = [m for m in metrics if m in analysis.metrics]
-    found = _outliers(analysis, shown) + _short(analysis) + _noisy(analysis, shown)
+    found = _outliers(analysis, shown, format_value) + _short(analysis, format_value) + _noisy(analysis, shown)
     if not found:
         return []
     todo = ("what to do: more runs narrow every interval (--runs 30, or --runs auto with a longer "

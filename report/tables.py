@@ -234,7 +234,7 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
     status = analysis.header.get("status")
     if status and status != "complete":
         parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")
-    warnings = advice_lines(analysis, chosen)
+    warnings = advice_lines(analysis, chosen, format_value)
     if warnings:
         parts.append("\n".join(warnings))
     return "\n\n".join(parts)
