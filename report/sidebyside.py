@@ -55,26 +55,27 @@ def _agreement(program_block, scenario_block, metric: str) -> List[dict]:
     return found
 
 
-def _end(verdict, word: str, scenario_pick: Optional[str]) -> dict:
-    """One end: the program's group (empty when it names none), the scenario's pick by median."""
+def _end(verdict, word: str, program_pick: str, scenario_pick: str) -> dict:
+    """One end: the program's group (empty when it names none; "program" is then its pick by median),
+    the scenario's pick by median, and whether the program had enough runs to name any."""
     group = list(verdict.group) if verdict is not None else []
-    program = " and ".join(group) if group else (verdict.best if verdict is not None and verdict.order else None)
-    return {"word": word, "program": program, "program_group": group, "scenario": scenario_pick,
-            "significant": bool(group), "agrees": (scenario_pick in group) if group else None}
+    return {"word": word, "program": " and ".join(group) if group else program_pick, "program_group": group,
+            "scenario": scenario_pick, "significant": bool(group), "agrees": (scenario_pick in group) if group else None,
+            "too_few": verdict is None or len(verdict.order) < 2}
 
 
 def _ends(program_block, scenario_block, metric: str) -> List[dict]:
     """Fastest and slowest (leanest and fattest): the program's group, the scenario's pick by median,
     and whether the pick is in the group where the program names one."""
     m = metric_defs.metric(metric)
-    scen = _ranking(scenario_block, metric)
+    scen, prog = _ranking(scenario_block, metric), _ranking(program_block, metric)
     best, last = program_block.verdicts.get(metric), program_block.last.get(metric)
-    if len(scen) < 2 or len(_ranking(program_block, metric)) < 2:
+    if len(scen) < 2 or len(prog) < 2:
         return []
     if last is None and best is not None:      # two allocators: the worst is the best's runner-up
         from .verdicts import Verdict
         last = Verdict(metric, m.worst, best.ranking, best.runs, False, best.few)
-    return [_end(best, m.best, scen[0][0]), _end(last, m.worst, scen[-1][0])]
+    return [_end(best, m.best, prog[0][0], scen[0][0]), _end(last, m.worst, prog[-1][0], scen[-1][0])]
 
 
 def _to_baseline(block, metric: str) -> dict:

@@ -244,7 +244,7 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
 
 
 def _end_sentence(end: dict) -> str:
-    if end["program"] is None:
+    if end["too_few"]:
         return (f"{end['word']}: the program has too few runs to tell, so there is nothing to agree on "
                 f"(the scenario says {end['scenario']})")
     if end["agrees"] is None:
