@@ -246,3 +246,43 @@ def test_warnings_come_once_after_the_tables_with_the_load():
     assert "--runs" in warnings
     old = format_analysis(analyze(_result(per)))           # a file from before the load was recorded
     assert "the load average was not recorded" in old
+
+
+# ---------------------------------------------------------------- a scenario beside its program
+
+def _side_by_side_result(program, scenario):
+    """Runs of a program (target "command") and of its scenario, {name: (median wall, median RSS)}."""
+    rng = np.random.default_rng(9)
+    runs = []
+    for target, medians in (("scenario", scenario), ("command", program)):
+        for name, (wall, rss) in medians.items():
+            for i in range(10):
+                runs.append({"allocator": name, "params": {}, "probe_set": "time+memory", "status": "ok",
+                             "round": i + 1, "target": target,
+                             "metrics": {"wall_s": wall * rng.lognormal(0, 0.02), "peak_rss_kib": rss + i % 2}})
+    header = {"scenario": "s", "allocators": {n: {} for n in program}, "baseline": "glibc",
+              "targets": {"command": {"argv": ["./app"], "cwd": ".", "stdin": None, "env": {}, "metric": None}}}
+    return SimpleNamespace(header=header, runs=runs, path="s.json")
+
+
+def test_side_by_side_judges_every_significant_pair_and_counts_right():
+    """The program orders all three pairs of wall time, the scenario reverses two of them; the ends
+    alone (fastest glibc, slowest jemalloc in the program) would show one disagreement, and today's
+    summary printed the count of agreements as the count of disagreements."""
+    program = {"glibc": (1.0, 9000), "tcmalloc": (1.5, 9000), "jemalloc": (2.0, 9000)}
+    scenario = {"glibc": (0.1, 2000), "tcmalloc": (0.25, 2000), "jemalloc": (0.05, 2000)}
+    analysis = analyze(_side_by_side_result(program, scenario))
+    text = format_analysis(analysis)
+    assert "wall time: glibc ahead of tcmalloc in the program (1.50x, significant): AGREE" in text
+    assert ("wall time: glibc ahead of jemalloc in the program (2.00x, significant): DISAGREE, "
+            "the scenario puts jemalloc ahead (2.00x, significant)") in text
+    assert "wall time: tcmalloc ahead of jemalloc in the program (1.33x, significant): DISAGREE" in text
+    assert re.search(r"^=> the scenario \(\d+%–\d+% of the program's wall time\) DISAGREES with the program on 2 "
+                     r"of the 3 pairs the program orders significantly \(agrees on 1\) \(wall time 1 of 3\)$",
+                     text, re.M), text
+    assert "its wall-time agreement says little: the scenario is under 20% of the program's wall time" in text
+    [entry] = analysis.to_json()["side_by_side"]
+    pairs = entry["metrics"]["wall_s"]["pairs"]
+    assert [(p["better"], p["worse"], p["agrees"]) for p in pairs] == [
+        ("glibc", "tcmalloc", True), ("glibc", "jemalloc", False), ("tcmalloc", "jemalloc", False)]
+    assert entry["small_share"] and entry["metrics"]["peak_rss_kib"]["pairs"] == []
