@@ -148,9 +148,9 @@ class Analysis:
         method = method or ("bh" if self.sweep else "holm")
         rules = {m: Rule(metric_defs.metric(m).lower_is_better, bool(metric_defs.metric(m).best))
                  for m in metrics}
-        judged = [{m: b.runs(m) for m in metrics if any(m in a.summaries for a in b.allocators)}
-                  for b in self.blocks]
-        claims, self.family = judge_blocks(judged, rules, self.baseline, method=method,
+        runs = [{m: b.runs(m) for m in metrics if any(m in a.summaries for a in b.allocators)}
+                for b in self.blocks]
+        claims, self.family = judge_blocks(runs, rules, self.baseline, method=method,
                                            confidence=self.confidence, noise=self.noise)
         for block, mine in zip(self.blocks, claims):
             block.claims = mine

@@ -99,9 +99,8 @@ def judge_blocks(blocks: Sequence[Mapping[str, Runs]], rules: Mapping[str, Rule]
     out = [BlockClaims() for _ in blocks]
     for q, pair in zip(questions, pairs):
         index, metric = q.tag
-        if baseline in (pair.baseline, pair.other):
-            mine = pair if pair.baseline == baseline else _turned(pair)
-            out[index].comparisons.setdefault(metric, {})[mine.other] = mine
+        if pair.baseline == baseline:          # _questions puts the baseline first
+            out[index].comparisons.setdefault(metric, {})[pair.other] = pair
     for i, block in enumerate(blocks):
         for metric, runs in block.items():
             rule = rules.get(metric)
@@ -118,10 +117,6 @@ def judge_blocks(blocks: Sequence[Mapping[str, Runs]], rules: Mapping[str, Rule]
                 out[i].rankings[metric] = fam.groups(fam.by_median(enough, rule.lower_is_better), mine)
                 out[i].few[metric] = [n for n in runs if n not in enough]
     return out, _family(method, questions, pairs, confidence, noise)
-
-
-def _turned(pair: fam.Pair) -> fam.Pair:
-    return fam.Pair(pair.other, pair.baseline, pair.result.flipped(), pair.confidence, pair.p_adjusted, pair.tag)
 
 
 def _family(method, questions, pairs, confidence, noise) -> Family:
