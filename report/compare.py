@@ -103,5 +103,5 @@ def compare_files(a, b, metrics=None, name_a="A", name_b="B", noise=DEFAULT_NOIS
         lines.append("")
         lines.append("nothing to compare: no allocator and param set has successful runs in both files")
     else:
-        lines += ["", family_line(family, where="comparison")]
+        lines += ["", family_line(family, scope="above")]
     return lines, common

@@ -203,19 +203,24 @@ def format_block(analysis, block, metrics: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def family_line(family, where: str = "block") -> str:
-    """The one line that says which correction the sentences went through, and at what levels."""
+def family_line(family, scope: str = "block") -> str:
+    """The one line that says which correction the sentences went through, and at what levels.
+    `scope` "block": Holm's family is a block of the report; "above": every comparison printed."""
     if family is None or family.size == 0:
         return f"(claims: none can be made: a claim needs at least {MIN_RUNS} runs of each allocator)"
     low, high = family.levels
     levels = percent(low) if percent(low) == percent(high) else f"{percent(low)}–{percent(high)}"
     noise = f"a difference within ±{percent(family.noise)} counts as noise (--noise)"
     if family.method == "bh":
-        return (f"(claims: Benjamini–Hochberg over the {family.size} comparisons of the report (false "
+        where = "above" if scope == "above" else "of the report"
+        return (f"(claims: Benjamini–Hochberg over the {family.size} comparisons {where} (false "
                 f"discovery rate {percent(1 - family.confidence)}); their intervals at {levels}; {noise})")
-    each = "each" if family.families > 1 else "the"
-    return (f"(claims: Holm over the {family.size} comparisons of {each} {where}, each interval at the "
-            f"level Holm grants it ({levels}); {noise})")
+    if scope == "above" or family.families == 1:
+        where = f"over the {family.size} comparisons {'above' if scope == 'above' else 'of the block'}"
+    else:
+        sizes = f"{family.smallest}–{family.size}" if family.smallest != family.size else f"{family.size}"
+        where = f"within each block ({sizes} comparisons)"
+    return f"(claims: Holm {where}, each interval at the level Holm grants it ({levels}); {noise})"
 
 
 def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Sequence[str]] = None) -> str:

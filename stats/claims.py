@@ -46,16 +46,17 @@ class BlockClaims:
 class Family:
     """Which correction was used, over how many comparisons, and the levels it granted."""
     method: str                     # "holm" or "bh"
-    size: int                       # comparisons corrected together (the largest block's, for Holm)
+    size: int                       # comparisons corrected together (the largest family's)
     families: int                   # families corrected apart (Holm: blocks with a comparison)
     confidence: float
     noise: float
     levels: Tuple[float, float] = (0.0, 0.0)   # lowest and highest confidence granted
+    smallest: int = 0               # the smallest family's size (Holm per block)
 
     def to_dict(self) -> dict:
         return {"method": self.method, "name": METHODS[self.method], "size": self.size,
                 "families": self.families, "confidence": self.confidence, "noise": self.noise,
-                "granted_confidence": list(self.levels)}
+                "granted_confidence": list(self.levels), "smallest": self.smallest}
 
 
 def _enough(runs: Runs) -> List[str]:
@@ -126,4 +127,5 @@ def _family(method, questions, pairs, confidence, noise) -> Family:
     size = len(questions) if method == "bh" else max(sizes.values(), default=0)
     granted = [p.confidence for p in pairs] or [confidence]
     families = 1 if method == "bh" and sizes else len(sizes)
-    return Family(method, size, families, confidence, noise, (min(granted), max(granted)))
+    smallest = size if method == "bh" else min(sizes.values(), default=0)
+    return Family(method, size, families, confidence, noise, (min(granted), max(granted)), smallest)
