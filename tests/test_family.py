@@ -135,3 +135,24 @@ def test_four_identical_allocators_rarely_get_any_claim():
         claims += bool(r.best or r.worst or r.claims())
     upper = scipy_stats.beta.ppf(0.975, claims + 1, trials - claims)
     assert claims / trials <= 0.05 and upper <= 0.065
+
+
+# ---------------------------------------------------------------- Benjamini-Hochberg's levels
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=30), st.sampled_from([0.01, 0.05, 0.1]))
+def test_bh_rejects_exactly_where_the_granted_level_does(p, alpha):
+    for adjusted, p_i, level in zip(family.benjamini_hochberg(p), p, family.bh_levels(p, alpha)):
+        assert (adjusted <= alpha) == (p_i <= level)
+
+
+def test_judge_by_bh_gives_every_question_one_level():
+    rng = np.random.default_rng(6)
+    questions = [family.Question("a", x, rng.lognormal(0, 0.05, 10), rng.lognormal(shift, 0.05, 10))
+                 for x, shift in (("b", 0.0), ("c", 0.3), ("d", 0.5), ("e", 0.0))]
+    pairs = family.judge(questions, verdicts.compare, method="bh")
+    assert len({p.confidence for p in pairs}) == 1
+    assert pairs[0].confidence == pytest.approx(1 - 0.05 * 2 / 4)        # two claims of four
+    assert [p.result.other_is_better is not None for p in pairs] == [False, True, True, False]
+    with pytest.raises(ValueError):
+        family.judge(questions, verdicts.compare, method="bonferroni")

@@ -286,3 +286,41 @@ def test_side_by_side_judges_every_significant_pair_and_counts_right():
     assert [(p["better"], p["worse"], p["agrees"]) for p in pairs] == [
         ("glibc", "tcmalloc", True), ("glibc", "jemalloc", False), ("tcmalloc", "jemalloc", False)]
     assert entry["small_share"] and entry["metrics"]["peak_rss_kib"]["pairs"] == []
+
+
+def test_a_sweep_is_one_family_by_benjamini_hochberg_and_json_always_is():
+    rng = np.random.default_rng(4)
+    runs = [{"allocator": name, "params": {"threads": t}, "probe_set": "time+memory", "status": "ok",
+             "round": i + 1, "metrics": {"wall_s": m * rng.lognormal(0, 0.05), "peak_rss_kib": 4000.0}}
+            for t in (1, 2) for name, m in (("glibc", 1.0), ("tcmalloc", 0.5)) for i in range(8)]
+    result = SimpleNamespace(header={"scenario": "s", "allocators": {"glibc": {}, "tcmalloc": {}},
+                                     "baseline": "glibc"}, runs=runs, path="s.json")
+    analysis = analyze(result)
+    assert analysis.sweep and analysis.family.method == "bh" and analysis.family.size == 4
+    assert "(claims: Benjamini–Hochberg over the 4 comparisons of the report" in format_analysis(analysis)
+    one = analyze(SimpleNamespace(header=result.header, runs=[r for r in runs if r["params"]["threads"] == 1],
+                                  path="s.json"))
+    assert one.family.method == "holm"
+    data = one.to_json()
+    assert data["schema"] == "scenc-analysis/2" and data["correction"]["method"] == "bh"
+    assert data["blocks"][0]["verdicts"]["wall_s"]["group"] == ["tcmalloc"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([1.0, 1.003, 1.02, 1.3, 0.7]), min_size=3, max_size=4),
+       st.integers(4, 9), st.integers(0, 2**32 - 1))
+def test_every_significant_line_of_a_report_prints_an_interval_beyond_one(factors, n, seed):
+    """The whole printed report, verdicts included: a line that ends in "significant" prints its
+    factor's interval wholly above 1, as printed."""
+    rng = np.random.default_rng(seed)
+    names = ["glibc", "tcmalloc", "jemalloc", "mimalloc"][:len(factors)]
+    per = {name: {"wall_s": list(f * rng.lognormal(0, 0.05, n)),
+                  "peak_rss_kib": list(4000.0 * f + 4 * rng.integers(0, 3, n))}
+           for name, f in zip(names, factors)}
+    for line in format_analysis(analyze(_result(per))).splitlines():
+        if line.endswith(", significant") and "in every run" not in line:
+            low, high = _printed_interval(line)
+            assert 1.0 < low < high, line
+        elif "no significant difference" in line or "not significantly" in line:
+            low, high = _printed_interval(line) or (0.0, 2.0)
+            assert low <= 1.0 <= high, line
