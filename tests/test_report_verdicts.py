@@ -122,20 +122,22 @@ def test_a_near_tie_in_peak_rss_decides_nothing():
 def test_a_slow_allocator_with_one_outlier_of_the_fast_one_is_still_the_slowest():
     """The issue's producer/consumer case from real runs (tests/fixtures/verdicts/ says how they were
     made). Faked, because this machine did not give it: the names glibc and jemalloc are swapped (here
-    glibc was the slow one), and one glibc run is tripled, in turn each of the eight."""
+    glibc was the slow one), and one glibc run, in turn each of the eight, is made 3, 5 or 10 times
+    slower (a glibc run of bench/scenarios/prodcons.scn took 4.4x its median here). The Fieller/Welch
+    report called jemalloc "not significantly behind glibc" in 5 of the 8 at 5x and in all 8 at 10x."""
     saved = json.loads((FIXTURES / "prodcons-4-allocators.json").read_text())
     swap = {"glibc": "jemalloc", "jemalloc": "glibc"}
     runs = {metric: {swap.get(n, n): v for n, v in by.items()} for metric, by in saved.items() if metric != "note"}
     slow, fast = np.median(runs["wall_s"]["jemalloc"]), np.median(runs["wall_s"]["glibc"])
     assert slow / fast > 2.0       # jemalloc twice as slow as glibc, as in the issue
-    for i in range(8):
+    for i, factor in ((i, f) for i in range(8) for f in (3, 5, 10)):
         wall = {n: list(v) for n, v in runs["wall_s"].items()}
-        wall["glibc"][i] *= 3
+        wall["glibc"][i] *= factor
         per = {n: {"wall_s": wall[n], "peak_rss_kib": runs["peak_rss_kib"][n]}
                for n in ("glibc", "tcmalloc", "jemalloc", "mimalloc")}
         [block] = analyze(_result(per)).blocks
         sentence = block.last["wall_s"].sentence()
-        assert sentence.startswith("slowest: jemalloc is ") and sentence.endswith(", significant"), (i, sentence)
+        assert sentence.startswith("slowest: jemalloc is ") and sentence.endswith(", significant"), (i, factor)
         assert " slower than the next slowest, glibc (" in sentence
 
 
