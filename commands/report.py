@@ -1,9 +1,8 @@
 """`scenc report RESULT` and `scenc compare A B`: look at saved results again."""
 
+import argparse
 import json
 import sys
-
-import argparse
 
 from ..errors import EXIT_OK, EXIT_USAGE, UsageError
 
