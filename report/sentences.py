@@ -22,7 +22,7 @@ _VOCABULARY = {
     "speed": ("is {f}x slower than", "is {f}x faster than", False),
     "throughput": ("has {f}x lower throughput than", "has {f}x higher throughput than", False),
 }
-MAX_DIGITS = 15
+MAX_DIGITS = 17     # enough for any double: a bound one ulp above 1 still prints above 1
 
 
 def percent(fraction: float) -> str:
@@ -33,10 +33,11 @@ def percent(fraction: float) -> str:
 
 def _faithful(values: Sequence[float], texts: Sequence[str], references: Sequence[float]) -> bool:
     """Whether the printed texts keep every value on its side of every reference (strictly:
-    1.004 never prints as 1.00) and distinct values distinct."""
+    1.004 never prints as 1.00) and distinct values distinct. Values equal to 12 significant
+    digits count as one: 1.1 and 1.1000000000000003 are the same ratio reached two ways."""
     shown = [float(t) for t in texts]
     sides = all((v > r) == (s > r) and (v < r) == (s < r) for v, s in zip(values, shown) for r in references)
-    return sides and len(set(shown)) == len(set(values))
+    return sides and len(set(shown)) == len({float(f"{v:.12g}") for v in values})
 
 
 def digits_for(values: Sequence[float], references: Sequence[float] = (1.0,), start: int = 2) -> int:
@@ -51,7 +52,7 @@ def figures(values: Sequence[float], references: Sequence[float] = (0.0,)) -> Tu
     """Figures of any size printed alike (stats.summary.format_values), with more significant
     digits where those would put a value on the wrong side of a reference or merge two values."""
     texts = format_values(*values)
-    for digits in range(5, 18):
+    for digits in range(5, MAX_DIGITS + 1):
         if _faithful(values, texts, references):
             break
         texts = tuple(f"{v:.{digits}g}" for v in values)
