@@ -59,6 +59,18 @@ def parse_shard(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def parse_noise(text: str) -> float:
+    """--noise: "1%", "0.5%" or "0.01" -> 0.01; 0 turns the noise threshold off."""
+    text = text.strip()
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (like 1%)") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} should be at least 0% and below 100%")
+    return value
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -141,6 +153,13 @@ def add_json(p, what: str) -> None:
 def add_metric_names(p, verb: str) -> None:
     p.add_argument("--metric", action="append", metavar="NAME",
                    help=f"{verb} this metric (repeatable; default wall time and peak RSS)")
+
+
+def add_noise(p, default: str) -> None:
+    """--noise PCT: the practical threshold of every claim (stats/rank.py); `default` says where it comes from."""
+    p.add_argument("--noise", type=parse_noise, metavar="PCT",
+                   help=f"differences within PCT are noise: never called significant, \"equivalent\" when the "
+                        f"whole interval lies within it ({default}; 0 turns it off)")
 
 
 def add_timeout(p, what: str) -> None:

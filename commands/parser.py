@@ -77,6 +77,7 @@ def _run(sub) -> None:
                         "plans the fewest runs in which no probe disturbs another's figures; "
                         "'a+b' forces a and b into one run")
     o.add_baseline(p, "compare against this allocator (default: the first)")
+    o.add_noise(p, "default 1%%, saved in the result file")
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, saved in the result)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="result file (default results/<scenario>-<timestamp>.json)")
@@ -229,16 +230,18 @@ def _report(sub) -> None:
     o.add_all_metrics(p)
     o.add_outputs(p, also=False)
     o.add_json(p, "the statistics, instead of tables,")
+    o.add_noise(p, "default: the one the run was made with, else 1%%")
     p.add_argument("--across-machines", action="store_true",
                    help="in a merge of shards from several machines, draw their cells in the same "
                         "figures (by default each machine gets its own: they are not comparable)")
     p = _verb(sub, "compare", "report:compare", help="compare two result files (before/after, two machines)",
               description="For every allocator and param set found in both files, "
-                          "the ratio B/A of the means with its 95% CI and a "
-                          "significance test.")
+                          "the ratio B/A (Hodges-Lehmann) with its interval from "
+                          "the rank test, Holm-corrected over the comparisons.")
     p.add_argument("a", metavar="A.json", help="the reference result")
     p.add_argument("b", metavar="B.json", help="the result compared with it")
     o.add_metric_names(p, "compare")
+    o.add_noise(p, "default: A's, else 1%%")
 
 
 def build_parser() -> argparse.ArgumentParser:

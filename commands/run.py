@@ -180,7 +180,7 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
 def finish(result, args, progress) -> int:
     """Report a finished result file: tables to stdout, CSV and plots if asked."""
     # Statistics only for what is shown, unless every metric is asked for.
-    analysis = analyze(result, baseline=args.baseline, metrics=None if args.all_metrics else [])
+    analysis = analyze(result, baseline=args.baseline, metrics=None if args.all_metrics else [], noise=args.noise)
     print(format_analysis(analysis, all_metrics=args.all_metrics))
     sys.stdout.flush()
     if args.csv:

@@ -30,6 +30,7 @@ from ..scenario.params import parse_params
 from ..scenario.parser import parse
 from ..scenario.peak import is_machine_too_small
 from ..scenario.resolve import resolve
+from ..stats.rank import DEFAULT_NOISE
 from ..system import metadata
 from . import cells, memlimit, shard
 from .memlimit import NO_LIMIT_GIVEN
@@ -123,6 +124,7 @@ def _header(args, plan: Plan, allocators, cc: str, machine: Mapping, **fields) -
         command=["scenc"] + sys.argv[1:],
         cc=cc,
         baseline=args.baseline or plan.allocators[0],
+        noise=DEFAULT_NOISE if args.noise is None else args.noise,
         metrics={m.name: {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
                  for m in metric_defs.all_metrics()},
         **fields,
