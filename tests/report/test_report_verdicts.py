@@ -330,3 +330,14 @@ def test_every_significant_line_of_a_report_prints_an_interval_beyond_one(factor
         elif "no significant difference" in line or "not significantly" in line:
             low, high = _printed_interval(line) or (0.0, 2.0)
             assert low <= 1.0 <= high, line
+
+
+def test_a_report_uses_the_noise_its_run_was_made_with_unless_told_otherwise():
+    """`scenc run --noise 5%` saves it in the header; `scenc report` judges by it, `--noise` overrides it."""
+    runs = {"glibc": {"wall_s": [1.00, 1.01, 0.99, 1.00, 1.02, 0.98, 1.00, 1.01]},
+            "tcmalloc": {"wall_s": [0.97, 0.98, 0.96, 0.97, 0.99, 0.95, 0.97, 0.98]}}      # 3% faster
+    made_with_5 = _result(runs, {"noise": 0.05})
+    assert analyze(made_with_5).noise == 0.05
+    assert "equivalent" in analyze(made_with_5).cells[0].comparison_sentence("wall_s", "tcmalloc")
+    assert "significant" in analyze(made_with_5, noise=0.01).cells[0].comparison_sentence("wall_s", "tcmalloc")
+    assert analyze(_result(runs)).noise == 0.01                 # a file from before --noise: 1%
