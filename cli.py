@@ -38,10 +38,10 @@ def main(argv=None):
     try:
         # Ctrl-C while the parser is built or the handler imported is as much an interruption as during the command.
         parser = build_parser()
-        argv, command_argv = split_command_tail(list(sys.argv[1:] if argv is None else argv))
+        argv, program_argv = split_command_tail(list(sys.argv[1:] if argv is None else argv))
         args = parser.parse_args(argv)
-        if command_argv is not None:  # `scenc run ... -- ./prog args`
-            args.command_argv = command_argv
+        if program_argv is not None:  # `scenc run ... -- ./prog args`
+            args.program_argv = program_argv
         handler = _handler(args)
         return handler(args)
     except UsageError as exc:

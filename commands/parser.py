@@ -91,7 +91,7 @@ def _run(sub) -> None:
     o.add_allow_huge(p, "each run held to --memory-limit")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress, only the result")
     _run_program(p.add_argument_group("a real program (`-- PROGRAM ARGS...`)"))
-    p.set_defaults(command_argv=None)
+    p.set_defaults(program_argv=None)
 
 
 def _run_rounds(p) -> None:

@@ -129,8 +129,8 @@ def _metric_table(cell, metric: str) -> List[str]:
 def _cell_title(analysis, cell) -> str:
     if cell.target == "command":
         from ..run.program.target import target_of
-        command = target_of(analysis.header)
-        return f"== command: {command.describe() if command else '?'} =="
+        program = target_of(analysis.header)
+        return f"== program: {program.describe() if program else '?'} =="
     params = " ".join(f"{k}={v}" for k, v in cell.params.items())
     probe = f" [{cell.probe_set}]" if cell.probe_set != DEFAULT_PROBE_SET else ""
     machine = ""
