@@ -8,15 +8,20 @@ import argparse
 
 # ------------------------------------------------------------ option values
 
-def parse_fraction(text: str) -> float:
+def _percentage(text: str, example: str) -> float:
     """"2%" or "0.02" -> 0.02."""
     text = text.strip()
     try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (like 2%)") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (like {example})") from None
+
+
+def parse_fraction(text: str) -> float:
+    """--ci: "2%" or "0.02" -> 0.02, strictly between 0 and 1."""
+    value = _percentage(text, "2%")
     if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} should be between 0% and 100%")
+        raise argparse.ArgumentTypeError(f"{text.strip()!r} should be between 0% and 100%")
     return value
 
 
@@ -61,13 +66,9 @@ def parse_shard(text: str):
 
 def parse_noise(text: str) -> float:
     """--noise: "1%", "0.5%" or "0.01" -> 0.01; 0 turns the noise threshold off."""
-    text = text.strip()
-    try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (like 1%)") from None
+    value = _percentage(text, "1%")
     if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} should be at least 0% and below 100%")
+        raise argparse.ArgumentTypeError(f"{text.strip()!r} should be at least 0% and below 100%")
     return value
 
 
