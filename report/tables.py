@@ -17,6 +17,7 @@ from . import metrics as metric_defs
 from . import sidebyside
 from .advice import advice_lines
 from .analysis import judged_metrics
+from .because import family_note
 from .sentences import percent
 
 
@@ -191,7 +192,8 @@ def format_cell(analysis, cell, metrics: Sequence[str]) -> str:
         if table:
             lines.append("")
             lines += table
-    verdicts = [v.sentence() for m in metrics for v in (cell.verdicts.get(m), cell.last.get(m)) if v]
+    verdicts = [line for m in metrics for v in (cell.verdicts.get(m), cell.last.get(m)) if v
+                for line in (v.sentence(), *cell.because_lines(v))]
     if verdicts:
         lines.append("")
         lines += verdicts
@@ -237,6 +239,8 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
         parts.append(f"(these cells ran on {len(analysis.machines)} machines; each cell's figures "
                      f"compare allocators on one machine only: do not compare cells of different machines)")
     parts.append(family_line(analysis.family))
+    if analysis.because_size:
+        parts[-1] += "\n" + family_note(analysis.family.method, analysis.because_size)
     status = analysis.file_status
     if status and status != "complete":
         parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")
