@@ -3,7 +3,7 @@
 import json
 import sys
 
-from ..errors import EXIT_OK, EXIT_USAGE, UsageError
+from ..errors import EXIT_OK, EXIT_USAGE, EXIT_WORSE, UsageError
 from ..report.analysis import analyze
 from ..report.compare import compare_files
 from ..report.tables import format_analysis
@@ -41,6 +41,7 @@ def report(args) -> int:
     if args.csv:
         rows = export_csv(result, args.csv)
         print(f"CSV: {args.csv} ({rows} rows)", file=sys.stderr)
+    _write_exports(args, analysis)
     if args.plots:
         from ..report.plots.charts import write_plots
         from ..report.plots.probes import write_probe_plots
@@ -55,8 +56,46 @@ def report(args) -> int:
     return EXIT_OK
 
 
+def _write(path: str, what: str, write) -> None:
+    """write(path) -> a description of what was written; a path that cannot be written is a usage error."""
+    try:
+        done = write(path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the {what} to {path}: {exc.strerror or exc}") from None
+    print(f"{what}: {path}{f' ({done})' if done else ''}", file=sys.stderr)
+
+
+def _text_file(text: str):
+    def write(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    return write
+
+
+def _write_exports(args, analysis) -> None:
+    """--markdown, --html, --summary-csv: the report as files (report/markdown.py, page.py, exports.py)."""
+    if not (args.markdown or args.html or args.summary_csv):
+        return
+    from ..report.document import chosen_metrics
+    chosen = chosen_metrics(analysis, args.all_metrics, args.metric)
+    if args.summary_csv:
+        from ..report.exports import write_summary_csv
+        _write(args.summary_csv, "summary CSV", lambda p: f"{write_summary_csv(analysis, p)} rows")
+    if args.markdown:
+        from ..report.markdown import markdown_report
+        _write(args.markdown, "markdown", _text_file(markdown_report(analysis, chosen)))
+    if args.html:
+        from ..report.page import html_report
+        page = html_report(analysis, chosen, all_metrics=args.all_metrics, only=args.metric,
+                           across_machines=args.across_machines)
+        _write(args.html, "HTML", lambda p: _text_file(page)(p) or f"{page.count('<svg')} plots inline")
+
+
 def compare(args) -> int:
-    a, b = _load(args.a, args.b)
-    lines, common = compare_files(a, b, metrics=args.metric, noise=args.noise)
+    a, *later = _load(args.a, *args.b)
+    lines, common, worse = compare_files(a, later, metrics=args.metric, noise=args.noise,
+                                         fail_if_worse=args.fail_if_worse)
     print("\n".join(lines))
-    return EXIT_OK if common else EXIT_USAGE
+    if not common:
+        return EXIT_USAGE
+    return EXIT_WORSE if worse else EXIT_OK
