@@ -12,10 +12,12 @@ Which figures can explain which verdict (`candidates`): a time verdict is
 explained by anything but time itself restated (calls per second, a thread's or
 a region's time, the program's own figure); its CPU time (user, system, both)
 and per-call latencies are causes, not restatements. A memory verdict is
-explained by anything that is not a time, and not the peak RSS restated (the
-heap's share of it, the sampler's peak, overhead and fragmentation, which
-are computed from it). Figures without a direction (a property of the
-scenario: `live:peak_bytes`, `layout:allocations`) explain nothing.
+explained by memory figures (bytes, pages, faults, internal fragmentation).
+The peak RSS restated (the heap's share of it, the sampler's peak, overhead
+and fragmentation, computed from it) explains nothing: the peak RSS itself
+counts once, for a time verdict. Figures without a
+direction (a property of the scenario: `live:peak_bytes`,
+`layout:allocations`) explain nothing, nor does a count of failures.
 
 The comparisons of every `because:` line of a report form a family of their
 own, corrected as the report's claims are (Holm within each param set, or
@@ -41,6 +43,8 @@ _NOT_CAUSES = {"ops_per_s", "failed_allocs"}          # the wall time restated; 
 _PARTS = ("time:thread.", "time:region.", "region:", "reported:")   # parts of the same time, or the program's
 _CPU = {"user_s", "sys_s", "time:cpu_s"}
 _PEAK_RESTATED = {"heap_rss_kib", "memory:sampled_peak_rss_kib", "memory:overhead_kib", "memory:fragmentation"}
+_MEMORY_UNITS = ("KiB", "B", "faults")                 # what a memory verdict can be explained by
+_MEMORY_WORDS = ("internal fragmentation",)
 _TIME_UNITS = ("s", "ns", "ops/s")
 _AMOUNT_UNITS = ("s", "ns", "KiB", "B")               # "less", where counts say "fewer"
 _PLAIN_UNITS = ("ratio", "", "GHz", "per call")        # "lower"/"higher"
@@ -65,11 +69,10 @@ def candidates(verdict_metric: str, names: Sequence[str]) -> List[str]:
             continue
         if _direction(name) is None:
             continue
-        unit = metric_defs.metric(name).unit
-        if unit in _TIME_UNITS:
-            if not timed or (unit != "ns" and name not in _CPU):
-                continue
-        elif not timed and verdict_metric == "peak_rss_kib" and name in _PEAK_RESTATED:
+        m = metric_defs.metric(name)
+        if timed and m.unit in _TIME_UNITS and m.unit != "ns" and name not in _CPU:
+            continue
+        if not timed and not (m.unit in _MEMORY_UNITS or m.word in _MEMORY_WORDS) or name in _PEAK_RESTATED:
             continue
         found.append(name)
     return found
@@ -93,11 +96,9 @@ def _show(values: Sequence[float], unit: str) -> List[str]:
     if unit == "KiB" and max(abs(v) for v in values) >= 10240:
         return [f"{v / 1024:,.1f} MiB" for v in values]
     suffix = f" {unit}" if unit in ("KiB", "ns", "GHz") else ""
-    if all(float(v).is_integer() for v in values):
-        return [f"{v:,.0f}{suffix}" for v in values]
     top = max(abs(v) for v in values)
-    digits = 0 if top >= 100 else (2 if top >= 1 else 4)
-    return [f"{v:,.{digits}f}{suffix}" for v in values]
+    digits = 1 if top >= 100 else (2 if top >= 1 else 4)       # a median of counts may end in .5
+    return [f"{v:,.{0 if float(v).is_integer() else digits}f}{suffix}" for v in values]
 
 
 def _percent(fraction: float) -> str:
