@@ -138,6 +138,6 @@ def test_an_allocator_built_to_fault_more_is_explained_by_its_faults(tmp_path):
                  "--runs", 8, "-o", out, "-q")
     assert done.returncode == 0, done.stderr
     because = _after(done.stdout, "fastest: plain")
-    assert re.match(r"  because: plain against faulty, medians: 9\d% fewer minor page faults: [\d,]+ vs [\d,]+",
+    assert re.match(r"  because: plain against faulty, medians: 9\d% fewer minor page faults: [\d,.]+ vs [\d,.]+",
                     because), because
     assert scenc("report", out).stdout == done.stdout
