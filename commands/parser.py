@@ -234,9 +234,10 @@ def _report(sub) -> None:
     p.add_argument("--across-machines", action="store_true",
                    help="in a merge of shards from several machines, draw their cells in the same "
                         "figures (by default each machine gets its own: they are not comparable)")
-    _report_exports(p.add_argument_group("the report as a file (each besides the tables)"))
+    _report_exports(p.add_argument_group("the report as files, besides the tables"))
     p = _verb(sub, "compare", "report:compare",
               help="compare result files with the first (before/after, two machines, a CI gate)",
+              usage="scenc compare A.json B.json [C.json ...] [--metric NAME] [--noise PCT] [--fail-if-worse PCT]",
               description="For every allocator and param set found in A and a later file, "
                           "the ratio later/A (Hodges-Lehmann) with its interval from the rank test, "
                           "Holm-corrected over the comparisons (Benjamini-Hochberg over several param sets); "
@@ -247,7 +248,7 @@ def _report(sub) -> None:
     o.add_metric_names(p, "compare")
     o.add_noise(p, "default: A's, else 1%%")
     p.add_argument("--fail-if-worse", type=o.parse_noise, metavar="PCT",
-                   help="exit 1 when any allocator is significantly worse by more than PCT (5%%) in a later "
+                   help="exit 1 when any allocator is significantly worse by more than PCT (e.g. 5%%) in a later "
                         "file than in A, for any metric compared: the same test with a ±PCT band")
 
 
