@@ -6,6 +6,7 @@ import sys
 from ..errors import EXIT_OK, EXIT_USAGE, EXIT_WORSE, UsageError
 from ..report.analysis import analyze
 from ..report.compare import compare_files
+from ..report.several import compare_several, fail_if_worse
 from ..report.tables import format_analysis
 from ..run.resultfile import export_csv, load_all
 
@@ -41,7 +42,6 @@ def report(args) -> int:
     if args.csv:
         rows = export_csv(result, args.csv)
         print(f"CSV: {args.csv} ({rows} rows)", file=sys.stderr)
-    _write_exports(args, analysis)
     if args.plots:
         from ..report.plots.charts import write_plots
         from ..report.plots.probes import write_probe_plots
@@ -53,6 +53,7 @@ def report(args) -> int:
                             across_machines=args.across_machines)
         paths += write_probe_plots(result, args.plots)  # the same pictures `scenc run --plots` draws
         print(f"plots: {len(paths)} files in {args.plots}", file=sys.stderr)
+    _write_exports(args, analysis)
     return EXIT_OK
 
 
@@ -93,8 +94,14 @@ def _write_exports(args, analysis) -> None:
 
 def compare(args) -> int:
     a, *later = _load(args.a, *args.b)
-    lines, common, worse = compare_files(a, later, metrics=args.metric, noise=args.noise,
-                                         fail_if_worse=args.fail_if_worse)
+    if len(later) == 1:
+        lines, common = compare_files(a, later[0], metrics=args.metric, noise=args.noise)
+    else:
+        lines, common = compare_several(a, later, metrics=args.metric, noise=args.noise)
+    worse = []
+    if common and args.fail_if_worse is not None:
+        gate, worse = fail_if_worse(a, later, args.fail_if_worse, metrics=args.metric, noise=args.noise)
+        lines += gate
     print("\n".join(lines))
     if not common:
         return EXIT_USAGE

@@ -248,11 +248,11 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
         parts.append(f"(these cells ran on {len(analysis.machines)} machines; each cell's figures "
                      f"compare allocators on one machine only: do not compare cells of different machines)")
     parts.append(family_line(analysis.family))
-    if analysis.because_size:
-        parts[-1] += "\n" + family_note(analysis.family.method, analysis.because_size)
     status = analysis.file_status
     if status and status != "complete":
         parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")
+    if analysis.because_size:     # the because: lines' own family, after the claims'
+        parts.append(family_note(analysis.family.method, analysis.because_size))
     warnings = advice_lines(analysis, chosen, format_value)
     if warnings:
         parts.append("\n".join(warnings))
