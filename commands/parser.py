@@ -234,14 +234,30 @@ def _report(sub) -> None:
     p.add_argument("--across-machines", action="store_true",
                    help="in a merge of shards from several machines, draw their cells in the same "
                         "figures (by default each machine gets its own: they are not comparable)")
-    p = _verb(sub, "compare", "report:compare", help="compare two result files (before/after, two machines)",
-              description="For every allocator and param set found in both files, "
-                          "the ratio B/A (Hodges-Lehmann) with its interval from "
-                          "the rank test, Holm-corrected over the comparisons.")
+    _report_exports(p.add_argument_group("the report as files, besides the tables"))
+    p = _verb(sub, "compare", "report:compare",
+              help="compare result files with the first (before/after, two machines, a CI gate)",
+              usage="scenc compare A.json B.json [C.json ...] [--metric NAME] [--noise PCT] [--fail-if-worse PCT]",
+              description="For every allocator and param set found in A and a later file, "
+                          "the ratio later/A (Hodges-Lehmann) with its interval from the rank test, "
+                          "Holm-corrected over the comparisons (Benjamini-Hochberg over several param sets); "
+                          "with three files or more, a table with one column per file. Exit status 1 with "
+                          "--fail-if-worse when an allocator is significantly worse by more than PCT.")
     p.add_argument("a", metavar="A.json", help="the reference result")
-    p.add_argument("b", metavar="B.json", help="the result compared with it")
+    p.add_argument("b", metavar="B.json", nargs="+", help="the results compared with it (several: one column each)")
     o.add_metric_names(p, "compare")
     o.add_noise(p, "default: A's, else 1%%")
+    p.add_argument("--fail-if-worse", type=o.parse_noise, metavar="PCT",
+                   help="exit 1 when any allocator is significantly worse by more than PCT (e.g. 5%%) in a later "
+                        "file than in A, for any metric compared: the same test with a ±PCT band")
+
+
+def _report_exports(g) -> None:
+    g.add_argument("--markdown", metavar="FILE", help="write the tables, verdicts and warnings as markdown")
+    g.add_argument("--html", metavar="FILE", help="write one self-contained HTML page: verdicts, tables, "
+                   "warnings, the machine and the plots inline (SVG); nothing to fetch")
+    g.add_argument("--summary-csv", metavar="FILE", help="write one row per allocator, param set and metric: "
+                   "n, mean, sd, median, min, max, 95%% intervals, one column per param")
 
 
 def build_parser() -> argparse.ArgumentParser:

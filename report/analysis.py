@@ -25,6 +25,7 @@ from ..stats.summary import summarize
 from ..stats.claims import CellClaims, Family, Rule, judge_cells
 from ..stats.rank import DEFAULT_NOISE
 from . import metrics as metric_defs
+from .because import explain, family_size
 from .sentences import comparison_sentence
 from .sidebyside import pairs_json
 from .verdicts import Verdict, comparison_json, constant_value, verdicts_of
@@ -58,6 +59,7 @@ class Cell:
     target: str = "scenario"                    # or "command": the real program (run/program/target.py)
     machine: Optional[str] = None               # which machine ran it, in a merge of several
     claims: CellClaims = field(default_factory=CellClaims)   # stats/claims.py, set by Analysis.judge
+    because: Dict[tuple, object] = field(default_factory=dict)  # (metric, ahead) -> because.Because, ditto
 
     def stats(self, name: str) -> Optional[AllocatorStats]:
         return next((a for a in self.allocators if a.name == name), None)
@@ -86,6 +88,11 @@ class Cell:
         runs = {m: self.runs(m) for m in self.claims.rankings}
         return verdicts_of(self.claims.rankings, self.claims.few, runs)
 
+    def because_lines(self, verdict) -> List[str]:
+        """The `because:` line under an end verdict (report/because.py), indented; [] when it names no one."""
+        because = self.because.get((verdict.metric, verdict.ahead))
+        return ["  " + because.sentence()] if because else []
+
     def comparison_sentence(self, metric: str, name: str) -> str:
         pair = self.claims.comparisons.get(metric, {}).get(name)
         if pair is None:
@@ -102,6 +109,10 @@ class Cell:
         return comparison_json(pair.result, **described, p_adjusted=pair.p_adjusted,
                                sentence=self.comparison_sentence(metric, name))
 
+    def _verdict_json(self, verdict) -> dict:
+        because = self.because.get((verdict.metric, verdict.ahead))
+        return dict(verdict.to_json(), because=because.to_json() if because else None)
+
     def to_json(self) -> dict:
         return {
             "params": self.params, "probe_set": self.probe_set, "target": self.target,
@@ -110,8 +121,8 @@ class Cell:
             "allocators": {a.name: a.to_json() for a in self.allocators},
             "comparisons": {m: {name: self.comparison_json(m, name) for name in by_name}
                             for m, by_name in self.claims.comparisons.items()},
-            "verdicts": {m: v.to_json() for m, v in self.verdicts.items()},
-            "last": {m: v.to_json() for m, v in self.last.items()},
+            "verdicts": {m: self._verdict_json(v) for m, v in self.verdicts.items()},
+            "last": {m: self._verdict_json(v) for m, v in self.last.items()},
         }
 
 
@@ -128,6 +139,7 @@ class Analysis:
     noise: float = DEFAULT_NOISE
     family: Optional[Family] = None     # the correction of the claims the cells hold
     judged: List[str] = field(default_factory=list)   # the metrics judged (the ones shown)
+    because_size: int = 0       # the comparisons behind the because: lines, corrected as a family of their own
 
     def by_machine(self) -> List[tuple]:
         """[(machine id or None, its cells)]: the groups a figure may compare within."""
@@ -162,6 +174,10 @@ class Analysis:
                                            confidence=self.confidence, noise=self.noise)
         for cell, mine in zip(self.cells, claims):
             cell.claims = mine
+        explained = explain(self.cells, method, self.confidence, self.noise)
+        for cell, mine in zip(self.cells, explained):
+            cell.because = mine
+        self.because_size = family_size(explained)
         self.judged = list(metrics)
         return self
 

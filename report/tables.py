@@ -17,6 +17,7 @@ from . import metrics as metric_defs
 from . import sidebyside
 from .advice import advice_lines
 from .analysis import judged_metrics
+from .because import family_note
 from .sentences import percent
 
 
@@ -80,11 +81,13 @@ def _failure_cell(a) -> str:
     return ", ".join(f"{n} {status}" for status, n in a.failures.items())
 
 
-def _metric_table(cell, metric: str) -> List[str]:
+def metric_rows(cell, metric: str):
+    """(title, rows (the header first), which columns align right) of one metric's table, or None when
+    the cell has nothing to show for it; the terminal, markdown and HTML tables are all made of these."""
     d = metric_defs.metric(metric)
     present = [a for a in cell.allocators if metric in a.summaries]
     if not present and not any(a.failures for a in cell.allocators):
-        return []
+        return None
     means = [a.summaries[metric].mean for a in present if a.summaries[metric].mean is not None]
     reference = min((abs(m) for m in means if m), default=None)
     factor, unit_text = scale_for(d.unit, reference)
@@ -117,8 +120,15 @@ def _metric_table(cell, metric: str) -> List[str]:
         if not any(r[column] for r in rows[1:]):
             rows = [r[:column] + r[column + 1:] for r in rows]
             right = right[:column] + right[column + 1:]
-    lines = [f"{d.label} ({d.direction})"]
-    lines += _table(rows, right)
+    return f"{d.label} ({d.direction})", rows, right
+
+
+def _metric_table(cell, metric: str) -> List[str]:
+    found = metric_rows(cell, metric)
+    if found is None:
+        return []
+    title, rows, right = found
+    lines = [title] + _table(rows, right)
     for a in cell.allocators:
         sentence = cell.comparison_sentence(metric, a.name)
         if sentence:
@@ -191,7 +201,8 @@ def format_cell(analysis, cell, metrics: Sequence[str]) -> str:
         if table:
             lines.append("")
             lines += table
-    verdicts = [v.sentence() for m in metrics for v in (cell.verdicts.get(m), cell.last.get(m)) if v]
+    verdicts = [line for m in metrics for v in (cell.verdicts.get(m), cell.last.get(m)) if v
+                for line in (v.sentence(), *cell.because_lines(v))]
     if verdicts:
         lines.append("")
         lines += verdicts
@@ -240,6 +251,8 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
     status = analysis.file_status
     if status and status != "complete":
         parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")
+    if analysis.because_size:     # the because: lines' own family, after the claims'
+        parts.append(family_note(analysis.family.method, analysis.because_size))
     warnings = advice_lines(analysis, chosen, format_value)
     if warnings:
         parts.append("\n".join(warnings))

@@ -73,6 +73,13 @@ class Verdict:
         return first, second, self.ranking.pair(first, second)
 
     @property
+    def margin(self) -> Optional[tuple]:
+        """(the allocator the sentence names first, the one it is compared with): the closest call of a
+        claim, or the leader and the one it is not ahead of; None with fewer than two allocators."""
+        margin = self._margin()
+        return margin[:2] if margin else None
+
+    @property
     def best(self) -> Optional[str]:
         return self.group[0] if self.group else (self.order[0] if self.order else None)
 
