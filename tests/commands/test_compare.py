@@ -53,7 +53,7 @@ def _slower_copy(tmp_path, allocator: str, factor: float):
 def test_a_file_made_slower_by_hand_fails_the_gate(tmp_path):
     slower = _slower_copy(tmp_path, "faulty", 2.0)
     done = scenc("compare", COSTS, slower, "--fail-if-worse", "5%")
-    assert done.returncode == errors.EXIT_WORSE == 1, done.stderr
+    assert done.returncode == errors.EXIT_WORSE == 5, done.stderr
     lines = done.stdout.rstrip().splitlines()
     assert lines[-2].startswith("fail-if-worse 5%: FAILED: 1 significantly worse by more than 5% than in A")
     assert re.fullmatch(r"  tiny iterations=100000: faulty in B: wall time 2\.00x slower \(\d\.\d+–\d\.\d+\)",
@@ -66,7 +66,7 @@ def test_a_file_made_slower_by_hand_fails_the_gate(tmp_path):
 def test_three_files_make_a_table_with_a_column_per_later_file(tmp_path):
     slower = _slower_copy(tmp_path, "faulty", 2.0)
     done = scenc("compare", COSTS, COSTS, slower, "--fail-if-worse", "5%")
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == errors.EXIT_WORSE, done.stderr
     out = done.stdout
     assert out.startswith(f"A = {COSTS}\nB = {COSTS}\nC = {slower}\nwarning: A, B and C are separate sessions")
     table = out[out.index("wall time (lower is better): the means, and each later file against A"):].splitlines()
@@ -85,7 +85,7 @@ def sessions(tmp_path_factory):
     library = build_fault_allocator("cost", tmp)
     scenario = write_scenario(tmp)
     files = {}
-    for name, env in (("a", ""), ("b", "env = COSTALLOC_SPIN=50\n")):
+    for name, env in (("a", ""), ("b", "env = COSTALLOC_SPIN=200\n")):    # several times slower: a clear regression
         config = tmp / f"{name}.ini"
         config.write_text(f"[mine]\nlibrary = {library}\n{env}")
         files[name] = tmp / f"{name}.json"
@@ -98,7 +98,7 @@ def sessions(tmp_path_factory):
 @pytest.mark.slow
 def test_the_same_name_loading_a_twice_slower_library_fails_the_gate(sessions):
     done = scenc("compare", sessions["a"], sessions["b"], "--fail-if-worse", "5%")
-    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.returncode == errors.EXIT_WORSE, (done.stdout, done.stderr)
     found = re.search(r"  tiny iterations=200000: mine in B: wall time (\d+\.\d+)x slower", done.stdout)
     assert found and float(found.group(1)) > 1.5, done.stdout
     assert "fail-if-worse 5%: FAILED: 1 significantly worse by more than 5% than in A" in done.stdout

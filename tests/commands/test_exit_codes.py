@@ -5,6 +5,7 @@ fails here. 130 and 143 (SIGINT, SIGTERM) are produced by tests/run/test_harness
 tests/run/test_faults.py, which send the signals to a real run.
 """
 
+import json
 import re
 import subprocess
 import sys
@@ -17,6 +18,20 @@ from scenc import errors
 SCENC = [sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit(main())"]
 BROKEN = 'scenario "broken"\nthread t {\n    p = malloc(8)\n    free(q)\n}\n'
 HUGE = 'scenario "huge"\nthread t {\n    p = malloc(1_000_000_000)\n    touch(p)\n    free(p)\n}\n'
+
+
+COSTS = FIXTURES / "results" / "costs.json"      # a real session (its README says how it was made)
+
+
+def _slower(tmp_path):
+    """costs.json with one allocator's wall times doubled by hand (made up: a regression to gate on)."""
+    header, *runs = [json.loads(line) for line in COSTS.read_text().splitlines()]
+    for run in runs:
+        if run["allocator"] == "faulty":
+            run["metrics"]["wall_s"] *= 2
+    path = tmp_path / "slower.json"
+    path.write_text("".join(json.dumps(x) + "\n" for x in [header, *runs]))
+    return path
 
 
 def scenc(*args, cwd=None):
@@ -61,6 +76,7 @@ def test_each_other_code_from_a_real_command(tmp_path):
         2: scenc("build", REPO / "examples" / "loop.scn", "--cc", "false"),   # a "compiler" that always fails
         3: scenc("exec", tmp_path / "huge.scn", "--allow-huge", "--memory-limit", "64M"),
         4: scenc("trace-stats", FIXTURES / "trace" / "mt_handoff_x_crashed.log"),
+        5: scenc("compare", COSTS, _slower(tmp_path), "--fail-if-worse", "5%"),
     }
     for code, done in codes.items():
         assert done.returncode == code, (code, done.returncode, done.stderr[-500:])
