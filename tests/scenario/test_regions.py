@@ -9,7 +9,7 @@ import textwrap
 from scenc.scenario.checks import check
 from scenc.scenario.parser import parse
 from scenc.scenario.resolve import resolve
-from tests.locations import REPO
+from locations import REPO
 
 
 def region_warnings(source, params=None):
