@@ -82,7 +82,7 @@ def _too_few(analysis) -> List[str]:
     counts = f"{few[0]}" if len(few) == 1 else f"{few[0]} to {few[-1]}"
     return [f"too few runs: {counts} per allocator, and a claim needs at least {MIN_RUNS} of each, so no "
             f"verdict is given; run again with --runs 20 (10 to 30 give most comparisons a verdict), or "
-            f"without --runs: rounds until the intervals are tight, 45 s at most"]
+            f"without --runs: rounds until the intervals are tight (45 s per param set at most)"]
 
 
 def _load(values) -> Optional[float]:

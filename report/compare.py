@@ -8,7 +8,7 @@ from ..stats.rank import DEFAULT_NOISE
 from . import metrics as metric_defs
 from .analysis import analyze
 from .sentences import comparison_sentence
-from .tables import family_line, scale_for, shown_metrics
+from .tables import family_line, format_value, shown_metrics
 
 _MACHINE_KEYS = ("cpu_model", "logical_cpus", "kernel", "libc_version", "compiler", "transparent_hugepage")
 
@@ -114,15 +114,15 @@ def compare_files(a, b, metrics=None, name_a="A", name_b="B", noise=None):
                      if metric in claims.get((id(cell_a), sa.name), CellClaims()).comparisons]
             if not pairs:
                 continue
-            reference = min(abs(sa.summaries[metric].mean) or 1 for sa, _ in pairs)
-            factor, unit = scale_for(d.unit, reference)
             lines.append(f"{d.label} ({d.direction})")
             for sa, sb in pairs:
                 common += 1
                 c = claims[(id(cell_a), sa.name)].comparisons[metric]["B"].result
                 ma, mb = sa.summaries[metric].mean, sb.summaries[metric].mean
-                lines.append(f"  {sa.name}: A {ma * factor:.4g} {unit} (n={sa.n}), "
-                             f"B {mb * factor:.4g} {unit} (n={sb.n})")
+                # A and B of an allocator in one unit, scaled to them (KiB, MiB, GiB ...), four digits
+                reference = min(abs(ma), abs(mb)) or max(abs(ma), abs(mb)) or None
+                lines.append(f"  {sa.name}: A {format_value(ma, d.unit, reference)} (n={sa.n}), "
+                             f"B {format_value(mb, d.unit, reference)} (n={sb.n})")
                 lines.append("    " + comparison_sentence(c, f"{sa.name} in B", f"{sa.name} in A", d.word))
     if not common:
         lines.append("")

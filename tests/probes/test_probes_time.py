@@ -151,3 +151,11 @@ def test_region_wall_time_is_in_nanoseconds(many_run):
     for t in many_run.report["threads"]:
         wall_ns = t["end_ns"] - t["start_ns"]
         assert 0.3 * wall_ns < t["regions"]["loop"]["ns"] <= wall_ns * 1.01
+
+
+def test_the_documented_rss_metrics_are_saved(busy_run):
+    # docs/results.md lists baseline_rss_kib and heap_rss_kib among the built-in metrics: a run of
+    # the default probes saves both (issue 28: `no metric heap_rss_kib`).
+    m, memory = busy_run.metrics, busy_run.report["memory"]
+    assert m["baseline_rss_kib"] == memory["baseline_rss_kib"] > 0
+    assert m["heap_rss_kib"] == m["peak_rss_kib"] - m["baseline_rss_kib"]
