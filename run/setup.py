@@ -262,7 +262,8 @@ def _output_exists(output: Path, header: Mapping) -> str:
     """Why -o cannot be `output`, and what to do: never overwrite; --resume only what this
     session could continue (the same scenario or program, unfinished)."""
     try:
-        existing = load(output).header
+        found = load(output)
+        existing = found.header
     except (ResultFileError, OSError, ValueError, KeyError):
         return f"{output} exists and is not a result file; choose another -o (scenc never overwrites a file)"
     ours = (header.get("source"), header.get("targets"))
@@ -272,7 +273,7 @@ def _output_exists(output: Path, header: Mapping) -> str:
         kind = "program" if existing.get("targets") and not existing.get("source") else "scenario"
         return (f"{output} holds the results of another {kind} ({what}); choose another -o for this one "
                 f"(scenc never overwrites a result file)")
-    if existing.get("status") == "complete":
+    if found.status == "complete":
         return (f"{output} holds a finished session of this scenario; choose another -o "
                 f"(`scenc report {output}` shows it again)")
     return (f"{output} holds an unfinished session of this scenario: continue it with "
