@@ -1,6 +1,7 @@
 """The allocator registry: which malloc implementations a run can use, and whether a run really got one.
 
     resolve("glibc,jemalloc,mine=./libmine.so", config_path)   # -> [Allocator], or AllocatorError
+    resolve("glibc,/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")  # a path: named libjemalloc
     known(config_path)                    # the built-ins, then the config files' allocators
     problem(allocator)                    # why it cannot be used on this machine, or None
     provider_matches(allocator, path)     # the preload proof: did malloc come from the allocator's object?
@@ -244,10 +245,17 @@ def resolve(spec: str, config_path: Optional[str] = None) -> List[Allocator]:
                                         hint=f"check the path given as {name}=...")
         elif name in by_name:
             allocator = by_name[name]
+        elif looks_like_library(name):
+            library = os.path.abspath(os.path.expanduser(name))
+            allocator = _user_allocator(library_name(library), library, {}, None,
+                                        hint=f"check the path {name}")
         else:
+            import difflib
+            close = difflib.get_close_matches(name, names_known, n=1)
+            mean = f"; did you mean {close[0]!r}?" if close else ""
             raise AllocatorError(
-                f"unknown allocator {name!r}; known: {', '.join(names_known)}. "
-                f"To use your own library write {name}=/path/to/lib{name}.so")
+                f"unknown allocator {name!r}{mean} Known: {', '.join(names_known)}. "
+                f"Your own library: its path (./libmine.so), or NAME=PATH to name it (mine=./libmine.so)")
         if any(a.name == allocator.name for a in chosen):
             raise AllocatorError(f"allocator {allocator.name!r} is listed twice in {spec!r}")
         issue = problem(allocator)
@@ -255,6 +263,20 @@ def resolve(spec: str, config_path: Optional[str] = None) -> List[Allocator]:
             raise AllocatorError(issue)
         chosen.append(allocator)
     return chosen
+
+
+def looks_like_library(item: str) -> bool:
+    """An --allocators item that is a library's path rather than a name: it has a '/' or a .so."""
+    return "/" in item or re.search(r"\.so(\.[0-9]+)*$", item) is not None
+
+
+def library_name(path: str) -> str:
+    """The name a library given by its path runs under: its file name up to '.so'
+    (/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 -> libjemalloc)."""
+    base = os.path.basename(path)
+    name = re.sub(r"\.so(\.[0-9A-Za-z]+)*$", "", base) or base
+    name = re.sub(r"[^A-Za-z0-9._+-]", "_", name).lstrip("._+-")
+    return name or "library"
 
 
 _LIBC_RE = re.compile(r"^libc\.so(\.\d+)*$")

@@ -138,7 +138,8 @@ def add_baseline(p, help_text: str) -> None:
 
 def add_outputs(p, also: bool) -> None:
     """--csv and --plots: with `also`, besides the tables (`scenc run`); else on their own (`scenc report`)."""
-    p.add_argument("--csv", metavar="FILE", help=f"{'also ' if also else ''}export the runs as CSV")
+    p.add_argument("--csv", metavar="FILE", help=f"{'also ' if also else ''}export the runs as CSV "
+                   "(- for stdout: the CSV alone, the tables then go to stderr)")
     p.add_argument("--plots", metavar="DIR", help=f"{'also ' if also else ''}draw plots (PNG and SVG) into DIR")
 
 

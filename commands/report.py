@@ -35,13 +35,17 @@ def report(args) -> int:
     if unknown:
         raise UsageError(f"no metric {', '.join(unknown)} in {args.result}; it has "
                          f"{', '.join(analysis.metrics)}")
+    csv_to_stdout = args.csv == "-"
+    if args.json and csv_to_stdout:
+        raise UsageError("--json and --csv - would both write to stdout; give --csv a file name")
     if args.json:
         print(json.dumps(analysis.to_json(), indent=1))
-    else:
-        print(format_analysis(analysis, all_metrics=args.all_metrics, metrics=args.metric))
+    else:  # with --csv -, stdout is the CSV's alone
+        print(format_analysis(analysis, all_metrics=args.all_metrics, metrics=args.metric),
+              file=sys.stderr if csv_to_stdout else sys.stdout)
     if args.csv:
         rows = export_csv(result, args.csv)
-        print(f"CSV: {args.csv} ({rows} rows)", file=sys.stderr)
+        print(f"CSV: {'stdout' if csv_to_stdout else args.csv} ({rows} rows)", file=sys.stderr)
     if args.plots:
         from ..report.plots.charts import write_plots
         from ..report.plots.probes import write_probe_plots

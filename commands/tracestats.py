@@ -9,11 +9,12 @@ import sys
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..trace.profile import TraceStats, format_trace_stats
 from ..trace.source import TraceSource
-from .tracing import guarded
+from .tracing import guarded, refuse_scenario
 
 
 @guarded("trace-stats")
 def trace_stats(args) -> int:
+    refuse_scenario("trace-stats", args.file)
     source = TraceSource(args.file, extra_events=True)
     stats = TraceStats(source.report).consume(source.events)
     if args.json:

@@ -1,12 +1,13 @@
 """Warnings printed once, after the tables (as hyperfine and pyperf do), and what to do about them.
 
-Outlier runs (which allocator, which run, how far out), runs too short to
-time, and noisy figures with the load average at the start and the end of
+Too few runs for a claim (and how many to ask for), outlier runs (which
+allocator, which run, how far out), runs too short to time, and noisy figures with the load average at the start and the end of
 the session (no word of a "machine": a merge of shards names its machines). They explain a report; they never change what it claims.
 """
 
 from typing import List, Optional, Sequence
 
+from ..stats.rank import MIN_RUNS
 from . import metrics as metric_defs
 
 __all__ = ["advice_lines", "SHORT_RUN_S", "NOISY_CV"]
@@ -73,6 +74,17 @@ def _short(analysis, fmt) -> List[str]:
             f"give the scenario more (a larger param, more iterations)"]
 
 
+def _too_few(analysis) -> List[str]:
+    """Allocators with some runs, but fewer than a claim needs: say how many to ask for."""
+    few = sorted({a.n for cell in analysis.cells for a in cell.allocators if 0 < a.n < MIN_RUNS})
+    if not few:
+        return []
+    counts = f"{few[0]}" if len(few) == 1 else f"{few[0]} to {few[-1]}"
+    return [f"too few runs: {counts} per allocator, and a claim needs at least {MIN_RUNS} of each, so no "
+            f"verdict is given; run again with --runs 20 (10 to 30 give most comparisons a verdict), or "
+            f"without --runs: rounds until the intervals are tight (45 s per param set at most)"]
+
+
 def _load(values) -> Optional[float]:
     try:
         return float(values[0])
@@ -111,7 +123,8 @@ def advice_lines(analysis, metrics: Sequence[str], format_value=_plain) -> List[
     """The warnings for the metrics shown, and what to do; [] when there is nothing to say.
     `format_value(value, unit)` prints a figure (report/tables.py passes its own)."""
     shown = [m for m in metrics if m in analysis.metrics]
-    found = _outliers(analysis, shown, format_value) + _short(analysis, format_value) + _noisy(analysis, shown)
+    found = (_too_few(analysis) + _outliers(analysis, shown, format_value) + _short(analysis, format_value)
+             + _noisy(analysis, shown))
     if not found:
         return []
     todo = ("what to do: more runs narrow every interval (--runs 30, or --runs auto with a longer "

@@ -8,7 +8,7 @@ from ..stats.rank import DEFAULT_NOISE
 from . import metrics as metric_defs
 from .analysis import analyze
 from .sentences import comparison_sentence
-from .tables import family_line, scale_for, shown_metrics
+from .tables import family_line, format_value, shown_metrics
 
 _MACHINE_KEYS = ("cpu_model", "logical_cpus", "kernel", "libc_version", "compiler", "transparent_hugepage")
 
@@ -64,6 +64,30 @@ def _judged(analysis_a, analysis_b, chosen, noise):
     return {(id(cell_a), sa.name): claim for (cell_a, sa, _), claim in zip(keys, claims)}, family
 
 
+def _set_label(cell) -> str:
+    params = " ".join(f"{k}={v}" for k, v in cell.params.items()) or "no params"
+    return params + (f" [{cell.probe_set}]" if cell.probe_set else "") + \
+        (" (the program)" if cell.target == "command" else "")
+
+
+def _nothing_in_common(analysis_a, analysis_b):
+    """Why nothing could be compared, with what each file holds."""
+    pairs = list(_common_cells(analysis_a, analysis_b))
+    if not pairs:
+        out = ["nothing to compare: the files have no param set in common (the same params, probes and target)"]
+        for label, analysis in (("A", analysis_a), ("B", analysis_b)):
+            sets = [_set_label(c) for c in analysis.cells]
+            out.append(f"  {label} has {len(sets)}: {'; '.join(sets) or 'none (no successful run)'}")
+        out.append("  run B with A's --param values (or A with B's) to compare them")
+        return out
+    out = ["nothing to compare: no allocator has successful runs of the same param set in both files"]
+    for cell_a, cell_b in pairs:
+        ok_a = [s.name for s in cell_a.allocators if s.n] or ["none"]
+        ok_b = [s.name for s in cell_b.allocators if s.n] or ["none"]
+        out.append(f"  {_set_label(cell_a)}: A has {', '.join(ok_a)}; B has {', '.join(ok_b)}")
+    return out
+
+
 def compare_files(a, b, metrics=None, name_a="A", name_b="B", noise=None):
     """Lines comparing B with A for every (params, allocator) both have; `noise` by default A's (--noise)."""
     noise = noise if noise is not None else a.header.get("noise", DEFAULT_NOISE)
@@ -90,19 +114,19 @@ def compare_files(a, b, metrics=None, name_a="A", name_b="B", noise=None):
                      if metric in claims.get((id(cell_a), sa.name), CellClaims()).comparisons]
             if not pairs:
                 continue
-            reference = min(abs(sa.summaries[metric].mean) or 1 for sa, _ in pairs)
-            factor, unit = scale_for(d.unit, reference)
             lines.append(f"{d.label} ({d.direction})")
             for sa, sb in pairs:
                 common += 1
                 c = claims[(id(cell_a), sa.name)].comparisons[metric]["B"].result
                 ma, mb = sa.summaries[metric].mean, sb.summaries[metric].mean
-                lines.append(f"  {sa.name}: A {ma * factor:.4g} {unit} (n={sa.n}), "
-                             f"B {mb * factor:.4g} {unit} (n={sb.n})")
+                # A and B of an allocator in one unit, scaled to them (KiB, MiB, GiB ...), four digits
+                reference = min(abs(ma), abs(mb)) or max(abs(ma), abs(mb)) or None
+                lines.append(f"  {sa.name}: A {format_value(ma, d.unit, reference)} (n={sa.n}), "
+                             f"B {format_value(mb, d.unit, reference)} (n={sb.n})")
                 lines.append("    " + comparison_sentence(c, f"{sa.name} in B", f"{sa.name} in A", d.word))
     if not common:
         lines.append("")
-        lines.append("nothing to compare: no allocator and param set has successful runs in both files")
+        lines += _nothing_in_common(analysis_a, analysis_b)
     else:
         lines += ["", family_line(family, scope="above")]
     return lines, common

@@ -10,7 +10,8 @@ def total_ops(result) -> int:
 def format_exec(result) -> str:
     threads = result["threads"]
     used = [k for k in OP_KINDS if any(t["ops"].get(k) for t in threads)] or ["malloc", "free"]
-    extra = [k for k in ("sends", "recvs", "writes", "failed") if any(t.get(k) for t in threads)]
+    # The program's other counts (docs/language.md, "What a program reports"), when any thread has one.
+    extra = [k for k in ("sends", "recvs", "writes", "touches", "failed") if any(t.get(k) for t in threads)]
     head = ["thread"] + used + extra + ["time ms", "cpu ms"]
     rows = []
     for t in threads:
@@ -22,7 +23,7 @@ def format_exec(result) -> str:
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
     lines = [f"scenario {result['scenario']!r}, malloc from {result['provider']}"]
     for r in [head] + rows:
-        lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
     wall = result["wall_ns"] / 1e9
     ops = total_ops(result)
     rate = ops / wall if wall > 0 else float("inf")

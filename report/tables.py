@@ -195,7 +195,10 @@ def format_cell(analysis, cell, metrics: Sequence[str]) -> str:
     counts = sorted({a.n for a in cell.allocators})
     n_text = f"{counts[0]} runs per allocator" if len(counts) == 1 else \
         f"{counts[0]} to {counts[-1]} runs per allocator"
-    lines.append(f"{n_text}; * = baseline ({cell.baseline}); 95% confidence")
+    if counts == [0]:
+        lines.append("no successful run of any allocator: nothing to measure (problems below)")
+    else:
+        lines.append(f"{n_text}; * = baseline ({cell.baseline}); 95% confidence")
     for metric in metrics:
         table = _metric_table(cell, metric)
         if table:
@@ -247,7 +250,10 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
     if analysis.machines:
         parts.append(f"(these cells ran on {len(analysis.machines)} machines; each cell's figures "
                      f"compare allocators on one machine only: do not compare cells of different machines)")
-    parts.append(family_line(analysis.family))
+    if any(a.n for c in analysis.cells for a in c.allocators):
+        parts.append(family_line(analysis.family))
+    else:
+        parts.append("(claims: none: no run succeeded)")
     status = analysis.file_status
     if status and status != "complete":
         parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")

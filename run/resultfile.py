@@ -32,6 +32,7 @@ import hashlib
 import io
 import json
 import os
+import sys
 import tempfile
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -512,7 +513,7 @@ def export_csv(result: Union[ResultFile, PathLike], out_path: PathLike) -> int:
     file), round, metric, value, status, target ("scenario", or "command" for
     a real program's runs).  A run without any metric (typically
     a crash) still gets one row with empty metric and value, so failures stay
-    visible in spreadsheets.
+    visible in spreadsheets. `out_path` "-" writes to stdout.
     """
     if not isinstance(result, ResultFile):
         result = load(result)
@@ -526,5 +527,9 @@ def export_csv(result: Union[ResultFile, PathLike], out_path: PathLike) -> int:
         for metric, value in metrics.items():
             writer.writerow(prefix + [metric, _format_value(value), run.status.value, run.target])
             rows += 1
-    _atomic_write(os.fspath(out_path), buffer.getvalue().encode("utf-8"))
+    if os.fspath(out_path) == "-":
+        sys.stdout.write(buffer.getvalue())
+        sys.stdout.flush()
+    else:
+        _atomic_write(os.fspath(out_path), buffer.getvalue().encode("utf-8"))
     return rows

@@ -254,8 +254,30 @@ def prepare_new(args, progress, check=lambda: None):
     try:
         result = create(output, header)
     except FileExistsError:
-        raise UsageError(f"{output} exists; choose another -o, or continue it with --resume {output}") from None
+        raise UsageError(_output_exists(output, header)) from None
     return result, plan, allocators, programs
+
+
+def _output_exists(output: Path, header: Mapping) -> str:
+    """Why -o cannot be `output`, and what to do: never overwrite; --resume only what this
+    session could continue (the same scenario or program, unfinished)."""
+    try:
+        found = load(output)
+        existing = found.header
+    except (ResultFileError, OSError, ValueError, KeyError):
+        return f"{output} exists and is not a result file; choose another -o (scenc never overwrites a file)"
+    ours = (header.get("source"), header.get("targets"))
+    theirs = (existing.get("source"), existing.get("targets"))
+    if ours != theirs:
+        what = existing.get("scenario_path") or existing.get("scenario") or "?"
+        kind = "program" if existing.get("targets") and not existing.get("source") else "scenario"
+        return (f"{output} holds the results of another {kind} ({what}); choose another -o for this one "
+                f"(scenc never overwrites a result file)")
+    if found.status == "complete":
+        return (f"{output} holds a finished session of this scenario; choose another -o "
+                f"(`scenc report {output}` shows it again)")
+    return (f"{output} holds an unfinished session of this scenario: continue it with "
+            f"`scenc run --resume {output}`, or choose another -o")
 
 
 def _take_shard(args, plan: Plan, programs, progress: Progress, check):

@@ -8,11 +8,13 @@
 #include "scn.h"
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 static const scn_program *g_prog;
 static const int *g_at_most;  /* thread churn per group, NULL when no group churns */
@@ -27,6 +29,28 @@ void scn_die(const char *fmt, ...) {
   fputc('\n', stderr);
   va_end(ap);
   exit(3);
+}
+
+/* ---- the ticks of `measure` regions (scn.h) */
+
+int scn_ticks_tsc;
+static double g_ticks_per_ns = 1.0;  /* measured over the whole program */
+
+double scn_ticks_per_ns(void) { return g_ticks_per_ns; }
+
+/* Whether the kernel keeps time with the TSC: then it found the TSC
+ * invariant and synchronised across CPUs, and so may the regions. */
+static int kernel_uses_tsc(void) {
+#if defined(__x86_64__)
+  char name[16] = {0};
+  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY);
+  if (fd < 0) return 0;
+  ssize_t got = read(fd, name, sizeof name - 1);
+  close(fd);
+  return got >= 3 && !strncmp(name, "tsc", 3) && (name[3] == '\n' || name[3] == 0);
+#else
+  return 0;
+#endif
 }
 
 /* ---- arena: a bump allocator over mmap for the runtime's own data */
@@ -319,7 +343,8 @@ static void report_thread(FILE *out, const scn_program *p, const scn_thread *t) 
   for (int r = 0; r < p->n_regions; r++) {
     fprintf(out, "%s", r ? ", " : "");
     json_string(out, p->regions[r]);
-    fprintf(out, ": {\"ns\": %llu, \"entries\": %llu}", (unsigned long long)t->region[r].ns,
+    fprintf(out, ": {\"ns\": %llu, \"entries\": %llu}",
+            (unsigned long long)((double)t->region[r].ticks / g_ticks_per_ns + 0.5),
             (unsigned long long)t->region[r].entries);
   }
   fprintf(out, "}}");
@@ -381,6 +406,9 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   (void)argc;
   (void)argv;
   g_prog = p;
+  scn_ticks_tsc = kernel_uses_tsc();
+  int64_t ns0 = scn_clock_ns(CLOCK_MONOTONIC);
+  uint64_t ticks0 = scn_ticks();
   int n = 0;
   for (int g = 0; g < p->n_groups; g++) n += p->groups[g].count;
   scn_thread **threads = g_threads = scn_arena_alloc((size_t)n * sizeof *threads);
@@ -430,7 +458,9 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   for (int g = 0; g < p->n_groups; g++) ends += churns(p, g) ? p->groups[g].count : 0;
   if (ends) churn(ends);
   for (int i = 0; i < n; i++) thread_join_id(i);  /* returns at once for those already joined */
-  int64_t wall = scn_clock_ns(CLOCK_MONOTONIC) - start;
+  int64_t now = scn_clock_ns(CLOCK_MONOTONIC), wall = now - start;
+  uint64_t ticks = scn_ticks() - ticks0;
+  if (now > ns0 && ticks > 0) g_ticks_per_ns = (double)ticks / (double)(now - ns0);
   if (p->program_end) p->program_end();
   report(stdout, p, threads, n, wall, baseline_kib);
   return fflush(stdout) == 0 ? 0 : 1;

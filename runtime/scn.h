@@ -45,7 +45,25 @@ typedef struct {
   uint64_t pending;
 } scn_lives_state;
 
-typedef struct { uint64_t ns, entries; int64_t started; } scn_region;
+/* A `measure` region of one thread: its time in ticks of scn_ticks() (the
+ * report turns them into nanoseconds) and how often it was entered. */
+typedef struct { uint64_t ticks, entries, started; } scn_region;
+
+/* The clock of `measure` regions: the TSC on x86-64 when the kernel keeps its
+ * own time with it (its clocksource is "tsc", so the TSC is invariant and the
+ * same on every CPU), otherwise CLOCK_MONOTONIC. A read costs one `rdtsc`
+ * (about 10-20 ns; clock_gettime is 20-50 ns through the vDSO, and a system
+ * call on clocksources the vDSO cannot read): two reads per region entry. */
+extern int scn_ticks_tsc;  /* set by scn_main before any thread starts */
+double scn_ticks_per_ns(void);  /* measured over the run; valid once every thread has ended */
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static inline uint64_t scn_ticks(void) {
+  return __builtin_expect(scn_ticks_tsc, 1) ? __rdtsc() : (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
+}
+#else
+static inline uint64_t scn_ticks(void) { return (uint64_t)scn_clock_ns(CLOCK_MONOTONIC); }
+#endif
 
 /* A shared pool's slot holds a box (or nothing), never an object itself:
  * an object is a pointer and a size, and 16-byte atomics are not lock-free

@@ -20,6 +20,10 @@ PARAM, LOOP, INT, PTR, POOL, CHAN, CHAN_ARRAY, SELF, SHARED = (
     "param", "loop variable", "integer", "pointer", "pool", "channel", "channel array", "self",
     "shared pool")
 
+# A variable whose first value had an error: it exists, but its kind is not
+# known, so its uses are not errors of their own (never in a Resolved).
+UNKNOWN = "name whose value had an error"
+
 # A name that is also C or runtime vocabulary could still never reach C as is
 # (the compiler prefixes every user name), but it would read badly in `emit`.
 RESERVED = {"self", "malloc", "calloc", "realloc", "free", "free_all", "send", "recv",
@@ -305,6 +309,8 @@ class _Resolver:
         kind = self.symbols.get(name)
         new_kind = PTR if value_kind == PTR else INT
         if value_kind is None:
+            if kind is None:  # its value had an error: the name exists, its uses say nothing more
+                self.symbols[name] = UNKNOWN
             return
         if value_kind not in (INT, PTR):
             self.rep.error(st.value.pos, f"a variable holds an integer or a pointer, not {_article(value_kind)}")
@@ -343,6 +349,8 @@ class _Resolver:
             kind = self.symbols.get(expr.id)
             if kind is None:
                 self.rep.error(expr.pos, f"unknown name '{expr.id}'", _did_you_mean(expr.id, self.symbols))
+                return None
+            if kind == UNKNOWN:
                 return None
             if kind in (PARAM,):
                 if self._too_big(expr):
@@ -428,7 +436,11 @@ class _Resolver:
     def _call(self, call: n.Call):
         b = BUILTINS.get(call.func)
         if b is None:
-            self.rep.error(call.pos, f"unknown function '{call.func}'", _did_you_mean(call.func, BUILTINS))
+            self.rep.error(call.pos, f"unknown function '{call.func}'",
+                           _unknown_function_hint(call.func, listed=getattr(self, "functions_listed", False)))
+            self.functions_listed = True
+            for a in list(call.args) + [v for _, v in call.kwargs]:
+                self._kind(a)  # its arguments are checked all the same
             return None
         if b.kwargs:
             given = dict(call.kwargs)
@@ -509,6 +521,32 @@ def _article(kind) -> str:
     if kind == "str":
         return "a string"
     return f"a {kind}"
+
+
+# The functions of the language, as `scenc check` lists them for an unknown one.
+FUNCTION_GROUPS = (
+    ("allocator calls", "malloc, calloc, realloc, aligned_alloc, memalign, posix_memalign, free, free_all"),
+    ("channels and shared pools", "send, recv, swap"),
+    ("a block's memory", "write, touch"),
+    ("draws", "random, uniform, pow2, choice, weighted { }, lognormal, geometric, histogram"),
+    ("conditions", "held (in an if)"),
+)
+_NO_SUCH = {
+    "min": "there is no min or max: choose with an if, `if a < b { n = a } else { n = b }`; ",
+    "max": "there is no min or max: choose with an if, `if a > b { n = a } else { n = b }`; ",
+    "sleep": "a scenario does not sleep: its time is its allocator calls, `write` and `touch` "
+             "(a thread that waits does so on a channel or a barrier); ",
+}
+_NO_SUCH["usleep"] = _NO_SUCH["nanosleep"] = _NO_SUCH["sleep"]
+
+
+def _unknown_function_hint(name: str, listed: bool = False) -> str:
+    """Did you mean, why the function does not exist, and the functions (once a file: `listed`
+    says they were, at an earlier error)."""
+    close = _did_you_mean(name, BUILTINS)
+    listing = "are listed above" if listed else \
+        "are " + "; ".join(f"{what}: {names}" for what, names in FUNCTION_GROUPS)
+    return (close + " " if close else "") + _NO_SUCH.get(name, "") + "the functions " + listing
 
 
 def _did_you_mean(name, candidates) -> Optional[str]:

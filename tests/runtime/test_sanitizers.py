@@ -246,9 +246,11 @@ def sanitizer_env():
     return env
 
 
-def run_sanitized(path: Path, cc: str, sanitizer: str, **env) -> dict:
-    """Build with the sanitizer, run, and insist on a clean exit and a clean stderr."""
-    program = build(path, {}, cc=cc, extra_flags=SANITIZERS[sanitizer])
+def run_sanitized(path: Path, cc: str, sanitizer: str, probe_set: str = "", **env) -> dict:
+    """Build with the sanitizer (and the probes of `probe_set`), run, and insist on a clean exit
+    and a clean stderr."""
+    from scenc import probes
+    program = build(path, {}, cc=cc, extra_flags=SANITIZERS[sanitizer], probes=probes.c_parts(probe_set))
     proc = subprocess.run([str(program.binary)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, timeout=120, env={**sanitizer_env(), **env})
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -297,6 +299,22 @@ def test_measured_regions_are_entered_as_written(tmp_path):
         assert t["regions"]["outer"]["entries"] == 1
         assert t["regions"]["inner"]["entries"] == 50
         assert t["writes"] == 50 * 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sanitizer", sorted(SANITIZERS))
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_measured_regions_under_the_default_probes_run_clean(tmp_path, cc, sanitizer):
+    # scenc run's default probes (time+memory): the regions' ticks, the time probe's CPU reads
+    # around long entries and its per-thread estimates, the memory sampler beside them.
+    report = run_sanitized(write_scenario(tmp_path, "write-measure"), cc, sanitizer, "time+memory")
+    own = report["probes"]["time"]["threads"]
+    for t, extra in zip(report["threads"], own):
+        assert t["regions"]["inner"]["entries"] == 50
+        assert extra["region_cpu_timed"][0] <= 1            # outer: its one entry, if long enough
+        assert extra["region_cpu_timed"][1] <= 50
+        for slot, name in enumerate(("outer", "inner")):
+            assert 0 < extra["region_cpu_ns"][slot] <= t["regions"][name]["ns"] * 1.05 + 100_000
 
 
 @pytest.fixture(scope="module")
