@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .chains import ChainPlanner, Chains
-from .collect import REALLOC_START, Cell
+from .collect import Cell, hist_totals
 from .files import HistogramFiles
 from .held import HeldPlanner
 from .fit import fit_lifetimes
@@ -47,6 +47,7 @@ class GroupPlanner:
         self.sizer = PhaseSizer(shape, files, g)
         self.chains = ChainPlanner(shape, g)
         self.held = HeldPlanner(shape, self.sizer, g)
+        self.map_fits: List[str] = []   # the lifetimes' fits of the mappings drawn from histograms
 
     def plan(self) -> GroupPlan:
         g = self.g
@@ -84,6 +85,7 @@ class GroupPlanner:
         stmts += self._ring_steps(flows, sz, counts, ring_send, ring_recv)
         stmts += self.chains.statements(pi, agg, flows, sz, chains, counts, ring_send, ring_recv)
         stmts += self._big_stmts(pi - 1) + self.held.frees(pi - 1)
+        stmts += self._maps(pi, agg, counts)
         kept = [s for s in stmts if s.max_count(self.g.n) > 0]
         return kept, [v for v in counts.variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
 
@@ -317,15 +319,44 @@ class GroupPlanner:
                                 lives=1, draws=1, mean=r.size, kept=r.how == "kept", at=at(r.at), order=r.at[0]))
         for t, slot in shape.big.get(g.name, []):
             b = f"big[{slot}]"
-            steps = [] if t.mk == REALLOC_START else \
-                [(t.start, f"free({b})  {b} = {alloc_text(t.mk, str(t.size))}", {"free": 1, t.mk[0]: 1},
-                  dict(draws=1, mean=t.size))]
+            steps = [(t.start, f"free({b})  {b} = {alloc_text(t.mk, str(t.size))}", {"free": 1, t.mk[0]: 1},
+                      dict(draws=1, mean=t.size))]
             steps += [(o, f"{b} = realloc({b}, {n})", {"realloc": 1}, {}) for o, n in t.steps]
             if t.how == "local" and t.end is not None:
                 steps.append((t.end, f"free({b})", {"free": 1}, dict(local_frees=1)))
             for o, text, calls, more in steps:
                 if shape.phase_of(o) == pi:
                     out.append(Stmt(text, per_thread=1, calls=calls, at=at(o), order=o[0], **more))
+        return out
+
+    def _maps(self, pi: int, agg: Cell, counts: Counts) -> List[Stmt]:
+        """The program's own writable mappings made in phase pi (1-based), `map(n) lives L` (L on the thread's
+        `lives` clock, as objects; `forever` when still mapped at the end): with one thread, one by one with
+        their sizes and lifetimes where they came (few of them, and big: a language runtime's arenas, a
+        compiler's pages); else drawn from the phase's histograms of their sizes and lifetimes."""
+        g, shape = self.g, self.shape
+        records = shape.map_records(g)
+        if records is not None:
+            lo, ticks = shape.clock_span(g.tids[0], pi - 1)
+            return [Stmt(f"map({r.size}) lives {'forever' if r.life is None else r.life}", per_thread=1, maps=1,
+                         mapped=r.size, at=min(max(r.at[1] - 1 - lo, 0) / ticks, 1.0), order=r.at[0])
+                    for r in records if shape.phase_of(r.at) == pi - 1]
+        out = []
+        files = self.sizer.files
+        for key, hist, life in (("map", agg.maps, agg.map_lives), ("map_kept", agg.map_kept, None)):
+            total = agg.c[key]
+            if not total:
+                continue
+            n, nbytes = hist_totals(hist)
+            size = files.expr(hist, "map-sizes" if life is not None else "map-kept-sizes",
+                              "sizes of the program's own mappings" + ("" if life is not None else " still mapped at the end"),
+                              g.name, pi)
+            fit = fit_lifetimes(life) if life is not None else None
+            if fit is not None:
+                self.map_fits.append(f"{g.name}, phase {pi}, mappings: {fit.comment()}")
+            members = [m.phases[pi - 1].c[key] for m in g.summaries]
+            out.append(Stmt(f"map({size}) lives {fit.expr if fit else 'forever'}",
+                            **counts.exact(total, f"{key}s_p{pi}", members), maps=1, mapped=nbytes / max(n, 1)))
         return out
 
     def _scaled(self, lives: str) -> str:

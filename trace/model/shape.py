@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .collect import (MAX_HANDOFFS, REALLOC_START, Cell, Collector, hist_minus, life_bucket, merge_hist,
+from .collect import (MAX_HANDOFFS, Cell, Collector, hist_minus, life_bucket, merge_hist,
                       size_bucket, size_class)
 from .fit import (Phase, ThreadSummary, alike_but_receives, big_chains, big_objects, chain_slots,
                   detect_phases, group_threads)
@@ -328,7 +328,7 @@ class ModelShape:
         col = self.col
         for g, tid, summary in self._lone_threads():
             chains = big_chains([t for _, _, t in col.trails.get(tid, [])], col.trail_dropped[tid],
-                                summary.total.rsizes)
+                                summary.total.rsizes, col.peak_bytes)
             if not chains:
                 continue
             self.big[g.name] = list(zip(chains, chain_slots(chains)))
@@ -352,13 +352,13 @@ class ModelShape:
             phase = summary.phases[self.phase_of(o)]
             # a start frees its empty slot first (free(NULL): the checker cannot follow a slot
             # through the rounds' `if`s), one of the capture's free(NULL) when it has one left
-            null = what == "start" and t.mk != REALLOC_START and phase.c["free_null"] > 0
+            null = what == "start" and phase.c["free_null"] > 0
             for cell in (phase, summary.total):
                 cell.c[key] -= 1
                 cell.c["free_null"] -= null
                 if what == "realloc":
                     _take(cell.rsizes, nbytes)
-                elif what == "start" and t.mk != REALLOC_START:
+                elif what == "start":
                     _take(cell.sizes, nbytes)
 
     def _take_big_objects(self) -> None:
@@ -430,6 +430,14 @@ class ModelShape:
 
     def _phase_of_window(self, w: int) -> int:
         return next((i for i, p in enumerate(self.phases) if p.start <= w < p.end), len(self.phases) - 1)
+
+    def map_records(self, g: Group) -> Optional[list]:
+        """The program's own writable mappings of a group of one thread, one by one (collect.MapRecord), when
+        the collector kept them all; None otherwise (they are drawn from histograms)."""
+        if g.n != 1:
+            return None
+        records = self.col.map_records.get(g.tids[0], [])
+        return None if records is None else [r for r in records if r.size > 0]
 
     def phase_of(self, moment: Optional[tuple]) -> int:
         """The phase (index) of a call's moment (ordinal, clock); the last one for None (the end of the capture)."""

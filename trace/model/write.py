@@ -61,7 +61,7 @@ class _Tally:
 
     def __init__(self):
         self.calls: Counter = Counter()
-        self.sent = self.known_frees = self.draws = 0
+        self.sent = self.known_frees = self.draws = self.maps = 0
         self.bytes = 0.0
 
     def add(self, s: Stmt, threads: int, mean_size: float, handed_mean: float, kept_mean: float = 0.0) -> None:
@@ -72,6 +72,7 @@ class _Tally:
         self.sent += s.sent * total
         self.known_frees += (s.lives + s.sent + s.local_frees) * total
         self.draws += s.draws * total
+        self.maps += s.maps * total
         self.bytes += s.draws * total * (s.mean if s.mean is not None else kept_mean if s.kept and s.handed
                                          else handed_mean if s.handed else mean_size)
 
@@ -105,7 +106,8 @@ class ModelWriter:
         tally = _Tally()
         body: List[str] = []
         rings: Dict[str, int] = {}
-        plans = [(g, GroupPlanner(self.shape, files, g, self.life_scale).plan()) for g in self.groups]
+        planners = [(g, GroupPlanner(self.shape, files, g, self.life_scale)) for g in self.groups]
+        plans = [(g, planner.plan()) for g, planner in planners]
         # A churning group's threads never meet at a last barrier: those waiting there would hold the slots
         # the group's later threads need (docs/language.md, `at most`), and the model would hang.
         join = not self.shape.churn and (self.shape.join_at_end() or any(
@@ -117,6 +119,7 @@ class ModelWriter:
                 if ring_per_thread:
                     rings[g.name] = ring_per_thread
         self.tally_calls = dict(tally.calls)
+        self.fits += [fit for _, planner in planners for fit in planner.map_fits]
         text = self._header(tally)
         text += [f'scenario "{safe_name(self.stem)}"', "seed 1"]
         if self.touch != "none":
@@ -210,7 +213,9 @@ class ModelWriter:
         if churn:
             out.append(f"    # at most {self.shape.churn[g.name]} of these threads were alive at once in the capture")
         if any("none[0]" in b for b in blocks):
-            out.append("    pool none[1]        # stays empty: free(none[0]) is the capture's free(NULL)")
+            out.append("    pool none[1]        # stays empty: free(none[0]) is the capture's free(NULL)"
+                       + (", realloc(none[0], n) its realloc(NULL, n)" if any("realloc(none[0]" in b for b in blocks)
+                          else ""))
         out += [f"    {v}" for v in variables]
         if chains.in_pool and chains.slots > 1:
             out.append(f"    pool grow[{chains.slots}]        # the blocks this thread grows with realloc, as many as "
@@ -318,6 +323,10 @@ class ModelWriter:
             alive = sum(self.shape.churn.get(g.name, g.n) for g in self.groups)
             rows.append(("threads alive, at most", f"{col.alive_at_most(col.born)}", f"{alive}"))
         rows.append(("live bytes, peak", f"{col.peak_bytes}", NOT_MEASURED))
+        if col.map_calls:
+            # the program's own writable mappings (`map`), apart from the heap: not allocator calls
+            rows.append(("own mappings (map)", f"{col.maps_made}", f"{tally.maps}"))
+            rows.append(("mapped bytes, peak", f"{col.mapped_writable_peak}", NOT_MEASURED))
         self.figures = rows
         return rows
 
