@@ -161,7 +161,7 @@ class ChainPlanner:
         grow, pick, g = chains.grow, chains.pick, self.g
 
         def restart(mk):
-            return f"  {grow} = {alloc_text(mk, sz.size)}", {mk[0]: 1}, 1
+            return f"  {grow} = {alloc_text(mk, sz.start or sz.size)}", {mk[0]: 1}, 1
 
         out = []
         for where, v in sorted(flows.ends.items(), key=lambda kv: ("local", "ring").index(kv[0])
@@ -211,7 +211,7 @@ class ChainPlanner:
             for grows, times in plan:
                 if not times:
                     continue
-                start = f"{grow} = {alloc_text(mk, sz.size)}  "
+                start = f"{grow} = {alloc_text(mk, sz.start or sz.size)}  "
                 step = f"{grow} = realloc({grow}, {sz.rsize})"
                 body = start + ("  ".join([step] * grows) if grows <= 2 else f"repeat {grows} {{ {step} }}")
                 calls = Counter({"realloc": grows})

@@ -205,7 +205,7 @@ class Cell:
     end (buffers, tables, caches), likewise.
     """
     __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "sent_to", "kept", "lives_by_class", "dies", "maps",
-                 "map_lives", "map_kept")
+                 "map_lives", "map_kept", "starts")
 
     def __init__(self):
         self.c = Counter()
@@ -224,6 +224,8 @@ class Cell:
         self.maps: dict = {}
         self.map_lives: dict = {}
         self.map_kept: dict = {}
+        # the sizes of the blocks made in this window that a realloc later grew (a realloc chain's start)
+        self.starts: dict = {}
 
     def merge(self, o: "Cell") -> "Cell":
         self.c.update(o.c)
@@ -240,6 +242,7 @@ class Cell:
         merge_hist(self.maps, o.maps)
         merge_hist(self.map_lives, o.map_lives)
         merge_hist(self.map_kept, o.map_kept)
+        merge_hist(self.starts, o.starts)
         return self
 
     def halve_dies(self) -> None:
@@ -708,7 +711,9 @@ class Collector:
         owner, o_alloc, t_alloc, old_bytes, mk, chain = e[:6]
         self.live_bytes -= old_bytes
         if not chain:               # a plain object becomes a realloc chain: its allocation starts it
-            self._cell(owner, o_alloc // self.window).c["start", mk] += 1
+            acell = self._cell(owner, o_alloc // self.window)
+            acell.c["start", mk] += 1
+            add(acell.starts, size_bucket(old_bytes), old_bytes)
             if e[6] is not None:
                 e[6].how = "chain"
             trail = Trail(owner, (o_alloc, t_alloc), mk, old_bytes)

@@ -360,6 +360,7 @@ class ModelShape:
                     _take(cell.rsizes, nbytes)
                 elif what == "start":
                     _take(cell.sizes, nbytes)
+                    _take(cell.starts, nbytes)
 
     def _take_big_objects(self) -> None:
         """The big objects of each single-thread group (model_fit.big_objects) are written one by one
