@@ -58,6 +58,8 @@ class ModelResult:
             out.append(f"  phase {i}: lines {p.first_line}-{p.last_line}, {p.events} calls"
                        + (f"; starts where the {p.why}" if p.why else ""))
         out += self.fits
+        if self.writer is not None:
+            out += [f"keeps and drops: {line}" for line in self.writer.kept_dropped]
         out.append(f"{'':<26}{'capture':>12}{'model':>14}")
         out += [f"{a:<26}{b:>12}{c:>14}" for a, b, c in self.figures]
         out += [f"note: {n}" for n in self.notes]
