@@ -34,7 +34,8 @@ MAX_HANDOFFS = 4_000_000     # handoff lifetimes kept for the channels' capaciti
 MAX_TRAILS = 16              # finished realloc chains kept whole per thread: the biggest (their largest size) ...
 MAX_TRAIL_STEPS = 512        # ... each with at most this many reallocs (a longer one keeps no steps)
 MAX_BIG_OBJECTS = 32         # the largest objects kept one by one per thread (BigObject)
-MAX_MAP_RECORDS = 256        # the program's own mappings kept one by one per thread (MapRecord), at most
+MAX_MAP_RECORDS = 256        # the program's own mappings kept one by one per thread (MapRecord), at most ...
+MAX_BIG_MAPS = 16            # ... and past that, its largest ones
 PAGE = 4096
 PROT_WRITE = 2
 
@@ -219,10 +220,11 @@ class Cell:
         self.lives_by_class: dict = {}
         # ... and those freed in a later window: window -> size class -> [the same four, Counter of kinds]
         self.dies: dict = {}
-        # the program's own writable mappings made in this window (counters 'map', 'map_kept'): the sizes and
-        # lifetimes of those unmapped, the sizes of those still mapped at the end
+        # the program's own writable mappings made in this window (counters 'map', 'map_kept', and by size
+        # bucket ('map', bucket), ('map_kept', bucket)): the sizes of those unmapped and their lifetimes by size
+        # bucket (a runtime's small and big mappings live differently), the sizes of those still mapped at the end
         self.maps: dict = {}
-        self.map_lives: dict = {}
+        self.map_lives: dict = {}       # size bucket -> lifetime histogram
         self.map_kept: dict = {}
         # the sizes of the blocks made in this window that a realloc later grew (a realloc chain's start)
         self.starts: dict = {}
@@ -240,7 +242,8 @@ class Cell:
         for w, by_class in o.dies.items():
             _merge_classes(self.dies.setdefault(w, {}), by_class)
         merge_hist(self.maps, o.maps)
-        merge_hist(self.map_lives, o.map_lives)
+        for b, hist in o.map_lives.items():
+            merge_hist(self.map_lives.setdefault(b, {}), hist)
         merge_hist(self.map_kept, o.map_kept)
         merge_hist(self.starts, o.starts)
         return self
@@ -327,6 +330,12 @@ class Collector:
         self.map_calls: Counter = Counter()
         self.maps_made = 0                          # writable mappings (MapRecords), all threads
         self.maps_left_out: Counter = Counter()     # 'reserved' (never writable), 'failed'
+        # per thread the MAX_BIG_MAPS largest mappings once ended or at the end (a heap), and the largest dropped
+        self.big_maps: Dict[int, list] = {}
+        self.big_maps_dropped: Counter = Counter()
+        # mappings unmapped since their thread's last call (tid -> MapRecords): if it makes no call after, they
+        # were unmapped at its teardown, and live to its end (`lives forever`) as much as those never unmapped
+        self.map_ending: Dict[int, list] = {}
 
     # ---------------------------------------------------------------- the pass
     def _cell(self, tid: int, w: int) -> Cell:
@@ -626,16 +635,39 @@ class Collector:
             rec.size = max(rec.size, rec.bytes)
 
     def _end_map(self, rec: MapRecord) -> None:
-        """A mapping's last page unmapped: its size and lifetime (on its thread's clock) into its window."""
+        """A mapping's last page unmapped: its lifetime on its thread's clock; counted once its thread makes
+        another call (_count_map), or at the end as one kept to the end if it makes none."""
         if rec.life is not None:
             return
         rec.life = self.tick[rec.tid] - rec.at[1]
         if rec.size <= 0:
             return
+        ending = self.map_ending.setdefault(rec.tid, [])
+        if ending and self.tick[rec.tid] > ending[0].at[1] + ending[0].life:
+            for done in ending:
+                self._count_map(done)
+            ending.clear()
+        ending.append(rec)
+
+    def _count_map(self, rec: MapRecord) -> None:
+        """An unmapped mapping's size and lifetime into the window it was made in."""
+        self._big_map(rec)
         cell = self._cell(rec.tid, min(rec.at[0] // self.window, max(len(self.wins) - 1, 0)))
+        b = size_bucket(rec.size)
         cell.c["map"] += 1
-        add(cell.maps, size_bucket(rec.size), rec.size)
-        add(cell.map_lives, life_bucket(rec.life), rec.life)
+        cell.c["map", b] += 1
+        add(cell.maps, b, rec.size)
+        add(cell.map_lives.setdefault(b, {}), life_bucket(rec.life), rec.life)
+
+    def _big_map(self, rec: MapRecord) -> None:
+        """A mapping whose size and lifetime are final among its thread's largest (a heap of MAX_BIG_MAPS)."""
+        heap = self.big_maps.setdefault(rec.tid, [])
+        item = (rec.size, rec.at[0], id(rec), rec)
+        if len(heap) < MAX_BIG_MAPS:
+            heapq.heappush(heap, item)
+        else:
+            dropped = heapq.heappushpop(heap, item)
+            self.big_maps_dropped[rec.tid] = max(self.big_maps_dropped[rec.tid], dropped[0])
 
     def alive_at_most(self, tids) -> int:
         """Most of these threads alive at once (an exit at an ordinal before a start at the same one)."""
@@ -803,10 +835,21 @@ class Collector:
         self.live_at_end = len(self.live)
         self.live.clear()
         kept = {id(rec): rec for _, rec in self.map_pieces.values() if rec is not None and rec.life is None}
+        for tid, ending in self.map_ending.items():
+            for rec in ending:
+                if self.tick[tid] > rec.at[1] + rec.life:
+                    self._count_map(rec)
+                else:                      # unmapped after its thread's last call: at its teardown
+                    rec.life = None
+                    kept[id(rec)] = rec
+        self.map_ending.clear()
         for rec in kept.values():          # still mapped at the end: `map(n) lives forever`
             cell = self._cell(rec.tid, min(rec.at[0] // self.window, last))
             cell.c["map_kept"] += 1
+            cell.c["map_kept", size_bucket(rec.size)] += 1
             add(cell.map_kept, size_bucket(rec.size), rec.size)
+            if rec.size > 0:
+                self._big_map(rec)
         if self.chain_span_count <= MAX_HANDOFFS:
             for tid, spans in self.chain_spans.items():
                 self.max_chains[tid] = _most_at_once(spans)

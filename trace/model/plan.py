@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .chains import ChainPlanner, Chains
-from .collect import Cell, hist_totals
+from .collect import Cell, hist_totals, merge_hist
 from .files import HistogramFiles
 from .held import HeldPlanner
 from .fit import fit_lifetimes
@@ -36,6 +36,9 @@ class GroupPlan:
     phases: List[PhasePlan]
     first_size: Optional[str]   # the first phase's size expression (the first block's size)
     held: Dict[int, int] = field(default_factory=dict)   # phase (1-based) -> objects freed in it from `held_pN`
+
+
+MAX_MAP_SIZES = 8       # the program's own mappings of the most frequent sizes each get a statement of their own
 
 
 class GroupPlanner:
@@ -342,23 +345,81 @@ class GroupPlanner:
                          mapped=r.size, at=min(max(r.at[1] - 1 - lo, 0) / ticks, 1.0), order=r.at[0])
                     for r in records if shape.phase_of(r.at) == pi - 1]
         out = []
+        big = shape.big_maps.get(g.name, [])
+        if big:                             # a lone thread's big mappings, one by one where they came
+            lo, ticks = shape.clock_span(g.tids[0], pi - 1)
+            out += [Stmt(f"map({r.size}) lives {'forever' if r.life is None else r.life}", per_thread=1, maps=1,
+                         mapped=r.size, at=min(max(r.at[1] - 1 - lo, 0) / ticks, 1.0), order=r.at[0])
+                    for r in big if shape.phase_of(r.at) == pi - 1]
         files = self.sizer.files
-        for key, hist, life in (("map", agg.maps, agg.map_lives), ("map_kept", agg.map_kept, None)):
-            total = agg.c[key]
-            if not total:
-                continue
-            n, nbytes = hist_totals(hist)
-            size = files.expr(hist, "map-sizes" if life is not None else "map-kept-sizes",
-                              "sizes of the program's own mappings" + ("" if life is not None else " still mapped at the end"),
-                              g.name, pi)
-            fit = fit_lifetimes(life) if life is not None else None
-            if fit is not None:
-                self.map_fits.append(f"{g.name}, phase {pi}, mappings: {fit.comment()}")
-            members = [m.phases[pi - 1].c[key] for m in g.summaries]
-            out.append(Stmt(f"map({size}) lives {fit.expr if fit else 'forever'}",
-                            **counts.exact(total, f"{key}s_p{pi}", members), maps=1, mapped=nbytes / max(n, 1)))
+        for key, hist in (("map", agg.maps), ("map_kept", agg.map_kept)):
+            # by size, the most frequent sizes each with its own lifetimes (a runtime's arenas of one size
+            # live to the end, its big ones briefly: drawn from one table, a big one lived as long as an
+            # arena as often as not), the rest together from a histogram
+            buckets = sorted(hist, key=lambda b: (-hist[b][0], b))
+            parts = [(b,) for b in buckets[:MAX_MAP_SIZES]] + ([tuple(buckets[MAX_MAP_SIZES:])]
+                                                              if buckets[MAX_MAP_SIZES:] else [])
+            for bs in parts:
+                sub = {b: hist[b] for b in bs}
+                n, nbytes = hist_totals(sub)
+                if n <= 0:
+                    continue
+                if len(bs) == 1:
+                    size = str(round(nbytes / n))
+                else:
+                    size = files.expr(sub, "map-sizes" if key == "map" else "map-kept-sizes",
+                                      "sizes of the program's own mappings"
+                                      + ("" if key == "map" else " still mapped at the end"), g.name, pi)
+                mean = nbytes / n
+                if g.n == 1:
+                    placed = self._placed_maps(pi, key, bs, size, mean, n)
+                    if placed:
+                        out += placed
+                        continue
+                fit = None
+                if key == "map":
+                    lives: dict = {}
+                    for b in bs:
+                        merge_hist(lives, agg.map_lives.get(b, {}))
+                    fit = fit_lifetimes(lives)
+                    if fit is not None:
+                        self.map_fits.append(f"{g.name}, phase {pi}, mappings of {size} bytes: {fit.comment()}")
+                text = f"map({size}) lives {fit.expr if fit else 'forever'}"
+                members = [sum(m.phases[pi - 1].c[key, b] for b in bs) for m in g.summaries]
+                out.append(Stmt(text, **counts.exact(n, f"{key}s_{bs[0]}_p{pi}", members), maps=1, mapped=mean))
         return out
 
+    def _placed_maps(self, pi: int, key: str, buckets: tuple, size: str, mean: float, total: int) -> List[Stmt]:
+        """A lone thread's mappings of phase pi (1-based) of the given size buckets, part by part of the phase
+        as many as the capture made there (HeldPlanner.places), each part's with the lifetimes of the mappings
+        made in it: a mapping made early that lives to the end lives long, one made late briefly, and drawn
+        from one table for the phase, early ones died young as often as late ones outlived the capture
+        (own_maps.c's arenas kept to the end: 0.82x the mapped peak). [] when the windows do not add up."""
+        p, cells, g = self.shape.phases[pi - 1], self.col.cells[self.g.tids[0]], self.g
+        parts: Dict[tuple, Counter] = {}
+        for w in range(p.start, min(p.end, len(cells))):
+            made = sum(cells[w].c[key, b] for b in buckets) if cells[w] is not None else 0
+            if made > 0:
+                parts.setdefault(self.shape.part_of(w), Counter())[w] = made
+        if sum(sum(c.values()) for c in parts.values()) != total:
+            return []
+        out = []
+        for part in sorted(parts):
+            by_window = parts[part]
+            fit = None
+            if key == "map":
+                lives: dict = {}
+                for w in by_window:
+                    for b in buckets:
+                        merge_hist(lives, cells[w].map_lives.get(b, {}))
+                fit = fit_lifetimes(lives)
+                if fit is not None:
+                    self.map_fits.append(f"{g.name}, phase {pi}, part {part[1] + 1}, mappings of {size} bytes: "
+                                         f"{fit.comment()}")
+            text = f"map({size}) lives {fit.expr if fit else 'forever'}"
+            out += [Stmt(text, per_thread=k, maps=1, mapped=mean, at=at, until=until, order=order)
+                    for at, until, k, order in self.held.places(by_window, pi - 1)]
+        return out
     def _scaled(self, lives: str) -> str:
         """A `lives` expression times the calibrated scale, when there is one (trace/model/__init__.py)."""
         return lives if self.life_scale is None or lives == "0" else f"({lives}) * life_scale / 100"

@@ -322,11 +322,13 @@ class ModelWriter:
         made = col.maps_made
         left = col.maps_left_out
         if col.map_calls:
-            one_by_one = sum(len(self.shape.map_records(g) or ()) for g in self.groups)
+            one_by_one = sum(len(self.shape.map_records(g) or self.shape.big_maps.get(g.name, ()))
+                             for g in self.groups)
             out.append(f"mappings: kept: {made} writable mapping(s) of the program's own (mmap outside the "
                        f"allocator) as `map(n) lives L` (`forever` when still mapped at the end), {one_by_one} "
-                       f"one by one with their sizes and lifetimes where they came (a thread alone in its group, "
-                       f"{MAX_MAP_RECORDS} mappings at most), the others drawn from histograms of sizes and "
+                       f"one by one with their sizes and lifetimes where they came (a thread alone in its group: all of "
+                       f"its mappings when {MAX_MAP_RECORDS} at most, else its big ones, of 1/64 of the mapped peak "
+                       f"or more), the others drawn from histograms of sizes and "
                        f"lifetimes per group and phase; a mapping trimmed before its thread's next call keeps what it kept, one grown by "
                        "mremap its largest size, and it lives until its last page is unmapped; dropped: "
                        f"{left['reserved']} never-writable reservation(s) (address space, not memory), "
