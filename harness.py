@@ -15,7 +15,7 @@ The work is split in steps, each in its own module:
   the run in progress, and `--resume` carries on from the file. Interrupted
   runs (Ctrl-C, SIGTERM) are not saved at all: the file ends with the last
   finished run, and `--resume` redoes the interrupted one;
-* the command line: commands/run.py (options, signals, the report at the end).
+* the command line: commands/run.py (signals, the report at the end).
 
 Warm-up runs are not measurements and are not saved when they succeed; a
 warm-up that fails is saved (round 0, "warmup": true) because the failure
@@ -61,9 +61,9 @@ class Session:
 
     def __init__(self, plan: Plan, allocators: Mapping, programs: Mapping, result,
                  progress: Progress, runner: Optional[ProgramRunner] = None, base_env=None,
-                 command=None):
+                 program=None):
         self.plan = plan
-        self.command = command                # command_target.ProgramTarget, or None
+        self.program = program                # run/program/target.py's ProgramTarget, or None
         self.allocators = allocators          # name -> allocators.Allocator
         self.programs = programs              # RunConfig.program_key -> binary path
         self.result = result                  # resultfile.ResultFile
@@ -169,12 +169,12 @@ class Session:
         allocator = self.allocators[config.allocator]
         timeout = self._timeout(config)
         if config.target == COMMAND:
-            outcome = self.runner.run_command(self.command, allocator, self.base_env, timeout,
+            outcome = self.runner.run_program(self.program, allocator, self.base_env, timeout,
                                               self.plan.memory_limit)
             if self.runner.interrupted:
                 return None
             return self._save(config, make_program_record(
-                config, allocator, round_, outcome, self.command, timeout, warmup,
+                config, allocator, round_, outcome, self.program, timeout, warmup,
                 self.plan.memory_limit), warmup, outcome.duration_s)
         run_dir = None
         env = dict(self.base_env)

@@ -48,6 +48,16 @@ class Allocator:
         # registry; a plain dict (not a read-only proxy) keeps asdict() and pickling working.
         object.__setattr__(self, "env", dict(self.env))
 
+    def to_json(self) -> dict:
+        """The allocator as a result file's header keeps it, so a resumed or re-read session finds it again."""
+        return {"path": self.library, "version": self.version, "env": dict(self.env), "package": self.package,
+                "builtin": self.builtin}
+
+    @classmethod
+    def from_json(cls, name: str, entry: Mapping) -> "Allocator":
+        return cls(name=name, library=entry.get("path"), env=entry.get("env") or {}, version=entry.get("version"),
+                   package=entry.get("package"), builtin=bool(entry.get("builtin")))
+
     @property
     def uses_system_malloc(self) -> bool:
         return self.library is None and self.name in _SYSTEM_MALLOC_NAMES

@@ -8,15 +8,20 @@ import argparse
 
 # ------------------------------------------------------------ option values
 
-def parse_fraction(text: str) -> float:
+def _percentage(text: str, example: str) -> float:
     """"2%" or "0.02" -> 0.02."""
     text = text.strip()
     try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (like 2%)") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (like {example})") from None
+
+
+def parse_fraction(text: str) -> float:
+    """--ci: "2%" or "0.02" -> 0.02, strictly between 0 and 1."""
+    value = _percentage(text, "2%")
     if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} should be between 0% and 100%")
+        raise argparse.ArgumentTypeError(f"{text.strip()!r} should be between 0% and 100%")
     return value
 
 
@@ -57,6 +62,14 @@ def parse_shard(text: str):
         return parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parse_noise(text: str) -> float:
+    """--noise: "1%", "0.5%" or "0.01" -> 0.01; 0 turns the noise threshold off."""
+    value = _percentage(text, "1%")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text.strip()!r} should be at least 0% and below 100%")
+    return value
 
 
 def positive_int(text: str) -> int:
@@ -141,6 +154,13 @@ def add_json(p, what: str) -> None:
 def add_metric_names(p, verb: str) -> None:
     p.add_argument("--metric", action="append", metavar="NAME",
                    help=f"{verb} this metric (repeatable; default wall time and peak RSS)")
+
+
+def add_noise(p, default: str) -> None:
+    """--noise PCT: the practical threshold of every claim (stats/rank.py); `default` says where it comes from."""
+    p.add_argument("--noise", type=parse_noise, metavar="PCT",
+                   help=f"differences within PCT are noise: never called significant, \"equivalent\" when the "
+                        f"whole interval lies within it ({default}; 0 turns it off)")
 
 
 def add_timeout(p, what: str) -> None:

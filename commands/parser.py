@@ -6,14 +6,25 @@ options module.
 """
 
 import argparse
+import sys
 
 from .. import __version__
 from ..compiler.build import default_cc
+from ..errors import EXIT_USAGE
 from ..run.memlimit import NO_LIMIT_GIVEN
 from ..run.plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP,
                         MIN_TIMEOUT_S, TIMEOUT_FACTOR)
 from ..trace.opsfile import DEFAULT_TOUCH, TOUCH_MODES
 from . import options as o
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a command line it cannot use exits 64 (errors.py), as every usage error does:
+    argparse's own 2 is scenc's "the C compiler failed"."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def _verb(sub, name: str, handler: str, **kwargs):
@@ -46,14 +57,14 @@ def _compile_verbs(sub) -> None:
 def _run(sub) -> None:
     p = _verb(sub, "run", "run:run",
               help="compare allocators on a scenario or a real program: many shuffled runs, statistics, report",
-              usage="scenc run [FILE.scn] [options] [-- COMMAND [ARGS...]]",
+              usage="scenc run [FILE.scn] [options] [-- PROGRAM [ARGS...]]",
               description="Build the scenario once per param set, then run it under each allocator "
                           "in shuffled rounds, save every run, and report which allocator is faster "
-                          "and leaner, by how much, and how sure that is. A command after `--` is run "
+                          "and leaner, by how much, and how sure that is. A program after `--` is run "
                           "the same way (alone, or beside the scenario in the same rounds, side by side "
                           "in the report).")
     p.add_argument("scenario", nargs="?", help="a .scn file (not needed with --resume or with a "
-                                               "command alone)")
+                                               "program alone)")
     p.add_argument("--allocators", metavar="LIST",
                    help="comma-separated names or NAME=/path/lib.so (default: glibc and every "
                         "installed tcmalloc, jemalloc, mimalloc); see `scenc allocators`")
@@ -66,6 +77,7 @@ def _run(sub) -> None:
                         "plans the fewest runs in which no probe disturbs another's figures; "
                         "'a+b' forces a and b into one run")
     o.add_baseline(p, "compare against this allocator (default: the first)")
+    o.add_noise(p, "default 1%%, saved in the result file")
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, saved in the result)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="result file (default results/<scenario>-<timestamp>.json)")
@@ -78,8 +90,8 @@ def _run(sub) -> None:
     o.add_memory_limit(p, "a run", "a run that reaches it is recorded as out of memory", default=NO_LIMIT_GIVEN)
     o.add_allow_huge(p, "each run held to --memory-limit")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress, only the result")
-    _run_program(p.add_argument_group("a real program (`-- COMMAND ARGS...`)"))
-    p.set_defaults(command_argv=None)
+    _run_program(p.add_argument_group("a real program (`-- PROGRAM ARGS...`)"))
+    p.set_defaults(program_argv=None)
 
 
 def _run_rounds(p) -> None:
@@ -102,11 +114,11 @@ def _run_rounds(p) -> None:
 
 
 def _run_program(g) -> None:
-    g.add_argument("--cwd", metavar="DIR", help="run the command in DIR (default: here)")
-    g.add_argument("--stdin", metavar="FILE", help="the command's standard input (default /dev/null)")
-    g.add_argument("--env", action="append", metavar="KEY=VALUE", help="set a variable for the command "
+    g.add_argument("--cwd", metavar="DIR", help="run the program in DIR (default: here)")
+    g.add_argument("--stdin", metavar="FILE", help="the program's standard input (default /dev/null)")
+    g.add_argument("--env", action="append", metavar="KEY=VALUE", help="set a variable for the program "
                    "(repeatable)")
-    g.add_argument("--metric", metavar="REGEX", help="also take a figure the command prints, from the "
+    g.add_argument("--metric", metavar="REGEX", help="also take a figure the program prints, from the "
                    "last match of REGEX's first group in its output (e.g. 'rtime: ([0-9.]+)')")
     g.add_argument("--higher-is-better", action="store_true",
                    help="the --metric figure is a throughput: higher is better (default: lower)")
@@ -156,9 +168,9 @@ def _probes(sub) -> None:
 def _capture(sub) -> None:
     p = _verb(sub, "capture", "capture:capture",
               help="run a program and record its allocator calls (ltrace or an LD_PRELOAD tracer)",
-              description="Run COMMAND and record every allocator call it makes, then say whether the capture "
+              description="Run PROGRAM and record every allocator call it makes, then say whether the capture "
                           "is complete and, if it saw nothing or too little, why and what to try.",
-              usage="scenc capture -o FILE [--method ltrace|preload] [--retries N] -- COMMAND [ARGS...]")
+              usage="scenc capture -o FILE [--method ltrace|preload] [--retries N] -- PROGRAM [ARGS...]")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the log to write")
     p.add_argument("--method", choices=("ltrace", "preload"), default="ltrace",
                    help="ltrace (default; 100-1000x slower, may crash threaded programs) or preload "
@@ -169,7 +181,7 @@ def _capture(sub) -> None:
     p.add_argument("--retries", type=int, default=2, metavar="N",
                    help="ltrace: attempts more per mode when a capture crashes (default 2)")
     o.add_timeout(p, "stop the program after this long (30s, 5m ...)")
-    p.add_argument("program", nargs=argparse.REMAINDER, metavar="COMMAND",
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="PROGRAM",
                    help="the program and its arguments, after --")
 
 
@@ -218,20 +230,22 @@ def _report(sub) -> None:
     o.add_all_metrics(p)
     o.add_outputs(p, also=False)
     o.add_json(p, "the statistics, instead of tables,")
+    o.add_noise(p, "default: the one the run was made with, else 1%%")
     p.add_argument("--across-machines", action="store_true",
                    help="in a merge of shards from several machines, draw their cells in the same "
                         "figures (by default each machine gets its own: they are not comparable)")
     p = _verb(sub, "compare", "report:compare", help="compare two result files (before/after, two machines)",
               description="For every allocator and param set found in both files, "
-                          "the ratio B/A of the means with its 95% CI and a "
-                          "significance test.")
+                          "the ratio B/A (Hodges-Lehmann) with its interval from "
+                          "the rank test, Holm-corrected over the comparisons.")
     p.add_argument("a", metavar="A.json", help="the reference result")
     p.add_argument("b", metavar="B.json", help="the result compared with it")
     o.add_metric_names(p, "compare")
+    o.add_noise(p, "default: A's, else 1%%")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scenc", description="Compile allocator scenarios to C and "
+    parser = _Parser(prog="scenc", description="Compile allocator scenarios to C and "
                                      "compare allocators on them.")
     parser.add_argument("--version", action="version", version=f"scenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

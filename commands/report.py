@@ -26,7 +26,8 @@ def report(args) -> int:
     result, = _load(args.result)
     try:
         everything = args.json or args.all_metrics
-        analysis = analyze(result, baseline=args.baseline, metrics=None if everything else (args.metric or []))
+        analysis = analyze(result, baseline=args.baseline, metrics=None if everything else (args.metric or []),
+                           noise=args.noise)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     unknown = _unknown_metrics(analysis, args.metric)
@@ -56,6 +57,6 @@ def report(args) -> int:
 
 def compare(args) -> int:
     a, b = _load(args.a, args.b)
-    lines, common = compare_files(a, b, metrics=args.metric)
+    lines, common = compare_files(a, b, metrics=args.metric, noise=args.noise)
     print("\n".join(lines))
     return EXIT_OK if common else EXIT_USAGE

@@ -131,12 +131,12 @@ def run(args) -> int:
 def _run_session(args, progress, preload, result, plan, allocators, programs,
                  early: _StopRequest) -> Optional[int]:
     """Every run of the plan; an exit status if it ended early, None when complete."""
-    command = target_of(result.header)
-    if command is not None:
+    program = target_of(result.header)
+    if program is not None:
         runner = LauncherRunner(result.header.get("cc") or "gcc")
     else:
         runner = ProgramRunner()
-    session = Session(plan, allocators, programs, result, progress, runner, command=command)
+    session = Session(plan, allocators, programs, result, progress, runner, program=program)
     # From here a signal only stops the program running and ends the session
     # between runs, so it never lands in the middle of saving one.
     for s in (signal.SIGINT, signal.SIGTERM):
@@ -180,7 +180,7 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
 def finish(result, args, progress) -> int:
     """Report a finished result file: tables to stdout, CSV and plots if asked."""
     # Statistics only for what is shown, unless every metric is asked for.
-    analysis = analyze(result, baseline=args.baseline, metrics=None if args.all_metrics else [])
+    analysis = analyze(result, baseline=args.baseline, metrics=None if args.all_metrics else [], noise=args.noise)
     print(format_analysis(analysis, all_metrics=args.all_metrics))
     sys.stdout.flush()
     if args.csv:

@@ -138,6 +138,13 @@ def _read_run(data: Any) -> RunRecord:
 # --------------------------------------------------------------------- files
 
 
+def _load_average():
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
@@ -400,12 +407,13 @@ class ResultFile:
         self.runs.append(run)
 
     def set_status(self, status: str) -> None:
-        """Record "running", "interrupted" or "complete" in the header (atomic rewrite)."""
+        """Record "running", "interrupted" or "complete" in the header (atomic rewrite), with the
+        load average then (so a complete file has the load at the end of its session)."""
         if status not in FILE_STATUSES:
             raise ValueError(f"status must be one of {', '.join(FILE_STATUSES)}, got {status!r}")
         self.close()
         data, parsed = _read(self.path)  # disk is the truth, see append_run
-        header = dict(parsed.header, status=status, status_updated=_now())
+        header = dict(parsed.header, status=status, status_updated=_now(), status_load_average=_load_average())
         line = _json_line(header)
         _atomic_write(self.path, line + data[parsed.header_size:parsed.good_size])
         self.header = json.loads(line)

@@ -30,6 +30,7 @@ from ..scenario.params import parse_params
 from ..scenario.parser import parse
 from ..scenario.peak import is_machine_too_small
 from ..scenario.resolve import resolve
+from ..stats.rank import DEFAULT_NOISE
 from ..system import metadata
 from . import cells, memlimit, shard
 from .memlimit import NO_LIMIT_GIVEN
@@ -70,17 +71,10 @@ def _default_output(scenario: str, shard: Optional[Mapping] = None) -> Path:
     return path
 
 
-def _allocator_entry(a) -> dict:
-    return {"path": a.library, "version": a.version, "env": dict(a.env), "package": a.package,
-            "builtin": a.builtin}
-
-
 def _allocators_from_header(header: Mapping) -> Dict[str, object]:
     chosen = {}
     for name, entry in header["allocators"].items():
-        a = registry.Allocator(name=name, library=entry.get("path"), env=entry.get("env") or {},
-                               version=entry.get("version"), package=entry.get("package"),
-                               builtin=bool(entry.get("builtin")))
+        a = registry.Allocator.from_json(name, entry)
         issue = registry.problem(a)
         if issue:
             raise HarnessError(f"cannot resume: {issue}")
@@ -125,11 +119,12 @@ def _header(args, plan: Plan, allocators, cc: str, machine: Mapping, **fields) -
     """A new session's header: what every session records, and `fields` of its target."""
     return make_header(
         machine=machine,
-        allocators={name: _allocator_entry(a) for name, a in allocators.items()},
+        allocators={name: a.to_json() for name, a in allocators.items()},
         plan=plan.to_json(),
         command=["scenc"] + sys.argv[1:],
         cc=cc,
         baseline=args.baseline or plan.allocators[0],
+        noise=DEFAULT_NOISE if args.noise is None else args.noise,
         metrics={m.name: {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
                  for m in metric_defs.all_metrics()},
         **fields,

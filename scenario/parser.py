@@ -295,7 +295,7 @@ def parse_file(path, display_name: Optional[str] = None) -> n.Scenario:
         raw = path.read_bytes()
     except OSError as exc:
         raise ScenarioError([Diagnostic("error", f"cannot read the scenario: {exc.strerror}",
-                                        str(path), n.NOWHERE)]) from None
+                                        str(path), n.NOWHERE, usage=True)]) from None
     try:
         source = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

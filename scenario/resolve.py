@@ -149,7 +149,8 @@ class _Resolver:
         for name in self.overrides:
             if name not in declared:
                 known = ", ".join(sorted(declared)) or "none"
-                self.rep.error(n.NOWHERE, f"--param {name}: the scenario has no param '{name}' (params: {known})")
+                self.rep.error(n.NOWHERE, f"--param {name}: the scenario has no param '{name}' (params: {known})",
+                               usage=True)
         for p in self.s.params:
             if p.name in self.overrides:
                 self.params[p.name] = self.overrides[p.name]

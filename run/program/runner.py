@@ -1,21 +1,21 @@
-"""One run of a real command, its preload proof, and the record of how it ended.
+"""One run of a real program, its preload proof, and the record of how it ended.
 
-The command is started by a small launcher (runtime/tools/spawn.c, built into the
+The program is started by a small launcher (runtime/tools/spawn.c, built into the
 scenc cache): the launcher forks it, waits with wait4 and reports the wall
-time, user and system CPU, peak RSS and page faults of the command and every
+time, user and system CPU, peak RSS and page faults of the program and every
 process it waited for. Forking from the launcher rather than from Python
 keeps the interpreter's own size out of the peak RSS (Linux carries a
 process's peak over from the address space it was forked from).
 
-The command's stdout and stderr go to anonymous files, never to the
+The program's stdout and stderr go to anonymous files, never to the
 terminal; their tails are kept in the record of a failed run. Every process
-of the command that loads the proof library (runtime/tools/proof.c, preloaded
+of the program that loads the proof library (runtime/tools/proof.c, preloaded
 after the allocator) writes which shared objects serve its malloc and free;
 a run in which any of them names another object than the allocator's, or
 in which none wrote, is recorded as "wrong-allocator", never under the
 allocator's name.
 
-Statuses are those of run/runner.py, plus "no-metric": the command ended well but
+Statuses are those of run/runner.py, plus "no-metric": the program ended well but
 its output has no match for `--metric`.
 """
 
@@ -51,7 +51,7 @@ def helpers(cc: str = "gcc") -> Tuple[Path, Path]:
 
 @dataclass
 class Proof:
-    """What each process of the command said about its malloc and free."""
+    """What each process of the program said about its malloc and free."""
     lines: List[Tuple[int, str, str]] = field(default_factory=list)   # (pid, malloc's object, free's)
 
     @classmethod
@@ -106,18 +106,18 @@ def _parse_launcher_report(text: str) -> Optional[dict]:
 
 
 class LauncherRunner(ProgramRunner):
-    """Runs commands (and, as a ProgramRunner, scenario programs) one at a time.
+    """Runs real programs through the launcher (and, as a ProgramRunner, scenario programs) one at a time.
 
     Interruption is ProgramRunner's: the launcher is the process `interrupt`
-    kills, with its whole process group (the command and its children).
+    kills, with its whole process group (the program and its children).
     """
 
     def __init__(self, cc: str = "gcc"):
         super().__init__()
         self.cc = cc
         self._helpers: Optional[Tuple[Path, Path]] = None
-        self._scratch = tempfile.TemporaryDirectory(prefix="scenc-command-")
-        # The command's stdout and stderr: two files emptied before each run
+        self._scratch = tempfile.TemporaryDirectory(prefix="scenc-program-")
+        # The program's stdout and stderr: two files emptied before each run
         # (making new ones costs more than a short program's 1%).
         self._out = tempfile.TemporaryFile(dir=self._scratch.name)
         self._err = tempfile.TemporaryFile(dir=self._scratch.name)
@@ -130,7 +130,7 @@ class LauncherRunner(ProgramRunner):
 
     def environment(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
                     proof_file: Path, memory_limit: Optional[int]) -> dict:
-        """The launcher's environment: the command's, with its preload set aside for the launcher."""
+        """The launcher's environment: the program's, with its preload set aside for the launcher."""
         env = dict(base_env)
         env.update(target.env_dict)
         env = allocator.preload_env(env)
@@ -143,7 +143,7 @@ class LauncherRunner(ProgramRunner):
             env.pop("SCENC_SPAWN_DATA_LIMIT", None)
         return env
 
-    def run_command(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
+    def run_program(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
                     timeout_s: float, memory_limit: Optional[int] = None) -> ProgramOutcome:
         proof_file = Path(self._scratch.name) / "proof"
         proof_file.unlink(missing_ok=True)
@@ -167,7 +167,7 @@ class LauncherRunner(ProgramRunner):
         return outcome
 
     def _launch(self, target: ProgramTarget, env: Mapping[str, str], stdin, timeout_s: float) -> ProgramOutcome:
-        """Start the launcher with the command, wait, and read the launcher's report."""
+        """Start the launcher with the program, wait, and read the launcher's report."""
         spawn, _ = self.helpers
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         report_r, report_w = os.pipe()
@@ -222,7 +222,7 @@ def _proof_problem(allocator, proof: Proof) -> Optional[str]:
     """Why the proof does not show the allocator serving every process's malloc and free."""
     from ...allocators import registry
     if not proof.lines:
-        return ("no process of the command reported where malloc came from (the proof library "
+        return ("no process of the program reported where malloc came from (the proof library "
                 "was not loaded: a static or setuid program, or one that clears LD_PRELOAD), so "
                 "the allocator in use is unknown")
     for pid, malloc_from, free_from in proof.lines:
@@ -235,7 +235,7 @@ def _proof_problem(allocator, proof: Proof) -> Optional[str]:
 def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome, target: ProgramTarget,
                         timeout_s: float, warmup: bool = False,
                         memory_limit: Optional[int] = None) -> RunRecord:
-    """The saved record of one run of a command, its status decided from what happened."""
+    """The saved record of one run of a program, its status decided from what happened."""
     from ...system.units import fmt_bytes
     record = RunRecord.new(config, round_, warmup, stderr_tail=outcome.stderr, exit_code=None,
                            started=outcome.started, duration_s=outcome.duration_s)
@@ -280,6 +280,6 @@ def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome,
 
 
 def _with_stdout(record: RunRecord, outcome: ProgramOutcome) -> RunRecord:
-    """A failed run keeps the tail of stdout too: a command often says why there."""
+    """A failed run keeps the tail of stdout too: a program often says why there."""
     record.stdout_tail = outcome.stdout
     return record

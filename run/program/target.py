@@ -1,15 +1,15 @@
 """A real program as something `scenc run` measures: `scenc run ... -- ./prog args`.
 
-A `ProgramTarget` is everything needed to run the command again in the same
+A `ProgramTarget` is everything needed to run the program again in the same
 way (argv, working directory, stdin file, extra environment, the figure to
 take from its output) and is saved in the result file's header, so
-`--resume` runs the same command. Before any run, `refusal` reads the
+`--resume` runs the same program. Before any run, `refusal` reads the
 program's ELF file: a statically linked program, or one that brings its own
 malloc, cannot be measured under a preloaded allocator, and is refused with
 the reason instead of being reported under an allocator's name it never used.
 (Every run proves its allocator all the same: run/program/runner.py.)
 
-A command's runs are RunConfigs with target "command"; the scenario beside
+A program's runs are RunConfigs with target "command"; the scenario beside
 it, if any, keeps target "scenario".
 """
 
@@ -24,17 +24,17 @@ from ...system.elf import inspect as inspect_elf
 from ...system.process import ProgramNotFound, locate_program
 from ..plan import COMMAND
 
-REPORTED_PREFIX = "reported"          # metric family of figures taken from the command's output
+REPORTED_PREFIX = "reported"          # metric family of figures taken from the program's output
 _MALLOC_SYMBOLS = ("malloc", "free", "calloc", "realloc")
 
 
 class ProgramError(ValueError):
-    """A command that cannot be measured; the message says why."""
+    """A program that cannot be measured; the message says why."""
 
 
 @dataclass(frozen=True)
 class ReportedMetric:
-    """`--metric 'rtime: ([0-9.]+)'`: a figure the command prints about itself."""
+    """`--metric 'rtime: ([0-9.]+)'`: a figure the program prints about itself."""
     pattern: str
     name: str
     lower_is_better: bool = True
@@ -111,7 +111,7 @@ class ProgramTarget:
                      env: Sequence[str] = (), metric: Optional[str] = None,
                      higher_is_better: bool = False) -> "ProgramTarget":
         if not argv:
-            raise ProgramError("nothing after `--`: give the command to run, like `-- ./app args`")
+            raise ProgramError("nothing after `--`: give the program to run, like `-- ./app args`")
         pairs = []
         for item in env or ():
             key, sep, value = item.partition("=")
@@ -133,7 +133,7 @@ class ProgramTarget:
 
 
 def refusal(target: ProgramTarget) -> Optional[str]:
-    """Why this command cannot be measured under a preloaded allocator, or None.
+    """Why this program cannot be measured under a preloaded allocator, or None.
 
     A `#!` script is judged by its interpreter (through `/usr/bin/env NAME`).
     """
@@ -164,17 +164,17 @@ def refusal(target: ProgramTarget) -> Optional[str]:
 
 
 def target_of(header: Mapping) -> Optional[ProgramTarget]:
-    """The command of a result file's header, or None (a scenario alone, or a file from before commands)."""
+    """The program of a result file's header, or None (a scenario alone, or a file from before programs)."""
     data = (header.get("targets") or {}).get(COMMAND)
     return ProgramTarget.from_json(data) if data else None
 
 
 def register_reported_metrics(header: Mapping) -> None:
-    """Make the figures a command reports known to the tables, with their direction."""
-    command = target_of(header)
-    if command is None or command.metric is None:
+    """Make the figures a program reports known to the tables, with their direction."""
+    program = target_of(header)
+    if program is None or program.metric is None:
         return
-    reported = command.metric
+    reported = program.metric
     metric_defs.register(metric_defs.Metric(
-        reported.metric_name, f"{reported.name} (reported by the command)", "", reported.lower_is_better,
+        reported.metric_name, f"{reported.name} (reported by the program)", "", reported.lower_is_better,
         reported.name, lambda _report: None, best="best"))

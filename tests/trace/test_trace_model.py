@@ -494,11 +494,11 @@ def test_the_collector_keeps_bounded_memory_on_long_streams():
     for n in (30_000, 300_000):
         col = Collector().consume(_events(n))
         assert col.ordinal == n and len(col.live) <= 400
-        assert len(col.wins) <= MAX_WINDOWS and all(len(c) <= MAX_WINDOWS for c in col.cells.values())
-        cells = [c for cells in col.cells.values() for c in cells if c is not None]
-        entries = sum(len(c.c) + len(c.sizes) + len(c.rsizes) + len(c.lives) for c in cells)
-        # per cell: a few counters per partner thread, 3 sizes, lifetime buckets (exact below 32, 8 per octave)
-        assert entries <= len(cells) * (10 + 4 * len(col.cells) + 3 + 32 + 8 * 20)
+        assert len(col.wins) <= MAX_WINDOWS and all(len(c) <= MAX_WINDOWS for c in col.thread_windows.values())
+        windows = [w for per_thread in col.thread_windows.values() for w in per_thread if w is not None]
+        entries = sum(len(c.c) + len(c.sizes) + len(c.rsizes) + len(c.lives) for c in windows)
+        # per thread window: a few counters per partner thread, 3 sizes, lifetime buckets (exact below 32, 8 per octave)
+        assert entries <= len(windows) * (10 + 4 * len(col.thread_windows) + 3 + 32 + 8 * 20)
         sizes.append(entries)
     assert sizes[1] <= 3 * sizes[0], sizes      # 10x the calls, the same windows: only lifetimes spread a little
 

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from .collect import REALLOC_START, Cell, merge_hist
+from .collect import REALLOC_START, ThreadWindow, merge_hist
 from .shape import Group, ModelShape
 from .sizes import Sizes, few_sizes
 from .stmt import Counts, Flows, Stmt, alloc_text, mk_key, split
@@ -98,7 +98,7 @@ class ChainPlanner:
         (mt_pthread_e: each block grown once and handed on, to the next worker or to main)."""
         g = self.g
         held = sum(self.col.chain_held[t] for t in g.tids)
-        ticks = sum(c.c["ticks"] for t in g.tids for c in self.col.cells[t] if c is not None)
+        ticks = sum(c.c["ticks"] for t in g.tids for c in self.col.thread_windows[t] if c is not None)
         if not ticks or held >= ticks / 2:
             return False
         for pi in range(len(self.shape.phases)):
@@ -116,7 +116,7 @@ class ChainPlanner:
                 return False
         return True
 
-    def statements(self, pi: int, agg: Cell, flows: Flows, sz: Sizes, chains: Chains, counts: Counts,
+    def statements(self, pi: int, agg: ThreadWindow, flows: Flows, sz: Sizes, chains: Chains, counts: Counts,
                    ring_send: str, ring_recv: str) -> List[Stmt]:
         """Phase pi's (1-based) reallocs and the ends of its chains (whole chains when they are brief)."""
         stmts = self._reallocs(agg, flows, sz, chains, counts, ring_send, ring_recv)
@@ -125,7 +125,7 @@ class ChainPlanner:
             stmts += self._chain_ends(pi, flows, sz, chains, credit, counts, ring_send, ring_recv)
         return stmts
 
-    def _reallocs(self, agg: Cell, flows: Flows, sz: Sizes, chains: Chains, counts: Counts, ring_send: str,
+    def _reallocs(self, agg: ThreadWindow, flows: Flows, sz: Sizes, chains: Chains, counts: Counts, ring_send: str,
                   ring_recv: str) -> List[Stmt]:
         """The phase's reallocs: whole brief chains, a few each to its own size, the large sizes in the first
         K blocks, or a random block grown to a drawn size."""

@@ -188,7 +188,7 @@ class Window:
             self.t_first = o.t_first
 
 
-class Cell:
+class ThreadWindow:
     """One thread in one window: counters by category, and histograms.
 
     Categories: 'events', 'free_null', 'realloc', 'alloc_failed', 'realloc_failed',
@@ -229,7 +229,7 @@ class Cell:
         # the sizes of the blocks made in this window that a realloc later grew (a realloc chain's start)
         self.starts: dict = {}
 
-    def merge(self, o: "Cell") -> "Cell":
+    def merge(self, o: "ThreadWindow") -> "ThreadWindow":
         self.c.update(o.c)
         merge_hist(self.sizes, o.sizes)
         merge_hist(self.sent, o.sent)
@@ -256,7 +256,7 @@ class Cell:
 
 
 def _merge_classes(into: dict, other: dict) -> None:
-    """Merge figures by size class (Cell.lives_by_class, Cell.dies) into ``into``."""
+    """Merge figures by size class (ThreadWindow.lives_by_class, ThreadWindow.dies) into ``into``."""
     for cls, entry in other.items():
         mine = into.get(cls)
         if mine is None:
@@ -275,7 +275,8 @@ class Collector:
     def __init__(self):
         self.window = WINDOW0
         self.wins: List[Window] = []
-        self.cells: Dict[int, list] = {}      # tid -> [Cell or None per window], tids in order of appearance
+        # tid -> [ThreadWindow or None per window], tids in order of appearance
+        self.thread_windows: Dict[int, list] = {}
         self.tick: Dict[int, int] = {}        # tid -> its `lives` clock
         self.live: dict = {}                  # ptr -> (owner, ordinal, tick, nbytes, mk, chain length)
         self.ordinal = 0
@@ -338,17 +339,17 @@ class Collector:
         self.map_ending: Dict[int, list] = {}
 
     # ---------------------------------------------------------------- the pass
-    def _cell(self, tid: int, w: int) -> Cell:
-        cells = self.cells.get(tid)
-        if cells is None:
-            cells = self.cells[tid] = []
+    def _cell(self, tid: int, w: int) -> ThreadWindow:
+        thread_windows = self.thread_windows.get(tid)
+        if thread_windows is None:
+            thread_windows = self.thread_windows[tid] = []
             self.tick[tid] = 0
-        if len(cells) <= w:
-            cells.extend([None] * (w + 1 - len(cells)))
-        cell = cells[w]
-        if cell is None:
-            cell = cells[w] = Cell()
-        return cell
+        if len(thread_windows) <= w:
+            thread_windows.extend([None] * (w + 1 - len(thread_windows)))
+        thread_window = thread_windows[w]
+        if thread_window is None:
+            thread_window = thread_windows[w] = ThreadWindow()
+        return thread_window
 
     def _merge_windows(self) -> None:
         """Halve the number of windows: merge neighbours, double the length."""
@@ -360,15 +361,15 @@ class Collector:
                 w.merge(wins[i + 1])
             merged.append(w)
         self.wins = merged
-        for tid, cells in self.cells.items():
+        for tid, thread_windows in self.thread_windows.items():
             out = []
-            for i in range(0, len(cells), 2):
-                a = cells[i]
-                b = cells[i + 1] if i + 1 < len(cells) else None
+            for i in range(0, len(thread_windows), 2):
+                a = thread_windows[i]
+                b = thread_windows[i + 1] if i + 1 < len(thread_windows) else None
                 out.append(a.merge(b) if a is not None and b is not None else a or b)
                 if out[-1] is not None:
                     out[-1].halve_dies()
-            self.cells[tid] = out
+            self.thread_windows[tid] = out
         self.window *= 2
 
     def consume(self, events: Iterable) -> "Collector":
@@ -402,8 +403,8 @@ class Collector:
                 self.first_line = line
             self.last_line = line
             trace_kinds[kind] += 1
-            cell = self._cell(tid, w)
-            c = cell.c
+            thread_window = self._cell(tid, w)
+            c = thread_window.c
             c["events"] += 1
             if kind in free_kinds:
                 if not old:
@@ -415,7 +416,7 @@ class Collector:
                     if e is None:
                         c["free_unknown"] += 1
                     else:
-                        self._release(e, tid, w, cell, win)
+                        self._release(e, tid, w, thread_window, win)
             elif kind in realloc_kinds and (not old or old not in live):
                 # realloc(NULL, n) is an allocation (lua makes every object so); so is a realloc of a pointer
                 # never seen allocated
@@ -424,25 +425,25 @@ class Collector:
                 if failed:
                     c["realloc_failed"] += 1
                 elif res or size:           # realloc(NULL, 0) returning NULL makes nothing
-                    self._alloc(tid, o, w, cell, win, REALLOC_START, (size or 0) * (nmemb or 1), res)
+                    self._alloc(tid, o, w, thread_window, win, REALLOC_START, (size or 0) * (nmemb or 1), res)
             elif kind in realloc_kinds:
-                self._realloc(tid, w, cell, win, size, nmemb, old, res, failed, line)
+                self._realloc(tid, w, thread_window, win, size, nmemb, old, res, failed, line)
             elif kind in alloc_kinds:
                 if failed:
                     c["alloc_failed"] += 1
                     continue
-                self._alloc(tid, o, w, cell, win, (MODEL_KIND[kind], 4096 if kind in PAGE_ALIGNED else align),
+                self._alloc(tid, o, w, thread_window, win, (MODEL_KIND[kind], 4096 if kind in PAGE_ALIGNED else align),
                             (size or 0) * nmemb, res)
             if self.live_bytes > self.peak_bytes:
                 self.peak_bytes, self.peak_line = self.live_bytes, line
         return self
 
-    def _alloc(self, tid: int, o: int, w: int, cell: Cell, win: Window, mk, nbytes: int, res) -> None:
+    def _alloc(self, tid: int, o: int, w: int, thread_window: ThreadWindow, win: Window, mk, nbytes: int, res) -> None:
         """An allocation of nbytes (model kind mk) at ordinal o, its block at res."""
-        c = cell.c
+        c = thread_window.c
         c["ticks"] += 1
         self.tick[tid] += 1
-        add(cell.sizes, size_bucket(nbytes), nbytes)
+        add(thread_window.sizes, size_bucket(nbytes), nbytes)
         win.allocs += 1
         win.log_sizes += nbytes.bit_length()
         if res is None:              # posix_memalign under ltrace -e: pointer not shown
@@ -452,13 +453,13 @@ class Collector:
         prev = live.get(res)
         if prev is not None:         # its free was not captured: let it end here, unseen
             c["free_missed"] += 1
-            self._release(prev, prev[0], w, cell, win, seen=False)
+            self._release(prev, prev[0], w, thread_window, win, seen=False)
         big = self._big_object(tid, (o, self.tick[tid]), nbytes, mk) \
             if nbytes >= self.big_floor.get(tid, 0) else None
         live[res] = (tid, o, self.tick[tid], nbytes, mk, 0, big)
         self.live_bytes += nbytes
 
-    def _release(self, e, freer: int, w: int, cell: Cell, win: Window, seen: bool = True) -> None:
+    def _release(self, e, freer: int, w: int, thread_window: ThreadWindow, win: Window, seen: bool = True) -> None:
         owner, o_alloc, t_alloc, nbytes, mk, chain = e[:6]
         self.live_bytes -= nbytes
         win.frees += 1
@@ -472,13 +473,13 @@ class Collector:
             self.chains[owner] -= 1
             self._chain_block(owner, nbytes, -1)
             self._end_trail(e[6], "local" if owner == freer else "send", (self.ordinal - 1, self.tick[freer] + 1))
-            cell.c["ticks"] += 1
+            thread_window.c["ticks"] += 1
             if owner == freer:
-                cell.c["end", "local", None] += 1
+                thread_window.c["end", "local", None] += 1
             else:
                 # handed over at its last realloc (o_alloc): the owner let go of it then, in that window
                 self._cell(owner, o_alloc // self.window).c["end", "send", freer] += 1
-                cell.c["recv", owner] += 1
+                thread_window.c["recv", owner] += 1
             self.tick[freer] += 1
             return
         acell = self._cell(owner, o_alloc // self.window)
@@ -500,12 +501,12 @@ class Collector:
             acell.c["send", mk, freer] += 1
             add(acell.sent, size_bucket(nbytes), nbytes)
             add(acell.sent_to.setdefault(freer, {}), size_bucket(nbytes), nbytes)
-            cell.c["recv", owner] += 1
-            cell.c["ticks"] += 1
+            thread_window.c["recv", owner] += 1
+            thread_window.c["ticks"] += 1
             self.tick[freer] += 1
 
     @staticmethod
-    def _dies(acell: Cell, w: int) -> dict:
+    def _dies(acell: ThreadWindow, w: int) -> dict:
         by_class = acell.dies.get(w)
         if by_class is None:
             by_class = acell.dies[w] = {}
@@ -551,7 +552,7 @@ class Collector:
             if (ev.nmemb or 0) & PROT_WRITE:
                 rec = MapRecord(tid, (self.ordinal, self.tick[tid]), size)
                 self.maps_made += 1
-                self._map_window_cell(tid)          # the thread has cells, even with no call of its own
+                self._map_window(tid)               # the thread has windows, even with no call of its own
                 records = self.map_records.setdefault(tid, [])
                 if records is not None:
                     records.append(rec)
@@ -578,8 +579,8 @@ class Collector:
         if self.mapped_writable > self.mapped_writable_peak:
             self.mapped_writable_peak = self.mapped_writable
 
-    def _map_window_cell(self, tid: int) -> Cell:
-        """The cell of tid in the last window (a mapping comes between calls)."""
+    def _map_window(self, tid: int) -> ThreadWindow:
+        """tid's ThreadWindow in the last window (a mapping comes between calls)."""
         return self._cell(tid, max(0, min(self.ordinal // self.window, len(self.wins) - 1)))
 
     def _add_piece(self, lo: int, hi: int, rec: Optional[MapRecord]) -> None:
@@ -652,12 +653,12 @@ class Collector:
     def _count_map(self, rec: MapRecord) -> None:
         """An unmapped mapping's size and lifetime into the window it was made in."""
         self._big_map(rec)
-        cell = self._cell(rec.tid, min(rec.at[0] // self.window, max(len(self.wins) - 1, 0)))
+        thread_window = self._cell(rec.tid, min(rec.at[0] // self.window, max(len(self.wins) - 1, 0)))
         b = size_bucket(rec.size)
-        cell.c["map"] += 1
-        cell.c["map", b] += 1
-        add(cell.maps, b, rec.size)
-        add(cell.map_lives.setdefault(b, {}), life_bucket(rec.life), rec.life)
+        thread_window.c["map"] += 1
+        thread_window.c["map", b] += 1
+        add(thread_window.maps, b, rec.size)
+        add(thread_window.map_lives.setdefault(b, {}), life_bucket(rec.life), rec.life)
 
     def _big_map(self, rec: MapRecord) -> None:
         """A mapping whose size and lifetime are final among its thread's largest (a heap of MAX_BIG_MAPS)."""
@@ -724,8 +725,8 @@ class Collector:
             spans.extend(self.handoffs.get(pair, ()))
         return spans
 
-    def _realloc(self, tid, w, cell, win, size, nmemb, old, res, failed, line) -> None:
-        c = cell.c
+    def _realloc(self, tid, w, thread_window, win, size, nmemb, old, res, failed, line) -> None:
+        c = thread_window.c
         if failed:
             c["realloc_failed"] += 1
             return
@@ -734,12 +735,12 @@ class Collector:
         e = live.pop(old)               # the caller saw it live
         if not res:                     # realloc(p, 0) that freed p: a free in the model
             c["realloc_as_free"] += 1
-            self._release(e, tid, w, cell, win)
+            self._release(e, tid, w, thread_window, win)
             return
         self.tick[tid] += 1
         c["ticks"] += 1
         c["realloc"] += 1
-        add(cell.rsizes, size_bucket(nbytes), nbytes)
+        add(thread_window.rsizes, size_bucket(nbytes), nbytes)
         owner, o_alloc, t_alloc, old_bytes, mk, chain = e[:6]
         self.live_bytes -= old_bytes
         if not chain:               # a plain object becomes a realloc chain: its allocation starts it
@@ -761,7 +762,7 @@ class Collector:
         prev = live.get(res)
         if prev is not None:
             c["free_missed"] += 1
-            self._release(prev, prev[0], w, cell, win, seen=False)
+            self._release(prev, prev[0], w, thread_window, win, seen=False)
         live[res] = (tid, self.ordinal - 1, self.tick[tid], nbytes, mk, chain + 1, trail)
         self.live_bytes += nbytes
 
@@ -844,10 +845,10 @@ class Collector:
                     kept[id(rec)] = rec
         self.map_ending.clear()
         for rec in kept.values():          # still mapped at the end: `map(n) lives forever`
-            cell = self._cell(rec.tid, min(rec.at[0] // self.window, last))
-            cell.c["map_kept"] += 1
-            cell.c["map_kept", size_bucket(rec.size)] += 1
-            add(cell.map_kept, size_bucket(rec.size), rec.size)
+            thread_window = self._cell(rec.tid, min(rec.at[0] // self.window, last))
+            thread_window.c["map_kept"] += 1
+            thread_window.c["map_kept", size_bucket(rec.size)] += 1
+            add(thread_window.map_kept, size_bucket(rec.size), rec.size)
             if rec.size > 0:
                 self._big_map(rec)
         if self.chain_span_count <= MAX_HANDOFFS:
@@ -856,7 +857,7 @@ class Collector:
 
 
 def _add_to_class(by_class: dict, cls: int, bucket: int, lifetime: int, nbytes: int, kinds: bool = False) -> list:
-    """One object freed by its own thread into figures by size class (Cell.lives_by_class; a Cell.dies
+    """One object freed by its own thread into figures by size class (ThreadWindow.lives_by_class; a ThreadWindow.dies
     window, with a Counter of kinds); its class's entry."""
     entry = by_class.get(cls)
     if entry is None:

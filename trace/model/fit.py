@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .collect import SIZE_CLASS_BOUNDS, Cell, Window, hist_totals, life_bucket_range
+from .collect import SIZE_CLASS_BOUNDS, ThreadWindow, Window, hist_totals, life_bucket_range
 
 SIZE_THRESHOLD = 2.0         # phase change: log2 of the ratio of typical (geometric mean) sizes: 4x
 GROWTH_THRESHOLD = 0.5       # phase change: difference of (allocations - frees) / (allocations + frees)
@@ -276,8 +276,8 @@ def class_bound(c: int) -> int:
 @dataclass
 class ThreadSummary:
     tid: int
-    total: Cell
-    phases: List[Cell]
+    total: ThreadWindow
+    phases: List[ThreadWindow]
 
     def feature(self) -> dict:
         c = self.total.c

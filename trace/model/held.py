@@ -103,10 +103,10 @@ class HeldPlanner:
             return None
         p, mine = self.shape.phases[pi], set(self.g.tids)
         calls = Counter()
-        for tid, cells in self.col.cells.items():
+        for tid, thread_windows in self.col.thread_windows.items():
             if tid not in mine:
-                for w in range(p.start, min(p.end, len(cells))):
-                    calls[w] += cells[w].c["events"] if cells[w] is not None else 0
+                for w in range(p.start, min(p.end, len(thread_windows))):
+                    calls[w] += thread_windows[w].c["events"] if thread_windows[w] is not None else 0
         busy = [w for w, n in calls.items() if n > EXIT_TAIL] or [w for w, n in calls.items() if n]
         return max(busy) if busy else None
 
@@ -118,11 +118,11 @@ class HeldPlanner:
         the parts."""
         tid = self.g.tids[0]
         lo, ticks = self.shape.clock_span(tid, pi)
-        cells = self.col.cells[tid]
+        thread_windows = self.col.thread_windows[tid]
         parts: Dict[tuple, list] = {}                # part -> [(window, clock where it begins, its ticks, calls)]
-        before = sum(c.c["ticks"] for c in cells[:min(by_window)] if c is not None) if by_window else 0
+        before = sum(c.c["ticks"] for c in thread_windows[:min(by_window)] if c is not None) if by_window else 0
         for w in range(min(by_window, default=0), max(by_window, default=-1) + 1):
-            t = cells[w].c["ticks"] if w < len(cells) and cells[w] is not None else 0
+            t = thread_windows[w].c["ticks"] if w < len(thread_windows) and thread_windows[w] is not None else 0
             if by_window[w] > 0:
                 parts.setdefault(self.shape.part_of(w), []).append((w, before, t, by_window[w]))
             before += t
@@ -148,9 +148,9 @@ class HeldPlanner:
         """Where in phase pi (0-based) the thread's v objects of kind mk still live at the end came (places),
         or [] when the capture's windows do not say (their counts do not add up to v)."""
         p, tid = self.shape.phases[pi], self.g.tids[0]
-        cells = self.col.cells[tid]
-        by_window = Counter({w: cells[w].c["kept", mk] for w in range(p.start, min(p.end, len(cells)))
-                             if cells[w] is not None and cells[w].c["kept", mk] > 0})
+        thread_windows = self.col.thread_windows[tid]
+        by_window = Counter({w: thread_windows[w].c["kept", mk] for w in range(p.start, min(p.end, len(thread_windows)))
+                             if thread_windows[w] is not None and thread_windows[w].c["kept", mk] > 0})
         for r in self.shape.big_objects.get(self.g.name, []):       # written one by one
             if r.how == "kept" and r.mk == mk and self.shape.phase_of(r.at) == pi:
                 by_window[r.at[0] // self.col.window] -= 1

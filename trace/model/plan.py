@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .chains import ChainPlanner, Chains
-from .collect import Cell, hist_totals, merge_hist
+from .collect import ThreadWindow, hist_totals, merge_hist
 from .files import HistogramFiles
 from .held import HeldPlanner
 from .fit import fit_lifetimes
@@ -59,7 +59,7 @@ class GroupPlanner:
         group_fit = fit_lifetimes(group_lives)
         phases: List[PhasePlan] = []
         for pi in range(1, len(self.shape.phases) + 1):
-            agg = Cell()
+            agg = ThreadWindow()
             for s in g.summaries:
                 agg.merge(s.phases[pi - 1])
             sizes = self.sizer.sizes(agg, pi, group_fit)
@@ -70,7 +70,7 @@ class GroupPlanner:
         return GroupPlan(chains, phases, self.sizer.first_size, self.held.pools())
 
     # ---------------------------------------------------------------- a phase's statements
-    def _statements(self, pi: int, agg: Cell, sz: Sizes, chains: Chains) -> Tuple[List[Stmt], List[str]]:
+    def _statements(self, pi: int, agg: ThreadWindow, sz: Sizes, chains: Chains) -> Tuple[List[Stmt], List[str]]:
         """The statements of group g in phase pi (1-based), with per-thread counts; and the variables they
         need. In this order: frees of received objects, free(NULL), the thread's own objects (`lives`),
         those kept to the end, sends to other groups, the ring, reallocs, ends of realloc chains, and the
@@ -139,7 +139,7 @@ class GroupPlanner:
         """The send of obj to the ring's next thread. A churning group's channels hold a thread's sends: none
         blocks, and thread i's receives wait only for thread i - 1. With at most K threads alive, K * K + 1
         channels serve them all, each shared modulo that number (model_shape.ring_channels says why); one
-        channel per thread kept the cells of all of them resident: thread_churn's model of 200 workers, 2 at
+        channel per thread kept the thread_windows of all of them resident: thread_churn's model of 200 workers, 2 at
         a time, had several times the replay's arena resident."""
         g = self.g
         k = self.shape.ring_channels(g.name) if g.name in self.shape.churn else g.n
@@ -188,7 +188,7 @@ class GroupPlanner:
                                 calls={mk[0]: 1}, lives=1, draws=1, mean=large[3]))
         return out
 
-    def _kept_allocs(self, pi: int, agg: Cell, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:
+    def _kept_allocs(self, pi: int, agg: ThreadWindow, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:
         """The objects still live at the end: `lives forever`, where they came on average when once a phase;
         after every thread's last round and drain when they are lost handoffs (_lost_handoffs)."""
         out = []
@@ -332,7 +332,7 @@ class GroupPlanner:
                     out.append(Stmt(text, per_thread=1, calls=calls, at=at(o), order=o[0], **more))
         return out
 
-    def _maps(self, pi: int, agg: Cell, counts: Counts) -> List[Stmt]:
+    def _maps(self, pi: int, agg: ThreadWindow, counts: Counts) -> List[Stmt]:
         """The program's own writable mappings made in phase pi (1-based), `map(n) lives L` (L on the thread's
         `lives` clock, as objects; `forever` when still mapped at the end): with one thread, one by one with
         their sizes and lifetimes where they came (few of them, and big: a language runtime's arenas, a
@@ -395,10 +395,10 @@ class GroupPlanner:
         made in it: a mapping made early that lives to the end lives long, one made late briefly, and drawn
         from one table for the phase, early ones died young as often as late ones outlived the capture
         (own_maps.c's arenas kept to the end: 0.82x the mapped peak). [] when the windows do not add up."""
-        p, cells, g = self.shape.phases[pi - 1], self.col.cells[self.g.tids[0]], self.g
+        p, thread_windows, g = self.shape.phases[pi - 1], self.col.thread_windows[self.g.tids[0]], self.g
         parts: Dict[tuple, Counter] = {}
-        for w in range(p.start, min(p.end, len(cells))):
-            made = sum(cells[w].c[key, b] for b in buckets) if cells[w] is not None else 0
+        for w in range(p.start, min(p.end, len(thread_windows))):
+            made = sum(thread_windows[w].c[key, b] for b in buckets) if thread_windows[w] is not None else 0
             if made > 0:
                 parts.setdefault(self.shape.part_of(w), Counter())[w] = made
         if sum(sum(c.values()) for c in parts.values()) != total:
@@ -411,7 +411,7 @@ class GroupPlanner:
                 lives: dict = {}
                 for w in by_window:
                     for b in buckets:
-                        merge_hist(lives, cells[w].map_lives.get(b, {}))
+                        merge_hist(lives, thread_windows[w].map_lives.get(b, {}))
                 fit = fit_lifetimes(lives)
                 if fit is not None:
                     self.map_fits.append(f"{g.name}, phase {pi}, part {part[1] + 1}, mappings of {size} bytes: "

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .collect import (MAX_HANDOFFS, Cell, Collector, hist_minus, life_bucket, merge_hist,
+from .collect import (MAX_HANDOFFS, ThreadWindow, Collector, hist_minus, life_bucket, merge_hist,
                       size_bucket, size_class)
 from .fit import (BIG_OBJECT_SHARE, Phase, ThreadSummary, alike_but_receives, big_chains, big_objects, chain_slots,
                   detect_phases, group_threads)
@@ -57,19 +57,19 @@ class ModelShape:
     # ---------------------------------------------------------------- groups
     def _group_threads(self) -> None:
         summaries = []
-        for tid, cells in self.col.cells.items():
+        for tid, thread_windows in self.col.thread_windows.items():
             per_phase = []
             for p in self.phases:
-                agg = Cell()
-                for cell in cells[p.start:p.end]:
-                    if cell is not None:
-                        agg.merge(cell)
+                agg = ThreadWindow()
+                for thread_window in thread_windows[p.start:p.end]:
+                    if thread_window is not None:
+                        agg.merge(thread_window)
                 per_phase.append(agg)
-            total = Cell()
+            total = ThreadWindow()
             for agg in per_phase:
                 total.merge(agg)
             summaries.append(ThreadSummary(tid, total, per_phase))
-        leader = min(self.col.cells) if self.col.cells else 0
+        leader = min(self.col.thread_windows) if self.col.thread_windows else 0
         self.groups: List[Group] = []
         workers = 0
         for members in self._with_chain_heads(group_threads(summaries)):
@@ -354,14 +354,14 @@ class ModelShape:
             # a start frees its empty slot first (free(NULL): the checker cannot follow a slot
             # through the rounds' `if`s), one of the capture's free(NULL) when it has one left
             null = what == "start" and phase.c["free_null"] > 0
-            for cell in (phase, summary.total):
-                cell.c[key] -= 1
-                cell.c["free_null"] -= null
+            for thread_window in (phase, summary.total):
+                thread_window.c[key] -= 1
+                thread_window.c["free_null"] -= null
                 if what == "realloc":
-                    _take(cell.rsizes, nbytes)
+                    _take(thread_window.rsizes, nbytes)
                 elif what == "start":
-                    _take(cell.sizes, nbytes)
-                    _take(cell.starts, nbytes)
+                    _take(thread_window.sizes, nbytes)
+                    _take(thread_window.starts, nbytes)
 
     def _take_big_objects(self) -> None:
         """The big objects of each single-thread group (model_fit.big_objects) are written one by one
@@ -375,12 +375,12 @@ class ModelShape:
             if records:
                 self.big_objects[g.name] = records
             for r in records:
-                for cell in (summary.phases[self.phase_of(r.at)], summary.total):
-                    _take_object(cell, r)
+                for thread_window in (summary.phases[self.phase_of(r.at)], summary.total):
+                    _take_object(thread_window, r)
                 w = r.at[0] // col.window
                 wd = r.end // col.window if r.how == "local" else None
-                if wd in col.cells[tid][w].dies:     # not among the held objects (below) too
-                    entry = col.cells[tid][w].dies[wd][size_class(r.size)]
+                if wd in col.thread_windows[tid][w].dies:     # not among the held objects (below) too
+                    entry = col.thread_windows[tid][w].dies[wd][size_class(r.size)]
                     _take_from_class(entry, r.size, r.life)
                     entry[4][r.mk] -= 1
 
@@ -401,10 +401,10 @@ class ModelShape:
         for g, tid, summary in self._lone_threads():
             held: dict = {}
             frees: Dict[int, Counter] = {}
-            cells = col.cells[tid]
+            thread_windows = col.thread_windows[tid]
             for pi, p in enumerate(self.phases):
-                for w in range(p.start, min(p.end, len(cells))):
-                    for wd, by_class in (cells[w].dies.items() if cells[w] is not None else ()):
+                for w in range(p.start, min(p.end, len(thread_windows))):
+                    for wd, by_class in (thread_windows[w].dies.items() if thread_windows[w] is not None else ()):
                         if not _outlives_part(p, w, wd):
                             continue
                         qi = self._phase_of_window(wd)
@@ -459,18 +459,18 @@ class ModelShape:
                 continue
             self.big_maps[g.name] = big
             for r in big:
-                w = min(r.at[0] // col.window, len(col.cells[tid]) - 1)
-                for cell in (summary.phases[self._phase_of_window(w)], summary.total, col.cells[tid][w]):
+                w = min(r.at[0] // col.window, len(col.thread_windows[tid]) - 1)
+                for thread_window in (summary.phases[self._phase_of_window(w)], summary.total, col.thread_windows[tid][w]):
                     b = size_bucket(r.size)
                     if r.life is None:
-                        cell.c["map_kept"] -= 1
-                        cell.c["map_kept", b] -= 1
-                        _take(cell.map_kept, r.size)
+                        thread_window.c["map_kept"] -= 1
+                        thread_window.c["map_kept", b] -= 1
+                        _take(thread_window.map_kept, r.size)
                     else:
-                        cell.c["map"] -= 1
-                        cell.c["map", b] -= 1
-                        _take(cell.maps, r.size)
-                        _take(cell.map_lives.get(b, {}), r.life, life_bucket)
+                        thread_window.c["map"] -= 1
+                        thread_window.c["map", b] -= 1
+                        _take(thread_window.maps, r.size)
+                        _take(thread_window.map_lives.get(b, {}), r.life, life_bucket)
 
     def phase_of(self, moment: Optional[tuple]) -> int:
         """The phase (index) of a call's moment (ordinal, clock); the last one for None (the end of the capture)."""
@@ -480,9 +480,9 @@ class ModelShape:
 
     def clock_span(self, tid: int, pi: int) -> Tuple[int, int]:
         """Thread tid's `lives` clock where phase pi (0-based) begins, and its ticks in the phase (1 at least)."""
-        cells, p = self.col.cells[tid], self.phases[pi]
-        lo = sum(c.c["ticks"] for c in cells[:p.start] if c is not None)
-        return lo, max(sum(c.c["ticks"] for c in cells[p.start:p.end] if c is not None), 1)
+        thread_windows, p = self.col.thread_windows[tid], self.phases[pi]
+        lo = sum(c.c["ticks"] for c in thread_windows[:p.start] if c is not None)
+        return lo, max(sum(c.c["ticks"] for c in thread_windows[p.start:p.end] if c is not None), 1)
 
     def join_at_end(self) -> bool:
         """Whether every thread waits for the others at its end (a last barrier): when the model has several
@@ -497,23 +497,23 @@ class ModelShape:
                    if isinstance(k, tuple) and k[0] == "kept") or any(self.big_objects.values())
 
 
-def _take_object(cell: Cell, r) -> None:
-    """A big object (model_collect.BigObject) out of a cell's figures: its size, and its lifetime or its
+def _take_object(thread_window: ThreadWindow, r) -> None:
+    """A big object (model_collect.BigObject) out of a thread_window's figures: its size, and its lifetime or its
     place among the objects kept to the end."""
-    _take(cell.sizes, r.size)
+    _take(thread_window.sizes, r.size)
     if r.how == "kept":
-        cell.c["kept", r.mk] -= 1
-        cell.c["kept_ticks"] -= r.at[1]
-        cell.c["censored"] -= 1
-        _take(cell.kept, r.size)
+        thread_window.c["kept", r.mk] -= 1
+        thread_window.c["kept_ticks"] -= r.at[1]
+        thread_window.c["censored"] -= 1
+        _take(thread_window.kept, r.size)
         return
     cls = size_class(r.size)
-    cell.c["lives", r.mk] -= 1
-    cell.c["lives_class", r.mk, cls] -= 1
-    _take(cell.lives, r.life, life_bucket)
-    _take_from_class(cell.lives_by_class[cls], r.size, r.life)
-    if not cell.lives_by_class[cls][0]:
-        del cell.lives_by_class[cls]
+    thread_window.c["lives", r.mk] -= 1
+    thread_window.c["lives_class", r.mk, cls] -= 1
+    _take(thread_window.lives, r.life, life_bucket)
+    _take_from_class(thread_window.lives_by_class[cls], r.size, r.life)
+    if not thread_window.lives_by_class[cls][0]:
+        del thread_window.lives_by_class[cls]
 
 
 def _outlives_part(p: Phase, w: int, wd: int) -> bool:
@@ -524,28 +524,29 @@ def _outlives_part(p: Phase, w: int, wd: int) -> bool:
 
 
 def _take_from_class(entry: list, nbytes: int, life: int) -> None:
-    """One object out of a size class's figures (Cell.lives_by_class, Cell.dies)."""
+    """One object out of a size class's figures (ThreadWindow.lives_by_class, ThreadWindow.dies)."""
     _take(entry[0], life, life_bucket)
     entry[1] -= nbytes
     entry[2] -= nbytes * life
     _take(entry[3], nbytes)
 
 
-def _take_class(cell: Cell, cls: int, entry: list, kinds: Counter) -> None:
-    """The objects of a size class's figures (a Cell.dies entry) out of a cell's (sizes, lifetimes, counts)."""
-    cell.sizes = hist_minus(cell.sizes, entry[3])
-    cell.lives = hist_minus(cell.lives, entry[0])
-    mine = cell.lives_by_class.get(cls)
+def _take_class(thread_window: ThreadWindow, cls: int, entry: list, kinds: Counter) -> None:
+    """The objects of a size class's figures (a ThreadWindow.dies entry) out of a thread window's
+    (sizes, lifetimes, counts)."""
+    thread_window.sizes = hist_minus(thread_window.sizes, entry[3])
+    thread_window.lives = hist_minus(thread_window.lives, entry[0])
+    mine = thread_window.lives_by_class.get(cls)
     if mine is not None:
         for i in (0, 3):
             mine[i] = hist_minus(mine[i], entry[i])
         mine[1] -= entry[1]
         mine[2] -= entry[2]
         if not mine[0]:
-            del cell.lives_by_class[cls]
+            del thread_window.lives_by_class[cls]
     for mk, n in kinds.items():
-        cell.c["lives", mk] -= n
-        cell.c["lives_class", mk, cls] -= n
+        thread_window.c["lives", mk] -= n
+        thread_window.c["lives_class", mk, cls] -= n
 
 
 def _take(hist: dict, nbytes: int, bucket=size_bucket) -> None:

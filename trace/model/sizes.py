@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .collect import Cell, hist_minus, hist_totals, merge_hist, size_class
+from .collect import ThreadWindow, hist_minus, hist_totals, merge_hist, size_class
 from .files import HistogramFiles
 from .fit import class_bound, fit_lifetimes, large_class, large_realloc_class
 from .shape import Group, ModelShape
@@ -56,7 +56,7 @@ class PhaseSizer:
         if rsizes and len(self.shape.phases) == 1:
             self.rsize = self.files.expr(rsizes, "realloc-sizes", "realloc sizes", self.g.name, None)
 
-    def realloc_sizes(self, agg: Cell, pi: int, slots: int) -> Tuple[str, Optional[tuple]]:
+    def realloc_sizes(self, agg: ThreadWindow, pi: int, slots: int) -> Tuple[str, Optional[tuple]]:
         """The realloc sizes' expression in phase pi, and the large realloc sizes (large_reallocs) or None.
         Realloc sizes are per phase, as the sizes (a program that builds one big buffer late, e.g. a JSON
         text, grows its blocks far more in that phase); per group when there is one phase."""
@@ -67,7 +67,7 @@ class PhaseSizer:
             self.rsize = self.files.expr(agg.rsizes, "realloc-sizes", "realloc sizes", self.g.name, pi)
         return self.rsize, large_realloc
 
-    def sizes(self, agg: Cell, pi: int, group_fit) -> Sizes:
+    def sizes(self, agg: ThreadWindow, pi: int, group_fit) -> Sizes:
         """The size expressions of group g in phase pi (their files written). The objects handed to another
         thread get the sizes they had in the capture, the objects kept to the end and the large objects
         theirs, the others the rest."""
@@ -105,7 +105,7 @@ class PhaseSizer:
                      kept_mean=sum_kept / n_kept if n_kept else mean_size,
                      comment=(fit.comment() if fit else "") + large_comment)
 
-    def _start_sizes(self, agg: Cell, pi: int) -> str:
+    def _start_sizes(self, agg: ThreadWindow, pi: int) -> str:
         """The sizes a new realloc chain starts with in phase pi: those the capture's chains started with there,
         else over all phases. A chain that ends starts a new one; drawn from the phase's sizes, a phase whose
         few allocations are big (a program's last output buffer) restarted every chain ending there at that
@@ -130,7 +130,7 @@ class PhaseSizer:
         expr = self.files.expr(hist, what, label, self.g.name, pi)
         return expr, total / n
 
-    def _handed_to(self, agg: Cell, pi: int) -> Dict[str, Tuple[str, float]]:
+    def _handed_to(self, agg: ThreadWindow, pi: int) -> Dict[str, Tuple[str, float]]:
         """Destination group -> (size expression, mean size) of the objects group g hands to it in phase pi,
         when it hands them to several (its ring and another group, ...): a program often hands bigger
         objects to one partner than to another (mt_pthread_e: 314 bytes on average to main, 264 around the
@@ -152,7 +152,7 @@ class PhaseSizer:
             out[dest] = (expr, total / n)
         return out
 
-    def _large_objects(self, agg: Cell, pi: int):
+    def _large_objects(self, agg: ThreadWindow, pi: int):
         """The few large objects freed by their own thread that weigh on the live bytes (model_fit.large_class):
         a statement of their own, their sizes and lifetimes kept together, their number exact (not a chance of
         each draw). Returns (size expression, lives expression, count per kind, mean size) or None, their
@@ -178,7 +178,7 @@ class PhaseSizer:
         comment = f"; the {n} objects of {bound} bytes or more, sizes and lifetimes of their own: {fit.comment()}"
         return (expr, fit.expr, counts, total / n), (lives, sizes), comment
 
-    def large_reallocs(self, agg: Cell, pi: int, slots: int):
+    def large_reallocs(self, agg: ThreadWindow, pi: int, slots: int):
         """Large realloc sizes (model_fit.large_realloc_class) grow only the first K blocks of the pool, K the
         most blocks of that size the group's threads held at once in the capture. Returns (size expression,
         count, K, slots) and the file of the other realloc sizes, or (None, None)."""

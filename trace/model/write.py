@@ -276,7 +276,8 @@ class ModelWriter:
         h = [f"# Model of {self.source_name}, written by `scenc convert --model`: a scenario with the",
              "# capture's statistics, not its call sequence (`scenc convert` without --model replays that).",
              "#",
-             f"# Fitted from {col.ordinal} calls of {len(col.cells)} thread(s), lines {col.first_line}-{col.last_line}:",
+             f"# Fitted from {col.ordinal} calls of {len(col.thread_windows)} thread(s), "
+             f"lines {col.first_line}-{col.last_line}:",
              "#   groups     threads alike in calls per kind, sizes, partners and phases: "
              + ", ".join(f"{g.name} ({g.n})" for g in self.groups),
              "#              (per-thread counts are the group's averages)",
@@ -309,7 +310,7 @@ class ModelWriter:
         their Kolmogorov-Smirnov distances. The notes below the table add what a particular capture lost."""
         col, shape = self.col, self.shape
         out = []
-        threads = len(col.cells)
+        threads = len(col.thread_windows)
         churn = [f"{name} at most {k} alive at once" for name, k in sorted(shape.churn.items())]
         out.append(f"threads: kept: {threads} captured thread(s) as {len(self.groups)} group(s) of threads alike, "
                    f"each thread making its group's average" + (f"; threads that come and go: {', '.join(churn)}"
@@ -338,10 +339,10 @@ class ModelWriter:
         else:
             out.append("mappings: none of the program's own in the capture (an ltrace capture records none)")
         sizes: dict = {}
-        for cells in col.cells.values():
-            for cell in cells:
-                if cell is not None:
-                    merge_hist(sizes, cell.sizes)
+        for thread_windows in col.thread_windows.values():
+            for thread_window in thread_windows:
+                if thread_window is not None:
+                    merge_hist(sizes, thread_window.sizes)
         n, _ = hist_totals(sizes)
         inexact = max((c for b, (c, _) in sizes.items() if b >= 1024), default=0)
         out.append(f"sizes: kept: histograms per group and phase, exact below 1 KiB, 16 classes per power of two "
@@ -357,10 +358,10 @@ class ModelWriter:
         """(figure, capture, model) rows of the header's table (also self.figures); the peak is measured later."""
         col = self.col
         n_sizes = sum_sizes = 0
-        for cells in col.cells.values():
-            for cell in cells:
-                if cell is not None:
-                    n, s = hist_totals(cell.sizes)
+        for thread_windows in col.thread_windows.values():
+            for thread_window in thread_windows:
+                if thread_window is not None:
+                    n, s = hist_totals(thread_window.sizes)
                     n_sizes += n
                     sum_sizes += s
         captured: Counter = Counter()
@@ -388,11 +389,11 @@ class ModelWriter:
     def _left_out(self) -> List[str]:
         """Notes on what the model leaves out or changes of the capture (failed calls, unknown frees, ...)."""
         left: Counter = Counter()
-        for cells in self.col.cells.values():
-            for cell in cells:
-                if cell is not None:
+        for thread_windows in self.col.thread_windows.values():
+            for thread_window in thread_windows:
+                if thread_window is not None:
                     for k in LEFT_OUT:
-                        left[k] += cell.c[k]
+                        left[k] += thread_window.c[k]
         notes = []
         if left["alloc_failed"] or left["realloc_failed"]:
             notes.append(f"{left['alloc_failed'] + left['realloc_failed']} failed allocations are left out")
