@@ -80,6 +80,20 @@ void *scn_arena_alloc(size_t bytes) {
   return p;
 }
 
+/* ---- the scenario's own mappings (`map`): bytes mapped now and at most */
+
+int scn_uses_maps;
+static _Atomic int64_t g_mapped_now, g_mapped_peak;
+
+void scn_mapped_change(int64_t bytes) {
+  int64_t now = atomic_fetch_add_explicit(&g_mapped_now, bytes, memory_order_relaxed) + bytes;
+  int64_t peak = atomic_load_explicit(&g_mapped_peak, memory_order_relaxed);
+  while (now > peak &&
+         !atomic_compare_exchange_weak_explicit(&g_mapped_peak, &peak, now, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
+
 /* A linked chunk of boxes for swaps, from the arena: boxes travel between
  * threads with the objects in them and are never given back. */
 scn_box *scn_boxes_new(void) {
@@ -337,9 +351,12 @@ static void report_thread(FILE *out, const scn_program *p, const scn_thread *t) 
           t->index, (long long)t->start_ns, (long long)t->end_ns, (long long)t->cpu_ns);
   for (int k = 0; k < SCN_OP_COUNT; k++)
     fprintf(out, "%s\"%s\": %llu", k ? ", " : "", op_names[k], (unsigned long long)t->count[k]);
-  fprintf(out, "}, \"failed\": %llu, \"sends\": %llu, \"recvs\": %llu, \"writes\": %llu, \"touches\": %llu, "
-          "\"regions\": {", (unsigned long long)t->failed, (unsigned long long)t->sends,
-          (unsigned long long)t->recvs, (unsigned long long)t->writes, (unsigned long long)t->touches);
+  fprintf(out, "}, \"failed\": %llu, \"sends\": %llu, \"recvs\": %llu, \"writes\": %llu, \"touches\": %llu, ",
+          (unsigned long long)t->failed, (unsigned long long)t->sends, (unsigned long long)t->recvs,
+          (unsigned long long)t->writes, (unsigned long long)t->touches);
+  if (scn_uses_maps)
+    fprintf(out, "\"maps\": %llu, \"unmaps\": %llu, ", (unsigned long long)t->maps, (unsigned long long)t->unmaps);
+  fprintf(out, "\"regions\": {");
   for (int r = 0; r < p->n_regions; r++) {
     fprintf(out, "%s", r ? ", " : "");
     json_string(out, p->regions[r]);
@@ -380,6 +397,9 @@ static void report(FILE *out, const scn_program *p, scn_thread **threads, int n,
           ru.ru_minflt, ru.ru_majflt);
   fprintf(out, ", \"memory\": {\"peak_rss_kib\": %ld, \"final_rss_kib\": %ld, \"baseline_rss_kib\": %ld}",
           hwm_kib, rss_kib, baseline_kib);
+  if (scn_uses_maps)
+    fprintf(out, ", \"mapped\": {\"peak_bytes\": %lld, \"final_bytes\": %lld}",
+            (long long)atomic_load(&g_mapped_peak), (long long)atomic_load(&g_mapped_now));
   fprintf(out, ", \"threads\": [");
   for (int i = 0; i < n; i++) {
     fprintf(out, "%s", i ? ",\n  " : "\n  ");

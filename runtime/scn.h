@@ -78,6 +78,7 @@ typedef struct scn_thread {
   uint64_t count[SCN_OP_COUNT];
   uint64_t failed;                /* allocations that returned NULL */
   uint64_t sends, recvs, writes, touches;
+  uint64_t maps, unmaps;          /* `map`, `unmap` (and their `lives` ends): not allocator calls */
   scn_lives_state lives;
   scn_box *boxes;                 /* spare boxes for swaps into shared pools */
   int group, index, id;
@@ -113,6 +114,9 @@ typedef struct {
 /* ---- runtime.c */
 int scn_main(const scn_program *prog, int argc, char **argv);
 void *scn_arena_alloc(size_t bytes);  /* zeroed, never freed, never from malloc */
+/* Bytes mapped by the scenario's `map` (whole pages), now and at most, all threads together. */
+void scn_mapped_change(int64_t bytes);
+extern int scn_uses_maps;       /* set by a scenario that maps (before scn_main): the report says how much */
 void scn_barrier_wait(scn_thread *t);
 /* Where a replay's threads start (`where` gives an enum scn_start per thread);
  * those started later are started and joined by the replay's own threads. */

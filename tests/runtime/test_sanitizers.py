@@ -7,6 +7,7 @@ frees memory late: MPMC channels (several producers, relays and consumers,
 capacity 1 included), channel arrays, the dynamic barrier (threads leaving
 it early), `lives` (delayed frees from the timing wheel, `forever`, 0),
 realloc chains (variables and pool slots), write and nested measure regions,
+the program's own mappings (map, unmap, their `lives`),
 and the exact replay of a captured multi-threaded trace (cross-thread frees
 wait on slot states). Programs are built twice per compiler, with
 `-fsanitize=thread,undefined` and `-fsanitize=address,undefined`, and each
@@ -207,6 +208,27 @@ SCENARIOS = {
         }
         thread cleanup { barrier  free_all(transfer) }
     """,
+    # The program's own mappings: mapped, touched, unmapped by a statement, by `lives` (the wheel's
+    # marked pointers) and by `leaks free`, in threads side by side.
+    "maps": """
+        scenario "maps"
+        leaks free
+        touch_new first
+        thread mapper * 3 {
+            m = map(uniform(4K, 256K))
+            touch(m)
+            repeat 200 {
+                map(pow2(12, 18)) lives uniform(0, 5)
+                p = malloc(uniform(1, 512))
+                write(p, 1)
+                free(p)
+            }
+            map(64K) lives forever
+            unmap(m)
+            k = map(8K)
+            write(k, 1)
+        }
+    """,
     # Branches on draws; lifetimes after recv and after realloc.
     "if-lives": """
         scenario "if-lives"
@@ -281,6 +303,8 @@ def test_scenario_runs_clean_under_the_sanitizer(tmp_path, name, cc, sanitizer):
     assert totals(report, "free") == allocated
     assert totals(report, "sends") == totals(report, "recvs")
     assert all(t["failed"] == 0 for t in report["threads"])
+    if "mapped" in report:      # every mapping unmapped too, and none left
+        assert totals(report, "maps") == totals(report, "unmaps") > 0 and report["mapped"]["final_bytes"] == 0
 
 
 def test_the_mpmc_scenario_moves_every_object_through_both_channels(tmp_path):
