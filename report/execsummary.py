@@ -1,5 +1,7 @@
 """The text `scenc exec` prints for one run: counts per kind and thread, time, rate."""
 
+from ..system.units import fmt_bytes
+
 OP_KINDS = ("malloc", "calloc", "realloc", "aligned_alloc", "memalign", "posix_memalign", "free")
 
 
@@ -11,7 +13,8 @@ def format_exec(result) -> str:
     threads = result["threads"]
     used = [k for k in OP_KINDS if any(t["ops"].get(k) for t in threads)] or ["malloc", "free"]
     # The program's other counts (docs/language.md, "What a program reports"), when any thread has one.
-    extra = [k for k in ("sends", "recvs", "writes", "touches", "failed") if any(t.get(k) for t in threads)]
+    extra = [k for k in ("sends", "recvs", "writes", "touches", "maps", "unmaps", "failed")
+             if any(t.get(k) for t in threads)]
     head = ["thread"] + used + extra + ["time ms", "cpu ms"]
     rows = []
     for t in threads:
@@ -32,6 +35,10 @@ def format_exec(result) -> str:
                  f"peak RSS {mem.get('peak_rss_kib', '?')} KiB"
                  + (f" ({mem['baseline_rss_kib']} KiB before the first allocator call)"
                     if "baseline_rss_kib" in mem else ""))
+    mapped = result.get("mapped")
+    if mapped:
+        lines.append(f"the scenario's own mappings: {fmt_bytes(mapped['peak_bytes'])} at most, "
+                     f"{fmt_bytes(mapped['final_bytes'])} at the end")
     for t in threads:
         for name, reg in t.get("regions", {}).items():
             if reg["entries"]:

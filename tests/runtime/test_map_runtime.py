@@ -83,3 +83,15 @@ def test_a_scenario_without_maps_reports_no_mapping(tmp_path):
     text = emit(path)
     assert "#define SCN_USES_MAPS 1" in text and "scn_map(t, " in text and "scn_as_mapping(" in text
     assert "mmap(" not in text        # the runtime maps; the generated program only calls it
+
+
+@pytest.mark.slow
+def test_scenc_exec_shows_the_mappings(tmp_path):
+    """`scenc exec`'s table has the maps and unmaps of each thread, and a line with the bytes mapped."""
+    from scenc.report.execsummary import format_exec
+    text = format_exec(run(tmp_path, size=8 << 20))
+    head = text.splitlines()[1].split()
+    assert "maps" in head and "unmaps" in head, text
+    main = next(line.split() for line in text.splitlines() if line.startswith("main[0]"))
+    assert main[head.index("maps")] == "12" and main[head.index("unmaps")] == "12", text
+    assert "the scenario's own mappings: " in text and "0 bytes at the end" in text, text
