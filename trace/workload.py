@@ -4,37 +4,19 @@
     for ev in wl: ...                 # AllocEvents, the threads merged in an order their syncs allow
     wl.report, wl.info, wl.losses(), wl.master_tid
 
-A workload is what glibc's malloc trace simulator, `trace_run` (glibc's dj/malloc branch, and allocbench's
-dj_trace benchmark, which replays OpenOffice Calc, qemu and the 389 directory server with it), plays back;
-`trace2wl` writes one from a malloc trace. What this reader takes from those two programs (facts, not code):
+A workload is what glibc's malloc trace simulator, `trace_run` (glibc's dj/malloc branch; allocbench's
+dj_trace benchmark), plays back and `trace2wl` writes: one-byte opcodes and big-endian 7-bit varints; a
+main stream (slots, syncs, threads, each thread's offset) and one stream per thread, ordered between
+threads by SYNC_W/SYNC_R pairs. The format as read here, what is taken from trace_run's semantics and
+where this reader differs (a failed call is an event, realloc(p, 0) a free): docs/capture.md, "DJ
+Delorie's workloads".
 
-* **Bytes.** One-byte opcodes; every number after one is an unsigned varint, big-endian, 7 bits a byte, every
-  byte but the last with bit 7 set (0x81 0x00 is 128).
-* **The main stream** starts at byte 0: ALLOC_PTRS n (the pointer slots, 0 meaning NULL), ALLOC_SYNCS n (the
-  sync points, numbered from 1), NTHREADS n, then one START_THREAD offset per thread (where its stream
-  starts in the file), then DONE. NOP may come anywhere.
-* **A thread's stream** runs to its DONE: MALLOC slot size, CALLOC slot size (calloc(size, 1)), REALLOC
-  new-slot old-slot size (new = realloc(old, size); the old slot is emptied when they differ), FREE slot,
-  MEMALIGN slot alignment size (trace2wl writes posix_memalign as memalign too), VALLOC and PVALLOC slot
-  size (written by trace2wl, not read by allocbench's trace_run), SYNC_W n and SYNC_R n. A slot stands for
-  one address of the traced program, so a slot is reused whenever the program got an address back.
-* **Order between threads**: trace2wl adds a SYNC_W to the thread that last owned an address and a SYNC_R
-  to the thread that takes it over (a cross-thread free, the reuse of an address another thread freed), and
-  one from the first thread to every other thread before its first call (its start). trace_run starts every
-  thread at once; a SYNC_R waits until its SYNC_W has run (a sync, once written, stays written).
-* **A slot still holding a block** when an allocation lands in it: trace_run frees the old block first (the
-  trace missed its free); this reader does the same, and counts it. Slot 0 as an allocation's result is a
-  failed call, which trace_run skips; here it is an AllocEvent with ``failed`` (a realloc(p, 0) that
-  returned NULL is a free of p, as it was in the traced program).
-
-**The order of the events.** A workload keeps each thread's calls in order and the syncs between threads,
-not when anything happened: any order its syncs allow is one trace_run could take. This reader runs one
-thread at a time, and when a thread writes a sync another thread waits for, it switches to that thread at
-once (trace2wl wrote the SYNC_W at the moment the other thread's call came, so that call followed it in
-the traced program) and comes back when that thread waits or ends; threads are started where their start
-sync is written, by the thread that wrote it, and end at their DONE (thread_start and thread_exit events
-when extra_events is set). ``line`` is the event's number in that order; times are None. Pointers are made
-up, one per slot (``slot_pointer``), so a reused slot is a reused address, as it was in the program.
+The order of the events: one thread runs until it waits for a sync or ends; a thread that writes a
+sync another thread waits for hands over to it at once (trace2wl wrote that SYNC_W when the other
+thread's call came) and is resumed when that one waits or ends. `line` is the event's number in that
+order; times are None; pointers are made up, one per slot (`slot_pointer`), so a reused slot is a
+reused address. With extra_events, a thread starts (thread_start, its creator the writer) where its
+start sync is written and ends (thread_exit) at its DONE.
 
 Memory follows the threads (a 64 KiB window each), the slots (a byte each) and the syncs (a bit each),
 never the file's length.
