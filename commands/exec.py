@@ -56,6 +56,9 @@ def _allocator(args):
     """--allocator NAME as `scenc run --allocators` reads one name (a variant or a path too); None without it."""
     if not getattr(args, "allocator", None):
         return None
+    if args.sanitize in ("address", "thread"):
+        raise UsageError(f"--allocator with --sanitize {args.sanitize}: the sanitizer brings its own malloc, "
+                         f"which a preloaded allocator cannot replace")
     try:
         chosen = registry.resolve(args.allocator, config_path=args.allocator_config)
     except registry.AllocatorError as exc:

@@ -180,3 +180,5 @@ def test_exec_runs_once_under_the_allocator_named(tmp_path):
     assert "libc.so" in plain.stdout and plain.stdout.startswith("scenario 'loop'")
     bad = scenc("exec", loop, "--allocator", "jemalloc,mimalloc")
     assert bad.returncode == 64 and "one allocator" in bad.stderr
+    bad = scenc("exec", loop, "--allocator", "jemalloc", "--sanitize", "address")
+    assert bad.returncode == 64 and "the sanitizer brings its own malloc" in bad.stderr
