@@ -19,7 +19,7 @@ Outputs are compared after masking what differs from run to run: every number be
 `#`s too), `0x...` pointers `<address>`, the scratch folder `<dir>` and the checkout
 `<repo>`; runs of blank space become one space and blank lines are dropped; the count
 after a share at the end of a line (the outliers column, present only when a run was an
-outlier) is dropped. In the shown output, a line `...` stands for any
+outlier) is dropped; `(cached)` after `built ...` reads as a build time. In the shown output, a line `...` stands for any
 number of lines and `...` inside a line for any text: what a reader sees as an elision.
 
 The scratch folder has `examples`, `tests`, `bench` and `docs` linked from the checkout
@@ -156,6 +156,7 @@ def normalise(lines, places=()):
         for path, name in places:
             line = line.replace(path, name)
         line = POINTER.sub("<address>", line)
+        line = line.replace("(cached)", "(0 s)")       # built now or found in the build cache
         line = NUMBER.sub("#", line)
         line = " ".join(line.split())
         line = re.sub(r"#+", "#", line)                # a histogram's bar is a number too
