@@ -57,3 +57,37 @@ def test_the_load_pattern_catches_what_it_is_for():
     assert LOAD_FIGURE.search("(8 runs, load 0.8-1.7)")
     assert not LOAD_FIGURE.search("`load_average` (the 1, 5 and 15 minute load averages as the session starts)")
     assert COMMIT_WORD.search('"before" is commit 2020ab8')
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def github_anchor(heading: str) -> str:
+    """The id GitHub gives a heading: lower case, punctuation dropped but `-` and `_`, spaces to `-`."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors_of(doc: Path) -> set:
+    text = re.sub(r"^```.*?^```", "", doc.read_text(), flags=re.MULTILINE | re.DOTALL)
+    return {github_anchor(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", text, re.MULTILINE)}
+
+
+def test_links_between_docs_reach_their_page_and_heading():
+    broken = []
+    for doc in [*USER_DOCS, REPO / "CHANGELOG.md"]:
+        for target in LINK.findall(doc.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue                                   # https:, mailto:
+            path, _, anchor = target.partition("#")
+            page = (doc.parent / path).resolve() if path else doc
+            if not page.exists():
+                broken.append(f"{doc.relative_to(REPO)}: {target}: no such file")
+            elif anchor and page.suffix == ".md" and anchor not in anchors_of(page):
+                broken.append(f"{doc.relative_to(REPO)}: {target}: no such heading in {page.name}")
+    assert not broken, "\n".join(broken)
+
+
+def test_anchors_are_github_s():
+    assert github_anchor("`scenc convert --model`") == "scenc-convert---model"
+    assert github_anchor("`scenc convert`: exact replay") == "scenc-convert-exact-replay"
+    assert github_anchor("5. The replay beside the program") == "5-the-replay-beside-the-program"
