@@ -24,6 +24,8 @@ number of lines and `...` inside a line for any text: what a reader sees as an e
 
 The scratch folder has `examples`, `tests`, `bench` and `docs` linked from the checkout
 and `.venv/bin/scenc` linked to this interpreter's scenc, and `scenc` is first in PATH.
+A block may use what the blocks before it in its document made (a program built, a
+capture): select a whole document (`-k capture.md`), not one block of it.
 
 To see what a block prints now (to paste into the doc):
 `.venv/bin/python tests/docs/test_doc_examples.py docs/quickstart.md`.
