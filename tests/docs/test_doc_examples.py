@@ -25,7 +25,7 @@ number of lines and `...` inside a line for any text: what a reader sees as an e
 The scratch folder has `examples`, `tests`, `bench` and `docs` linked from the checkout
 and `.venv/bin/scenc` linked to this interpreter's scenc, and `scenc` is first in PATH.
 A block may use what the blocks before it in its document made (a program built, a
-capture): select a whole document (`-k capture.md`), not one block of it.
+capture); a block selected alone (`-k`, `-m slow`) first runs those before it, unchecked.
 
 To see what a block prints now (to paste into the doc):
 `.venv/bin/python tests/docs/test_doc_examples.py docs/quickstart.md`.
@@ -258,15 +258,29 @@ _runnable = [block for doc in DOCS for block in runnable_blocks(doc.read_text(),
 
 
 @pytest.fixture(scope="session")
-def doc_folders(tmp_path_factory):
+def doc_folder(tmp_path_factory):
+    """The scratch folder of a document, with every block before the given one run in it
+    (those this session has not run yet, say deselected as slow, run unchecked)."""
     root = tmp_path_factory.mktemp("doc-examples")
-    return lambda doc: scratch_folder(root / doc.stem)
+    done = set()
+
+    def folder_for(block: Block) -> Path:
+        folder = scratch_folder(root / block.doc.stem)
+        for earlier in _runnable:
+            if earlier.doc == block.doc and earlier.line < block.line and earlier.where not in done:
+                for command, _ in earlier.commands:
+                    run_command(command, folder)
+                done.add(earlier.where)
+        done.add(block.where)
+        return folder
+
+    return folder_for
 
 
 @pytest.mark.parametrize("block", [pytest.param(b, id=b.where, marks=[pytest.mark.slow] if b.slow else [])
                                    for b in _runnable])
-def test_doc_example_prints_what_the_doc_shows(block, doc_folders):
-    failures = check_block(block, doc_folders(block.doc))
+def test_doc_example_prints_what_the_doc_shows(block, doc_folder):
+    failures = check_block(block, doc_folder(block))
     assert not failures, "\n\n".join(failures)
 
 
