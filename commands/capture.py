@@ -25,7 +25,7 @@ def capture(args) -> int:
     if args.method != "ltrace" and (args.mode is not None or args.retries is not None):
         given = "--mode" if args.mode is not None else "--retries"
         raise TraceInputError(f"{given} is an option of --method ltrace; the default method, preload, has "
-                         f"neither modes nor retries: add --method ltrace, or leave {given} out")
+                              f"neither modes nor retries: add --method ltrace, or leave {given} out")
     out = Path(args.output)
     try:
         stdin = open(args.stdin, "rb") if args.stdin else subprocess.DEVNULL
@@ -51,7 +51,8 @@ def capture(args) -> int:
     for w in result.warnings:
         _say(f"warning: {_as_options(w)}")
     if result.events:
-        _say(f"next: scenc trace-stats {_quoted(out)}   |   scenc convert {_quoted(out)} -o {_quoted(replay_path(out))}")
+        _say(f"next: scenc trace-stats {_quoted(out)}   |   "
+             f"scenc convert {_quoted(out)} -o {_quoted(replay_path(out))}")
     return EXIT_OK if ok else EXIT_INCOMPLETE
 
 

@@ -157,12 +157,12 @@ def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, st
                             script=script, last_name=names[0] if names else None, executable=path)
     if status is not None and status < 0:
         result.signal = signal_name(-status)
-    _follow(result, path, keep_shim_logs)
+    _follow(result, keep_shim_logs)
     _check(result, timeout)
     return result
 
 
-def _follow(r: PreloadCapture, path: str, keep: bool) -> None:
+def _follow(r: PreloadCapture, keep: bool) -> None:
     """The rule of shim.py: the shim's logs left out, the program's children's kept; the shim named."""
     images, helpers, children = shims.split(r.path, r.child_logs)
     if not images:
