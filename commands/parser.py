@@ -187,7 +187,7 @@ def _capture(sub) -> None:
                     "-- PROGRAM [ARGS...]")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the log to write")
     p.add_argument("--method", choices=("preload", "ltrace"), default="preload",
-                   help="preload (default: the LD_PRELOAD tracer, sees every call, costs microseconds) or "
+                   help="preload (default: the LD_PRELOAD tracer, sees every call, tens of nanoseconds a call) or "
                         "ltrace (100-1000x slower, may crash threaded programs)")
     p.add_argument("--mode", choices=("auto", "x", "e"),
                    help="--method ltrace: -L -x breakpoints (x: every call, crashes most threaded programs), -e "
