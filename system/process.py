@@ -5,11 +5,13 @@ Stdlib only: the runner, `scenc exec`, `scenc run` and the trace capture all use
 """
 
 import os
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from typing import Optional, Sequence
 
 
@@ -44,6 +46,32 @@ def kill_group(pid: int) -> None:
         pass
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived (see `signals_raise`); a BaseException, as KeyboardInterrupt is, so that
+    the code waiting for a child kills it on the way out."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal_name(signum))
+        self.signum = signum
+
+
+@contextmanager
+def signals_raise():
+    """SIGTERM and SIGHUP raise Terminated inside the block. A child started in a session of its own is
+    out of reach of a signal sent to scenc's group (`timeout 40 scenc exec`, a closed terminal): Python's
+    default for SIGTERM ends scenc at once and leaves the child running; an exception lets the waiting code
+    kill the child's group first."""
+    def raise_terminated(signum, _frame):
+        raise Terminated(signum)
+
+    previous = {s: signal.signal(s, raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def locate_program(argv: Sequence[str], cwd) -> tuple:
     """(path of argv[0] as given or found on PATH, the file it leads to); ProgramNotFound if there is none."""
     prog = argv[0]
@@ -58,21 +86,41 @@ def locate_program(argv: Sequence[str], cwd) -> tuple:
     return path, os.path.realpath(path)
 
 
+def wait_and_clear_group(proc: subprocess.Popen, timeout: Optional[float]) -> bool:
+    """Wait for `proc` (started with start_new_session=True) up to `timeout` seconds (None: for ever), then
+    SIGKILL its process group and reap it; True when it timed out. The group is killed whether it timed
+    out or not, before the leader is reaped (its zombie keeps the group's id from being reused): a child the
+    program forked and left running (`sleep 1000 &`) would otherwise outlive the run. Any exception while
+    waiting (Ctrl-C, `Terminated`) kills the group too, then propagates."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            # poll is retried after a signal handler (PEP 475) with the time left.
+            ready = poller.poll(None if timeout is None else timeout * 1000)
+        finally:
+            os.close(fd)
+    except BaseException:
+        kill_group(proc.pid)
+        proc.wait()
+        raise
+    kill_group(proc.pid)
+    proc.wait()
+    return not ready
+
+
 def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], **popen) -> tuple:
     """(exit status, or None after a timeout; seconds it ran; the last 8 KB of its stderr).
 
     The command gets a session of its own, so a timeout kills it with every
-    process it started.
+    process it started (wait_and_clear_group).
     """
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stderr=err, start_new_session=True, **popen)
-        try:
-            status = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc.pid)
-            proc.wait()
-            status = None
+        timed_out = wait_and_clear_group(proc, timeout)
+        status = None if timed_out else proc.returncode
         seconds = time.perf_counter() - start
         err.seek(0, os.SEEK_END)
         err.seek(max(0, err.tell() - 8192))
