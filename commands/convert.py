@@ -10,7 +10,7 @@ from pathlib import Path
 from ..compiler.pipeline import load
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..scenario.errors import ScenarioError
-from ..trace.model import ModelRunError, calibrate_peak, measure_peak, write_model
+from ..trace.model import ModelRunError, calibrate_peak, ensure_finishes, measure_peak, remove_model, write_model
 from ..trace.replay import auto_touch, threads_line, touch_line, write_replay
 from ..trace.source import TraceInputError, TraceSource
 from .tracing import anomaly_lines, guarded, kinds_line, refuse_scenario
@@ -34,17 +34,21 @@ def convert(args) -> int:
         model = write_model(source.events, out, source_name=source.path.name, max_phases=args.max_phases,
                             touch=touch)
         _check_calls(source, model.calls, [out, *model.data_files])
-        _self_check(out)
-        if not args.no_measure:
-            try:
+        try:
+            _self_check(out)
+            if not args.no_measure:
                 if not args.no_calibrate:
                     # Seconds to a minute: say so before the builds start.
                     print("calibrating the model's lifetimes on the capture's peak of live bytes (it is built and "
                           "run with the live probe a few times; --no-calibrate skips this)", file=sys.stderr)
-                    calibrate_peak(model, cc=args.cc)
-                measure_peak(model, cc=args.cc)
-            except ModelRunError as e:
-                raise TraceInputError(str(e)) from None
+                ensure_finishes(model, lambda m: _calibrate_and_measure(m, args),
+                                say=lambda line: print(f"scenc: {line}", file=sys.stderr))
+        except ModelRunError as e:
+            remove_model(model)
+            raise TraceInputError(f"{e}; no model written") from None
+        except BaseException:
+            remove_model(model)       # a model never checked to build and finish is no model (Ctrl-C included)
+            raise
         print(f"modelled {source.path} -> {out}" + "".join(f" + {p.name}" for p in model.data_files))
         for line in model.summary_lines():
             print("  " + line)
@@ -65,6 +69,13 @@ def convert(args) -> int:
         _print_losses(source)
     print(f"run it: scenc run {out} --allocators glibc,jemalloc,mimalloc")
     return EXIT_INCOMPLETE if source.damaged else EXIT_OK      # a log cut inside a record: converted, but damaged
+
+
+def _calibrate_and_measure(model, args) -> None:
+    """Both run the model: calibration a few times, the measurement once (it proves the model finishes)."""
+    if not args.no_calibrate:
+        calibrate_peak(model, cc=args.cc)
+    measure_peak(model, cc=args.cc)
 
 
 def _model_touch(source, touch: str) -> str:

@@ -125,3 +125,48 @@ def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], **popen) ->
         err.seek(0, os.SEEK_END)
         err.seek(max(0, err.tell() - 8192))
         return status, seconds, err.read().decode("utf-8", "replace")
+
+
+def cpu_ticks(pid: int) -> Optional[int]:
+    """User plus system clock ticks of process `pid`, all its threads together; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[11]) + int(fields[12])     # utime, stime: fields 14 and 15 of proc(5)
+
+
+def run_watched(cmd: Sequence[str], timeout: float, idle_s: float, **popen) -> tuple:
+    """Run `cmd` in a session of its own: (exit status or None, stdout, stderr, why it was killed or None).
+
+    why is "timeout" after `timeout` seconds, or "stuck" when the process used no CPU time for `idle_s`
+    seconds: a program that never sleeps on purpose (a scenario program) whose threads all wait on futexes
+    has stopped making progress (its channels and barriers wait on one another), and waiting for the timeout
+    would only cost time. Its group is killed either way (wait_and_clear_group)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, start_new_session=True, **popen)
+        why = None
+        try:
+            start = last_change = time.monotonic()
+            ticks = None
+            # waitid(WNOWAIT) sees the end without reaping: the group is killed before its id can be reused
+            while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                now = time.monotonic()
+                seen = cpu_ticks(proc.pid)
+                if seen != ticks:
+                    ticks, last_change = seen, now
+                if now - start >= timeout:
+                    why = "timeout"
+                elif now - last_change >= idle_s:
+                    why = "stuck"
+                if why:
+                    break
+                time.sleep(0.25)
+        finally:
+            kill_group(proc.pid)
+            proc.wait()
+        out.seek(0)
+        err.seek(0)
+        return (None if why else proc.returncode), out.read().decode("utf-8", "replace"), \
+            err.read().decode("utf-8", "replace"), why
