@@ -31,8 +31,8 @@ def convert(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
         touch = _model_touch(source, args.touch)
-        model = write_model(source.events, out, source_name=source.path.name, max_phases=args.max_phases,
-                            touch=touch)
+        model = write_model(_with_progress(source.events), out, source_name=source.path.name,
+                            max_phases=args.max_phases, touch=touch)
         _check_calls(source, model.calls, [out, *model.data_files])
         try:
             _self_check(out)
@@ -69,6 +69,30 @@ def convert(args) -> int:
         _print_losses(source)
     print(f"run it: scenc run {out} --allocators glibc,jemalloc,mimalloc")
     return EXIT_INCOMPLETE if source.damaged else EXIT_OK      # a log cut inside a record: converted, but damaged
+
+
+PROGRESS_EVERY = 1 << 18     # events between two updates of the progress line
+
+
+def _with_progress(events, stream=None):
+    """The events, with a line on a terminal updated in place as they are read: calls so far and their rate
+    (a model of tens of millions of calls takes minutes). Nothing on a pipe or a file."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        yield from events
+        return
+    import time
+    start = time.monotonic()
+    n = 0
+    for n, event in enumerate(events, 1):
+        if n % PROGRESS_EVERY == 0:
+            rate = n / max(time.monotonic() - start, 1e-9)
+            stream.write(f"\rmodelling: {n / 1e6:.1f}M calls read, {rate / 1e6:.2f}M calls/s ")
+            stream.flush()
+        yield event
+    if n >= PROGRESS_EVERY:
+        stream.write("\r\033[K")
+        stream.flush()
 
 
 def _calibrate_and_measure(model, args) -> None:
