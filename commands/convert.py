@@ -10,6 +10,7 @@ from pathlib import Path
 from ..compiler.pipeline import load
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..scenario.errors import ScenarioError
+from ..system.process import Terminated, signals_raise
 from ..trace.model import ModelRunError, calibrate_peak, ensure_finishes, measure_peak, remove_model, write_model
 from ..trace.replay import auto_touch, threads_line, touch_line, write_replay
 from ..trace.source import TraceInputError, TraceSource
@@ -35,17 +36,24 @@ def convert(args) -> int:
                             max_phases=args.max_phases, touch=touch)
         _check_calls(source, model.calls, [out, *model.data_files])
         try:
-            _self_check(out)
-            if not args.no_measure:
-                if not args.no_calibrate:
-                    # Seconds to a minute: say so before the builds start.
-                    print("calibrating the model's lifetimes on the capture's peak of live bytes (it is built and "
-                          "run with the live probe a few times; --no-calibrate skips this)", file=sys.stderr)
-                ensure_finishes(model, lambda m: _calibrate_and_measure(m, args),
-                                say=lambda line: print(f"scenc: {line}", file=sys.stderr))
+            # The model runs in a session of its own (killed with its group when it stops or times out): SIGTERM
+            # and SIGHUP to scenc must reach it too (system/process.py, signals_raise).
+            with signals_raise():
+                _self_check(out)
+                if not args.no_measure:
+                    if not args.no_calibrate:
+                        # Seconds to a minute: say so before the builds start.
+                        print("calibrating the model's lifetimes on the capture's peak of live bytes (it is built "
+                              "and run with the live probe a few times; --no-calibrate skips this)", file=sys.stderr)
+                    ensure_finishes(model, lambda m: _calibrate_and_measure(m, args),
+                                    say=lambda line: print(f"scenc: {line}", file=sys.stderr))
         except ModelRunError as e:
             remove_model(model)
             raise TraceInputError(f"{e}; no model written") from None
+        except Terminated as e:
+            remove_model(model)
+            print(f"scenc: interrupted by {e}; no model written", file=sys.stderr)
+            return 128 + e.signum
         except BaseException:
             remove_model(model)       # a model never checked to build and finish is no model (Ctrl-C included)
             raise
