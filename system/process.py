@@ -1,7 +1,9 @@
 """Child processes as scenc sees them: finding a program, running one in a session of its own, how one
-ended in words, and killing one with all it started.
+ended in words, and killing one with all it started (on a timeout, and after it ended: what it forked and
+left running goes too). SIGTERM and SIGHUP can be turned into an exception (signals_raise) so that scenc
+kills its child's group before it exits; a run can be watched for progress (run_watched: no CPU time).
 
-Stdlib only: the runner, `scenc exec`, `scenc run` and the trace capture all use it.
+Stdlib only: the runner, `scenc exec`, `scenc run`, the trace capture and convert --model all use it.
 """
 
 import os
