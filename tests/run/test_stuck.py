@@ -28,8 +28,9 @@ thread b {
 '''
 
 
-def _processes_running(needle: str) -> list:
-    """Pids whose command line contains needle (zombies have none, so they do not count)."""
+def _processes_running(needle: str, first: bool = False) -> list:
+    """Pids whose command line contains needle, or with first starts with it (scenc's own command line holds
+    the program's too); zombies have none, so they do not count."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -38,7 +39,7 @@ def _processes_running(needle: str) -> list:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
             continue
-        if needle in cmdline:
+        if cmdline.startswith(needle) if first else needle in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -100,3 +101,21 @@ def test_a_child_left_running_by_a_finished_program_is_killed(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     time.sleep(0.2)
     assert not _processes_running(marker), "a child of the program outlived its run"
+
+
+def test_sighup_to_scenc_run_kills_the_program_and_saves_the_session(tmp_path):
+    """A closed terminal sends SIGHUP: the program (a session of its own) goes with scenc, as on Ctrl-C."""
+    marker = "sleep 987604"
+    proc = subprocess.Popen([*SCENC, "run", "--allocators", "glibc", "--runs", "1", "-o", str(tmp_path / "r.json"),
+                             "--", "sh", "-c", marker], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not _processes_running(marker, first=True) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_running(marker, first=True), "the program never started"
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGHUP, err
+    assert "interrupted by SIGHUP" in err
+    time.sleep(0.2)
+    assert not _processes_running(marker), "the program outlived a SIGHUP to scenc run"
