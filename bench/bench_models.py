@@ -82,7 +82,7 @@ MODELS = {
         # a fixed number of generations instead of as many as one second allows
         patches=[("if( !stopflag ){", "if( !stopflag && pdea->cThreads < LARSON_GENERATIONS ){")]),
     "sh6bench": Model("sh6bench.scn", ["sh6bench-new.c"], ["4"], defines=["BENCH=1", "SYS_MULTI_THREAD=1"],
-                      stdin="400\n1\n1000\n", shbench=True),
+                      stdin="400\n1\n1000\n", shbench=True, params={"calls": "400"}),
     "sh8bench": Model("sh8bench.scn", ["sh8bench-new.c"], ["4"], defines=["BENCH=1", "SYS_MULTI_THREAD=1"],
                       stdin="40000\n2400\n16000\n", shbench=True, params={"iterations": "2400"}),
     "xmalloc-test": Model(

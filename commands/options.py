@@ -104,7 +104,8 @@ def split_command_tail(argv: list):
 
 PARAM_HELP = {
     "one": "override a param",
-    "sweep": "override a param; several values sweep it (several --param: all combinations)",
+    "sweep": "override a param; several values sweep it (several --param: all combinations); `{NAME}` in the "
+             "arguments of a program after `--` takes its values",
     "pick": "with several param sets in RESULT: which one",
 }
 
@@ -113,6 +114,14 @@ def add_param(p, use: str) -> None:
     """`--param NAME=VALUE`: `use` is "one" (a build), "sweep" (`scenc run`) or "pick" (one set of a result)."""
     p.add_argument("--param", action="append", metavar="NAME=V1,V2" if use == "sweep" else "NAME=VALUE",
                    help=PARAM_HELP[use])
+
+
+def add_allocator_config(p) -> None:
+    p.add_argument("--allocator-config", metavar="FILE", help="INI file defining more allocators")
+
+
+ALLOCATOR_FORMS = ("a built-in name (`scenc allocators`), a library's path, NAME=/path/lib.so, or a variant "
+                   "with options: jemalloc[narenas:1]")
 
 
 def add_cc(p, default, help_text: str = "C compiler (gcc or clang)") -> None:

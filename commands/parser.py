@@ -47,8 +47,11 @@ def _compile_verbs(sub) -> None:
     p = _verb(sub, "build", "compile:build", help="compile a scenario to a program (cached)")
     _scenario_file(p)
     p.add_argument("-o", "--output", help="copy the program here")
-    p = _verb(sub, "exec", "exec:exec_once", help="build and run once under the default allocator")
+    p = _verb(sub, "exec", "exec:exec_once", help="build and run once (under the system malloc, or --allocator)")
     _scenario_file(p)
+    p.add_argument("--allocator", metavar="NAME", help=f"run under this allocator: {o.ALLOCATOR_FORMS} "
+                                                        f"(default: the system malloc, no preload)")
+    o.add_allocator_config(p)
     o.add_json(p, "the program's raw report")
     o.add_memory_limit(p, "the program", "allocations beyond it return NULL", default="80%")
     o.add_allow_huge(p, "held to --memory-limit")
@@ -64,13 +67,14 @@ def _run(sub) -> None:
                           "in shuffled rounds, save every run, and report which allocator is faster "
                           "and leaner, by how much, and how sure that is. A program after `--` is run "
                           "the same way (alone, or beside the scenario in the same rounds, side by side "
-                          "in the report).")
+                          "in the report); `{NAME}` in its arguments takes the values of --param NAME=..., "
+                          "one cell per value.")
     p.add_argument("scenario", nargs="?", help="a .scn file (not needed with --resume or with a "
                                                "program alone)")
     p.add_argument("--allocators", metavar="LIST",
-                   help="comma-separated names or NAME=/path/lib.so (default: glibc and every "
-                        "installed tcmalloc, jemalloc, mimalloc); see `scenc allocators`")
-    p.add_argument("--allocator-config", metavar="FILE", help="INI file defining more allocators")
+                   help=f"comma-separated: each {o.ALLOCATOR_FORMS} (default: glibc and every installed "
+                        f"tcmalloc, jemalloc, mimalloc)")
+    o.add_allocator_config(p)
     o.add_param(p, "sweep")
     o.add_cc(p, None, "C compiler (gcc or clang; default $SCENC_CC or gcc)")
     _run_rounds(p)
@@ -124,6 +128,13 @@ def _run_program(g) -> None:
                    "last match of REGEX's first group in its output (e.g. 'rtime: ([0-9.]+)')")
     g.add_argument("--higher-is-better", action="store_true",
                    help="the --metric figure is a throughput: higher is better (default: lower)")
+    g.add_argument("--prepare", metavar="CMD", help="a shell command run before each run of the program, not "
+                   "timed (its {name}s take the params' values, like the program's arguments)")
+    g.add_argument("--cleanup", metavar="CMD", help="a shell command run after each run of the program, not timed")
+    g.add_argument("--ignore-failure", action="store_true",
+                   help="a non-zero exit status is still a measured run (a signal is still a crash)")
+    g.add_argument("--show-output", action="store_true",
+                   help="the program's stdout and stderr on the terminal, after each run (kept in files too)")
 
 
 def _merge(sub) -> None:
@@ -190,9 +201,10 @@ def _capture(sub) -> None:
 def _trace_stats(sub) -> None:
     p = _verb(sub, "trace-stats", "tracestats:trace_stats",
               help="statistics of a capture: calls, sizes, lifetimes, threads, anomalies",
-              description="Statistics of an ltrace log or an LD_PRELOAD tracer log (recognised by its content). "
-                          "Exit status 4 when the capture is incomplete.")
-    p.add_argument("file", help="the capture (from scenc capture)")
+              description="Statistics of a capture: an LD_PRELOAD tracer log or an ltrace log (from scenc "
+                          "capture), a DJ Delorie workload (.wl, glibc trace_run's) or a glibc mtrace log, "
+                          "recognised by its content. Exit status 4 when the capture is incomplete.")
+    p.add_argument("file", help="the capture (tracer log, ltrace log, .wl workload or mtrace log)")
     o.add_json(p, "the statistics")
 
 
@@ -203,7 +215,7 @@ def _convert(sub) -> None:
                           "each thread's order, with the cross-thread handoffs. With --model: a short readable "
                           "scenario with the capture's statistics (thread groups, sizes, lifetimes, cross-thread "
                           "frees, phases), and its size histograms beside it.")
-    p.add_argument("file", help="the capture (ltrace log or tracer log)")
+    p.add_argument("file", help="the capture (tracer log, ltrace log, .wl workload or mtrace log)")
     p.add_argument("-o", "--output", metavar="FILE.scn",
                    help="the scenario to write (default: FILE.scn, or FILE-model.scn with --model)")
     p.add_argument("--model", action="store_true", help="write a fitted model instead of the exact replay")

@@ -138,6 +138,7 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
     program = target_of(result.header)
     if program is not None:
         runner = LauncherRunner(result.header.get("cc") or "gcc")
+        runner.show_output = bool(getattr(args, "show_output", False))
     else:
         runner = ProgramRunner()
     session = Session(plan, allocators, programs, result, progress, runner, program=program)

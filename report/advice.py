@@ -25,7 +25,8 @@ def _where(analysis, cell) -> str:
     if len(analysis.cells) < 2:
         return ""
     if cell.target == "command":
-        return " [the program]"
+        params = " ".join(f"{k}={v}" for k, v in cell.params.items())
+        return f" [the program{' ' + params if params else ''}]"
     return " [" + (" ".join(f"{k}={v}" for k, v in cell.params.items()) or "the scenario") + "]"
 
 

@@ -159,8 +159,10 @@ class Analysis:
 
     @property
     def sweep(self) -> bool:
-        """More than one param set of the scenario: the report's claims are then one family."""
-        return len({json.dumps(b.params, sort_keys=True) for b in self.cells if b.target == "scenario"}) > 1
+        """More than one param set of the scenario, or of a program after `--` (its `{name}`s): the report's
+        claims are then one family."""
+        return any(len({json.dumps(b.params, sort_keys=True) for b in self.cells if b.target == target}) > 1
+                   for target in ("scenario", "command"))
 
     def judge(self, metrics: List[str], method: Optional[str] = None) -> "Analysis":
         """Set every cell's claims for `metrics` (stats/claims.py): Holm per cell, or
@@ -203,6 +205,13 @@ def _side_by_side_json(analysis) -> list:
 def _metric_json(name: str) -> dict:
     m = metric_defs.metric(name)
     return {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
+
+
+def sweep_cells(cells) -> list:
+    """The cells a sweep is about: the scenario's, or without a scenario those of the program after `--`
+    (its params fill its `{name}`s); a program beside a scenario is not swept on its own."""
+    scenario = [b for b in cells if b.target == "scenario"]
+    return scenario or [b for b in cells if b.target == "command"]
 
 
 def _point(record: RunRecord) -> tuple:
@@ -312,9 +321,9 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
         cells.append(Cell(params, probe_set, per_allocator, baseline, target,
                             machine_of.get(cell_key(params, probe_set))))
     varying = []
-    scenario_cells = [b for b in cells if b.target == "scenario"]   # a command has no params
-    for k in {k for b in scenario_cells for k in b.params}:
-        if len({json.dumps(b.params.get(k)) for b in scenario_cells}) > 1:
+    swept = sweep_cells(cells)
+    for k in {k for b in swept for k in b.params}:
+        if len({json.dumps(b.params.get(k)) for b in swept}) > 1:
             varying.append(k)
     order = [k for b in cells for k in b.params]
     varying.sort(key=order.index)

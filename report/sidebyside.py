@@ -91,11 +91,17 @@ def _to_baseline(cell, metric: str) -> dict:
 
 
 def pairs(analysis):
-    """(scenario cell, program cell) for every scenario cell the command stands beside."""
-    program = next((b for b in analysis.cells if b.target == "command"), None)
-    if program is None:
-        return []
-    return [(b, program) for b in analysis.cells if b.target == "scenario" and b.probe_set == DEFAULT_PROBE_SET]
+    """(scenario cell, program cell) for every scenario cell the command stands beside: the program's cell whose
+    params (those its `{name}`s take) are the scenario cell's."""
+    programs = [b for b in analysis.cells if b.target == "command"]
+    out = []
+    for b in analysis.cells:
+        if b.target != "scenario" or b.probe_set != DEFAULT_PROBE_SET:
+            continue
+        program = next((p for p in programs if all(b.params.get(k) == v for k, v in p.params.items())), None)
+        if program is not None:
+            out.append((b, program))
+    return out
 
 
 def time_share(scenario_cell, program_cell) -> dict:

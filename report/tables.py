@@ -140,7 +140,9 @@ def _cell_title(analysis, cell) -> str:
     if cell.target == "command":
         from ..run.program.target import target_of
         program = target_of(analysis.header)
-        return f"== program: {program.describe() if program else '?'} =="
+        params = " ".join(f"{k}={v}" for k, v in cell.params.items())
+        described = program.for_params(cell.params).describe() if program else "?"
+        return f"== program: {described}{f' ({params})' if params else ''} =="
     params = " ".join(f"{k}={v}" for k, v in cell.params.items())
     probe = f" [{cell.probe_set}]" if cell.probe_set != DEFAULT_PROBE_SET else ""
     machine = ""

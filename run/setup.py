@@ -152,10 +152,11 @@ def _new_session_header(args, scenario_path: Path, plan: Plan, allocators, sweep
     )
 
 
-def _command_only_header(args, plan: Plan, allocators, command, cc: str) -> dict:
-    """The header of a session that runs a command and no scenario."""
+def _command_only_header(args, plan: Plan, allocators, command, cc: str, sweep_params=None) -> dict:
+    """The header of a session that runs a command and no scenario (its `--param` sweep in "params")."""
     return _header(args, plan, allocators, cc, metadata.collect_machine(cc=cc),
-                   scenario=command.name, source="", params={}, seed=None, probes=[], param_sets=[])
+                   scenario=command.name, source="", params=dict(sweep_params or {}), seed=None, probes=[],
+                   param_sets=[])
 
 
 def _resolve_allocators(args) -> Dict[str, object]:
@@ -183,9 +184,9 @@ def prepare_new(args, progress, check=lambda: None):
     if not args.scenario and command is None:
         raise UsageError("give a scenario file, a command after `--`, or --resume RESULT.json")
     program_setup.check_options(args, bool(args.scenario))
-    if getattr(args, "shard", None) and command is not None:
-        raise UsageError("--shard splits a scenario's sweep into cells; a program after `--` is "
-                         "measured beside its scenario in one session: run it without --shard")
+    if getattr(args, "shard", None) and command is not None and args.scenario:
+        raise UsageError("--shard splits a sweep into cells; a program after `--` is measured beside its "
+                         "scenario in one session: run them without --shard (a program alone can be sharded)")
     scenario_path = Path(args.scenario) if args.scenario else None
     if scenario_path is not None and not scenario_path.is_file():
         raise UsageError(f"{args.scenario}: no such file")
@@ -205,6 +206,10 @@ def prepare_new(args, progress, check=lambda: None):
     if args.probes:
         progress.info(probe_plan.explain())
     param_sets = sweep(sweep_params) if scenario_path is not None else []
+    command_sets = program_setup.param_sets(command, sweep_params, scenario_path is not None) \
+        if command is not None else []
+    if command is not None:
+        program_setup.check_runnable(command, command_sets)
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Finding the allocators' libraries and versions waits on ldconfig and
@@ -226,17 +231,18 @@ def prepare_new(args, progress, check=lambda: None):
         runs=None if auto else args.runs,
         warmup=DEFAULT_WARMUP if args.warmup is None else args.warmup,
         ci=args.ci or DEFAULT_CI, min_runs=min_runs, max_runs=max_runs,
-        time_budget_s=_time_budget(args, len(param_sets) * len(probe_plan.probe_sets)),
+        # Per cell: the scenario's (a program beside it runs in the same rounds), or the program's alone.
+        time_budget_s=_time_budget(args, len(param_sets) * len(probe_plan.probe_sets) or len(command_sets)),
         timeout_s=args.timeout,
         seed=args.seed if args.seed is not None else random.SystemRandom().randrange(2**31),
         memory_limit=_memory_limit(args),
     )
     if command is not None:
-        plan.configs += program_setup.configs(allocators)
+        plan.configs += program_setup.configs(allocators, command_sets)
     if scenario_path is not None:
         header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
     else:
-        header = _command_only_header(args, plan, allocators, command, cc)
+        header = _command_only_header(args, plan, allocators, command, cc, sweep_params)
     if command is not None:
         program_setup.describe(header, command)
     if getattr(args, "shard", None):
@@ -314,7 +320,8 @@ def prepare_resume(args, progress, check=lambda: None):
     header = result.header
     command = program_setup.target_of(header)
     if command is not None:
-        program_setup.check_resumable(command)
+        program_setup.check_resumable(command, [c.get("params") or {} for c in (header.get("plan") or {}).get(
+            "configs", []) if c.get("target") == "command"])
     scenario_path = Path(args.scenario or header.get("scenario_path", ""))
     if command is None or header.get("scenario_path"):
         if not scenario_path.is_file():

@@ -21,6 +21,7 @@ its output has no match for `--metric`.
 
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -96,6 +97,23 @@ def _tail(f, chars: int) -> str:
     return f.read().decode("utf-8", "replace")[-chars:]
 
 
+def _echo(f, stream) -> None:
+    """A run's whole output file onto scenc's own stream (--show-output)."""
+    f.seek(0)
+    stream.flush()
+    out = getattr(stream, "buffer", None)
+    while True:
+        chunk = f.read(1 << 16)
+        if not chunk:
+            break
+        if out is not None:
+            out.write(chunk)
+        else:
+            stream.write(chunk.decode("utf-8", "replace"))
+    if out is not None:
+        out.flush()
+
+
 def _parse_launcher_report(text: str) -> Optional[dict]:
     fields = dict(item.split("=", 1) for item in text.split() if "=" in item)
     try:
@@ -120,6 +138,7 @@ class LauncherRunner(ProgramRunner):
         # (making new ones costs more than a short program's 1%).
         self._out = tempfile.TemporaryFile(dir=self._scratch.name)
         self._err = tempfile.TemporaryFile(dir=self._scratch.name)
+        self.show_output = False      # --show-output: the program's stdout and stderr on scenc's, after each run
 
     @property
     def helpers(self) -> Tuple[Path, Path]:
@@ -163,6 +182,9 @@ class LauncherRunner(ProgramRunner):
             self._err.seek(0)
             outcome.output = (self._out.read() + b"\n" + self._err.read()).decode("utf-8", "replace")
         outcome.proof = Proof.read(proof_file)
+        if self.show_output:
+            _echo(self._out, sys.stdout)
+            _echo(self._err, sys.stderr)
         return outcome
 
     def _launch(self, target: ProgramTarget, env: Mapping[str, str], stdin, timeout_s: float) -> ProgramOutcome:
@@ -251,7 +273,7 @@ def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome,
         record.fail(Status.CRASHED, signal=name, problem=f"killed by {name}{under_limit}")
         return _with_stdout(record, outcome)
     record.exit_code = os.WEXITSTATUS(status)
-    if record.exit_code != 0:
+    if record.exit_code != 0 and not target.ignore_failure:     # --ignore-failure: still a measured run
         record.fail(Status.CRASHED, problem=f"exit status {record.exit_code}")
         return _with_stdout(record, outcome)
     problem = _proof_problem(allocator, outcome.proof)

@@ -266,7 +266,7 @@ def test_options_for_a_command_need_one(tmp_path):
     done = scenc("run", scenario, "--cwd", tmp_path, "-o", tmp_path / "r.json")
     assert done.returncode == 64 and "go with a program" in done.stderr
     done = scenc("run", "--allocators", "glibc", "--param", "threads=2", "--", "sort", "/dev/null")
-    assert done.returncode == 64 and "--param is for a scenario" in done.stderr
+    assert done.returncode == 64 and "--param threads: the program's arguments have no {threads}" in done.stderr
     done = scenc("run", "--allocators", "glibc", "--", "no-such-command-here")
     assert done.returncode == 64 and "command not found" in done.stderr
 
