@@ -93,8 +93,20 @@ def _script(name: str, text: str, interpreter: str) -> Callable:
     return make
 
 
-def _built(program: str, args: Sequence[str]) -> Callable:
-    """A mimalloc-bench program (bench/cfrac, bench/espresso of the checkout), built with gcc -O2."""
+# The sources and flags of mimalloc-bench's bench/CMakeLists.txt.
+CFRAC = ("cfrac.c pops.c pconst.c pio.c pabs.c pneg.c pcmp.c podd.c phalf.c padd.c psub.c pmul.c pdivmod.c "
+         "psqrt.c ppowmod.c atop.c ptoa.c itop.c utop.c ptou.c errorp.c pfloat.c pidiv.c pimod.c picmp.c primes.c "
+         "pcfrac.c pgcd.c").split()
+ESPRESSO = ("cofactor.c cols.c compl.c contain.c cubestr.c cvrin.c cvrm.c cvrmisc.c cvrout.c dominate.c equiv.c "
+            "espresso.c essen.c exact.c expand.c gasp.c getopt.c gimpel.c globals.c hack.c indep.c irred.c main.c "
+            "map.c matrix.c mincov.c opo.c pair.c part.c primes.c reduce.c rows.c set.c setc.c sharp.c sminterf.c "
+            "solution.c sparse.c unate.c utility.c verify.c").split()
+MB_FLAGS = ["-O2", "-std=gnu89", "-w", "-Wno-implicit-function-declaration", "-Wno-implicit-int",
+            "-Wno-int-conversion", "-Wno-incompatible-pointer-types"]
+
+
+def _built(program: str, sources: Sequence[str], args: Sequence[str], defines: Sequence[str] = ()) -> Callable:
+    """A mimalloc-bench program (bench/cfrac, bench/espresso of the checkout), built as its CMakeLists does."""
     def make(work: Path, mb: Optional[Path]) -> Optional[List[str]]:
         if mb is None:
             return None
@@ -102,9 +114,10 @@ def _built(program: str, args: Sequence[str]) -> Callable:
         if not src.is_dir():
             return None
         out = work / program
-        sources = [str(p) for p in sorted(src.glob("*.c"))]
-        subprocess.run(["gcc", "-O2", "-w", "-o", str(out), *sources, "-lm"], check=True, capture_output=True,
-                       cwd=src)
+        done = subprocess.run(["gcc", *MB_FLAGS, *defines, "-o", str(out), *sources, "-lm"], capture_output=True,
+                              text=True, cwd=src)
+        if done.returncode != 0:
+            raise RuntimeError(f"building {program} failed: {done.stderr.strip()[-600:]}")
         return [str(out), *[str(src / a) if (src / a).exists() else a for a in args]]
     return make
 
@@ -121,9 +134,9 @@ PROGRAMS = [
     RealProgram("node", "node: 150,000 objects, gzip in its thread pool (several threads)", "node",
                 _script("t.js", NODE, "node")),
     RealProgram("cfrac", "mimalloc-bench cfrac (a 28-digit number)", "gcc",
-                _built("cfrac", ["1754518652050731705637113883"])),
+                _built("cfrac", CFRAC, ["1754518652050731705637113883"], ["-DNOMEMOPT=1"])),
     RealProgram("espresso", "mimalloc-bench espresso largest.espresso", "gcc",
-                _built("espresso", ["largest.espresso"])),
+                _built("espresso", ESPRESSO, ["largest.espresso"])),
 ]
 
 
@@ -216,11 +229,11 @@ def main(argv=None) -> int:
         if shutil.which(p.needs) is None:
             print(f"  {p.name}: skipped ({p.needs} is not installed)")
             continue
-        argv_ = p.make(work, args.mimalloc_bench)
-        if argv_ is None:
-            print(f"  {p.name}: skipped (no --mimalloc-bench checkout with bench/{p.name})")
-            continue
         try:
+            argv_ = p.make(work, args.mimalloc_bench)
+            if argv_ is None:
+                print(f"  {p.name}: skipped (no --mimalloc-bench checkout with bench/{p.name})")
+                continue
             lines, summary = measure(p, argv_, work, names, args.runs, args.seed)
         except (RuntimeError, subprocess.CalledProcessError) as e:
             print(f"model_fidelity: {p.name}: {e}", file=sys.stderr)
