@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 from contextlib import contextmanager
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 
 class ProgramNotFound(RuntimeError):
@@ -88,40 +88,38 @@ def locate_program(argv: Sequence[str], cwd) -> tuple:
     return path, os.path.realpath(path)
 
 
-def wait_and_clear_group(proc: subprocess.Popen, timeout: Optional[float]) -> bool:
+def wait_and_clear_group(proc: subprocess.Popen, timeout: Optional[float],
+                         on_exit: Optional[Callable[[int], None]] = None) -> bool:
     """Wait for `proc` (started with start_new_session=True) up to `timeout` seconds (None: for ever), then
     SIGKILL its process group and reap it; True when it timed out. The group is killed whether it timed
     out or not, before the leader is reaped (its zombie keeps the group's id from being reused): a child the
-    program forked and left running (`sleep 1000 &`) would otherwise outlive the run. Any exception while
-    waiting (Ctrl-C, `Terminated`) kills the group too, then propagates."""
+    program forked and left running (`sleep 1000 &`) would otherwise outlive the run. on_exit(pid) is called
+    once it has ended and before it is reaped, while /proc/PID still says what it last was (process_name).
+    Any exception while waiting (Ctrl-C, `Terminated`) kills the group too, then propagates."""
     try:
-        fd = os.pidfd_open(proc.pid)
-        try:
-            poller = select.poll()
-            poller.register(fd, select.POLLIN)
-            # poll is retried after a signal handler (PEP 475) with the time left.
-            ready = poller.poll(None if timeout is None else timeout * 1000)
-        finally:
-            os.close(fd)
+        ended = _ended_unreaped(proc.pid, timeout)
+        if ended and on_exit is not None:
+            on_exit(proc.pid)
     except BaseException:
         kill_group(proc.pid)
         proc.wait()
         raise
     kill_group(proc.pid)
     proc.wait()
-    return not ready
+    return not ended
 
 
-def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], **popen) -> tuple:
+def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], *,
+                       on_exit: Optional[Callable[[int], None]] = None, **popen) -> tuple:
     """(exit status, or None after a timeout; seconds it ran; the last 8 KB of its stderr).
 
     The command gets a session of its own, so a timeout kills it with every
-    process it started (wait_and_clear_group).
+    process it started, and so does its end (wait_and_clear_group, which also says what on_exit is).
     """
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stderr=err, start_new_session=True, **popen)
-        timed_out = wait_and_clear_group(proc, timeout)
+        timed_out = wait_and_clear_group(proc, timeout, on_exit)
         status = None if timed_out else proc.returncode
         seconds = time.perf_counter() - start
         err.seek(0, os.SEEK_END)
@@ -172,3 +170,33 @@ def run_watched(cmd: Sequence[str], timeout: float, idle_s: float, **popen) -> t
         err.seek(0)
         return (None if why else proc.returncode), out.read().decode("utf-8", "replace"), \
             err.read().decode("utf-8", "replace"), why
+
+
+def _ended_unreaped(pid: int, timeout: Optional[float]) -> bool:
+    """Wait until child `pid` has ended, without reaping it; False when `timeout` seconds passed first."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):        # Python or Linux without pidfds (before 3.9, 5.3)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(None if timeout is None else timeout * 1000))
+    finally:
+        os.close(fd)
+
+
+def process_name(pid: int) -> Optional[str]:
+    """The kernel's name of process `pid` (its comm: the file name of the program it last exec'ed, at most
+    15 characters, or what it renamed itself), also while it is an unreaped zombie; None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    return stat[stat.find("(") + 1:stat.rfind(")")] or None
