@@ -172,7 +172,8 @@ def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], r
     if proc.returncode != 0:
         raise RuntimeError(f"scenc convert --model {trace} failed ({proc.returncode}): {proc.stderr.strip()[-600:]}")
     converted = time.perf_counter() - t0
-    calls = next((line.split()[-1] for line in proc.stdout.splitlines() if line.strip().startswith("calls ")), "?")
+    # the summary's "calls  CAPTURE  MODEL" row: the capture's
+    calls = next((line.split()[-2] for line in proc.stdout.splitlines() if line.strip().startswith("calls ")), "?")
     notes = [line.strip() for line in proc.stdout.splitlines() + proc.stderr.splitlines()
              if "without channels" in line or "hold all they carry" in line]
     progress(f"  {p.name}: captured ({calls} calls) and modelled in {converted:.1f} s")
