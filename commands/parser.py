@@ -55,6 +55,8 @@ def _compile_verbs(sub) -> None:
     o.add_json(p, "the program's raw report")
     o.add_memory_limit(p, "the program", "allocations beyond it return NULL", default="80%")
     o.add_allow_huge(p, "held to --memory-limit")
+    o.add_timeout(p, "kill the program (and every process of its group) after this long (30s, 5m ...; "
+                     "default: no limit)")
 
 
 def _run(sub) -> None:
