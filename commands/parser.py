@@ -133,6 +133,17 @@ def _run_program(g) -> None:
                    help="a non-zero exit status is still a measured run (a signal is still a crash)")
     g.add_argument("--show-output", action="store_true",
                    help="the program's stdout and stderr on the terminal, after each run (kept in files too)")
+    g.add_argument("--server", metavar="'CMD ARGS'", help="a server to measure under load: started under the "
+                   "allocator for each run, the program after `--` (its client) run without any preload, "
+                   "then the server stopped; peak RSS, CPU and faults are the server's, wall time the client's")
+    g.add_argument("--ready", metavar="tcp:PORT|file:PATH|after:SECONDS",
+                   help="with --server: when the server can take its client (a TCP connect, a file, a delay)")
+    g.add_argument("--ready-timeout", type=o.parse_seconds, metavar="DURATION",
+                   help="with --server: a server not ready after this long fails its run (default 60s)")
+    g.add_argument("--stop", metavar="SIGNAL", help="with --server: the signal that stops it (default SIGTERM)")
+    g.add_argument("--stop-grace", type=o.parse_seconds, metavar="DURATION",
+                   help="with --server: SIGKILL its process group if it has not ended this long after --stop "
+                        "(default 10s)")
 
 
 def _merge(sub) -> None:
