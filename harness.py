@@ -297,7 +297,7 @@ class Session:
 
     def _converged(self) -> bool:
         # A figure the program reports (a server's requests per second) is what it is measured for.
-        reported = [self.program.metric.metric_name] if self.program is not None and self.program.metric else []
+        reported = [m.metric_name for m in self.program.reported] if self.program is not None else []
         for config in self.active():
             samples = self.samples(config)
             measured = probes.set_members(config.probe_set)

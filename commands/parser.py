@@ -122,10 +122,11 @@ def _run_program(g) -> None:
     g.add_argument("--stdin", metavar="FILE", help="the program's standard input (default /dev/null)")
     g.add_argument("--env", action="append", metavar="KEY=VALUE", help="set a variable for the program "
                    "(repeatable)")
-    g.add_argument("--metric", metavar="REGEX", help="also take a figure the program prints, from the "
-                   "last match of REGEX's first group in its output (e.g. 'rtime: ([0-9.]+)')")
+    g.add_argument("--metric", metavar="REGEX", action="append", help="also take a figure the program prints, "
+                   "from the last match of REGEX's first group in its output (e.g. 'rtime: ([0-9.]+)'); "
+                   "repeatable")
     g.add_argument("--higher-is-better", action="store_true",
-                   help="the --metric figure is a throughput: higher is better (default: lower)")
+                   help="the --metric figures are throughputs: higher is better (default: lower)")
     g.add_argument("--prepare", metavar="CMD", help="a shell command run before each run of the program, not "
                    "timed (its {name}s take the params' values, like the program's arguments)")
     g.add_argument("--cleanup", metavar="CMD", help="a shell command run after each run of the program, not timed")

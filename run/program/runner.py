@@ -184,7 +184,7 @@ class LauncherRunner(ProgramRunner):
                 stdin.close()
         outcome.stdout = _tail(self._out, STDERR_TAIL_CHARS)
         outcome.stderr = _tail(self._err, STDERR_TAIL_CHARS)
-        if target.metric is not None and outcome.launched is not None:
+        if target.reported and outcome.launched is not None:
             self._out.seek(0)
             self._err.seek(0)
             outcome.output = (self._out.read() + b"\n" + self._err.read()).decode("utf-8", "replace")
@@ -254,8 +254,15 @@ def _proof_problem(allocator, proof: Proof) -> Optional[str]:
                 "the allocator in use is unknown")
     for pid, malloc_from, free_from in proof.lines:
         for what, obj in (("malloc", malloc_from), ("free", free_from)):
-            if not registry.provider_matches(allocator, obj):
-                return f"process {pid}: {what}: " + registry.explain_mismatch(allocator, obj)
+            if registry.provider_matches(allocator, obj):
+                continue
+            if allocator.library is None and obj != "?":
+                # The launcher sets LD_PRELOAD itself, so no preload left over: the program brings it.
+                return (f"process {pid}: {what} came from {obj}, not from libc.so: the program (or a library "
+                        f"it links) brings that allocator itself, so the run labelled {allocator.name!r} would "
+                        f"measure {os.path.basename(obj)}; to measure the system malloc, preload a library that "
+                        f"forwards to it (docs/servers.md)")
+            return f"process {pid}: {what}: " + registry.explain_mismatch(allocator, obj)
     return None
 
 
@@ -297,13 +304,13 @@ def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome,
     if problem:
         record.fail(Status.WRONG_ALLOCATOR, problem=problem)
         return record
-    if target.metric is not None:
-        value = target.metric.find(outcome.output)
+    for reported in target.reported:
+        value = reported.find(outcome.output)
         if value is None:
             record.fail(Status.NO_METRIC, f"exit status 0 but no match for --metric "
-                                          f"{target.metric.pattern!r} in its output")
+                                          f"{reported.pattern!r} in its output")
             return _with_stdout(record, outcome)
-        record.metrics[target.metric.metric_name] = value
+        record.metrics[reported.metric_name] = value
     return record
 
 

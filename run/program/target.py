@@ -97,6 +97,12 @@ class ProgramTarget:
     cleanup: Optional[str] = None             # ... and after each run
     ignore_failure: bool = False              # a non-zero exit status is still a measured run
     server: Optional[ServerSpec] = None       # --server: argv is the client, the server is measured
+    more_metrics: Tuple[ReportedMetric, ...] = ()   # a second --metric and after (redis-benchmark's SET, GET)
+
+    @property
+    def reported(self) -> Tuple[ReportedMetric, ...]:
+        """Every --metric, in the order given."""
+        return ((self.metric,) if self.metric is not None else ()) + self.more_metrics
 
     @property
     def name(self) -> str:
@@ -143,6 +149,8 @@ class ProgramTarget:
                                        ("ignore_failure", self.ignore_failure)) if v})
         if self.server is not None:
             data["server"] = self.server.to_json()
+        if self.more_metrics:
+            data["more_metrics"] = [m.to_json() for m in self.more_metrics]
         return data
 
     @classmethod
@@ -152,11 +160,12 @@ class ProgramTarget:
                    tuple((data.get("env") or {}).items()),
                    ReportedMetric.from_json(metric) if metric else None,
                    data.get("prepare"), data.get("cleanup"), bool(data.get("ignore_failure")),
-                   ServerSpec.from_json(server) if server else None)
+                   ServerSpec.from_json(server) if server else None,
+                   tuple(ReportedMetric.from_json(m) for m in data.get("more_metrics") or ()))
 
     @classmethod
     def from_options(cls, argv: Sequence[str], cwd: Optional[str] = None, stdin: Optional[str] = None,
-                     env: Sequence[str] = (), metric: Optional[str] = None,
+                     env: Sequence[str] = (), metric=None,
                      higher_is_better: bool = False, prepare: Optional[str] = None,
                      cleanup: Optional[str] = None, ignore_failure: bool = False,
                      server: Optional[str] = None, ready: Optional[str] = None, stop: Optional[str] = None,
@@ -189,11 +198,18 @@ class ProgramTarget:
             stdin = os.path.abspath(stdin)
             if not os.path.isfile(stdin):
                 raise ProgramError(f"--stdin {stdin}: no such file")
-        reported = ReportedMetric.parse(metric, not higher_is_better) if metric else None
+        patterns = [metric] if isinstance(metric, str) else list(metric or ())
+        reported = [ReportedMetric.parse(p, not higher_is_better) for p in patterns]
+        names = [m.name for m in reported]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice:
+            raise ProgramError(f"two --metric figures would both be named {twice!r}: name them with a named "
+                               f"group, like --metric '(?P<set_rps>[0-9.]+) requests' ")
         for option, command in (("--prepare", prepare), ("--cleanup", cleanup)):
             if command is not None and not command.strip():
                 raise ProgramError(f"{option} is empty: give a shell command, like {option} 'rm -f out.dat'")
-        return cls(tuple(argv), cwd, stdin, tuple(pairs), reported, prepare, cleanup, ignore_failure, spec)
+        return cls(tuple(argv), cwd, stdin, tuple(pairs), reported[0] if reported else None, prepare, cleanup,
+                   ignore_failure, spec, tuple(reported[1:]))
 
 
 def refusal(target: ProgramTarget) -> Optional[str]:
@@ -236,9 +252,7 @@ def target_of(header: Mapping) -> Optional[ProgramTarget]:
 def register_reported_metrics(header: Mapping) -> None:
     """Make the figures a program reports known to the tables, with their direction."""
     program = target_of(header)
-    if program is None or program.metric is None:
-        return
-    reported = program.metric
-    metric_defs.register(metric_defs.Metric(
-        reported.metric_name, f"{reported.name} (reported by the program)", "", reported.lower_is_better,
-        reported.name, lambda _report: None, best="best"))
+    for reported in (program.reported if program is not None else ()):
+        metric_defs.register(metric_defs.Metric(
+            reported.metric_name, f"{reported.name} (reported by the program)", "", reported.lower_is_better,
+            reported.name, lambda _report: None, best=f"best {reported.name}"))
