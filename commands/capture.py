@@ -1,8 +1,12 @@
 """`scenc capture -o FILE [--method ltrace|preload] -- COMMAND`: record a program's allocator calls.
 
+With `--server 'CMD' --ready ... -- CLIENT` (the tracer only): the server is traced while the client, not
+traced, drives it, then stopped as `scenc run --server` stops it (run/program/serving.py runs both).
+
 Exit status 0 when the capture is complete, 4 when it is incomplete or saw nothing (errors.py).
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -20,6 +24,9 @@ def capture(args) -> int:
     if not argv:
         raise TraceInputError("no program to capture: scenc capture -o app.ltrace -- ./app ARGS")
     out = Path(args.output)
+    if args.server is not None or any(v is not None for v in (args.ready, args.stop, args.stop_grace,
+                                                                 args.ready_timeout)):
+        return _capture_server(args, argv, out)
     try:
         if args.method == "preload":
             from ..trace.capture.preload import capture_preload
@@ -72,3 +79,72 @@ def _print_preload_capture(r, out: Path) -> bool:
     if not r.complete:
         print("  the capture is INCOMPLETE (see the warnings); it still converts, with what was seen")
     return r.ok
+
+
+def _capture_server(args, client: list, out: Path) -> int:
+    """The server traced with the preload tracer while its client runs; then stopped."""
+    from ..errors import UsageError
+    from ..run.program.serving import ServedRunner
+    from ..run.program.target import ProgramError, ProgramTarget
+    from ..trace.capture.preload import checked_capture, prepare_preload
+    if args.server is None:
+        raise UsageError("--ready, --stop, --stop-grace and --ready-timeout go with --server 'CMD ARGS'")
+    if args.method != "preload":
+        raise UsageError("scenc capture --server needs --method preload: under ltrace a server answers 100-1000x "
+                         "slower, and its client would measure ltrace")
+    try:
+        target = ProgramTarget.from_options(client, server=args.server, ready=args.ready, stop=args.stop,
+                                            stop_grace_s=args.stop_grace, ready_timeout_s=args.ready_timeout)
+    except ProgramError as exc:
+        raise UsageError(str(exc)) from None
+    server = target.server
+    _, _, log, _, added = prepare_preload(server.argv, out, {}, cwd=target.cwd)
+    runner = ServedRunner()
+    runner.show_output = True         # the client's output is what a user of capture wants to see
+    import signal
+    previous = {s: signal.signal(s, runner.interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        outcome = runner.run_served(target, None, dict(os.environ), args.timeout or 24 * 3600.0,
+                                    server_preload=added)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if runner.interrupted:
+        print(f"scenc capture: interrupted; the server was stopped (its log {log} is what it wrote)",
+              file=sys.stderr)
+        return 128 + (runner.signal or signal.SIGINT)
+    launched = outcome.server.launched or {}
+    status = launched.get("status")
+    code = None if status is None else (-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+    result = checked_capture(log, server.argv, added, Path(added["LD_PRELOAD"].split()[0]), code,
+                             outcome.duration_s, outcome.server.stderr, args.timeout)
+    srv = outcome.server
+    client_state = _client_state(outcome.client)
+    if srv.problem:
+        result.warnings.insert(0, f"{srv.problem}: the capture holds what the server did until it stopped")
+    elif client_state:
+        result.warnings.insert(0, f"the client {client_state}: the server saw less load than it should")
+    if code is not None and code < 0 and os.WTERMSIG(status) == server.stop_signal:
+        result.warnings.append(f"the server ended by {srv.stopped_by} without catching it, so its last buffered "
+                               f"calls are lost: stop it with a signal it handles (--stop SIGINT for many servers)")
+    ok = _print_preload_capture(result, log)
+    if srv.ready_s is not None:
+        ended = f", the client ended at {srv.client_ended_s:.2f} s" if srv.client_ended_s is not None else ""
+        print(f"  server {server.describe()}: ready at {srv.ready_s:.2f} s{ended}, stopped by {srv.stopped_by} "
+              f"({srv.ended()}); the log holds its whole life: start-up, the load, and its stop")
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if result.events:
+        print(f"next: scenc trace-stats {log}   |   scenc convert {log} -o {log.stem}.scn   |   "
+              f"scenc run {log.stem}.scn --server ... -- CLIENT")
+    return EXIT_OK if ok and not srv.problem and not client_state else EXIT_INCOMPLETE
+
+
+def _client_state(client) -> str:
+    """"" for a client that ended well, else how it ended."""
+    if client is None or client.launched is None:
+        return "did not run to its end" if client is not None else ""
+    status = client.launched["status"]
+    if os.WIFSIGNALED(status):
+        return f"was killed by signal {os.WTERMSIG(status)}"
+    return f"ended with exit status {os.WEXITSTATUS(status)}" if os.WEXITSTATUS(status) else ""

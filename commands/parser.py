@@ -193,7 +193,9 @@ def _capture(sub) -> None:
               help="run a program and record its allocator calls (ltrace or an LD_PRELOAD tracer)",
               description="Run PROGRAM and record every allocator call it makes, then say whether the capture "
                           "is complete and, if it saw nothing or too little, why and what to try.",
-              usage="scenc capture -o FILE [--method ltrace|preload] [--retries N] -- PROGRAM [ARGS...]")
+              usage="scenc capture -o FILE [--method ltrace|preload] [--retries N] -- PROGRAM [ARGS...]\n"
+                    "       scenc capture -o FILE --method preload --server 'CMD ARGS' --ready tcp:PORT "
+                    "[--stop SIGNAL] -- CLIENT [ARGS...]")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the log to write")
     p.add_argument("--method", choices=("ltrace", "preload"), default="ltrace",
                    help="ltrace (default; 100-1000x slower, may crash threaded programs) or preload "
@@ -204,6 +206,15 @@ def _capture(sub) -> None:
     p.add_argument("--retries", type=int, default=2, metavar="N",
                    help="ltrace: attempts more per mode when a capture crashes (default 2)")
     o.add_timeout(p, "stop the program after this long (30s, 5m ...)")
+    g = p.add_argument_group("a server under load (`--server 'CMD' --ready ... -- CLIENT`; with --method preload)")
+    g.add_argument("--server", metavar="'CMD ARGS'", help="capture this server while the program after `--` (its "
+                   "client, not traced) drives it; the server is stopped when the client ends")
+    g.add_argument("--ready", metavar="tcp:PORT|file:PATH|after:SECONDS", help="when the server can take its client")
+    g.add_argument("--ready-timeout", type=o.parse_seconds, metavar="DURATION",
+                   help="give up on a server not ready after this long (default 60s)")
+    g.add_argument("--stop", metavar="SIGNAL", help="the signal that stops the server (default SIGTERM)")
+    g.add_argument("--stop-grace", type=o.parse_seconds, metavar="DURATION",
+                   help="SIGKILL the server's process group this long after --stop (default 10s)")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="PROGRAM",
                    help="the program and its arguments, after --")
 

@@ -45,7 +45,8 @@ class ServerOutcome:
     pid: Optional[int] = None
     problem: Optional[str] = None        # why the run failed because of the server (None: it did not)
     status: Optional[Status] = None      # and as what
-    ready_s: Optional[float] = None
+    ready_s: Optional[float] = None      # from the server's start
+    client_ended_s: Optional[float] = None
     stopped_by: Optional[str] = None     # "SIGTERM", "SIGTERM, then SIGKILL after 10 s"
     launched: Optional[dict] = None      # the launcher's report of the server
     stdout: str = ""
@@ -99,6 +100,7 @@ class ServedRunner(LauncherRunner):
         self._server_proc: Optional[subprocess.Popen] = None
         self._server_pid: Optional[int] = None
         self._server_spec: Optional[ServerSpec] = None
+        self._server_started = 0.0
 
     # -- signals
 
@@ -118,7 +120,10 @@ class ServedRunner(LauncherRunner):
     # -- one run
 
     def run_served(self, target: ProgramTarget, allocator, base_env: Mapping[str, str], timeout_s: float,
-                   memory_limit: Optional[int] = None) -> ServedOutcome:
+                   memory_limit: Optional[int] = None, server_preload: Optional[Mapping[str, str]] = None
+                   ) -> ServedOutcome:
+        """One run. `server_preload` (`scenc capture --server`): the server's LD_PRELOAD and variables
+        instead of the allocator's and the proof (`allocator` is then not used)."""
         spec = target.server
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         t0 = time.perf_counter()
@@ -131,19 +136,24 @@ class ServedRunner(LauncherRunner):
             return ServedOutcome(server, None, started, time.perf_counter() - t0)
         proof_file = Path(self._scratch.name) / "server-proof"
         proof_file.unlink(missing_ok=True)
-        env = self.environment(target, allocator, base_env, proof_file, memory_limit)
+        if server_preload is None:
+            env = self.environment(target, allocator, base_env, proof_file, memory_limit)
+        else:
+            env = dict(base_env, **target.env_dict, **server_preload)
+            env["SCENC_SPAWN_PRELOAD"] = env.pop("LD_PRELOAD")     # the server's, not the launcher's
         env["SCENC_SPAWN_SERVER"] = "1"
         report_r = self._start_server(spec, target, env, server)
         try:
             if server.pid is not None and not self.interrupted:
                 self._wait_ready(spec, readiness, server)
-            if server.problem is None and not self.interrupted:
+            if server.problem is None and not self.interrupted and server_preload is None:
                 server.proof = Proof.read(proof_file)
                 problem = _proof_problem(allocator, server.proof)
                 if problem:
                     server.problem, server.status = f"the server: {problem}", Status.WRONG_ALLOCATOR
             if server.problem is None and not self.interrupted:
                 client = self._run_client(target, base_env, timeout_s)
+                server.client_ended_s = round(time.monotonic() - self._server_started, 6)
                 if self._server_proc.poll() is not None:
                     server.problem, server.status = "the server died under load", Status.CRASHED
         finally:
@@ -164,6 +174,7 @@ class ServedRunner(LauncherRunner):
             f.seek(0)
             f.truncate()
         report_r, report_w = os.pipe()
+        self._server_started = time.monotonic()
         try:
             self._server_proc = subprocess.Popen([str(spawn), str(report_w), *spec.argv], env=dict(env),
                                                  cwd=target.cwd, stdin=subprocess.DEVNULL,
@@ -192,7 +203,7 @@ class ServedRunner(LauncherRunner):
         return report_r
 
     def _wait_ready(self, spec: ServerSpec, readiness: Readiness, server: ServerOutcome) -> None:
-        t0 = time.monotonic()
+        t0 = self._server_started
         while not self.interrupted:
             waited = time.monotonic() - t0
             if self._server_proc.poll() is not None:

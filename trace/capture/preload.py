@@ -124,6 +124,16 @@ def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, st
     argv = [str(a) for a in argv]
     if not argv:
         raise ValueError("empty command")
+    path, library, out, run_env, added = prepare_preload(argv, out_path, env, cc=cc, cwd=cwd)
+    status, wall, stderr = run_in_own_session(argv, timeout, executable=path, cwd=cwd, env=run_env, stdin=stdin,
+                                              stdout=stdout)
+    return checked_capture(out, argv, added, library, status, wall, stderr, timeout)
+
+
+def prepare_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, str]] = None, *, cc: str = "gcc",
+                    cwd=None) -> tuple:
+    """(the program's path, the tracer, the log's path, the program's environment, the variables added to it):
+    the program checked, the tracer built, old logs at the same path removed."""
     path, _elf = _resolve_program(argv, cwd)
     library = tracer_library(cc)
     if any(c in str(library) for c in " :"):
@@ -138,9 +148,14 @@ def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, st
     preload = " ".join(p for p in [str(library), run_env.get("LD_PRELOAD", "").strip()] if p)
     added = {"LD_PRELOAD": preload, "SCENC_TRACE_OUT": str(out)}
     run_env.update(added)
-    status, wall, stderr = run_in_own_session(argv, timeout, executable=path, cwd=cwd, env=run_env, stdin=stdin,
-                                              stdout=stdout)
-    result = PreloadCapture(out, None, [], status, None, argv, added, library, _child_logs(out), wall, stderr)
+    return path, library, out, run_env, added
+
+
+def checked_capture(out: Path, argv: Sequence[str], added: Mapping[str, str], library: Path,
+                    status: Optional[int], wall: float, stderr: str, timeout) -> PreloadCapture:
+    """The capture of a program that ran (`status`: Popen's return code, None after a timeout), checked."""
+    result = PreloadCapture(out, None, [], status, None, list(argv), dict(added), library, _child_logs(out), wall,
+                            stderr)
     if status is not None and status < 0:
         result.signal = signal_name(-status)
     _check(result, timeout)
