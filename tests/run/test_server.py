@@ -220,3 +220,38 @@ def test_ctrl_c_leaves_no_server_behind(tmp_path, server):
         assert not Path(f"/proc/{pid}").exists(), f"server {pid} is still there after Ctrl-C"
     header, *runs = read_lines(out)
     assert header["status"] == "interrupted" and runs == []             # the interrupted run is not saved
+
+
+# --------------------------------------------------------------------------- a server captured, and replayed beside it
+@pytest.mark.slow
+def test_a_captured_server_converts_and_its_replay_runs_beside_it(tmp_path, server):
+    port, log = free_port(), tmp_path / "server.trace"
+    done = scenc("capture", "--method", "preload", "-o", log, "--server", f"{server} {port} 500", "--ready",
+                 f"tcp:{port}", "--", *client(port, 1000))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "client LD_PRELOAD=[]" in done.stdout                        # the client is not traced either
+    assert f"server {server} {port} 500: ready at" in done.stdout and "stopped by SIGTERM (exit status 0)" in done.stdout
+    assert not list(tmp_path.glob("server.trace.*"))                   # the client left no log of its own
+    stats = scenc("trace-stats", log)
+    assert stats.returncode == 0 and "malloc" in stats.stdout
+    # 1000 requests: 1000 mallocs of 4000 bytes, 500 of them freed by the ring, the rest at the stop.
+    converted = scenc("convert", log, "-o", tmp_path / "server.scn")
+    assert converted.returncode == 0, converted.stderr
+    out = tmp_path / "side.json"
+    side = scenc("run", tmp_path / "server.scn", "--server", f"{server} {port} 500", "--ready", f"tcp:{port}",
+                 "--allocators", "glibc,jemalloc", "--runs", 2, "--warmup", 0, "-o", out, "--", *client(port, 1000))
+    assert side.returncode == 0, side.stderr
+    assert "beside the program (same session, interleaved rounds)" in side.stdout
+    _, *runs = read_lines(out)
+    assert {r.target for r in runs} == {"scenario", "command"} and len(runs) == 8
+
+
+@pytest.mark.slow
+def test_capture_of_a_server_that_never_gets_ready_says_so(tmp_path):
+    port, log = free_port(), tmp_path / "server.trace"
+    done = scenc("capture", "--method", "preload", "-o", log, "--server", "sleep 30", "--ready", f"tcp:{port}",
+                 "--ready-timeout", "1s", "--", *client(port))
+    assert done.returncode == 4
+    assert "the server was not ready after 1 s" in done.stderr
+    refused = scenc("capture", "-o", log, "--server", "sleep 30", "--ready", f"tcp:{port}", "--", *client(port))
+    assert refused.returncode == 64 and "needs --method preload" in refused.stderr
