@@ -17,6 +17,12 @@ installed with apt-get (as root, or through sudo). Traffic goes to 127.0.0.1 onl
 kernel picks. Printed: `uptime` before and after, scenc's report (with 95% intervals and verdicts),
 and one line per allocator with the medians, their intervals and the ratios to jemalloc (redis'
 own allocator) side by side.
+
+With --replay, redis is then captured under the same load (`scenc capture --method preload --server`),
+the capture converted to an exact replay, and the replay run beside redis in one session
+(`scenc run redis.scn --server ... -- redis-benchmark ...`): the report's side-by-side section says
+whether the replay orders the allocators' peak RSS (and speed) as redis does. Plain `glibc` is left
+out of that session (its redis runs are jemalloc's).
 """
 
 import argparse
@@ -112,6 +118,8 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=50, help="redis-benchmark -c")
     ap.add_argument("--allocators", default=",".join(ALLOCATORS))
     ap.add_argument("--out", type=Path, help="keep the result file and plots here (default: a temp dir)")
+    ap.add_argument("--replay", action="store_true", help="also capture redis, and run its replay beside it")
+    ap.add_argument("--replay-runs", type=int, default=6)
     args = ap.parse_args()
     ensure_redis()
     version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.strip()
@@ -160,7 +168,38 @@ def main() -> int:
             cells.append(f"{median:>10.0f} [{low:.0f}-{high:.0f}] ({ratio:.2f}x)".rjust(34))
         print(f"{name:<11} {where:<46} " + " ".join(cells))
     print(f"\n# result file: {result}; plots: {out / 'plots'}")
+    if args.replay:
+        replay(args, out, allocators, port)
     return 0 if done.returncode in (0, 3) else done.returncode
+
+
+def replay(args, out: Path, allocators: str, port: int) -> None:
+    """redis captured under the same load, its exact replay run beside it."""
+    server = f"redis-server --port {port} --save '' --appendonly no"
+    client = ["redis-benchmark", "-p", str(port), "-t", "set,get", "-n", str(args.requests), "-r", "100000",
+              "-d", "256", "-c", str(args.clients), "-q"]
+    log = out / "redis.trace"
+    captured = subprocess.run([*SCENC, "capture", "--method", "preload", "-o", str(log), "--server", server,
+                               "--ready", f"tcp:{port}", "--", *client], cwd=ROOT, text=True, capture_output=True)
+    print("\n# the capture:\n" + "\n".join(line for line in captured.stdout.splitlines()
+                                          if not line.startswith(("SET:", "GET:"))) + captured.stderr[-1500:])
+    converted = subprocess.run([*SCENC, "convert", str(log), "-o", str(out / "redis.scn")], cwd=ROOT, text=True,
+                               capture_output=True)
+    print("# the conversion:\n" + converted.stdout[-1500:] + converted.stderr[-1500:])
+    if converted.returncode != 0:
+        return
+    names = ",".join(a for a in allocators.split(",") if a != "glibc")
+    print(f"# load before the replay session: {uptime()}", flush=True)
+    side = subprocess.run([*SCENC, "run", str(out / "redis.scn"), "--server", server, "--ready", f"tcp:{port}",
+                           "--allocators", names, "--runs", str(args.replay_runs), "--metric",
+                           r"SET: ([0-9.]+) requests per second", "--metric", r"GET: ([0-9.]+) requests per second",
+                           "--higher-is-better", "-o", str(out / "redis-side.json"), "--", *client],
+                          cwd=ROOT, text=True, capture_output=True)
+    text = side.stdout
+    start = text.find("beside the program")
+    print("# the replay beside redis:\n" + (text[text.rfind("==", 0, start) - 200:] if start >= 0 else text[-4000:]))
+    print(side.stderr[-1500:], file=sys.stderr)
+    print(f"# load after the replay session: {uptime()}")
 
 
 if __name__ == "__main__":
