@@ -109,6 +109,33 @@ def prepare(datadir: Path, tables: int, size: int) -> None:
         server.wait(timeout=120)
 
 
+def summarize(result: Path, work: Path, threads_swept: str, allocators: str) -> None:
+    """One line per thread count and allocator: medians with their intervals, and the ratio to glibc."""
+    table = work / "summary.csv"
+    subprocess.run([*SCENC, "report", str(result), "--summary-csv", str(table)], capture_output=True, cwd=ROOT)
+    rows = {}
+    with open(table) as f:
+        for row in csv.DictReader(f):
+            if row["metric"] in ("reported:transactions", "peak_rss_kib") and row["median"]:
+                rows[(row["threads"], row["allocator"], row["metric"])] = (
+                    float(row["mean"]), row["mean_ci_low"], row["mean_ci_high"])
+    print("\n# means [95% CI]: transactions per second, server peak RSS (MiB); ratio to glibc")
+    for threads in threads_swept.split(","):
+        base = rows.get((threads, "glibc", "reported:transactions"))
+        for name in allocators.split(","):
+            tps, rss = rows.get((threads, name, "reported:transactions")), rows.get((threads, name, "peak_rss_kib"))
+            if tps is None or rss is None:
+                print(f"threads={threads} {name:<10} (no successful run)")
+                continue
+            ratio = f"{tps[0] / base[0]:.2f}x" if base else "-"
+            print(f"threads={threads} {name:<10} {tps[0]:9.1f} tps [{_num(tps[1])}-{_num(tps[2])}] ({ratio})"
+                  f"   {rss[0] / 1024:7.1f} MiB [{_num(rss[1], 1024)}-{_num(rss[2], 1024)}]")
+
+
+def _num(text: str, scale: float = 1.0) -> str:
+    return f"{float(text) / scale:.1f}" if text else "?"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -118,7 +145,11 @@ def main() -> int:
     ap.add_argument("--table-size", type=int, default=20000)
     ap.add_argument("--allocators", default=ALLOCATORS)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--summarize", type=Path, metavar="RESULT.json", help="only print the summary of a finished run")
     args = ap.parse_args()
+    if args.summarize:
+        summarize(args.summarize, Path(tempfile.mkdtemp(prefix="server-mysql-")), args.threads, args.allocators)
+        return 0
     ensure_installed()
     work = Path(tempfile.mkdtemp(prefix="server-mysql-"))
     out = args.out or work
@@ -145,25 +176,7 @@ def main() -> int:
     print(f"# load after: {uptime()}")
     if not result.exists():
         return 1
-    table = work / "summary.csv"
-    subprocess.run([*SCENC, "report", str(result), "--summary-csv", str(table)], capture_output=True, cwd=ROOT)
-    rows = {}
-    with open(table) as f:
-        for row in csv.DictReader(f):
-            if row["metric"] in ("reported:transactions", "peak_rss_kib") and row["median"]:
-                rows[(row["parameter_threads"], row["allocator"], row["metric"])] = (
-                    float(row["median"]), row["median_ci_low"], row["median_ci_high"])
-    print("\n# medians [95% CI]: transactions per second, server peak RSS (MiB); ratio to glibc")
-    for threads in args.threads.split(","):
-        base = rows.get((threads, "glibc", "reported:transactions"))
-        for name in args.allocators.split(","):
-            tps, rss = rows.get((threads, name, "reported:transactions")), rows.get((threads, name, "peak_rss_kib"))
-            if tps is None or rss is None:
-                print(f"threads={threads} {name:<10} (no successful run)")
-                continue
-            ratio = f"{tps[0] / base[0]:.2f}x" if base else "-"
-            print(f"threads={threads} {name:<10} {tps[0]:9.1f} tps [{float(tps[1]):.1f}-{float(tps[2]):.1f}] ({ratio})"
-                  f"   {rss[0] / 1024:7.1f} MiB [{float(rss[1]) / 1024:.1f}-{float(rss[2]) / 1024:.1f}]")
+    summarize(result, work, args.threads, args.allocators)
     print(f"\n# result file: {result}; plots: {out / 'plots'}")
     return 0 if done.returncode in (0, 3) else done.returncode
 

@@ -81,6 +81,17 @@ def test_a_server_target_fills_its_params_and_reads_back():
     assert filled.describe().startswith("server srv --port 7001") and "client bench -c 4" in filled.describe()
 
 
+def test_several_metrics_each_with_a_name_of_its_own():
+    target = ProgramTarget.from_options(["redis-benchmark"], metric=["SET: ([0-9.]+) requests", "GET: ([0-9.]+) requests"],
+                                        higher_is_better=True)
+    assert [m.metric_name for m in target.reported] == ["reported:SET", "reported:GET"]
+    assert not any(m.lower_is_better for m in target.reported)
+    assert ProgramTarget.from_json(target.to_json()) == target
+    assert target.to_json()["metric"]["name"] == "SET"         # an older scenc still reads the first
+    with pytest.raises(ProgramError, match="both be named 'rps'"):
+        ProgramTarget.from_options(["bench"], metric=["rps: ([0-9.]+)", "rps: ([0-9.]+) again"])
+
+
 def test_a_server_needs_ready_and_a_client():
     with pytest.raises(ProgramError, match="needs --ready"):
         ProgramTarget.from_options(["client"], server="srv")
