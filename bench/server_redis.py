@@ -119,7 +119,7 @@ def main() -> int:
     ap.add_argument("--allocators", default=",".join(ALLOCATORS))
     ap.add_argument("--out", type=Path, help="keep the result file and plots here (default: a temp dir)")
     ap.add_argument("--replay", action="store_true", help="also capture redis, and run its replay beside it")
-    ap.add_argument("--replay-runs", type=int, default=6)
+    ap.add_argument("--replay-runs", type=int, default=12)
     args = ap.parse_args()
     ensure_redis()
     version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.strip()
