@@ -113,9 +113,7 @@ def _capture_server(args, client: list, out: Path) -> int:
         print(f"scenc capture: interrupted; the server was stopped (its log {log} is what it wrote)",
               file=sys.stderr)
         return 128 + (runner.signal or signal.SIGINT)
-    launched = outcome.server.launched or {}
-    status = launched.get("status")
-    code = None if status is None else (-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+    code = outcome.server.returncode
     result = checked_capture(log, server.argv, added, Path(added["LD_PRELOAD"].split()[0]), code,
                              outcome.duration_s, outcome.server.stderr, args.timeout)
     srv = outcome.server
@@ -124,7 +122,7 @@ def _capture_server(args, client: list, out: Path) -> int:
         result.warnings.insert(0, f"{srv.problem}: the capture holds what the server did until it stopped")
     elif client_state:
         result.warnings.insert(0, f"the client {client_state}: the server saw less load than it should")
-    if code is not None and code < 0 and os.WTERMSIG(status) == server.stop_signal:
+    if code is not None and -code == server.stop_signal:
         result.warnings.append(f"the server ended by {srv.stopped_by} without catching it, so its last buffered "
                                f"calls are lost: stop it with a signal it handles (--stop SIGINT for many servers)")
     ok = _print_preload_capture(result, log)
@@ -142,9 +140,10 @@ def _capture_server(args, client: list, out: Path) -> int:
 
 def _client_state(client) -> str:
     """"" for a client that ended well, else how it ended."""
+    from ..run.program.runner import returncode
     if client is None or client.launched is None:
         return "did not run to its end" if client is not None else ""
-    status = client.launched["status"]
-    if os.WIFSIGNALED(status):
-        return f"was killed by signal {os.WTERMSIG(status)}"
-    return f"ended with exit status {os.WEXITSTATUS(status)}" if os.WEXITSTATUS(status) else ""
+    code = returncode(client.wait_status)
+    if code < 0:
+        return f"was killed by signal {-code}"
+    return f"ended with exit status {code}" if code else ""

@@ -89,7 +89,19 @@ class ProgramOutcome:
 
     @property
     def wait_status(self) -> Optional[int]:
-        return None if self.launched is None else self.launched["status"]
+        return wait_status(self.launched)
+
+
+def wait_status(launched: Optional[Mapping]) -> Optional[int]:
+    """The wait status in the launcher's report (None without a report)."""
+    return None if launched is None else launched.get("status")
+
+
+def returncode(status: Optional[int]) -> Optional[int]:
+    """A wait status as Popen says it: the exit status, or minus the signal that killed it."""
+    if status is None:
+        return None
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def _tail(f, chars: int) -> str:

@@ -31,12 +31,13 @@ from ..record import RunRecord, Status
 from ..runner import STDERR_TAIL_CHARS
 from ...system.process import signal_name
 from .runner import (LauncherRunner, ProgramOutcome, Proof, _echo, _metrics, _parse_launcher_report,
-                     _proof_problem, _tail, make_program_record)
+                     _proof_problem, _tail, make_program_record, returncode, wait_status)
 from .server import Readiness, ServerSpec
 from .target import ProgramTarget
 
 _POLL_S = 0.02
 _INTERRUPT_GRACE_S = 2.0       # after Ctrl-C a server gets this long to stop before SIGKILL
+_DEATH_NOTICE_S = 1.0          # after a failed client, how long the server's end may take to be seen
 
 
 @dataclass
@@ -53,13 +54,16 @@ class ServerOutcome:
     stderr: str = ""
     proof: Proof = field(default_factory=Proof)
 
+    @property
+    def returncode(self) -> Optional[int]:
+        """How the server ended: its exit status, minus the signal that killed it, or None (no report)."""
+        return returncode(wait_status(self.launched))
+
     def ended(self) -> str:
-        status = None if self.launched is None else self.launched.get("status")
-        if status is None:
+        code = self.returncode
+        if code is None:
             return "unknown"
-        if os.WIFSIGNALED(status):
-            return f"killed by {signal_name(os.WTERMSIG(status))}"
-        return f"exit status {os.WEXITSTATUS(status)}"
+        return f"killed by {signal_name(-code)}" if code < 0 else f"exit status {code}"
 
 
 @dataclass
@@ -154,10 +158,21 @@ class ServedRunner(LauncherRunner):
             if server.problem is None and not self.interrupted:
                 client = self._run_client(target, base_env, timeout_s)
                 server.client_ended_s = round(time.monotonic() - self._server_started, 6)
+                if client.wait_status != 0 and not self.interrupted:
+                    # A client fails as soon as its server's socket closes, before the launcher has reaped
+                    # the server: give it a moment, so that the server is blamed when it is the cause.
+                    try:
+                        self._server_proc.wait(timeout=_DEATH_NOTICE_S)
+                    except subprocess.TimeoutExpired:
+                        pass
                 if self._server_proc.poll() is not None:
                     server.problem, server.status = "the server died under load", Status.CRASHED
         finally:
             self._stop_server(spec, server, report_r)
+        code = server.returncode
+        if server.problem is None and server.stopped_by and code is not None and code < 0 \
+                and -code not in (spec.stop_signal, signal.SIGKILL) and not self.interrupted:
+            server.problem, server.status = "the server crashed as it was stopped", Status.CRASHED
         server.proof = Proof.read(proof_file)
         server.stdout = _tail(self._server_out, STDERR_TAIL_CHARS)
         server.stderr = _tail(self._server_err, STDERR_TAIL_CHARS)
