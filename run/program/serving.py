@@ -173,6 +173,11 @@ class ServedRunner(LauncherRunner):
         if server.problem is None and server.stopped_by and code is not None and code < 0 \
                 and -code not in (spec.stop_signal, signal.SIGKILL) and not self.interrupted:
             server.problem, server.status = "the server crashed as it was stopped", Status.CRASHED
+        if server.problem is None and server_preload is None and server.pid is not None and not self.interrupted:
+            # Processes the server started after it was ready (workers, a fork) proved their allocator too.
+            problem = _proof_problem(allocator, Proof.read(proof_file))
+            if problem:
+                server.problem, server.status = f"the server: {problem}", Status.WRONG_ALLOCATOR
         server.proof = Proof.read(proof_file)
         server.stdout = _tail(self._server_out, STDERR_TAIL_CHARS)
         server.stderr = _tail(self._server_err, STDERR_TAIL_CHARS)
