@@ -29,6 +29,10 @@ from ..run.runner import ProgramRunner
 from ..run.setup import prepare_new, prepare_resume
 from ..system.process import signal_name
 
+# A closed terminal (SIGHUP) stops a session as Ctrl-C does: Python's default would end scenc at once and leave
+# the program running, in a session of its own.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 
 def _preload_scipy() -> threading.Thread:
     """Import numpy and scipy.special (what stats/summary.py needs) while builds and warm-ups go on.
@@ -100,7 +104,7 @@ def run(args) -> int:
     progress = Progress(quiet=args.quiet)
     # Until the runs start, SIGTERM stops scenc as Ctrl-C does: cleanly, with a sentence.
     stop = _StopRequest()
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
     try:
         preload = _preload_scipy()
         try:
@@ -141,7 +145,7 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
     session = Session(plan, allocators, programs, result, progress, runner, program=program)
     # From here a signal only stops the program running and ends the session
     # between runs, so it never lands in the middle of saving one.
-    for s in (signal.SIGINT, signal.SIGTERM):
+    for s in STOP_SIGNALS:
         signal.signal(s, runner.interrupt)
     # A signal that came after the last check of the preparation, up to the line above (the imports
     # here take a while on a loaded machine): `early` noted it, the runner acts on it.

@@ -20,7 +20,6 @@ its output has no match for `--metric`.
 """
 
 import os
-import select
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from typing import List, Mapping, Optional, Tuple
 
 from ..record import RunRecord, Status
 from .target import ProgramTarget
-from ...system.process import signal_name
+from ...system.process import signal_name, wait_and_clear_group
 from ..runner import STDERR_TAIL_CHARS, ProgramRunner
 
 SPAWN_SOURCE = "spawn.c"
@@ -230,23 +229,13 @@ class LauncherRunner(ProgramRunner):
         return outcome
 
     def _wait(self, proc: subprocess.Popen, timeout_s: float) -> bool:
-        """Wait for the launcher without polling; True when it timed out (then it is killed)."""
+        """Wait for the launcher without polling; True when it timed out. Its group is killed either way
+        (wait_and_clear_group): nothing the program started outlives the run."""
         self._current = proc
         try:
             if self.interrupted:
                 self._kill(proc)
-            fd = os.pidfd_open(proc.pid)
-            try:
-                poller = select.poll()
-                poller.register(fd, select.POLLIN)
-                # poll is retried after a signal handler (PEP 475) with the time left.
-                ready = poller.poll(timeout_s * 1000)
-            finally:
-                os.close(fd)
-            if not ready:
-                self._kill(proc)
-            proc.wait()
-            return not ready
+            return wait_and_clear_group(proc, timeout_s)
         finally:
             self._current = None
 
