@@ -241,7 +241,8 @@ def test_a_captured_server_converts_and_its_replay_runs_beside_it(tmp_path, serv
                  f"tcp:{port}", "--", *client(port, 1000))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "client LD_PRELOAD=[]" in done.stdout                        # the client is not traced either
-    assert f"server {server} {port} 500: ready at" in done.stdout and "stopped by SIGTERM (exit status 0)" in done.stdout
+    # scenc's words go to stderr, the client's output to stdout as it wrote it.
+    assert f"server {server} {port} 500: ready at" in done.stderr and "stopped by SIGTERM (exit status 0)" in done.stderr
     assert not list(tmp_path.glob("server.trace.*"))                   # the client left no log of its own
     stats = scenc("trace-stats", log)
     assert stats.returncode == 0 and "malloc" in stats.stdout
@@ -264,5 +265,5 @@ def test_capture_of_a_server_that_never_gets_ready_says_so(tmp_path):
                  "--ready-timeout", "1s", "--", *client(port))
     assert done.returncode == 4
     assert "the server was not ready after 1 s" in done.stderr
-    refused = scenc("capture", "-o", log, "--server", "sleep 30", "--ready", f"tcp:{port}", "--", *client(port))
+    refused = scenc("capture", "--method", "ltrace", "-o", log, "--server", "sleep 30", "--ready", f"tcp:{port}", "--", *client(port))
     assert refused.returncode == 64 and "needs --method preload" in refused.stderr
