@@ -230,7 +230,8 @@ class ThreadWindow:
         # the sizes of the blocks made in this window that a realloc later grew (a realloc chain's start)
         self.starts: dict = {}
 
-    def merge(self, o: "ThreadWindow") -> "ThreadWindow":
+    def merge(self, o: "ThreadWindow", discard: bool = False) -> "ThreadWindow":
+        """Add o's figures to these; with discard (o is thrown away after), its figures may be taken over."""
         self.c.update(o.c)
         merge_hist(self.sizes, o.sizes)
         merge_hist(self.sent, o.sent)
@@ -241,7 +242,11 @@ class ThreadWindow:
         merge_hist(self.lives, o.lives)
         _merge_classes(self.lives_by_class, o.lives_by_class)
         for w, by_class in o.dies.items():
-            _merge_classes(self.dies.setdefault(w, {}), by_class)
+            mine = self.dies.get(w)
+            if mine is None and discard:    # taken over: the same figures in the same order as a merge into {}
+                self.dies[w] = by_class
+            else:
+                _merge_classes(self.dies.setdefault(w, {}) if mine is None else mine, by_class)
         merge_hist(self.maps, o.maps)
         for b, hist in o.map_lives.items():
             merge_hist(self.map_lives.setdefault(b, {}), hist)
@@ -253,7 +258,11 @@ class ThreadWindow:
         """The windows of ``dies`` after neighbours merged (window w becomes w // 2)."""
         dies, self.dies = self.dies, {}
         for w, by_class in dies.items():
-            _merge_classes(self.dies.setdefault(w // 2, {}), by_class)
+            mine = self.dies.get(w // 2)
+            if mine is None:        # moved, not copied: the same figures in the same order as a merge into {}
+                self.dies[w // 2] = by_class
+            else:
+                _merge_classes(mine, by_class)
 
 
 def _merge_classes(into: dict, other: dict) -> None:
@@ -367,7 +376,7 @@ class Collector:
             for i in range(0, len(thread_windows), 2):
                 a = thread_windows[i]
                 b = thread_windows[i + 1] if i + 1 < len(thread_windows) else None
-                out.append(a.merge(b) if a is not None and b is not None else a or b)
+                out.append(a.merge(b, discard=True) if a is not None and b is not None else a or b)
                 if out[-1] is not None:
                     out[-1].halve_dies()
             self.thread_windows[tid] = out
