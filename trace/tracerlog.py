@@ -409,10 +409,15 @@ class PreloadLog(EventSource):
                         yield _extra_event(r, base)
                     if r[7] and inflight.get(r[8]) == i:
                         del inflight[r[8]]
-                    c.advance()
-                    r = c.head
-                    if r is None:
-                        break
+                    pos = c.pos                  # c.advance(), its commonest case written out
+                    if pos < len(c.buf):
+                        r = c.head = c.buf[pos]
+                        c.pos = pos + 1
+                    else:
+                        c.advance()
+                        r = c.head
+                        if r is None:
+                            break
                     if r[7]:
                         inflight[r[8]] = i
                     if r[0] > bound:
@@ -463,8 +468,11 @@ def _event(r, base: int) -> AllocEvent:
         if failed:
             result = None
     line = seq + 1
-    return AllocEvent(line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, result, failed, line - span,
-                      dur / 1e9 if dur else None)
+    return _new_event(AllocEvent, (line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, result, failed,
+                                   line - span, dur / 1e9 if dur else None))
+
+
+_new_event = tuple.__new__       # AllocEvent(*fields) without the named tuple's own __new__ (a Python call)
 
 
 def _extra_event(r, base: int) -> AllocEvent:
