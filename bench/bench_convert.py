@@ -169,7 +169,8 @@ def bench_model(args) -> bool:
         rows = [("model, this checkout", me)] + ([("model, baseline", args.baseline)] if args.baseline else [])
         results = {}
         for label, scenc in rows:
-            out = os.path.join(d, label.split()[1].strip(",") + "-model.scn")
+            os.makedirs(os.path.join(d, label.split()[-1]), exist_ok=True)
+            out = os.path.join(d, label.split()[-1], "model.scn")       # one name: the models compare byte for byte
             results[label] = r = _isolated(scenc, log, out, model=True)
             r["scn"] = out
         print(f"capture: {calls:,} calls, one thread ({os.path.getsize(log) / 1e6:.0f} MB)")
@@ -192,17 +193,11 @@ def bench_model(args) -> bool:
 
 
 def _same_models(a: str, b: str) -> bool:
-    """Two models alike: the scenarios (but for the file names they mention) and their histogram files."""
+    """Two models (of one name, in two folders) alike: the scenarios and their histogram files."""
     pa, pb = Path(a), Path(b)
-    files_a = sorted(p.name[len(pa.stem):] for p in pa.parent.glob(pa.stem + "*"))
-    files_b = sorted(p.name[len(pb.stem):] for p in pb.parent.glob(pb.stem + "*"))
-    if files_a != files_b:
-        return False
-    for tail in files_a:
-        x, y = (pa.parent / (pa.stem + tail)).read_bytes(), (pb.parent / (pb.stem + tail)).read_bytes()
-        if x.replace(pa.stem.encode(), b"M") != y.replace(pb.stem.encode(), b"M"):
-            return False
-    return True
+    files_a = sorted(p.name for p in pa.parent.glob(pa.stem + "*"))
+    files_b = sorted(p.name for p in pb.parent.glob(pb.stem + "*"))
+    return files_a == files_b and all(_same_file(str(pa.parent / n), str(pb.parent / n)) for n in files_a)
 
 
 def side_by_side(baseline: str, log: str, lines: int, d: str, rounds: int) -> None:
