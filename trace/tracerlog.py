@@ -372,6 +372,9 @@ class PreloadLog(EventSource):
         with open(self.path, "rb") as f:
             cursor = _ChunkCursor if info.version >= 3 else _Cursor
             cursors = [cursor(f, self._runs[tid], self.block) for tid in info.threads]
+            if len(cursors) == 1:
+                yield from self._one_thread(cursors[0], base)
+                return
             heap = [(c.head[0], i) for i, c in enumerate(cursors) if c.head is not None]
             heapq.heapify(heap)
             # Moved reallocs at the head of a thread, by the block they released.
@@ -423,6 +426,25 @@ class PreloadLog(EventSource):
                     if r[0] > bound:
                         heappush(heap, (r[0], i))
                         break
+
+    def _one_thread(self, c, base: int) -> Iterator[AllocEvent]:
+        """The merge of a log of one thread: its records in their order, a block at a time (no other thread's
+        realloc can take a block out of turn)."""
+        last, extra_events = -1, self.extra_events
+        while c.head is not None:
+            buf = c.buf
+            for r in buf[c.pos - 1:] if c.pos > 1 else buf:
+                seq = r[0]
+                if seq <= last:
+                    self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
+                                   f"is damaged")
+                last = seq
+                if r[3] not in EXTRA_KINDS:
+                    yield _event(r, base)
+                elif extra_events:
+                    yield _extra_event(r, base)
+            c.pos = len(buf)
+            c.advance()
 
 
 _NO_BOUND = float("inf")
