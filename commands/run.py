@@ -22,6 +22,7 @@ from ..report.analysis import analyze
 from ..report.progress import Progress, format_duration
 from ..report.tables import format_analysis
 from ..run.program.runner import LauncherRunner
+from ..run.program.serving import ServedRunner
 from ..run.program.target import target_of
 from ..run.resultfile import export_csv
 from ..run.runner import ProgramRunner
@@ -137,7 +138,7 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
     """Every run of the plan; an exit status if it ended early, None when complete."""
     program = target_of(result.header)
     if program is not None:
-        runner = LauncherRunner(result.header.get("cc") or "gcc")
+        runner = (ServedRunner if program.server is not None else LauncherRunner)(result.header.get("cc") or "gcc")
         runner.show_output = bool(getattr(args, "show_output", False))
     else:
         runner = ProgramRunner()

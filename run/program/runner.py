@@ -88,7 +88,19 @@ class ProgramOutcome:
 
     @property
     def wait_status(self) -> Optional[int]:
-        return None if self.launched is None else self.launched["status"]
+        return wait_status(self.launched)
+
+
+def wait_status(launched: Optional[Mapping]) -> Optional[int]:
+    """The wait status in the launcher's report (None without a report)."""
+    return None if launched is None else launched.get("status")
+
+
+def returncode(status: Optional[int]) -> Optional[int]:
+    """A wait status as Popen says it: the exit status, or minus the signal that killed it."""
+    if status is None:
+        return None
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def _tail(f, chars: int) -> str:
@@ -166,6 +178,12 @@ class LauncherRunner(ProgramRunner):
         proof_file = Path(self._scratch.name) / "proof"
         proof_file.unlink(missing_ok=True)
         env = self.environment(target, allocator, base_env, proof_file, memory_limit)
+        outcome = self.run_with_env(target, env, timeout_s)
+        outcome.proof = Proof.read(proof_file)
+        return outcome
+
+    def run_with_env(self, target: ProgramTarget, env: Mapping[str, str], timeout_s: float) -> ProgramOutcome:
+        """The program through the launcher with the launcher's environment `env` as it is."""
         for f in (self._out, self._err):
             f.seek(0)
             f.truncate()
@@ -177,11 +195,10 @@ class LauncherRunner(ProgramRunner):
                 stdin.close()
         outcome.stdout = _tail(self._out, STDERR_TAIL_CHARS)
         outcome.stderr = _tail(self._err, STDERR_TAIL_CHARS)
-        if target.metric is not None and outcome.launched is not None:
+        if target.reported and outcome.launched is not None:
             self._out.seek(0)
             self._err.seek(0)
             outcome.output = (self._out.read() + b"\n" + self._err.read()).decode("utf-8", "replace")
-        outcome.proof = Proof.read(proof_file)
         if self.show_output:
             _echo(self._out, sys.stdout)
             _echo(self._err, sys.stderr)
@@ -238,15 +255,23 @@ def _proof_problem(allocator, proof: Proof) -> Optional[str]:
                 "the allocator in use is unknown")
     for pid, malloc_from, free_from in proof.lines:
         for what, obj in (("malloc", malloc_from), ("free", free_from)):
-            if not registry.provider_matches(allocator, obj):
-                return f"process {pid}: {what}: " + registry.explain_mismatch(allocator, obj)
+            if registry.provider_matches(allocator, obj):
+                continue
+            if allocator.library is None and obj != "?":
+                # The launcher sets LD_PRELOAD itself, so no preload left over: the program brings it.
+                return (f"process {pid}: {what} came from {obj}, not from libc.so: the program (or a library "
+                        f"it links) brings that allocator itself, so the run labelled {allocator.name!r} would "
+                        f"measure {os.path.basename(obj)}; to measure the system malloc, preload a library that "
+                        f"forwards to it (docs/servers.md)")
+            return f"process {pid}: {what}: " + registry.explain_mismatch(allocator, obj)
     return None
 
 
 def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome, target: ProgramTarget,
                         timeout_s: float, warmup: bool = False,
-                        memory_limit: Optional[int] = None) -> RunRecord:
-    """The saved record of one run of a program, its status decided from what happened."""
+                        memory_limit: Optional[int] = None, prove: bool = True) -> RunRecord:
+    """The saved record of one run of a program, its status decided from what happened (`prove`: the
+    program ran under the allocator, so its proof must show it; a server's client runs under none)."""
     from ...system.units import fmt_bytes
     record = RunRecord.new(config, round_, warmup, stderr_tail=outcome.stderr, exit_code=None,
                            started=outcome.started, duration_s=outcome.duration_s)
@@ -276,17 +301,17 @@ def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome,
     if record.exit_code != 0 and not target.ignore_failure:     # --ignore-failure: still a measured run
         record.fail(Status.CRASHED, problem=f"exit status {record.exit_code}")
         return _with_stdout(record, outcome)
-    problem = _proof_problem(allocator, outcome.proof)
+    problem = _proof_problem(allocator, outcome.proof) if prove else None
     if problem:
         record.fail(Status.WRONG_ALLOCATOR, problem=problem)
         return record
-    if target.metric is not None:
-        value = target.metric.find(outcome.output)
+    for reported in target.reported:
+        value = reported.find(outcome.output)
         if value is None:
             record.fail(Status.NO_METRIC, f"exit status 0 but no match for --metric "
-                                          f"{target.metric.pattern!r} in its output")
+                                          f"{reported.pattern!r} in its output")
             return _with_stdout(record, outcome)
-        record.metrics[target.metric.metric_name] = value
+        record.metrics[reported.metric_name] = value
     return record
 
 

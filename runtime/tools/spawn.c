@@ -13,7 +13,15 @@
  *   SCENC_SPAWN_PRELOAD     becomes the program's LD_PRELOAD (the launcher
  *                           itself runs without one);
  *   SCENC_SPAWN_DATA_LIMIT  bytes of RLIMIT_DATA for the program (a stricter
- *                           hard limit already in place stays).
+ *                           hard limit already in place stays);
+ *   SCENC_SPAWN_SERVER      "1": the program is a server that scenc stops itself
+ *                           (`scenc run --server`). It gets a process group of
+ *                           its own, so scenc can signal the server and all it
+ *                           started without signalling the launcher, whose wait4
+ *                           must still see the server end; the launcher writes
+ *                           "pid=N" to REPORT_FD as soon as the server exists.
+ *                           The launcher and the server die with their parent
+ *                           (PR_SET_PDEATHSIG): a killed scenc leaves no server.
  *
  * One line goes to REPORT_FD when the program has ended:
  *   status=<wait status> wall_ns=N user_us=N sys_us=N maxrss_kib=N minflt=N majflt=N exec_errno=N
@@ -25,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -39,6 +48,13 @@ static long long now_ns(void) {
 
 static long long tv_us(struct timeval tv) {
     return (long long)tv.tv_sec * 1000000LL + tv.tv_usec;
+}
+
+/* Die with the parent: a server must not outlive the scenc that started it. */
+static void die_with_parent(pid_t parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)   /* the parent died before prctl */
+        _exit(127);
 }
 
 /* In the child, between fork and exec: the limit and the preload. */
@@ -59,6 +75,7 @@ static void prepare_child(void) {
         unsetenv("LD_PRELOAD");
     unsetenv("SCENC_SPAWN_PRELOAD");
     unsetenv("SCENC_SPAWN_DATA_LIMIT");
+    unsetenv("SCENC_SPAWN_SERVER");
 }
 
 int main(int argc, char **argv) {
@@ -74,6 +91,11 @@ int main(int argc, char **argv) {
         perror("scenc-spawn");
         return 2;
     }
+    const char *server_flag = getenv("SCENC_SPAWN_SERVER");
+    int server = server_flag && !strcmp(server_flag, "1");
+    pid_t launcher = getpid();
+    if (server)
+        die_with_parent(getppid());
     long long t0 = now_ns();
     pid_t pid = fork();
     if (pid < 0) {
@@ -82,6 +104,10 @@ int main(int argc, char **argv) {
     }
     if (pid == 0) {
         close(errpipe[0]);
+        if (server) {
+            setpgid(0, 0);
+            die_with_parent(launcher);
+        }
         prepare_child();
         execvp(argv[2], argv + 2);
         int e = errno;
@@ -89,6 +115,11 @@ int main(int argc, char **argv) {
         _exit(127);
     }
     close(errpipe[1]);
+    if (server) {
+        /* Both sides set the group, so it exists whichever runs first. */
+        setpgid(pid, pid);
+        dprintf(report, "pid=%d\n", (int)pid);
+    }
     int status = 0;
     struct rusage ru;
     while (wait4(pid, &status, 0, &ru) < 0) {
