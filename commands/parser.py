@@ -290,7 +290,7 @@ def _report(sub) -> None:
     o.add_metric_names(p, "compare")
     o.add_noise(p, "default: A's, else 1%%")
     p.add_argument("--fail-if-worse", type=o.parse_noise, metavar="PCT",
-                   help="exit 1 when any allocator is significantly worse by more than PCT (e.g. 5%%) in a later "
+                   help="exit 5 when any allocator is significantly worse by more than PCT (e.g. 5%%) in a later "
                         "file than in A, for any metric compared: the same test with a ±PCT band")
 
 
