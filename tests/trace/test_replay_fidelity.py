@@ -334,13 +334,14 @@ def test_a_version_1_tracer_log_still_converts_with_every_thread_from_the_start(
     struct.pack_into("<II", head, 8, 1, RECORD.size)          # version 1, without the thread records
     kept = [r for r in raw_records(trace) if r[3] not in EXTRA_KINDS]
     old = tmp_path / "old.trace"
-    # Version 1 numbered only calls: renumber so the log has no holes; then the end mark.
-    seqs = sorted(r[0] for r in kept)
-    renumber = {s: i for i, s in enumerate(seqs)}
+    # Version 1 numbered only calls, one global counter: number them in their merged order (by clock, the
+    # threads' ties in file order) so the log has no holes; then the end mark.
+    ranked = sorted(range(len(kept)), key=lambda i: (kept[i][0], i))
+    number = {i: n for n, i in enumerate(ranked)}
     out = bytearray(head)
-    for r in kept:
-        out += RECORD.pack(renumber[r[0]], *r[1:])
-    out += RECORD.pack(len(seqs), 0, kept[0][2], 255, 0, 0, 0, 0, 0, 0, 0, 0)
+    for i, r in enumerate(kept):
+        out += RECORD.pack(number[i], *r[1:7], 0, *r[8:])          # no span: version 1 took one number
+    out += RECORD.pack(len(kept), 0, kept[0][2], 255, 0, 0, 0, 0, 0, 0, 0, 0)
     old.write_bytes(bytes(out))
     text = convert(old, tmp_path / "old.scn")
     assert "every thread starts with the replay" in text
