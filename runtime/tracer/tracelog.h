@@ -247,8 +247,8 @@ __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_t
                                                                    const struct scn_trace_record *r, uint64_t step) {
   uint16_t layout = scn_tl_layout[r->kind & SCN_TL_CODE];
   const uint64_t v[4] = {r->arg[0], r->arg[1], r->arg[2], r->result};
-  int raw = !scn_tl_aligned(layout, v, e->ptr);
-  uint64_t next = e->seq + e->step;
+  uint64_t ptr = e->ptr, next = e->seq + e->step;   /* in registers: the byte stores below may alias *e */
+  int raw = !scn_tl_aligned(layout, v, ptr);
   uint8_t x = (uint8_t)((r->flags ? SCN_TL_X_FLAGS : 0) | (r->err ? SCN_TL_X_ERR : 0) | (r->span ? SCN_TL_X_SPAN : 0) |
                         (raw ? SCN_TL_X_RAW : 0) | (step ? SCN_TL_X_TIME : 0));
   *p++ = (uint8_t)((r->kind & SCN_TL_CODE) | (r->seq == next ? SCN_TL_SEQ_NEXT : 0) | (x ? SCN_TL_EXT : 0));
@@ -260,8 +260,6 @@ __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_t
     if (step) p = scn_tl_put(p, step);
   }
   if (r->seq != next) p = scn_tl_put(p, scn_tl_zigzag((int64_t)(r->seq - next)));
-  e->seq = r->seq;
-  if (step) e->step = step;
 #pragma GCC unroll 4
   for (int i = 0; i < 4; i++) {
     int f = layout >> (2 * i) & 3;
@@ -274,11 +272,14 @@ __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_t
         *p++ = 0;
         continue;
       } else {
-        p = scn_tl_put(p, scn_tl_zigzag((int64_t)(v[i] - e->ptr) >> 3) + 1);
+        p = scn_tl_put(p, scn_tl_zigzag((int64_t)(v[i] - ptr) >> 3) + 1);
       }
-      if (v[i]) e->ptr = v[i];
+      if (v[i]) ptr = v[i];
     }
   }
+  e->seq = r->seq;
+  e->ptr = ptr;
+  if (step) e->step = step;
   return p;
 }
 

@@ -148,6 +148,9 @@ static __thread struct tstate T __attribute__((tls_model("initial-exec")));
 
 enum { ST_STARTUP, ST_ENABLED, ST_DISABLED };
 static _Atomic int g_state = ST_STARTUP;   /* STARTUP: constructor not run yet; calls are buffered */
+/* 1 once the real functions are known while the state is not DISABLED: with the guard down, the call is the
+ * program's and is recorded (traced(), tracer_record.h: one load for what resolve() and tracing() test). */
+static _Atomic int g_fast;
 
 /* What every thread's record path reads: M_EXITING (the process is leaving: write each record at once),
  * M_FENCED (no membarrier: a record fences itself), M_THREADED (more than one thread: clocks follow blocks). */
@@ -201,7 +204,8 @@ static void at_fork_child(void) {
   for (struct buffer *b = atomic_load(&g_buffers); b; b = b->next) {
     atomic_store(&b->writing, 0);
     atomic_store(&b->given, 0);
-    b->used = b->limit = b->n = b->mark_n = 0;
+    b->used = b->limit = 0;
+    b->mark_made = 0;
     memset(b->counts, 0, sizeof b->counts);
     atomic_store(&b->own, 0);
     b->counter = &b->own;
@@ -232,6 +236,7 @@ __attribute__((constructor)) static void tracer_init(void) {
   if (!path || !*path || strlen(path) >= sizeof g_path) {
     if (path && *path) note_stderr("SCENC_TRACE_OUT is too long, not tracing: ", path);
     atomic_store(&g_state, ST_DISABLED);
+    atomic_store(&g_fast, 0);
     T.guard--;
     return;
   }

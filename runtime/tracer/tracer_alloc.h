@@ -7,8 +7,10 @@
 #define SCN_TRACER_ALLOC_H
 
 EXPORT void *malloc(size_t size) {
-  if (UNLIKELY(!resolve())) return boot_alloc(size, 16);
-  if (!tracing()) return real_malloc(size);
+  if (UNLIKELY(!traced())) {
+    if (UNLIKELY(!resolve())) return boot_alloc(size, 16);
+    if (!tracing()) return real_malloc(size);
+  }
   T.guard = 1;
   void *p = real_malloc(size);
   sample_malloc(p, size);
@@ -19,10 +21,12 @@ EXPORT void *malloc(size_t size) {
 
 EXPORT void free(void *p) {
   if (UNLIKELY(is_boot(p))) return;
-  if (UNLIKELY(!resolve())) return;
-  if (!tracing()) {
-    real_free(p);
-    return;
+  if (UNLIKELY(!traced())) {
+    if (UNLIKELY(!resolve())) return;
+    if (!tracing()) {
+      real_free(p);
+      return;
+    }
   }
   T.guard = 1;
   uint64_t key = take_key((uintptr_t)p);   /* before the real free: whoever gets the address next comes after */
@@ -33,11 +37,13 @@ EXPORT void free(void *p) {
 }
 
 EXPORT void *calloc(size_t nmemb, size_t size) {
-  if (UNLIKELY(!resolve())) {
-    if (size && nmemb > SIZE_MAX / size) return NULL;
-    return boot_alloc(nmemb * size, 16);   /* the arena is static, hence zeroed, and never reused */
+  if (UNLIKELY(!traced())) {
+    if (UNLIKELY(!resolve())) {
+      if (size && nmemb > SIZE_MAX / size) return NULL;
+      return boot_alloc(nmemb * size, 16);   /* the arena is static, hence zeroed, and never reused */
+    }
+    if (!tracing()) return real_calloc(nmemb, size);
   }
-  if (!tracing()) return real_calloc(nmemb, size);
   T.guard = 1;
   void *p = real_calloc(nmemb, size);
   put(K_CALLOC, take_key((uintptr_t)p), nmemb, size, 0, (uintptr_t)p, 0, 0, 0);

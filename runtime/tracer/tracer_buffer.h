@@ -15,7 +15,7 @@ struct buffer {
   _Alignas(64) _Atomic uint32_t writing;   /* the owner is inside a record (or a flush): the exit flush waits */
   uint32_t used;                   /* bytes of records in data */
   uint32_t limit;                  /* at `used` this high the next record takes the slow path (mark, full, start) */
-  uint32_t n, mark_n;              /* records in the chunk; at its last time mark */
+  uint64_t mark_made;              /* records made at its last time mark */
   struct scn_tl_encoder enc;       /* the previous record's clock and pointer, the step the decoder knows */
   _Atomic uint64_t *counter;       /* records made into this buffer: its counters line in the log, or `own` */
   uint32_t counts[64];             /* its records by kind: the census */
@@ -95,9 +95,11 @@ static void take_line(struct buffer *b) {
  * A chunk is finished at its flush: the second clock reading (so its ticks map to ns), the census
  * after its records. Returns its length. */
 static size_t seal_chunk(struct scn_tl_chunk *h, const struct scn_tl_encoder *enc, uint8_t *chunk, uint32_t bytes,
-                         uint32_t n, uint32_t counts[64]) {
+                         uint32_t counts[64]) {
   uint64_t tick = now_tick(), ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
   uint8_t *census = chunk + SCN_TL_CHUNK_SIZE + bytes;
+  uint32_t n = 0;
+  for (int k = 0; k < 64; k++) n += counts[k];
   h->census = (uint32_t)(scn_tl_put_census(census, counts) - census);
   memset(counts, 0, 64 * sizeof *counts);
   h->bytes = bytes;
@@ -132,7 +134,7 @@ static void write_record(const struct scn_trace_record *r) {
   counts[r->kind & SCN_TL_CODE]++;
   h.moved = r->span != 0;
   count_direct();
-  write_bytes(chunk, seal_chunk(&h, &enc, chunk, (uint32_t)n, 1, counts));
+  write_bytes(chunk, seal_chunk(&h, &enc, chunk, (uint32_t)n, counts));
 }
 
 /* The process is leaving: b written out once, by whoever comes first; the others wait until it is (the owner's
@@ -149,8 +151,8 @@ static void flush_locked(struct buffer *b) {
   if (!b->used || (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_STARTUP && !buffer_full(b))) return;
   if (b->used > atomic_load_explicit(&b->high, memory_order_relaxed))
     atomic_store_explicit(&b->high, b->used, memory_order_relaxed);
-  write_bytes(b->data, seal_chunk(&b->head, &b->enc, b->data, b->used, b->n, b->counts));
-  b->used = b->limit = b->n = b->mark_n = 0;
+  write_bytes(b->data, seal_chunk(&b->head, &b->enc, b->data, b->used, b->counts));
+  b->used = b->limit = 0;
 }
 
 static struct buffer *claim_buffer(void) {

@@ -15,8 +15,9 @@
  *    without a shadow entry. Raised by compare-and-swap, never lowered. */
 #define CLOCK_GAP 64             /* about 0.4 us at 2.6 GHz, >> 4 */
 static _Atomic uint64_t g_clock, g_exact;
-/* The clock of the one thread while there is one (a plain store a record): what a thread that starts unseen
- * (not through the pthread_create wrapper) starts after. */
+/* While there is one thread, a clock above all of its clocks until its next time mark (stored at each mark: its
+ * clock plus a step for each record that fits before the next one): what a thread that starts unseen (not
+ * through the pthread_create wrapper) starts after. */
 static _Atomic uint64_t g_solo_clock;
 
 static void raise_to(_Atomic uint64_t *clock, uint64_t key) {
@@ -197,7 +198,6 @@ static inline uint64_t take_key(uintptr_t p) {
   if (UNLIKELY(!step)) step = clock_start();
   uint64_t prev = T.key, k = prev + step;
   if (UNLIKELY(atomic_load_explicit(&g_mode, memory_order_relaxed) & M_THREADED)) k = clock_threaded(k, prev, p);
-  else atomic_store_explicit(&g_solo_clock, k, memory_order_relaxed);
   T.key = k;
   return k;
 }
@@ -217,8 +217,10 @@ static void become_threaded(void) {
 
 /* A time mark (put_slow, about once in 64 records): the thread's step from the time since its last mark, aimed
  * so that its clock is on time at the next one; a clock behind the time (the thread waited) jumps to it; the time
- * is published in g_clock. Returns the step for the records after this one. */
-static uint64_t retime(uint64_t key, uint64_t records) {
+ * is published in g_clock, and while there is one thread, a clock above its clocks until the next mark (`ahead`:
+ * the records that fit before it, plus this one's step) in g_solo_clock. Returns the step for the records after
+ * this one. */
+static uint64_t retime(uint64_t key, uint64_t records, uint64_t ahead) {
   uint64_t now = now_key(), step = T.step;
   if (T.mark_time && records && now > T.mark_time) {
     uint64_t spent = now - T.mark_time;
@@ -230,6 +232,8 @@ static uint64_t retime(uint64_t key, uint64_t records) {
   T.mark_time = now;
   T.step = step;
   tell_time(now, atomic_load_explicit(&g_clock, memory_order_relaxed));
+  if (!(atomic_load_explicit(&g_mode, memory_order_relaxed) & M_THREADED))
+    atomic_store_explicit(&g_solo_clock, (T.key > key ? T.key : key) + (ahead + 1) * step, memory_order_relaxed);
   return step;
 }
 

@@ -5,6 +5,12 @@
 #ifndef SCN_TRACER_RECORD_H
 #define SCN_TRACER_RECORD_H
 
+/* The common case of every allocation wrapper: the real functions are known, tracing is on and the call is the
+ * program's. Otherwise the wrapper asks resolve() and tracing() one at a time. */
+static inline int traced(void) {
+  return LIKELY(atomic_load_explicit(&g_fast, memory_order_relaxed)) && LIKELY(!T.guard);
+}
+
 static inline int tracing(void) {
   return !T.guard && atomic_load_explicit(&g_state, memory_order_relaxed) != ST_DISABLED;
 }
@@ -25,7 +31,12 @@ static struct buffer *thread_buffer(void) {
 
 /* Everything but the common case: no buffer yet, the thread or the process leaving, a chunk to start or to
  * write out, a time mark (MARK_BYTES of records since the last: read the time, set the step, publish the clock). */
-static __attribute__((noinline)) void put_slow(struct buffer *b, const struct scn_trace_record *r) {
+static __attribute__((noinline)) void put_slow(struct buffer *b, int kind, uint64_t key, uint64_t a0, uint64_t a1,
+                                               uint64_t a2, uint64_t result, int err, int flags, uint64_t span) {
+  const struct scn_trace_record rec = {
+      .seq = key, .ns = 0, .tid = 0, .kind = (uint8_t)kind, .flags = (uint8_t)flags,
+      .err = (uint16_t)err, .span = sat32(span), .arg = {a0, a1, a2}, .result = result};
+  const struct scn_trace_record *r = &rec;
   if (!b) {
     b = T.exiting ? NULL : thread_buffer();
     if (b && !enter(b)) give_up(b, 0);
@@ -43,7 +54,7 @@ static __attribute__((noinline)) void put_slow(struct buffer *b, const struct sc
       return;
     }
   }
-  uint64_t since = b->n - b->mark_n;   /* records since the last time mark */
+  uint64_t since = made(b) - b->mark_made;   /* records since the last time mark */
   if (buffer_full(b)) {
     flush_locked(b);
     if (buffer_full(b)) {   /* still full: the constructor has not run yet, keep what fitted */
@@ -59,15 +70,16 @@ static __attribute__((noinline)) void put_slow(struct buffer *b, const struct sc
       pthread_setspecific(g_key, b);
     }
   }
-  uint64_t step = retime(r->seq, since);   /* every slow record is a time mark */
+  uint64_t step = retime(r->seq, since, MARK_BYTES / 2);   /* every slow record is a time mark (records: 2 bytes
+                                                               at least) */
   uint8_t *at = b->data + SCN_TL_CHUNK_SIZE + b->used;
   b->used += (uint32_t)(scn_tl_encode(&b->enc, at, r, step) - at);
   b->limit = b->used + MARK_BYTES < BUF_BYTES - SCN_TL_MAX_RECORD ? b->used + MARK_BYTES
                                                                   : BUF_BYTES - SCN_TL_MAX_RECORD + 1;
-  b->mark_n = ++b->n;
   b->counts[r->kind & SCN_TL_CODE]++;
   b->head.moved += r->span != 0;
   count_made(b);
+  b->mark_made = made(b);
   leave(b);
 }
 
@@ -76,26 +88,25 @@ static __attribute__((noinline)) void put_slow(struct buffer *b, const struct sc
  * not full, no time mark due (b->limit). */
 __attribute__((always_inline)) static inline void put(int kind, uint64_t key, uint64_t a0, uint64_t a1, uint64_t a2,
                                                       uint64_t result, int err, int flags, uint64_t span) {
-  struct scn_trace_record r = {
-      .seq = key, .ns = 0, .tid = 0, .kind = (uint8_t)kind, .flags = (uint8_t)flags,
-      .err = (uint16_t)err, .span = sat32(span), .arg = {a0, a1, a2}, .result = result};
   struct buffer *b = T.buf;
   if (UNLIKELY(!b)) {
-    put_slow(NULL, &r);
+    put_slow(NULL, kind, key, a0, a1, a2, result, err, flags, span);
     return;
   }
   atomic_store_explicit(&b->writing, 1, memory_order_relaxed);
   atomic_signal_fence(memory_order_seq_cst);
   uint32_t m = atomic_load_explicit(&g_mode, memory_order_acquire);
   if (UNLIKELY(m & (M_EXITING | M_FENCED)) || UNLIKELY(b->used >= b->limit)) {   /* leaving: b is the flush's */
-    put_slow(b, &r);
+    put_slow(b, kind, key, a0, a1, a2, result, err, flags, span);
     return;
   }
+  const struct scn_trace_record r = {   /* its address stays here: the kind and the zero fields fold away */
+      .seq = key, .ns = 0, .tid = 0, .kind = (uint8_t)kind, .flags = (uint8_t)flags,
+      .err = (uint16_t)err, .span = sat32(span), .arg = {a0, a1, a2}, .result = result};
   uint8_t *at = b->data + SCN_TL_CHUNK_SIZE + b->used;
   b->used += (uint32_t)(scn_tl_encode(&b->enc, at, &r, 0) - at);
-  b->n++;
   b->counts[kind]++;
-  b->head.moved += r.span != 0;
+  b->head.moved += span != 0;
   count_made(b);
   leave(b);
 }
