@@ -100,11 +100,30 @@ __attribute__((always_inline)) static inline void put(int kind, uint64_t key, ui
     put_slow(b, kind, key, a0, a1, a2, result, err, flags, span);
     return;
   }
+  uint8_t *at = b->data + SCN_TL_CHUNK_SIZE + b->used;
+  /* Most records are a malloc (a size, a pointer) or a free (a pointer) numbered next, with a small size and a
+   * pointer near the last: their 2 or 3 bytes written at once (what scn_tl_encode would write). */
+  const uint16_t layout = scn_tl_layout[kind];
+  const int sized = layout == SCN_TL_L(S, _, _, P), bare = layout == SCN_TL_L(P, _, _, _);
+  if ((sized || bare) && !flags && !err && !span) {
+    uint64_t ptr = sized ? result : a0, delta = ptr - b->enc.ptr;
+    uint64_t near = scn_tl_zigzag((int64_t)delta >> 3) + 1;
+    if (LIKELY(key == b->enc.seq + b->enc.step) && LIKELY(ptr && !(delta & 7) && near < 0x80) &&
+        (!sized || LIKELY(a0 < 0x80))) {
+      at[0] = (uint8_t)(kind | SCN_TL_SEQ_NEXT);
+      at[1] = (uint8_t)(sized ? a0 : near);
+      at[2] = (uint8_t)near;                 /* a free's third byte is the next record's, overwritten */
+      b->used += sized ? 3 : 2;
+      b->enc.seq = key;
+      b->enc.ptr = ptr;
+      goto done;
+    }
+  }
   const struct scn_trace_record r = {   /* its address stays here: the kind and the zero fields fold away */
       .seq = key, .ns = 0, .tid = 0, .kind = (uint8_t)kind, .flags = (uint8_t)flags,
       .err = (uint16_t)err, .span = sat32(span), .arg = {a0, a1, a2}, .result = result};
-  uint8_t *at = b->data + SCN_TL_CHUNK_SIZE + b->used;
   b->used += (uint32_t)(scn_tl_encode(&b->enc, at, &r, 0) - at);
+done:
   b->counts[kind]++;
   b->head.moved += span != 0;
   count_made(b);
