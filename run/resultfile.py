@@ -7,9 +7,7 @@ Format ("scenc-result/2"; "/1" files are read too, see SCHEMA) is JSON Lines, UT
   line and creation time -- everything needed to interpret or rerun it;
 * every following line is one run record, in the order the runs finished.
 
-Why not one JSON document rewritten after every run?  Rewriting is O(file
-size), growing without bound with the runs (and far worse with large stderr
-tails).  Appending one line is O(1), fsync included, and is just as crash-safe:
+Appending one line is O(1) where rewriting one JSON document is O(file size), and as crash-safe:
 
 * a run is appended with a single ``write`` of one complete line; ``fsync``
   follows when SYNC_EVERY_S has passed since the last one (between runs, never
