@@ -153,7 +153,7 @@ def _check(r: PreloadCapture, timeout) -> None:
         w.append(f"the program was stopped after {timeout} s (timeout): the calls it made last are not in the log")
     elif r.signal:
         w.append(f"the program was killed by {r.signal}: the calls still buffered in its threads (a 32 KiB chunk, "
-                 f"some 5000 calls, per thread) are not in the log; if it also dies without the tracer, the crash "
+                 f"thousands of calls, per thread) are not in the log; if it also dies without the tracer, the crash "
                  f"is its own")
     elif r.tracee_status:
         w.append(f"the program exited with status {r.tracee_status} (the log is complete; the program may have "
