@@ -26,7 +26,7 @@ def _scenario_or_build_error(exc: Exception):
     errors = sys.modules.get(f"{__package__}.scenario.errors")
     if errors is not None and isinstance(exc, errors.ScenarioError):
         print(exc.render(), file=sys.stderr)
-        return EXIT_SCENARIO
+        return EXIT_USAGE if exc.usage else EXIT_SCENARIO
     build = sys.modules.get(f"{__package__}.compiler.build")
     if build is not None and isinstance(exc, build.BuildError):
         print(f"scenc: {exc}", file=sys.stderr)
@@ -38,10 +38,10 @@ def main(argv=None):
     try:
         # Ctrl-C while the parser is built or the handler imported is as much an interruption as during the command.
         parser = build_parser()
-        argv, command_argv = split_command_tail(list(sys.argv[1:] if argv is None else argv))
+        argv, program_argv = split_command_tail(list(sys.argv[1:] if argv is None else argv))
         args = parser.parse_args(argv)
-        if command_argv is not None:  # `scenc run ... -- ./prog args`
-            args.command_argv = command_argv
+        if program_argv is not None:  # `scenc run ... -- ./prog args`
+            args.program_argv = program_argv
         handler = _handler(args)
         return handler(args)
     except UsageError as exc:

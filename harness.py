@@ -15,7 +15,7 @@ The work is split in steps, each in its own module:
   the run in progress, and `--resume` carries on from the file. Interrupted
   runs (Ctrl-C, SIGTERM) are not saved at all: the file ends with the last
   finished run, and `--resume` redoes the interrupted one;
-* the command line: commands/run.py (options, signals, the report at the end).
+* the command line: commands/run.py (signals, the report at the end).
 
 Warm-up runs are not measurements and are not saved when they succeed; a
 warm-up that fails is saved (round 0, "warmup": true) because the failure
@@ -36,6 +36,7 @@ from .report.progress import Progress, format_duration
 from .run.record import RunRecord, Status
 from .run.plan import (COMMAND, FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan, RunConfig,
                        params_key)
+from .run.program.hooks import hook_failure, run_hook
 from .run.program.runner import make_program_record
 from .run.runner import ProgramRunner, make_record, static_peak
 from .stats.summary import relative_ci_halfwidth
@@ -61,9 +62,9 @@ class Session:
 
     def __init__(self, plan: Plan, allocators: Mapping, programs: Mapping, result,
                  progress: Progress, runner: Optional[ProgramRunner] = None, base_env=None,
-                 command=None):
+                 program=None):
         self.plan = plan
-        self.command = command                # command_target.ProgramTarget, or None
+        self.program = program                # run/program/target.py's ProgramTarget, or None
         self.allocators = allocators          # name -> allocators.Allocator
         self.programs = programs              # RunConfig.program_key -> binary path
         self.result = result                  # resultfile.ResultFile
@@ -169,13 +170,7 @@ class Session:
         allocator = self.allocators[config.allocator]
         timeout = self._timeout(config)
         if config.target == COMMAND:
-            outcome = self.runner.run_command(self.command, allocator, self.base_env, timeout,
-                                              self.plan.memory_limit)
-            if self.runner.interrupted:
-                return None
-            return self._save(config, make_program_record(
-                config, allocator, round_, outcome, self.command, timeout, warmup,
-                self.plan.memory_limit), warmup, outcome.duration_s)
+            return self._run_program(config, allocator, round_, warmup, timeout)
         run_dir = None
         env = dict(self.base_env)
         first_good = not warmup and self.state[config].ok == 0
@@ -204,6 +199,28 @@ class Session:
                 record.run_dir = os.path.relpath(run_dir, Path(self.result.path).resolve().parent)
             else:
                 rundata.discard(run_dir)
+        return self._save(config, record, warmup, outcome.duration_s)
+
+    def _run_program(self, config: RunConfig, allocator, round_: int, warmup: bool,
+                     timeout: float) -> Optional[RunRecord]:
+        """One run of the program after `--`, its `{name}`s filled with the config's params, between its
+        --prepare and --cleanup (run/program/hooks.py); None when interrupted."""
+        program = self.program.for_params(config.params_dict)
+        stopped, problem = run_hook(self.runner, "--prepare", program.prepare, program, self.base_env, timeout)
+        if stopped:
+            return None
+        if problem:
+            return self._save(config, hook_failure(config, round_, warmup, problem), warmup, 0.0)
+        outcome = self.runner.run_program(program, allocator, self.base_env, timeout, self.plan.memory_limit)
+        if self.runner.interrupted:
+            return None
+        record = make_program_record(config, allocator, round_, outcome, program, timeout, warmup,
+                                     self.plan.memory_limit)
+        stopped, problem = run_hook(self.runner, "--cleanup", program.cleanup, program, self.base_env, timeout)
+        if stopped:
+            return None
+        if problem and record.ok:
+            record.fail(Status.CRASHED, problem=f"the run went well, but {problem}")
         return self._save(config, record, warmup, outcome.duration_s)
 
     def _save(self, config: RunConfig, record: RunRecord, warmup: bool, duration_s: float) -> RunRecord:

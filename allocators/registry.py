@@ -1,6 +1,8 @@
 """The allocator registry: which malloc implementations a run can use, and whether a run really got one.
 
     resolve("glibc,jemalloc,mine=./libmine.so", config_path)   # -> [Allocator], or AllocatorError
+    resolve("glibc,/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")  # a path: named libjemalloc
+    resolve("jemalloc,jemalloc[narenas:1]")   # an option variant: MALLOC_CONF=narenas:1 (allocators/variants.py)
     known(config_path)                    # the built-ins, then the config files' allocators
     problem(allocator)                    # why it cannot be used on this machine, or None
     provider_matches(allocator, path)     # the preload proof: did malloc come from the allocator's object?
@@ -15,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from . import config as allocator_config, libraries
+from . import config as allocator_config, libraries, variants
 
 __all__ = [
     "Allocator",
@@ -60,7 +62,8 @@ class Allocator:
 
     @property
     def uses_system_malloc(self) -> bool:
-        return self.library is None and self.name in _SYSTEM_MALLOC_NAMES
+        """glibc, glibc-notc and their option variants (glibc[arena_max=1])."""
+        return self.library is None and self.name.partition("[")[0] in _SYSTEM_MALLOC_NAMES
 
     @property
     def installed(self) -> bool:
@@ -103,6 +106,11 @@ _PRELOAD_BUILTINS = (
     _PreloadSpec("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
     _PreloadSpec("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
     _PreloadSpec("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
+    # oneTBB's scalable allocator: libtbbmalloc.so.2 only exports scalable_malloc & co.; its proxy is
+    # what defines malloc, free and operator new, so the proxy is what LD_PRELOAD takes.
+    _PreloadSpec("tbbmalloc", "libtbbmalloc_proxy.so.2", "libtbbmalloc2"),
+    # gperftools' whole tcmalloc (heap profiler and checker hooks included), beside the minimal one above.
+    _PreloadSpec("tcmalloc-full", "libtcmalloc.so.4", "libgoogle-perftools4"),
 )
 
 BUILTIN_NAMES = _SYSTEM_MALLOC_NAMES + tuple(s.name for s in _PRELOAD_BUILTINS)
@@ -220,8 +228,13 @@ def problem(allocator: Allocator) -> Optional[str]:
 
 
 def resolve(spec: str, config_path: Optional[str] = None) -> List[Allocator]:
-    """Turn "glibc,jemalloc,mine=/path/libmine.so" into usable allocators, or raise AllocatorError."""
-    items = [item.strip() for item in (spec or "").split(",")]
+    """Turn "glibc,jemalloc,mine=/path/libmine.so,jemalloc[narenas:1]" into usable allocators, or raise
+    AllocatorError."""
+    try:
+        parsed = [variants.parse_item(item) for item in variants.split_spec(spec)]
+    except variants.VariantError as exc:
+        raise AllocatorError(str(exc)) from None
+    items = [base for base, _ in parsed]
     if not any(items):
         raise AllocatorError("no allocators given; for example --allocators glibc,jemalloc")
     if not all(items):
@@ -233,7 +246,7 @@ def resolve(spec: str, config_path: Optional[str] = None) -> List[Allocator]:
     by_name.update(configured)
     names_known = list(BUILTIN_NAMES) + [n for n in configured if n not in BUILTIN_NAMES]
     chosen: List[Allocator] = []
-    for item in items:
+    for item, options in parsed:
         name, sep, path = (part.strip() for part in item.partition("="))
         if sep:
             _check_name(name, f"in {item!r}")
@@ -244,17 +257,52 @@ def resolve(spec: str, config_path: Optional[str] = None) -> List[Allocator]:
                                         hint=f"check the path given as {name}=...")
         elif name in by_name:
             allocator = by_name[name]
+        elif looks_like_library(name):
+            library = os.path.abspath(os.path.expanduser(name))
+            allocator = _user_allocator(library_name(library), library, {}, None,
+                                        hint=f"check the path {name}")
         else:
+            import difflib
+            close = difflib.get_close_matches(name, names_known, n=1)
+            mean = f"; did you mean {close[0]!r}?" if close else ""
             raise AllocatorError(
-                f"unknown allocator {name!r}; known: {', '.join(names_known)}. "
-                f"To use your own library write {name}=/path/to/lib{name}.so")
-        if any(a.name == allocator.name for a in chosen):
-            raise AllocatorError(f"allocator {allocator.name!r} is listed twice in {spec!r}")
+                f"unknown allocator {name!r}{mean} Known: {', '.join(names_known)}. "
+                f"Your own library: its path (./libmine.so), or NAME=PATH to name it (mine=./libmine.so); "
+                f"a variant with options: NAME[option=value,...] (jemalloc[narenas:1])")
         issue = problem(allocator)
         if issue:
             raise AllocatorError(issue)
+        if options is not None:
+            allocator = _variant(allocator, options)
+        if any(a.name == allocator.name for a in chosen):
+            raise AllocatorError(f"allocator {allocator.name!r} is listed twice in {spec!r}")
         chosen.append(allocator)
     return chosen
+
+
+def _variant(base: Allocator, options) -> Allocator:
+    """`base` with options (allocators/variants.py), named by both: jemalloc[narenas:1]."""
+    try:
+        env = variants.variant_env(base.name, base.library, dict(base.env), options)
+    except variants.VariantError as exc:
+        raise AllocatorError(str(exc)) from None
+    return Allocator(name=f"{base.name}[{variants.describe(options)}]", library=base.library, env=env,
+                     version=base.version, package=base.package, install_hint=base.install_hint,
+                     builtin=base.builtin)
+
+
+def looks_like_library(item: str) -> bool:
+    """An --allocators item that is a library's path rather than a name: it has a '/' or a .so."""
+    return "/" in item or re.search(r"\.so(\.[0-9]+)*$", item) is not None
+
+
+def library_name(path: str) -> str:
+    """The name a library given by its path runs under: its file name up to '.so'
+    (/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 -> libjemalloc)."""
+    base = os.path.basename(path)
+    name = re.sub(r"\.so(\.[0-9A-Za-z]+)*$", "", base) or base
+    name = re.sub(r"[^A-Za-z0-9._+-]", "_", name).lstrip("._+-")
+    return name or "library"
 
 
 _LIBC_RE = re.compile(r"^libc\.so(\.\d+)*$")

@@ -75,36 +75,36 @@ class Model:
 
 
 MODELS = {
-    "mstress": Model("mstress.scn", ["bench/mstress/mstress.c"], ["4", "10", "4"]),
+    "mstress": Model("mstress.scn", ["bench/mstress/mstress.c"], ["4", "10", "4"], params={"scale": "10", "iter": "4"}),
     "larson-churn": Model(
         "larson-churn.scn", ["bench/larson/larson.cpp"], ["1", "8", "1000", "1000", "10", "4141", "2"],
-        cxx=True, defines=["CPP=1", "LARSON_GENERATIONS=20"],
+        cxx=True, defines=["CPP=1", "LARSON_GENERATIONS=20"], params={"generations": "20"},
         # a fixed number of generations instead of as many as one second allows
         patches=[("if( !stopflag ){", "if( !stopflag && pdea->cThreads < LARSON_GENERATIONS ){")]),
     "sh6bench": Model("sh6bench.scn", ["sh6bench-new.c"], ["4"], defines=["BENCH=1", "SYS_MULTI_THREAD=1"],
-                      stdin="400\n1\n1000\n", shbench=True),
+                      stdin="400\n1\n1000\n", shbench=True, params={"calls": "400"}),
     "sh8bench": Model("sh8bench.scn", ["sh8bench-new.c"], ["4"], defines=["BENCH=1", "SYS_MULTI_THREAD=1"],
-                      stdin="40000\n2400\n16000\n", shbench=True),
+                      stdin="40000\n2400\n16000\n", shbench=True, params={"iterations": "2400"}),
     "xmalloc-test": Model(
         "xmalloc-test.scn", ["bench/xmalloc-test/xmalloc-test.c"], ["-w", "2", "-t", "2", "-s", "64"],
-        defines=["XM_BATCHES=50"],
+        defines=["XM_BATCHES=50"], params={"batches": "50"},
         # a fixed number of batches per allocator thread instead of as many as -t seconds allow
         patches=[("  while (!atomic_load(&done_flag)) {",
                   "  for (int nb = 0; nb < XM_BATCHES && !atomic_load(&done_flag); nb++) {")]),
     "alloc-test": Model(
         "alloc-test.scn", ["bench/alloc-test/test_common.cpp", "bench/alloc-test/allocator_tester.cpp"], ["1"],
-        cxx=True, defines=["BENCH=4"],
+        cxx=True, defines=["BENCH=4"], params={"iterations": "1000000"},
         patches=[("params.startupParams.iterCount = 100000000;", "params.startupParams.iterCount = 1000000;")]),
     "glibc-malloc-simple": Model(
-        "glibc-malloc-simple.scn", ["bench/glibc-bench/bench-malloc-simple.c"], [],
+        "glibc-malloc-simple.scn", ["bench/glibc-bench/bench-malloc-simple.c"], [], params={"iterations": "20000"},
         patches=[("#define NUM_ITERS 2000000", "#define NUM_ITERS 20000")]),
     "glibc-malloc-thread": Model(
         "glibc-malloc-thread.scn", ["bench/glibc-bench/bench-malloc-thread.c"], ["1"],
-        defines=["GLIBC_ITERS=400000"],
+        defines=["GLIBC_ITERS=400000"], params={"iterations": "400000"},
         patches=[("while (!timeout)", "while (!timeout && iters < GLIBC_ITERS)")]),
     "rptest": Model(
         "rptest.scn", ["bench/rptest/rptest.c", "bench/rptest/thread.c", "bench/rptest/timer.c"],
-        ["2", "0", "1", "2", "500", "1000", "100", "8", "16000"]),
+        ["2", "0", "1", "2", "500", "1000", "100", "8", "16000"], params={"loops": "500"}),
     "malloc-large": Model(
         "malloc-large.scn", ["bench/malloc-large/malloc-large.cpp"], [], cxx=True,
         patches=[("kNumIterations = 2000;", "kNumIterations = 40;")]),

@@ -9,7 +9,7 @@ all) and once more with the default mode but without the thread lifetimes
 (every thread alive from the start, as replays were before), then runs the real program and the four replays under each allocator,
 interleaved and reshuffled every round. Prints, per program and metric (wall
 and CPU time of the whole process), each allocator's mean with its 95% CI,
-its ratio to glibc (Fieller CI, * = significant), the fastest and slowest
+its ratio to glibc (Hodges-Lehmann, rank-test CI, * = significant), the fastest and slowest
 allocator among the significant differences, and whether each replay names
 the same fastest and slowest as the real program. Timings are noisy on a
 loaded machine: `uptime` is printed with the figures.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from scenc.allocators import registry as alloc_registry
 from scenc.compiler.pipeline import build
-from scenc.stats.comparison import compare
+from scenc.stats.rank import compare
 from scenc.stats.summary import summarize
 from scenc.trace.opsfile import TOUCH_MODES
 from scenc.trace.capture.preload import capture_preload
@@ -108,8 +108,8 @@ def main(argv=None) -> int:
                     cells.append(f"{m:10.1f}{'':16}")
                 else:
                     c = compare(samples[base], samples[a.name])
-                    lo, hi = c.ratio_ci if c.ratio_ci else (float("nan"), float("nan"))
-                    cells.append(f"{m:10.1f} {c.ratio:4.2f}x{'*' if c.significant else ' '}[{lo:.2f},{hi:.2f}]")
+                    lo, hi = c.ci if c.ci else (float("nan"), float("nan"))
+                    cells.append(f"{m:10.1f} {c.estimate:4.2f}x{'*' if c.significant else ' '}[{lo:.2f},{hi:.2f}]")
             rank = ranking(samples, base)
             if s == "real":
                 real_rank[k] = rank

@@ -13,7 +13,7 @@ from ..scenario.errors import ScenarioError
 from ..trace.model import ModelRunError, calibrate_peak, measure_peak, write_model
 from ..trace.replay import auto_touch, threads_line, touch_line, write_replay
 from ..trace.source import TraceInputError, TraceSource
-from .tracing import anomaly_lines, guarded, kinds_line
+from .tracing import anomaly_lines, guarded, kinds_line, refuse_scenario
 
 SHOWN_THREADS = 32         # threads listed one by one in convert's summary
 
@@ -22,6 +22,7 @@ SHOWN_THREADS = 32         # threads listed one by one in convert's summary
 def convert(args) -> int:
     # The exact replay's converter reads a tracer log itself (runtime/tools/convert.c): no indexing here; nor does it
     # use an ltrace log's timestamps: not read.
+    refuse_scenario("convert", args.file)
     source = TraceSource(args.file, extra_events=True, index=args.model, times=args.model)
     default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
     out = Path(args.output or default)

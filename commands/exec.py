@@ -1,11 +1,13 @@
-"""`scenc exec FILE`: build a scenario and run it once under the default allocator: counts, time, rate."""
+"""`scenc exec FILE [--allocator NAME]`: build a scenario and run it once, under the system malloc or one allocator
+(its preload proved as in `scenc run`): counts, time, rate."""
 
 import json
 import os
 import sys
 
+from ..allocators import registry
 from ..compiler.pipeline import build as build_program
-from ..errors import EXIT_OK, EXIT_RUN
+from ..errors import EXIT_OK, EXIT_RUN, UsageError
 from ..report.execsummary import format_exec
 from ..run import memlimit
 from ..run.runner import ProgramRunner
@@ -16,11 +18,13 @@ from .compile import sanitizer_flags
 
 
 def exec_once(args):
+    allocator = _allocator(args)
     b = build_program(args.scenario, parse_params(args.param), cc=args.cc, extra_flags=sanitizer_flags(args),
                       warn=lambda m: print(m, file=sys.stderr), allow_huge=args.allow_huge)
     # ASan and TSan reserve terabytes of shadow memory, which RLIMIT_DATA counts.
     limit = None if args.sanitize in ("address", "thread") else args.memory_limit
-    outcome = ProgramRunner().run([str(b.binary)], os.environ, None, limit, capture_stderr=False)
+    env = allocator.preload_env(os.environ) if allocator is not None else os.environ
+    outcome = ProgramRunner().run([str(b.binary)], env, None, limit, capture_stderr=False)
     if outcome.over_limit is not None:
         print(f"scenc: out of memory: the scenario program already used {fmt_bytes(outcome.over_limit)} "
               f"when its memory limit of {memlimit.describe(limit)} was set; killed", file=sys.stderr)
@@ -29,9 +33,16 @@ def exec_once(args):
         print(f"scenc: the scenario program failed with {describe_status(outcome.returncode)}", file=sys.stderr)
         return EXIT_RUN
     result = json.loads(outcome.stdout)
+    if allocator is not None and not registry.provider_matches(allocator, result.get("provider")):
+        print(f"scenc: WRONG ALLOCATOR: {registry.explain_mismatch(allocator, result.get('provider'))}",
+              file=sys.stderr)
+        return EXIT_RUN
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(dict(result, allocator=allocator.name) if allocator else result, indent=2))
     else:
+        if allocator is not None:
+            settings = " ".join(f"{k}={v}" for k, v in allocator.env.items())
+            print(f"allocator {allocator.name}{f' ({settings})' if settings else ''}")
         print(format_exec(result))
     failed = sum(t.get("failed", 0) for t in result["threads"])
     if args.allow_huge and failed and limit is not None:
@@ -39,3 +50,19 @@ def exec_once(args):
               f"{memlimit.describe(limit)}", file=sys.stderr)
         return EXIT_RUN
     return EXIT_OK
+
+
+def _allocator(args):
+    """--allocator NAME as `scenc run --allocators` reads one name (a variant or a path too); None without it."""
+    if not getattr(args, "allocator", None):
+        return None
+    if args.sanitize in ("address", "thread"):
+        raise UsageError(f"--allocator with --sanitize {args.sanitize}: the sanitizer brings its own malloc, "
+                         f"which a preloaded allocator cannot replace")
+    try:
+        chosen = registry.resolve(args.allocator, config_path=args.allocator_config)
+    except registry.AllocatorError as exc:
+        raise UsageError(f"--allocator: {exc}") from None
+    if len(chosen) != 1:
+        raise UsageError(f"--allocator {args.allocator!r}: one allocator (`scenc run --allocators` compares several)")
+    return chosen[0]

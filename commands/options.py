@@ -8,15 +8,20 @@ import argparse
 
 # ------------------------------------------------------------ option values
 
-def parse_fraction(text: str) -> float:
+def _percentage(text: str, example: str) -> float:
     """"2%" or "0.02" -> 0.02."""
     text = text.strip()
     try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (like 2%)") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (like {example})") from None
+
+
+def parse_fraction(text: str) -> float:
+    """--ci: "2%" or "0.02" -> 0.02, strictly between 0 and 1."""
+    value = _percentage(text, "2%")
     if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} should be between 0% and 100%")
+        raise argparse.ArgumentTypeError(f"{text.strip()!r} should be between 0% and 100%")
     return value
 
 
@@ -59,6 +64,14 @@ def parse_shard(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def parse_noise(text: str) -> float:
+    """--noise: "1%", "0.5%" or "0.01" -> 0.01; 0 turns the noise threshold off."""
+    value = _percentage(text, "1%")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text.strip()!r} should be at least 0% and below 100%")
+    return value
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -91,7 +104,8 @@ def split_command_tail(argv: list):
 
 PARAM_HELP = {
     "one": "override a param",
-    "sweep": "override a param; several values sweep it (several --param: all combinations)",
+    "sweep": "override a param; several values sweep it (several --param: all combinations); `{NAME}` in the "
+             "arguments of a program after `--` takes its values",
     "pick": "with several param sets in RESULT: which one",
 }
 
@@ -100,6 +114,14 @@ def add_param(p, use: str) -> None:
     """`--param NAME=VALUE`: `use` is "one" (a build), "sweep" (`scenc run`) or "pick" (one set of a result)."""
     p.add_argument("--param", action="append", metavar="NAME=V1,V2" if use == "sweep" else "NAME=VALUE",
                    help=PARAM_HELP[use])
+
+
+def add_allocator_config(p) -> None:
+    p.add_argument("--allocator-config", metavar="FILE", help="INI file defining more allocators")
+
+
+ALLOCATOR_FORMS = ("a built-in name (`scenc allocators`), a library's path, NAME=/path/lib.so, or a variant "
+                   "with options: jemalloc[narenas:1]")
 
 
 def add_cc(p, default, help_text: str = "C compiler (gcc or clang)") -> None:
@@ -125,7 +147,8 @@ def add_baseline(p, help_text: str) -> None:
 
 def add_outputs(p, also: bool) -> None:
     """--csv and --plots: with `also`, besides the tables (`scenc run`); else on their own (`scenc report`)."""
-    p.add_argument("--csv", metavar="FILE", help=f"{'also ' if also else ''}export the runs as CSV")
+    p.add_argument("--csv", metavar="FILE", help=f"{'also ' if also else ''}export the runs as CSV "
+                   "(- for stdout: the CSV alone, the tables then go to stderr)")
     p.add_argument("--plots", metavar="DIR", help=f"{'also ' if also else ''}draw plots (PNG and SVG) into DIR")
 
 
@@ -141,6 +164,13 @@ def add_json(p, what: str) -> None:
 def add_metric_names(p, verb: str) -> None:
     p.add_argument("--metric", action="append", metavar="NAME",
                    help=f"{verb} this metric (repeatable; default wall time and peak RSS)")
+
+
+def add_noise(p, default: str) -> None:
+    """--noise PCT: the practical threshold of every claim (stats/rank.py); `default` says where it comes from."""
+    p.add_argument("--noise", type=parse_noise, metavar="PCT",
+                   help=f"differences within PCT are noise: never called significant, \"equivalent\" when the "
+                        f"whole interval lies within it ({default}; 0 turns it off)")
 
 
 def add_timeout(p, what: str) -> None:

@@ -6,14 +6,25 @@ options module.
 """
 
 import argparse
+import sys
 
 from .. import __version__
 from ..compiler.build import default_cc
+from ..errors import EXIT_USAGE
 from ..run.memlimit import NO_LIMIT_GIVEN
 from ..run.plan import (AUTO_MAX_RUNS, AUTO_MIN_RUNS, DEFAULT_CI, DEFAULT_TIME_BUDGET_S, DEFAULT_WARMUP,
                         MIN_TIMEOUT_S, TIMEOUT_FACTOR)
 from ..trace.opsfile import DEFAULT_TOUCH, TOUCH_MODES
 from . import options as o
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a command line it cannot use exits 64 (errors.py), as every usage error does:
+    argparse's own 2 is scenc's "the C compiler failed"."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def _verb(sub, name: str, handler: str, **kwargs):
@@ -36,8 +47,11 @@ def _compile_verbs(sub) -> None:
     p = _verb(sub, "build", "compile:build", help="compile a scenario to a program (cached)")
     _scenario_file(p)
     p.add_argument("-o", "--output", help="copy the program here")
-    p = _verb(sub, "exec", "exec:exec_once", help="build and run once under the default allocator")
+    p = _verb(sub, "exec", "exec:exec_once", help="build and run once (under the system malloc, or --allocator)")
     _scenario_file(p)
+    p.add_argument("--allocator", metavar="NAME", help=f"run under this allocator: {o.ALLOCATOR_FORMS} "
+                                                        f"(default: the system malloc, no preload)")
+    o.add_allocator_config(p)
     o.add_json(p, "the program's raw report")
     o.add_memory_limit(p, "the program", "allocations beyond it return NULL", default="80%")
     o.add_allow_huge(p, "held to --memory-limit")
@@ -46,18 +60,19 @@ def _compile_verbs(sub) -> None:
 def _run(sub) -> None:
     p = _verb(sub, "run", "run:run",
               help="compare allocators on a scenario or a real program: many shuffled runs, statistics, report",
-              usage="scenc run [FILE.scn] [options] [-- COMMAND [ARGS...]]",
+              usage="scenc run [FILE.scn] [options] [-- PROGRAM [ARGS...]]",
               description="Build the scenario once per param set, then run it under each allocator "
                           "in shuffled rounds, save every run, and report which allocator is faster "
-                          "and leaner, by how much, and how sure that is. A command after `--` is run "
+                          "and leaner, by how much, and how sure that is. A program after `--` is run "
                           "the same way (alone, or beside the scenario in the same rounds, side by side "
-                          "in the report).")
+                          "in the report); `{NAME}` in its arguments takes the values of --param NAME=..., "
+                          "one cell per value.")
     p.add_argument("scenario", nargs="?", help="a .scn file (not needed with --resume or with a "
-                                               "command alone)")
+                                               "program alone)")
     p.add_argument("--allocators", metavar="LIST",
-                   help="comma-separated names or NAME=/path/lib.so (default: glibc and every "
-                        "installed tcmalloc, jemalloc, mimalloc); see `scenc allocators`")
-    p.add_argument("--allocator-config", metavar="FILE", help="INI file defining more allocators")
+                   help=f"comma-separated: each {o.ALLOCATOR_FORMS} (default: glibc and every installed "
+                        f"tcmalloc, jemalloc, mimalloc)")
+    o.add_allocator_config(p)
     o.add_param(p, "sweep")
     o.add_cc(p, None, "C compiler (gcc or clang; default $SCENC_CC or gcc)")
     _run_rounds(p)
@@ -66,6 +81,7 @@ def _run(sub) -> None:
                         "plans the fewest runs in which no probe disturbs another's figures; "
                         "'a+b' forces a and b into one run")
     o.add_baseline(p, "compare against this allocator (default: the first)")
+    o.add_noise(p, "default 1%%, saved in the result file")
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, saved in the result)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="result file (default results/<scenario>-<timestamp>.json)")
@@ -78,8 +94,8 @@ def _run(sub) -> None:
     o.add_memory_limit(p, "a run", "a run that reaches it is recorded as out of memory", default=NO_LIMIT_GIVEN)
     o.add_allow_huge(p, "each run held to --memory-limit")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress, only the result")
-    _run_program(p.add_argument_group("a real program (`-- COMMAND ARGS...`)"))
-    p.set_defaults(command_argv=None)
+    _run_program(p.add_argument_group("a real program (`-- PROGRAM ARGS...`)"))
+    p.set_defaults(program_argv=None)
 
 
 def _run_rounds(p) -> None:
@@ -102,14 +118,21 @@ def _run_rounds(p) -> None:
 
 
 def _run_program(g) -> None:
-    g.add_argument("--cwd", metavar="DIR", help="run the command in DIR (default: here)")
-    g.add_argument("--stdin", metavar="FILE", help="the command's standard input (default /dev/null)")
-    g.add_argument("--env", action="append", metavar="KEY=VALUE", help="set a variable for the command "
+    g.add_argument("--cwd", metavar="DIR", help="run the program in DIR (default: here)")
+    g.add_argument("--stdin", metavar="FILE", help="the program's standard input (default /dev/null)")
+    g.add_argument("--env", action="append", metavar="KEY=VALUE", help="set a variable for the program "
                    "(repeatable)")
-    g.add_argument("--metric", metavar="REGEX", help="also take a figure the command prints, from the "
+    g.add_argument("--metric", metavar="REGEX", help="also take a figure the program prints, from the "
                    "last match of REGEX's first group in its output (e.g. 'rtime: ([0-9.]+)')")
     g.add_argument("--higher-is-better", action="store_true",
                    help="the --metric figure is a throughput: higher is better (default: lower)")
+    g.add_argument("--prepare", metavar="CMD", help="a shell command run before each run of the program, not "
+                   "timed (its {name}s take the params' values, like the program's arguments)")
+    g.add_argument("--cleanup", metavar="CMD", help="a shell command run after each run of the program, not timed")
+    g.add_argument("--ignore-failure", action="store_true",
+                   help="a non-zero exit status is still a measured run (a signal is still a crash)")
+    g.add_argument("--show-output", action="store_true",
+                   help="the program's stdout and stderr on the terminal, after each run (kept in files too)")
 
 
 def _merge(sub) -> None:
@@ -156,9 +179,9 @@ def _probes(sub) -> None:
 def _capture(sub) -> None:
     p = _verb(sub, "capture", "capture:capture",
               help="run a program and record its allocator calls (ltrace or an LD_PRELOAD tracer)",
-              description="Run COMMAND and record every allocator call it makes, then say whether the capture "
+              description="Run PROGRAM and record every allocator call it makes, then say whether the capture "
                           "is complete and, if it saw nothing or too little, why and what to try.",
-              usage="scenc capture -o FILE [--method ltrace|preload] [--retries N] -- COMMAND [ARGS...]")
+              usage="scenc capture -o FILE [--method ltrace|preload] [--retries N] -- PROGRAM [ARGS...]")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the log to write")
     p.add_argument("--method", choices=("ltrace", "preload"), default="ltrace",
                    help="ltrace (default; 100-1000x slower, may crash threaded programs) or preload "
@@ -169,16 +192,17 @@ def _capture(sub) -> None:
     p.add_argument("--retries", type=int, default=2, metavar="N",
                    help="ltrace: attempts more per mode when a capture crashes (default 2)")
     o.add_timeout(p, "stop the program after this long (30s, 5m ...)")
-    p.add_argument("program", nargs=argparse.REMAINDER, metavar="COMMAND",
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="PROGRAM",
                    help="the program and its arguments, after --")
 
 
 def _trace_stats(sub) -> None:
     p = _verb(sub, "trace-stats", "tracestats:trace_stats",
               help="statistics of a capture: calls, sizes, lifetimes, threads, anomalies",
-              description="Statistics of an ltrace log or an LD_PRELOAD tracer log (recognised by its content). "
-                          "Exit status 4 when the capture is incomplete.")
-    p.add_argument("file", help="the capture (from scenc capture)")
+              description="Statistics of a capture: an LD_PRELOAD tracer log or an ltrace log (from scenc "
+                          "capture), a DJ Delorie workload (.wl, glibc trace_run's) or a glibc mtrace log, "
+                          "recognised by its content. Exit status 4 when the capture is incomplete.")
+    p.add_argument("file", help="the capture (tracer log, ltrace log, .wl workload or mtrace log)")
     o.add_json(p, "the statistics")
 
 
@@ -189,7 +213,7 @@ def _convert(sub) -> None:
                           "each thread's order, with the cross-thread handoffs. With --model: a short readable "
                           "scenario with the capture's statistics (thread groups, sizes, lifetimes, cross-thread "
                           "frees, phases), and its size histograms beside it.")
-    p.add_argument("file", help="the capture (ltrace log or tracer log)")
+    p.add_argument("file", help="the capture (tracer log, ltrace log, .wl workload or mtrace log)")
     p.add_argument("-o", "--output", metavar="FILE.scn",
                    help="the scenario to write (default: FILE.scn, or FILE-model.scn with --model)")
     p.add_argument("--model", action="store_true", help="write a fitted model instead of the exact replay")
@@ -218,20 +242,38 @@ def _report(sub) -> None:
     o.add_all_metrics(p)
     o.add_outputs(p, also=False)
     o.add_json(p, "the statistics, instead of tables,")
+    o.add_noise(p, "default: the one the run was made with, else 1%%")
     p.add_argument("--across-machines", action="store_true",
                    help="in a merge of shards from several machines, draw their cells in the same "
                         "figures (by default each machine gets its own: they are not comparable)")
-    p = _verb(sub, "compare", "report:compare", help="compare two result files (before/after, two machines)",
-              description="For every allocator and param set found in both files, "
-                          "the ratio B/A of the means with its 95% CI and a "
-                          "significance test.")
+    _report_exports(p.add_argument_group("the report as files, besides the tables"))
+    p = _verb(sub, "compare", "report:compare",
+              help="compare result files with the first (before/after, two machines, a CI gate)",
+              usage="scenc compare A.json B.json [C.json ...] [--metric NAME] [--noise PCT] [--fail-if-worse PCT]",
+              description="For every allocator and param set found in A and a later file, "
+                          "the ratio later/A (Hodges-Lehmann) with its interval from the rank test, "
+                          "Holm-corrected over the comparisons (Benjamini-Hochberg over several param sets); "
+                          "with three files or more, a table with one column per file. Exit status 1 with "
+                          "--fail-if-worse when an allocator is significantly worse by more than PCT.")
     p.add_argument("a", metavar="A.json", help="the reference result")
-    p.add_argument("b", metavar="B.json", help="the result compared with it")
+    p.add_argument("b", metavar="B.json", nargs="+", help="the results compared with it (several: one column each)")
     o.add_metric_names(p, "compare")
+    o.add_noise(p, "default: A's, else 1%%")
+    p.add_argument("--fail-if-worse", type=o.parse_noise, metavar="PCT",
+                   help="exit 1 when any allocator is significantly worse by more than PCT (e.g. 5%%) in a later "
+                        "file than in A, for any metric compared: the same test with a ±PCT band")
+
+
+def _report_exports(g) -> None:
+    g.add_argument("--markdown", metavar="FILE", help="write the tables, verdicts and warnings as markdown")
+    g.add_argument("--html", metavar="FILE", help="write one self-contained HTML page: verdicts, tables, "
+                   "warnings, the machine and the plots inline (SVG); nothing to fetch")
+    g.add_argument("--summary-csv", metavar="FILE", help="write one row per allocator, param set and metric: "
+                   "n, mean, sd, median, min, max, 95%% intervals, one column per param")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scenc", description="Compile allocator scenarios to C and "
+    parser = _Parser(prog="scenc", description="Compile allocator scenarios to C and "
                                      "compare allocators on them.")
     parser.add_argument("--version", action="version", version=f"scenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -131,12 +131,13 @@ def run(args) -> int:
 def _run_session(args, progress, preload, result, plan, allocators, programs,
                  early: _StopRequest) -> Optional[int]:
     """Every run of the plan; an exit status if it ended early, None when complete."""
-    command = target_of(result.header)
-    if command is not None:
+    program = target_of(result.header)
+    if program is not None:
         runner = LauncherRunner(result.header.get("cc") or "gcc")
+        runner.show_output = bool(getattr(args, "show_output", False))
     else:
         runner = ProgramRunner()
-    session = Session(plan, allocators, programs, result, progress, runner, command=command)
+    session = Session(plan, allocators, programs, result, progress, runner, program=program)
     # From here a signal only stops the program running and ends the session
     # between runs, so it never lands in the middle of saving one.
     for s in (signal.SIGINT, signal.SIGTERM):
@@ -180,12 +181,13 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
 def finish(result, args, progress) -> int:
     """Report a finished result file: tables to stdout, CSV and plots if asked."""
     # Statistics only for what is shown, unless every metric is asked for.
-    analysis = analyze(result, baseline=args.baseline, metrics=None if args.all_metrics else [])
-    print(format_analysis(analysis, all_metrics=args.all_metrics))
-    sys.stdout.flush()
+    analysis = analyze(result, baseline=args.baseline, metrics=None if args.all_metrics else [], noise=args.noise)
+    tables = sys.stderr if args.csv == "-" else sys.stdout  # --csv -: stdout is the CSV's alone
+    print(format_analysis(analysis, all_metrics=args.all_metrics), file=tables)
+    tables.flush()
     if args.csv:
         rows = export_csv(result, args.csv)
-        progress.info(f"CSV: {args.csv} ({rows} rows)")
+        progress.info(f"CSV: {'stdout' if args.csv == '-' else args.csv} ({rows} rows)")
     if args.plots:
         from ..report.plots.charts import write_plots
         from ..report.plots.probes import write_probe_plots
@@ -198,7 +200,11 @@ def finish(result, args, progress) -> int:
         counts = {}
         for r in failed:
             counts[r.status] = counts.get(r.status, 0) + 1
-        progress.note("scenc: some runs failed: " + ", ".join(f"{n} {s}" for s, n in counts.items())
-                      + " (details in the table above and in the result file)")
+        what = ", ".join(f"{n} {s}" for s, n in counts.items())
+        where = f"the report's \"problems:\" says why; every run is in {result.path}"
+        if not any(r.status == "ok" for r in result.runs):
+            progress.note(f"scenc: no run succeeded ({what}): {where}")
+        else:
+            progress.note(f"scenc: some runs failed ({what}): {where}")
         return EXIT_RUN
     return EXIT_OK

@@ -9,11 +9,12 @@ import sys
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..trace.profile import TraceStats, format_trace_stats
 from ..trace.source import TraceSource
-from .tracing import guarded
+from .tracing import guarded, refuse_scenario
 
 
 @guarded("trace-stats")
 def trace_stats(args) -> int:
+    refuse_scenario("trace-stats", args.file)
     source = TraceSource(args.file, extra_events=True)
     stats = TraceStats(source.report).consume(source.events)
     if args.json:
@@ -22,11 +23,18 @@ def trace_stats(args) -> int:
         if source.format == "preload":
             info = source.events.info
             d["preload"] = {"pid": info.pid, "records": info.records, "missing": info.missing, "ended": info.ended}
+        elif source.format == "workload":
+            d["workload"] = source.events.info.to_dict()
+        if source.format in ("workload", "mtrace"):
+            d["has_threads"], d["has_times"] = source.format == "workload", False
+            d["losses"] = source.losses()
         print(json.dumps(d, indent=1))
     else:
         text = format_trace_stats(stats)
         if source.format == "preload":
             text = _preload_header(text, stats, source)
+        elif source.format in _NO_TIMES:
+            text = _untimed_header(text, stats, source)
         sys.stdout.write(text)
     return EXIT_INCOMPLETE if source.report.incomplete else EXIT_OK
 
@@ -42,3 +50,36 @@ def _preload_header(text: str, stats, source) -> str:
         lines.insert(1, "  INCOMPLETE capture: " + "; ".join(source.losses()) + ". The figures below cover what "
                         "was written.")
     return "\n".join(lines)
+
+
+# What a workload and an mtrace log do not record, said where an ltrace log's header would advise -tt.
+_NO_TIMES = {
+    "workload": "a workload records no times: it keeps each thread's calls in order and the syncs between threads "
+                "(trace2wl's), so lifetimes are counted in calls, in the order scenc runs the threads (each "
+                "thread until it waits, switching to a thread at the moment its sync is written)",
+    "mtrace": "an mtrace log records no threads and no times: every call is counted in one thread (tid 0), so a "
+              "cross-thread free cannot be seen, and lifetimes are counted in calls; calloc, memalign, valloc "
+              "and realloc(NULL, n) are printed as '+' lines like malloc, and counted as malloc",
+}
+
+
+def _untimed_header(text: str, stats, source) -> str:
+    """format_trace_stats speaks of ltrace lines, exit lines and -tt; say what a workload or an mtrace log is."""
+    lines = text.split("\n")
+    if source.format == "workload":
+        info = source.events.info
+        lines[0] = (f"trace {source.path}: DJ Delorie workload (glibc trace_run's .wl), {info.size} bytes, "
+                    f"{info.threads} threads, {info.slots} pointer slots, {info.syncs} syncs; {stats.ops} allocator "
+                    f"events, {stats.threads} threads with calls")
+    else:
+        rep = source.report
+        end = "muntrace() closed it (= End)" if rep.ended else "no '= End' (the program did not call muntrace(): " \
+                                                                 "complete all the same)"
+        lines[0] = f"trace {source.path}: glibc mtrace log, {rep.lines} lines, {stats.ops} allocator events; {end}"
+    lines = [ln for ln in lines if not ln.startswith("  INCOMPLETE capture:")]
+    lines.insert(1, "  " + _NO_TIMES[source.format])
+    if source.losses():
+        lines.insert(2, "  INCOMPLETE capture: " + "; ".join(source.losses()) + ". The figures below cover what "
+                        "was read.")
+    return "\n".join("    (the format records no times)" if ln == "    (no timestamps: capture with -tt)" else ln
+                     for ln in lines)

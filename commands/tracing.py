@@ -26,6 +26,16 @@ def guarded(name):
     return wrap
 
 
+def refuse_scenario(name: str, path) -> None:
+    """A .scn file given where a capture is read: say what it is and what reads it."""
+    if str(path).endswith(".scn"):
+        raise UnusableInput(
+            f"scenc {name}: {path} is a scenario, not a capture: {name} reads what `scenc capture` "
+            f"recorded of a real program (a tracer log, or an ltrace log), e.g. "
+            f"`scenc capture -o app.trace -- ./app` then `scenc {name} app.trace`; a scenario runs with "
+            f"`scenc exec {path}` (its calls, counted) or `scenc run {path}`")
+
+
 def anomaly_lines(report: ParseReport, max_lines: int = 5) -> list:
     """One line per anomaly kind: severity, kind, count, first lines (errors first)."""
     order = {"error": 0, "warning": 1, "info": 2}

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 
 from ..scenario import nodes as n
 from ..scenario.errors import Reporter
-from ..scenario.resolve import (CHAN, CHAN_ARRAY, INT, LOOP, PARAM, POOL, PTR, SELF, SHARED,
+from ..scenario.resolve import (CHAN, CHAN_ARRAY, HOLDERS, INT, LOOP, MAP, PARAM, POOL, SELF, SHARED,
                                 NotConstant, Resolved, ThreadGroup, const_value)
 from ..scenario.walk import scenario_calls
 from . import distributions as tables
@@ -97,6 +97,7 @@ class CProgram:
     shared: Dict[str, int] = field(default_factory=dict)  # C name of a shared pool -> slots
     pointer_slots: bool = False  # pool slots hold bare pointers: nothing reads an object's size
     touch_new: int = 0           # `touch_new`: index in scenario.nodes.TOUCH_NEW_MODES
+    uses_maps: bool = False      # the scenario maps memory of its own (`map`): runtime/ops.h SCN_USES_MAPS
 
     @property
     def churns(self) -> bool:
@@ -113,6 +114,7 @@ class _Lowerer:
         self._table_ids: Dict[tuple, str] = {}
         self.regions: List[str] = []
         self.uses_lives = False
+        self.uses_maps = any(c.func in ("map", "unmap") for c in scenario_calls(resolved))
         self.temp = 0
         # A slot expression lowered once per statement: clearing the slot an
         # object left must not draw its index a second time.
@@ -136,16 +138,17 @@ class _Lowerer:
                         self.regions, LIVES_WHEEL_BITS if self.uses_lives else 0,
                         replay_file, s.filename,
                         {_shared_ident(name): slots for name, slots in self.r.shared.items()},
-                        self.pointer_slots, n.TOUCH_NEW_MODES.index(s.touch_new))
+                        self.pointer_slots, n.TOUCH_NEW_MODES.index(s.touch_new), self.uses_maps)
 
     # -- threads
     def thread(self, g: ThreadGroup) -> CThread:
         self.symbols = g.symbols
         body = self.block(g.node.body)
-        ptrs = [k for k, v in g.symbols.items() if v == PTR]
+        ptrs = [k for k, v in g.symbols.items() if v in HOLDERS]
         epilogue = []
         if self.r.scenario.leaks == "free":
-            epilogue += [f"if ({c_ident(p)}.ptr) scn_free_quiet(t, {c_ident(p)});" for p in ptrs]
+            epilogue += [f"if ({c_ident(p)}.ptr) scn_unmap_quiet(t, {c_ident(p)});" if g.symbols[p] == MAP else
+                         f"if ({c_ident(p)}.ptr) scn_free_quiet(t, {c_ident(p)});" for p in ptrs]
             epilogue += [f"if ({c_ident(p)}) scn_free_all(t, {c_ident(p)}, {c_ident(p)}_n);"
                          for p, k in g.symbols.items() if k == POOL]
         return CThread(
@@ -192,6 +195,8 @@ class _Lowerer:
         if isinstance(st, n.Lives):
             self.uses_lives = True
             obj = self.expr(st.call, pre)
+            if st.call.func == "map":
+                obj = f"scn_as_mapping({obj})"     # its `lives` end unmaps it
             source = _moved_source(st.call)
             if source is not None and self._holds_pointer(source):
                 # realloc(p, n) lives L: the object moves from p to the `lives` queue.
@@ -236,6 +241,8 @@ class _Lowerer:
         args = call.args
         if call.func == "free":
             return self._taking(f"scn_free(t, {self.expr(args[0], pre)});", args[0], pre)
+        if call.func == "unmap":
+            return self._taking(f"scn_unmap(t, {self.expr(args[0], pre)});", args[0], pre)
         if call.func == "free_all" and self.symbols[args[0].id] == SHARED:
             return f"scn_free_all_shared(t, {_shared_ident(args[0].id)}, {self.r.shared[args[0].id]});"
         if call.func == "free_all":
@@ -281,7 +288,7 @@ class _Lowerer:
     def _holds_pointer(self, e) -> bool:
         if isinstance(e, n.Index):
             return self.symbols.get(e.base.id) == POOL
-        return self.symbols.get(e.id) == PTR
+        return self.symbols.get(e.id) in HOLDERS
 
     # -- expressions
     def expr(self, e, pre) -> str:
@@ -339,6 +346,8 @@ class _Lowerer:
             return f"scn_{f}(t, (size_t)({a[0]}), (size_t)({a[1]}))"
         if f == "recv":
             return f"scn_recv(t, {a[0]})"
+        if f == "map":
+            return f"scn_map(t, (size_t)({a[0]}))"
         if f == "random":
             return self._draw(pre, f"scn_below(&t->rng, (uint64_t)({a[0]}))")
         if f == "uniform":

@@ -1,8 +1,9 @@
 """The `memory` probe: peak and final resident memory, page faults, an RSS
 timeline, and -- with `live` in the same run -- the fragmentation ratio.
 
-Peak/final RSS and faults are the runtime's own figures, under the names the
-reports know (peak_rss_kib, final_rss_kib, minflt); the C side
+Peak/final RSS, the RSS before the first allocator call and faults are the
+runtime's own figures, under the names the reports know (peak_rss_kib,
+final_rss_kib, baseline_rss_kib, heap_rss_kib = peak - baseline, minflt); the C side
 (probes/probe_memory.h) adds the timeline from a sampler thread. The exact
 peak of live bytes is the `live` probe's: counting it perturbs timing, which
 `memory` must not do since it runs beside `time` by default.
@@ -14,7 +15,7 @@ from typing import List, Mapping, Optional, Tuple
 from .base import CSide, Metric, Metrics, Probe, probe_report
 
 NAME = "memory"
-RUNTIME_METRICS = ("peak_rss_kib", "final_rss_kib", "minflt")
+RUNTIME_METRICS = ("peak_rss_kib", "final_rss_kib", "minflt", "baseline_rss_kib", "heap_rss_kib")
 
 METRICS = (
     Metric("memory:major_faults", "major page faults", "faults", "lower", "major-fault count"),
@@ -37,9 +38,11 @@ def collect(program: Mapping, run_dir: Path) -> Metrics:
     mem = program.get("memory") or {}
     ru = program.get("rusage") or {}
     out: Metrics = {}
-    for key in ("peak_rss_kib", "final_rss_kib"):
+    for key in ("peak_rss_kib", "final_rss_kib", "baseline_rss_kib"):
         if mem.get(key, -1) >= 0:  # -1: the runtime could not read /proc
             out[key] = float(mem[key])
+    if "peak_rss_kib" in out and "baseline_rss_kib" in out:  # the heap's share of the peak
+        out["heap_rss_kib"] = out["peak_rss_kib"] - out["baseline_rss_kib"]
     if ru.get("minflt", -1) >= 0:
         out["minflt"] = float(ru["minflt"])
         out["memory:major_faults"] = float(ru["majflt"])

@@ -4,8 +4,9 @@ measured region, and throughput.
 The runtime times the scenario and its threads in every program; this probe
 answers for those figures (under the names the reports know: wall_s,
 ops_per_s, user_s, sys_s, region:<name>) and its C side
-(probes/probe_time.h) adds user/system CPU per thread and CPU per region,
-read outside the timed operations.
+(probes/probe_time.h) adds user/system CPU per thread and CPU per region
+(exact for long entries, the thread's CPU share for short ones), read outside
+the timed operations.
 """
 
 from pathlib import Path
@@ -89,8 +90,8 @@ PROBE = Probe(
     name=NAME,
     description="wall and CPU (user/sys) time of the scenario, each thread and each measured region; "
                 "allocator calls per second",
-    cost="nothing per call; two rusage reads per thread, a CPU-clock read at each region entry and "
-         "exit (outside the region's timing)",
+    cost="nothing per call; two rusage reads per thread; a store and a comparison per region entry, "
+         "CPU-clock reads only around a region's first entry and entries after a long one",
     perturbs=frozenset(),
     sensitive_to=frozenset({"time"}),
     c=CSide(NAME, "probe_time.h", ("program_start", "thread_start", "thread_end", "region_begin",

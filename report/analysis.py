@@ -1,11 +1,11 @@
 """From a result file to numbers a person can act on.
 
 Groups the measured runs by param set (and probe set), summarizes every
-metric per allocator (stats/summary.py), compares each allocator with
-the baseline (stats/comparison.py), and names the winner of each headline
-metric against the runner-up, so "fastest" is only called significant when
-it is. Warm-up records and failed runs never enter a statistic; failures are
-counted and described instead.
+metric per allocator (stats/summary.py), and judges what the report may
+claim (stats/claims.py: each allocator against the baseline, and the best
+and worst of each headline metric, as one corrected family). Warm-up
+records and failed runs never enter a statistic; failures are counted and
+described instead.
 
 Everything here is plain data (`to_json`) so `scenc report --json` can
 print it and the tables and plots only format it.
@@ -13,21 +13,22 @@ print it and the tables and plots only format it.
 
 import json
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, Mapping, Optional
 
 from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
 from ..run.cells import cell_key, machine_of_cells, machines as machines_of
-from ..run.record import RunRecord
 from ..run.plan import DEFAULT_PROBE_SET, SCENARIO
 from ..run.program.target import register_reported_metrics
-from ..stats.comparison import compare
-from ..stats.summary import format_values, summarize
+from ..run.record import RunRecord
+from ..stats.summary import summarize
+from ..stats.claims import CellClaims, Family, Rule, judge_cells
+from ..stats.rank import DEFAULT_NOISE
 from . import metrics as metric_defs
+from .because import explain, family_size
+from .sentences import comparison_sentence
 from .sidebyside import pairs_json
-
-MIN_RUNS_TO_COMPARE = 2
-
+from .verdicts import Verdict, comparison_json, constant_value, verdicts_of
 
 @dataclass
 class AllocatorStats:
@@ -39,6 +40,7 @@ class AllocatorStats:
     problems: List[str] = field(default_factory=list)        # distinct problem sentences
     stderr_tail: str = ""                                     # of the last failure
     providers: List[str] = field(default_factory=list)       # malloc providers seen in ok runs
+    rounds: Dict[str, List[int]] = field(default_factory=dict)   # metric -> the round of each sample
 
     def to_json(self) -> dict:
         return {"n": self.n, "failures": self.failures, "problems": self.problems,
@@ -48,59 +50,68 @@ class AllocatorStats:
 
 
 @dataclass
-class Verdict:
-    """The best allocator for one metric, measured against the runner-up (or, with `ahead`
-    False, the worst one against the next worst)."""
-    metric: str
-    word: str                 # "fastest" ("slowest")
-    best: str
-    runner_up: Optional[str]
-    comparison: Optional[object]   # stats.Comparison of best against runner_up
-    ahead: bool = True
-
-    def sentence(self) -> str:
-        m = metric_defs.metric(self.metric)
-        if self.runner_up is None or self.comparison is None:
-            return f"{self.word}: {self.best} (the only allocator with enough runs)"
-        c = self.comparison
-        if c.significant:
-            label = "the runner-up" if self.ahead else f"the next {self.word}"
-            return f"{self.word}: " + c.sentence(self.best, f"{label}, {self.runner_up}", m.word)
-        if c.both_constant:
-            [value] = format_values(c.other_mean)
-            return (f"{self.word}: {self.best} and {self.runner_up} tie, {value} in every run "
-                    f"(n={c.other_n} vs n={c.baseline_n})")
-        sides = f"{self.best}/{self.runner_up}" if c.by_ratio else f"{self.best} − {self.runner_up}"
-        return (f"{self.word}: {self.best} by its mean, but not significantly "
-                f"{'ahead of' if self.ahead else 'behind'} {self.runner_up} ({sides} {c.interval_text()})")
-
-    def to_json(self) -> dict:
-        return {"metric": self.metric, "word": self.word, "best": self.best, "ahead": self.ahead,
-                "runner_up": self.runner_up, "sentence": self.sentence(),
-                "comparison": self.comparison.to_dict() if self.comparison else None}
-
-
-@dataclass
 class Cell:
-    """Everything measured with one param set (and probe set)."""
+    """Everything measured with one param set (and probe set), and what the report claims of it."""
     params: Dict[str, object]
     probe_set: str
     allocators: List[AllocatorStats]
     baseline: Optional[str]
-    comparisons: Dict[str, Dict[str, object]]   # metric -> allocator -> stats.Comparison
-    verdicts: Dict[str, Verdict]                # metric -> the winner
-    last: Dict[str, Verdict] = field(default_factory=dict)   # metric -> the last of three or more
     target: str = "scenario"                    # or "command": the real program (run/program/target.py)
     machine: Optional[str] = None               # which machine ran it, in a merge of several
+    claims: CellClaims = field(default_factory=CellClaims)   # stats/claims.py, set by Analysis.judge
+    because: Dict[tuple, object] = field(default_factory=dict)  # (metric, ahead) -> because.Because, ditto
 
     def stats(self, name: str) -> Optional[AllocatorStats]:
         return next((a for a in self.allocators if a.name == name), None)
 
+    def runs(self, metric: str) -> Dict[str, List[float]]:
+        """allocator -> its runs of `metric`, in display order, for the allocators that have any."""
+        return {a.name: a.samples[metric] for a in self.allocators if a.samples.get(metric)}
+
+    @property
+    def comparisons(self) -> Dict[str, Dict[str, object]]:
+        """metric -> allocator -> stats.rank.Comparison against the baseline, at its granted level."""
+        return {m: {name: pair.result for name, pair in by_name.items()}
+                for m, by_name in self.claims.comparisons.items()}
+
+    @property
+    def verdicts(self) -> Dict[str, Verdict]:
+        """metric -> the best allocators (report/verdicts.py)."""
+        return self._verdicts()["verdicts"]
+
+    @property
+    def last(self) -> Dict[str, Verdict]:
+        """metric -> the worst allocators, with three or more."""
+        return self._verdicts()["last"]
+
+    def _verdicts(self) -> Dict[str, Dict[str, Verdict]]:
+        runs = {m: self.runs(m) for m in self.claims.rankings}
+        return verdicts_of(self.claims.rankings, self.claims.few, runs)
+
+    def because_lines(self, verdict) -> List[str]:
+        """The `because:` line under an end verdict (report/because.py), indented; [] when it names no one."""
+        because = self.because.get((verdict.metric, verdict.ahead))
+        return ["  " + because.sentence()] if because else []
+
     def comparison_sentence(self, metric: str, name: str) -> str:
-        c = self.comparisons.get(metric, {}).get(name)
-        if c is None:
+        pair = self.claims.comparisons.get(metric, {}).get(name)
+        if pair is None:
             return ""
-        return c.sentence(name, self.baseline, metric_defs.metric(metric).word)
+        mine, base = self.stats(name).samples[metric], self.stats(self.baseline).samples[metric]
+        both = (constant_value(mine), constant_value(base))
+        return comparison_sentence(pair.result, name, self.baseline, metric_defs.metric(metric).word,
+                                   constant=both if None not in both else None)
+
+    def comparison_json(self, metric: str, name: str) -> dict:
+        pair = self.claims.comparisons[metric][name]
+        described = {f"{side}_{what}": getattr(self.stats(n).summaries.get(metric), what, None)
+                     for side, n in (("baseline", self.baseline), ("other", name)) for what in ("mean", "median")}
+        return comparison_json(pair.result, **described, p_adjusted=pair.p_adjusted,
+                               sentence=self.comparison_sentence(metric, name))
+
+    def _verdict_json(self, verdict) -> dict:
+        because = self.because.get((verdict.metric, verdict.ahead))
+        return dict(verdict.to_json(), because=because.to_json() if because else None)
 
     def to_json(self) -> dict:
         return {
@@ -108,11 +119,10 @@ class Cell:
             "baseline": self.baseline,
             **({"machine": self.machine} if self.machine else {}),
             "allocators": {a.name: a.to_json() for a in self.allocators},
-            "comparisons": {m: {name: dict(c.to_dict(), sentence=self.comparison_sentence(m, name))
-                                for name, c in by_name.items()}
-                            for m, by_name in self.comparisons.items()},
-            "verdicts": {m: v.to_json() for m, v in self.verdicts.items()},
-            "last": {m: v.to_json() for m, v in self.last.items()},
+            "comparisons": {m: {name: self.comparison_json(m, name) for name in by_name}
+                            for m, by_name in self.claims.comparisons.items()},
+            "verdicts": {m: self._verdict_json(v) for m, v in self.verdicts.items()},
+            "last": {m: self._verdict_json(v) for m, v in self.last.items()},
         }
 
 
@@ -125,6 +135,11 @@ class Analysis:
     baseline: Optional[str]
     varying: List[str]          # params that take more than one value
     machines: Dict[str, Mapping] = field(default_factory=dict)  # id -> description, if several
+    confidence: float = 0.95
+    noise: float = DEFAULT_NOISE
+    family: Optional[Family] = None     # the correction of the claims the cells hold
+    judged: List[str] = field(default_factory=list)   # the metrics judged (the ones shown)
+    because_size: int = 0       # the comparisons behind the because: lines, corrected as a family of their own
 
     def by_machine(self) -> List[tuple]:
         """[(machine id or None, its cells)]: the groups a figure may compare within."""
@@ -142,24 +157,61 @@ class Analysis:
         """The result file's status: "complete", or "running" / "interrupted" with runs still to make."""
         return self.header.get("status")
 
+    @property
+    def sweep(self) -> bool:
+        """More than one param set of the scenario, or of a program after `--` (its `{name}`s): the report's
+        claims are then one family."""
+        return any(len({json.dumps(b.params, sort_keys=True) for b in self.cells if b.target == target}) > 1
+                   for target in ("scenario", "command"))
+
+    def judge(self, metrics: List[str], method: Optional[str] = None) -> "Analysis":
+        """Set every cell's claims for `metrics` (stats/claims.py): Holm per cell, or
+        Benjamini-Hochberg over all cells for a sweep or when `method` is "bh"."""
+        method = method or ("bh" if self.sweep else "holm")
+        rules = {m: Rule(metric_defs.metric(m).lower_is_better, bool(metric_defs.metric(m).best))
+                 for m in metrics}
+        runs = [{m: b.runs(m) for m in metrics if any(m in a.summaries for a in b.allocators)}
+                for b in self.cells]
+        claims, self.family = judge_cells(runs, rules, self.baseline, method=method,
+                                           confidence=self.confidence, noise=self.noise)
+        for cell, mine in zip(self.cells, claims):
+            cell.claims = mine
+        explained = explain(self.cells, method, self.confidence, self.noise)
+        for cell, mine in zip(self.cells, explained):
+            cell.because = mine
+        self.because_size = family_size(explained)
+        self.judged = list(metrics)
+        return self
+
     def to_json(self) -> dict:
-        return {"schema": "scenc-analysis/1", "result_file": self.path, "scenario": self.scenario,
+        """Every metric with statistics, judged as one family by Benjamini-Hochberg."""
+        every = [m for m in self.metrics if any(m in a.summaries for b in self.cells for a in b.allocators)]
+        mine = replace(self, cells=[replace(b) for b in self.cells]).judge(every, "bh")
+        return {"schema": "scenc-analysis/2", "result_file": self.path, "scenario": self.scenario,
                 "status": self.file_status, "baseline": self.baseline,
                 "metrics": {m: _metric_json(m) for m in self.metrics},
                 "varying_params": self.varying,
+                "correction": mine.family.to_dict(),
                 **({"machines": self.machines} if self.machines else {}),
-                "blocks": [b.to_json() for b in self.cells],
-                "side_by_side": _side_by_side_json(self)}
+                "blocks": [b.to_json() for b in mine.cells],
+                "side_by_side": _side_by_side_json(mine)}
 
 
 def _side_by_side_json(analysis) -> list:
-    """A scenario beside its program (report/sidebyside.py); [] without a command."""
+    """A scenario beside its program (report/sidebyside.py); [] without a program."""
     return pairs_json(analysis)
 
 
 def _metric_json(name: str) -> dict:
     m = metric_defs.metric(name)
     return {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
+
+
+def sweep_cells(cells) -> list:
+    """The cells a sweep is about: the scenario's, or without a scenario those of the program after `--`
+    (its params fill its `{name}`s); a program beside a scenario is not swept on its own."""
+    scenario = [b for b in cells if b.target == "scenario"]
+    return scenario or [b for b in cells if b.target == "command"]
 
 
 def _point(record: RunRecord) -> tuple:
@@ -193,19 +245,34 @@ def _allocator_order(header: Mapping, runs) -> List[str]:
 
 
 def analyze(result, baseline: Optional[str] = None, confidence: float = 0.95,
-            metrics: Optional[List[str]] = None) -> Analysis:
+            metrics: Optional[List[str]] = None, noise: Optional[float] = None) -> Analysis:
     """`result` is a resultfile.ResultFile (or anything with .header, .runs and .path).
 
     With `metrics`, only those and the ones shown by default get statistics:
     the bootstrap is the costly part, and a table that shows two metrics need
-    not pay for eight. The raw samples are kept for all.
+    not pay for eight. The raw samples are kept for all. The claims are judged
+    for the metrics a report shows: `metrics` if given, else the default ones
+    (every metric with statistics when `metrics` is None). `noise`: differences
+    within it are never called significant (--noise; by default the one the result file was made with).
     """
     with warnings.catch_warnings():
         # scipy warns about nearly identical samples (peak RSS often is); the
         # numbers it returns are still right for our use and the warning would
         # only alarm the reader.
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _analyze(result, baseline, confidence, metrics)
+        analysis = _analyze(result, baseline, confidence, metrics)
+        analysis.noise = noise if noise is not None else result.header.get("noise", DEFAULT_NOISE)
+        return analysis.judge(judged_metrics(analysis, metrics))
+
+
+def judged_metrics(analysis: Analysis, wanted: Optional[List[str]]) -> List[str]:
+    """The metrics a report prints for `wanted` (as report/tables.py's shown_metrics chooses)."""
+    if wanted:
+        return [m for m in wanted if m in analysis.metrics]
+    if wanted is None:
+        return list(analysis.metrics)
+    headline = [m for m in metric_defs.headline_names() if m in analysis.metrics]
+    return headline + [m for m in analysis.metrics if metric_defs.shown_by_default(m) and m not in headline]
 
 
 def _analyze(result, baseline, confidence, wanted) -> Analysis:
@@ -229,10 +296,12 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
                 continue
             ok = [r for r in mine if r.is_measurement]
             samples: Dict[str, List[float]] = {}
+            rounds: Dict[str, List[int]] = {}
             for r in ok:
                 for m, v in r.metrics.items():
                     if v is not None:
                         samples.setdefault(m, []).append(v)
+                        rounds.setdefault(m, []).append(r.round)
             present_metrics.update(samples)
             failed = [r for r in mine if r.status != "ok"]
             failures: Dict[str, int] = {}
@@ -248,46 +317,15 @@ def _analyze(result, baseline, confidence, wanted) -> Analysis:
                            if wanted is None or m in wanted or metric_defs.shown_by_default(m)},
                 samples=samples, failures=failures, problems=problems[:5],
                 stderr_tail=failed[-1].stderr_tail if failed else "",
-                providers=providers))
-        comparisons: Dict[str, Dict[str, object]] = {}
-        base = next((a for a in per_allocator if a.name == baseline), None)
-        if base is not None and base.n >= MIN_RUNS_TO_COMPARE:
-            for m, base_values in base.samples.items():
-                if m not in base.summaries:
-                    continue
-                d = metric_defs.metric(m)
-                for a in per_allocator:
-                    if a.name != baseline and len(a.samples.get(m, [])) >= MIN_RUNS_TO_COMPARE:
-                        comparisons.setdefault(m, {})[a.name] = compare(
-                            base_values, a.samples[m], lower_is_better=d.lower_is_better,
-                            confidence=confidence)
-        verdicts, last = {}, {}
-        for d in metric_defs.all_metrics():
-            if not d.best:
-                continue
-            candidates = [a for a in per_allocator if d.name in a.summaries
-                          and len(a.samples[d.name]) >= MIN_RUNS_TO_COMPARE]
-            if not candidates:
-                continue
-            candidates.sort(key=lambda a: a.summaries[d.name].mean, reverse=not d.lower_is_better)
-            best = candidates[0]
-            runner = candidates[1] if len(candidates) > 1 else None
-            c = compare(runner.samples[d.name], best.samples[d.name],
-                              lower_is_better=d.lower_is_better, confidence=confidence) if runner else None
-            verdicts[d.name] = Verdict(d.name, d.best, best.name, runner.name if runner else None, c)
-            if d.worst and len(candidates) >= 3:    # with two, the last is the runner-up above
-                worst, next_worst = candidates[-1], candidates[-2]
-                c = compare(next_worst.samples[d.name], worst.samples[d.name],
-                                  lower_is_better=d.lower_is_better, confidence=confidence)
-                last[d.name] = Verdict(d.name, d.worst, worst.name, next_worst.name, c, ahead=False)
-        cells.append(Cell(params, probe_set, per_allocator, baseline, comparisons, verdicts, last, target,
+                providers=providers, rounds=rounds))
+        cells.append(Cell(params, probe_set, per_allocator, baseline, target,
                             machine_of.get(cell_key(params, probe_set))))
     varying = []
-    scenario_cells = [b for b in cells if b.target == "scenario"]   # a command has no params
-    for k in {k for b in scenario_cells for k in b.params}:
-        if len({json.dumps(b.params.get(k)) for b in scenario_cells}) > 1:
+    swept = sweep_cells(cells)
+    for k in {k for b in swept for k in b.params}:
+        if len({json.dumps(b.params.get(k)) for b in swept}) > 1:
             varying.append(k)
     order = [k for b in cells for k in b.params]
     varying.sort(key=order.index)
     return Analysis(header, getattr(result, "path", ""), cells, metric_defs.order(present_metrics),
-                    baseline, varying, machines_of(header))
+                    baseline, varying, machines_of(header), confidence)

@@ -1,5 +1,7 @@
 """The text `scenc exec` prints for one run: counts per kind and thread, time, rate."""
 
+from ..system.units import fmt_bytes
+
 OP_KINDS = ("malloc", "calloc", "realloc", "aligned_alloc", "memalign", "posix_memalign", "free")
 
 
@@ -10,7 +12,9 @@ def total_ops(result) -> int:
 def format_exec(result) -> str:
     threads = result["threads"]
     used = [k for k in OP_KINDS if any(t["ops"].get(k) for t in threads)] or ["malloc", "free"]
-    extra = [k for k in ("sends", "recvs", "writes", "failed") if any(t.get(k) for t in threads)]
+    # The program's other counts (docs/language.md, "What a program reports"), when any thread has one.
+    extra = [k for k in ("sends", "recvs", "writes", "touches", "maps", "unmaps", "failed")
+             if any(t.get(k) for t in threads)]
     head = ["thread"] + used + extra + ["time ms", "cpu ms"]
     rows = []
     for t in threads:
@@ -22,7 +26,7 @@ def format_exec(result) -> str:
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
     lines = [f"scenario {result['scenario']!r}, malloc from {result['provider']}"]
     for r in [head] + rows:
-        lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
     wall = result["wall_ns"] / 1e9
     ops = total_ops(result)
     rate = ops / wall if wall > 0 else float("inf")
@@ -31,6 +35,10 @@ def format_exec(result) -> str:
                  f"peak RSS {mem.get('peak_rss_kib', '?')} KiB"
                  + (f" ({mem['baseline_rss_kib']} KiB before the first allocator call)"
                     if "baseline_rss_kib" in mem else ""))
+    mapped = result.get("mapped")
+    if mapped:
+        lines.append(f"the scenario's own mappings: {fmt_bytes(mapped['peak_bytes'])} at most, "
+                     f"{fmt_bytes(mapped['final_bytes'])} at the end")
     for t in threads:
         for name, reg in t.get("regions", {}).items():
             if reg["entries"]:

@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 BAR_FORMAT = "{n}/{total} runs |{bar}| {elapsed} elapsed{postfix}"
 PIPE_INTERVAL_S = 10.0   # on a pipe, at most a line this often (and the last at the end)
+MIN_BAR = 10  # columns the bar keeps at least: the label of the run in progress is shortened first
 
 
 def format_duration(seconds: float) -> str:
@@ -70,8 +71,19 @@ class Progress:
         left = f"about {format_duration(eta_s)} left; " if eta_s is not None else ""
         self._bar.total = total
         self._bar.n = done
-        self._bar.set_postfix_str(f"{left}now {label}", refresh=False)   # tqdm puts ", " before
+        self._bar.set_postfix_str(self._postfix(done, total, left, label), refresh=False)
         self._bar.refresh()
+
+    def _postfix(self, done: int, total: int, left: str, label: str) -> str:
+        """What follows the bar, shortened so that the bar keeps MIN_BAR columns of the line
+        (a long param set's label would otherwise leave it none on 80 columns)."""
+        elapsed = tqdm.format_interval(self._bar.format_dict["elapsed"])
+        fixed = len(f"{done}/{total} runs |") + MIN_BAR + len(f"| {elapsed} elapsed, {left}now ")
+        room = self._bar.ncols - fixed
+        if len(label) > room:
+            label = label[:room - 1] + "…" if room >= 8 else ""
+        text = f"{left}now {label}" if label else left.rstrip("; ")
+        return text                                        # tqdm puts ", " before it
 
     def _size(self):
         """The terminal's columns and lines; 80 x 24 where it does not say (a new pseudo-terminal

@@ -1,9 +1,9 @@
 """Terminal tables for an Analysis: one cell per param set, one table per metric.
 
 Each table gives n, mean ± half-width of its 95% CI, median with its
-bootstrap CI, CV and the number of MAD outliers; under it, one sentence per
-allocator against the baseline, and at the end of the cell the winner of
-each headline metric against the runner-up.
+bootstrap CI, CV and the number of MAD outliers (descriptions); under it, one
+sentence per allocator against the baseline, and at the end of the cell the
+best and worst of each headline metric (the claims: report/analysis.py).
 """
 
 import math
@@ -12,8 +12,13 @@ from typing import List, Optional, Sequence
 from .. import probes  # noqa: F401  (registers the probes' metrics: labels, units, key figures)
 from ..run.cells import machine_name
 from ..run.plan import DEFAULT_PROBE_SET
+from ..stats.rank import MIN_RUNS
 from . import metrics as metric_defs
 from . import sidebyside
+from .advice import advice_lines
+from .analysis import judged_metrics
+from .because import family_note
+from .sentences import percent
 
 
 # ------------------------------------------------------------------ numbers
@@ -76,11 +81,13 @@ def _failure_cell(a) -> str:
     return ", ".join(f"{n} {status}" for status, n in a.failures.items())
 
 
-def _metric_table(cell, metric: str) -> List[str]:
+def metric_rows(cell, metric: str):
+    """(title, rows (the header first), which columns align right) of one metric's table, or None when
+    the cell has nothing to show for it; the terminal, markdown and HTML tables are all made of these."""
     d = metric_defs.metric(metric)
     present = [a for a in cell.allocators if metric in a.summaries]
     if not present and not any(a.failures for a in cell.allocators):
-        return []
+        return None
     means = [a.summaries[metric].mean for a in present if a.summaries[metric].mean is not None]
     reference = min((abs(m) for m in means if m), default=None)
     factor, unit_text = scale_for(d.unit, reference)
@@ -113,8 +120,15 @@ def _metric_table(cell, metric: str) -> List[str]:
         if not any(r[column] for r in rows[1:]):
             rows = [r[:column] + r[column + 1:] for r in rows]
             right = right[:column] + right[column + 1:]
-    lines = [f"{d.label} ({d.direction})"]
-    lines += _table(rows, right)
+    return f"{d.label} ({d.direction})", rows, right
+
+
+def _metric_table(cell, metric: str) -> List[str]:
+    found = metric_rows(cell, metric)
+    if found is None:
+        return []
+    title, rows, right = found
+    lines = [title] + _table(rows, right)
     for a in cell.allocators:
         sentence = cell.comparison_sentence(metric, a.name)
         if sentence:
@@ -125,8 +139,10 @@ def _metric_table(cell, metric: str) -> List[str]:
 def _cell_title(analysis, cell) -> str:
     if cell.target == "command":
         from ..run.program.target import target_of
-        command = target_of(analysis.header)
-        return f"== command: {command.describe() if command else '?'} =="
+        program = target_of(analysis.header)
+        params = " ".join(f"{k}={v}" for k, v in cell.params.items())
+        described = program.for_params(cell.params).describe() if program else "?"
+        return f"== program: {described}{f' ({params})' if params else ''} =="
     params = " ".join(f"{k}={v}" for k, v in cell.params.items())
     probe = f" [{cell.probe_set}]" if cell.probe_set != DEFAULT_PROBE_SET else ""
     machine = ""
@@ -173,10 +189,7 @@ def _failure_lines(cell) -> List[str]:
 def shown_metrics(analysis, all_metrics: bool = False, only: Optional[Sequence[str]] = None) -> List[str]:
     if only:
         return [m for m in only]
-    if all_metrics:
-        return list(analysis.metrics)
-    headline = [m for m in metric_defs.headline_names() if m in analysis.metrics]
-    return headline + [m for m in analysis.metrics if metric_defs.shown_by_default(m) and m not in headline]
+    return judged_metrics(analysis, None if all_metrics else [])
 
 
 def format_cell(analysis, cell, metrics: Sequence[str]) -> str:
@@ -184,13 +197,17 @@ def format_cell(analysis, cell, metrics: Sequence[str]) -> str:
     counts = sorted({a.n for a in cell.allocators})
     n_text = f"{counts[0]} runs per allocator" if len(counts) == 1 else \
         f"{counts[0]} to {counts[-1]} runs per allocator"
-    lines.append(f"{n_text}; * = baseline ({cell.baseline}); 95% confidence")
+    if counts == [0]:
+        lines.append("no successful run of any allocator: nothing to measure (problems below)")
+    else:
+        lines.append(f"{n_text}; * = baseline ({cell.baseline}); 95% confidence")
     for metric in metrics:
         table = _metric_table(cell, metric)
         if table:
             lines.append("")
             lines += table
-    verdicts = [v.sentence() for m in metrics for v in (cell.verdicts.get(m), cell.last.get(m)) if v]
+    verdicts = [line for m in metrics for v in (cell.verdicts.get(m), cell.last.get(m)) if v
+                for line in (v.sentence(), *cell.because_lines(v))]
     if verdicts:
         lines.append("")
         lines += verdicts
@@ -202,8 +219,31 @@ def format_cell(analysis, cell, metrics: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def family_line(family, scope: str = "cell") -> str:
+    """The one line that says which correction the sentences went through, and at what levels.
+    `scope` "cell": Holm's family is a cell of the report (a param set's tables); "above": every comparison
+    printed."""
+    if family is None or family.size == 0:
+        return f"(claims: none can be made: a claim needs at least {MIN_RUNS} runs of each allocator)"
+    low, high = family.levels
+    levels = percent(low) if percent(low) == percent(high) else f"{percent(low)}–{percent(high)}"
+    noise = f"a difference within ±{percent(family.noise)} counts as noise (--noise)"
+    if family.method == "bh":
+        where = "above" if scope == "above" else "of the report"
+        return (f"(claims: Benjamini–Hochberg over the {family.size} comparisons {where} (false "
+                f"discovery rate {percent(1 - family.confidence)}); their intervals at {levels}; {noise})")
+    if scope == "above" or family.families == 1:
+        where = f"over the {family.size} comparisons {'above' if scope == 'above' else 'of the param set'}"
+    else:
+        sizes = f"{family.smallest}–{family.size}" if family.smallest != family.size else f"{family.size}"
+        where = f"within each param set ({sizes} comparisons)"
+    return f"(claims: Holm {where}, each interval at the level Holm grants it ({levels}); {noise})"
+
+
 def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Sequence[str]] = None) -> str:
     chosen = shown_metrics(analysis, all_metrics, metrics)
+    if list(chosen) != analysis.judged:    # the family is exactly what is printed
+        analysis.judge(list(chosen))
     parts = [format_cell(analysis, b, chosen) for b in analysis.cells]
     if not parts:
         return f"{analysis.scenario}: no runs in {analysis.path}"
@@ -212,9 +252,18 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
     if analysis.machines:
         parts.append(f"(these cells ran on {len(analysis.machines)} machines; each cell's figures "
                      f"compare allocators on one machine only: do not compare cells of different machines)")
+    if any(a.n for c in analysis.cells for a in c.allocators):
+        parts.append(family_line(analysis.family))
+    else:
+        parts.append("(claims: none: no run succeeded)")
     status = analysis.file_status
     if status and status != "complete":
         parts.append(f"(result file status: {status}; statistics cover the runs finished so far)")
+    if analysis.because_size:     # the because: lines' own family, after the claims'
+        parts.append(family_note(analysis.family.method, analysis.because_size))
+    warnings = advice_lines(analysis, chosen, format_value)
+    if warnings:
+        parts.append("\n".join(warnings))
     return "\n\n".join(parts)
 
 
@@ -222,42 +271,104 @@ def format_analysis(analysis, all_metrics: bool = False, metrics: Optional[Seque
 
 
 def _end_sentence(end: dict) -> str:
+    if end["too_few"]:
+        return (f"{end['word']}: the program has too few runs to tell, so there is nothing to agree on "
+                f"(the scenario says {end['scenario']})")
     if end["agrees"] is None:
         return (f"{end['word']}: in the program, {end['program']} is not significantly apart from the "
-                f"next allocator, so there is nothing to agree on (the scenario says {end['scenario']})")
-    if end["agrees"]:
+                f"others, so there is nothing to agree on (the scenario says {end['scenario']})")
+    if end["agrees"] and end["program"] == end["scenario"]:
         return f"{end['word']}: AGREE, {end['program']} for both (significant in the program)"
+    if end["agrees"]:
+        return (f"{end['word']}: AGREE, the program's are {end['program']}, tied (significant), "
+                f"the scenario's is {end['scenario']}")
     return (f"{end['word']}: DISAGREE, the program's is {end['program']} (significant), the scenario's "
             f"is {end['scenario']}")
 
 
+def _factor(side: dict) -> str:
+    if side is None or side["ratio"] is None:
+        return ""
+    r = side["ratio"]
+    return f"{max(r, 1 / r):.2f}x, " if r > 0 else ""
+
+
+def _pair_sentence(label: str, pair: dict) -> str:
+    program = f"{pair['better']} ahead of {pair['worse']} in the program ({_factor(pair['program'])}significant)"
+    scen = pair["scenario"]
+    if pair["agrees"] is None:
+        return f"{label}: {program}: the scenario cannot tell (too few runs)"
+    how = "significant" if pair["significant_in_scenario"] else "not significant"
+    if pair["agrees"]:
+        return f"{label}: {program}: AGREE, the scenario too ({_factor(scen)}{how})"
+    if scen["ratio"] == 1.0:
+        return f"{label}: {program}: DISAGREE, the scenario has them even ({how})"
+    return f"{label}: {program}: DISAGREE, the scenario puts {pair['worse']} ahead ({_factor(scen)}{how})"
+
+
+def _agreement_summary(data: dict) -> List[str]:
+    """The count of agreements over every pair the program orders significantly, per metric too."""
+    per_metric = {}
+    for metric, found in data["metrics"].items():
+        judged = [p for p in found["pairs"] if p["agrees"] is not None]
+        if judged:
+            per_metric[metric] = (sum(p["agrees"] for p in judged), len(judged))
+    if not per_metric:
+        return []
+    agree = sum(a for a, _ in per_metric.values())
+    total = sum(n for _, n in per_metric.values())
+    detail = ", ".join(f"{metric_defs.metric(m).label} {a} of {n}" for m, (a, n) in per_metric.items())
+    share = _share_text(data)
+    if agree == total:
+        head = (f"=> the scenario{share} agrees with the program on all {total} pairs the program orders "
+                f"significantly")
+    else:
+        head = (f"=> the scenario{share} DISAGREES with the program on {total - agree} of the {total} pairs "
+                f"the program orders significantly (agrees on {agree})")
+    lines = [f"{head} ({detail})"]
+    if data["small_share"] and "wall_s" in per_metric:
+        lines.append(f"   its wall-time agreement says little: the scenario is under "
+                     f"{sidebyside.SMALL_SHARE:.0%} of the program's wall time")
+    return lines
+
+
+def _share_text(data: dict) -> str:
+    shares = list(data["time_share"].values())
+    if not shares:
+        return ""
+    low, high = min(shares), max(shares)
+    span = f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{low:.0%}–{high:.0%}"
+    return f" ({span} of the program's wall time)"
+
+
+def _median_cell(cell, name: str, metric: str) -> str:
+    return f"{name} {format_value(cell.stats(name).summaries[metric].median, metric_defs.metric(metric).unit)}"
+
+
 def format_side_by_side(analysis, scenario_cell, program_cell) -> str:
-    """Rankings of both, agreement at each significant end, the scenario's share of the program's time."""
+    """Rankings of both, agreement on every pair the program orders significantly, and the
+    scenario's share of the program's time."""
     data = sidebyside.side_by_side(scenario_cell, program_cell)
     params = " ".join(f"{k}={v}" for k, v in scenario_cell.params.items())
     lines = [f"== {analysis.scenario}{' ' + params if params else ''} beside the program "
              f"(same session, interleaved rounds) =="]
-    ends = []
+    ends, pair_lines = [], []
     for metric, found in data["metrics"].items():
         m = metric_defs.metric(metric)
         prog, scen = found["program"], found["scenario"]
         if not prog or not scen:
             continue
-        factor, unit = scale_for(m.unit, min(v for _, v in prog + scen))
-        lines += ["", f"{m.label} ({m.direction}), best first", f"  {'':4} {'scenario':<28} program"]
+        lines += ["", f"{m.label} ({m.direction}), medians, best first",
+                  f"  {'':4} {'scenario':<28} program"]
         for i in range(max(len(prog), len(scen))):
-            cells = [f"{r[i][0]} {r[i][1] * factor:.4g} {unit}" if i < len(r) else "" for r in (scen, prog)]
+            cells = [_median_cell(cell, r[i][0], metric) if i < len(r) else ""
+                     for cell, r in ((scenario_cell, scen), (program_cell, prog))]
             lines.append(f"  {i + 1:<4} {cells[0]:<28} {cells[1]:<28}".rstrip())
         ends += found["ends"]
+        pair_lines += [_pair_sentence(m.label, p) for p in found["pairs"]]
     if data["time_share"]:
         lines += ["", "share of the program's wall time the scenario takes: " + ", ".join(
             f"{name} {share:.0%}" for name, share in data["time_share"].items())]
-    if ends:
-        lines += [""] + [_end_sentence(e) for e in ends]
-        judged = [e for e in ends if e["agrees"] is not None]
-        if judged:
-            agree = sum(e["agrees"] for e in judged)
-            lines.append(f"=> the scenario {'agrees with' if agree == len(judged) else 'DISAGREES with'} "
-                         f"the program on {agree} of {len(judged)} significant ends")
+    if ends or pair_lines:
+        lines += [""] + [_end_sentence(e) for e in ends] + pair_lines + _agreement_summary(data)
     return "\n".join(lines)
-

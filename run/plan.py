@@ -65,14 +65,15 @@ class RunConfig:
 
     @property
     def program_key(self) -> Tuple[str, str]:
-        """Configurations with the same key run the same program."""
+        """Configurations with the same key run the same program (a command: with the same arguments)."""
         if self.target != SCENARIO:
-            return self.target, self.probe_set
+            return f"{self.target} {params_key(self.params_dict)}" if self.params else self.target, self.probe_set
         return params_key(self.params_dict), self.probe_set
 
     def label(self) -> str:
         if self.target != SCENARIO:
-            return f"{self.allocator} [{self.target}]"
+            params = f" {params_label(self.params_dict)}" if self.params else ""
+            return f"{self.allocator}{params} [{self.target}]"
         extra = f" [{self.probe_set}]" if self.probe_set != DEFAULT_PROBE_SET else ""
         params = params_label(self.params_dict) if self.params else ""
         return f"{self.allocator} {params}".strip() + extra
@@ -128,6 +129,11 @@ class Plan:
         return [dict(p) for p in dict.fromkeys(c.params for c in self.configs if c.target == SCENARIO)]
 
     @property
+    def command_param_sets(self) -> List[Dict[str, object]]:
+        """The param sets of the program after `--` (its `{name}`s): [{}] when it takes none, [] without one."""
+        return [dict(p) for p in dict.fromkeys(c.params for c in self.configs if c.target != SCENARIO)]
+
+    @property
     def probe_sets(self) -> List[str]:
         return list(dict.fromkeys(c.probe_set for c in self.configs if c.target == SCENARIO))
 
@@ -138,8 +144,10 @@ class Plan:
         parts = [count(len(self.allocators), "allocator"), count(len(self.param_sets), "param set")]
         targets = self._distinct("target")
         if targets != [SCENARIO]:
+            swept = len(self.command_param_sets)
+            command = "the command" + (f" with {count(swept, 'param set')}" if swept > 1 else "")
             parts[1:] = [" and ".join(([count(len(self.param_sets), "scenario param set")]
-                                       if SCENARIO in targets else []) + ["the command"])]
+                                       if SCENARIO in targets else []) + [command])]
         if len(self.probe_sets) > 1:
             parts.append(count(len(self.probe_sets), "probe set"))
         if self.auto:

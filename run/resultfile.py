@@ -34,6 +34,7 @@ import io
 import time
 import json
 import os
+import sys
 import tempfile
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -138,6 +139,13 @@ def _read_run(data: Any) -> RunRecord:
 
 
 # --------------------------------------------------------------------- files
+
+
+def _load_average():
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _now() -> str:
@@ -411,12 +419,13 @@ class ResultFile:
         self.runs.append(run)
 
     def set_status(self, status: str) -> None:
-        """Record "running", "interrupted" or "complete" in the header (atomic rewrite)."""
+        """Record "running", "interrupted" or "complete" in the header (atomic rewrite), with the
+        load average then (so a complete file has the load at the end of its session)."""
         if status not in FILE_STATUSES:
             raise ValueError(f"status must be one of {', '.join(FILE_STATUSES)}, got {status!r}")
         self.close()
         data, parsed = _read(self.path)  # disk is the truth, see append_run
-        header = dict(parsed.header, status=status, status_updated=_now())
+        header = dict(parsed.header, status=status, status_updated=_now(), status_load_average=_load_average())
         line = _json_line(header)
         _atomic_write(self.path, line + data[parsed.header_size:parsed.good_size])
         self.header = json.loads(line)
@@ -524,7 +533,7 @@ def export_csv(result: Union[ResultFile, PathLike], out_path: PathLike) -> int:
     file), round, metric, value, status, target ("scenario", or "command" for
     a real program's runs).  A run without any metric (typically
     a crash) still gets one row with empty metric and value, so failures stay
-    visible in spreadsheets.
+    visible in spreadsheets. `out_path` "-" writes to stdout.
     """
     if not isinstance(result, ResultFile):
         result = load(result)
@@ -538,5 +547,9 @@ def export_csv(result: Union[ResultFile, PathLike], out_path: PathLike) -> int:
         for metric, value in metrics.items():
             writer.writerow(prefix + [metric, _format_value(value), run.status.value, run.target])
             rows += 1
-    _atomic_write(os.fspath(out_path), buffer.getvalue().encode("utf-8"))
+    if os.fspath(out_path) == "-":
+        sys.stdout.write(buffer.getvalue())
+        sys.stdout.flush()
+    else:
+        _atomic_write(os.fspath(out_path), buffer.getvalue().encode("utf-8"))
     return rows

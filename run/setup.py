@@ -30,6 +30,7 @@ from ..scenario.params import parse_params
 from ..scenario.parser import parse
 from ..scenario.peak import is_machine_too_small
 from ..scenario.resolve import resolve
+from ..stats.rank import DEFAULT_NOISE
 from ..system import metadata
 from . import cells, memlimit, shard
 from .memlimit import NO_LIMIT_GIVEN
@@ -123,6 +124,7 @@ def _header(args, plan: Plan, allocators, cc: str, machine: Mapping, **fields) -
         command=["scenc"] + sys.argv[1:],
         cc=cc,
         baseline=args.baseline or plan.allocators[0],
+        noise=DEFAULT_NOISE if args.noise is None else args.noise,
         metrics={m.name: {"label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better}
                  for m in metric_defs.all_metrics()},
         **fields,
@@ -150,10 +152,11 @@ def _new_session_header(args, scenario_path: Path, plan: Plan, allocators, sweep
     )
 
 
-def _command_only_header(args, plan: Plan, allocators, command, cc: str) -> dict:
-    """The header of a session that runs a command and no scenario."""
+def _command_only_header(args, plan: Plan, allocators, command, cc: str, sweep_params=None) -> dict:
+    """The header of a session that runs a command and no scenario (its `--param` sweep in "params")."""
     return _header(args, plan, allocators, cc, metadata.collect_machine(cc=cc),
-                   scenario=command.name, source="", params={}, seed=None, probes=[], param_sets=[])
+                   scenario=command.name, source="", params=dict(sweep_params or {}), seed=None, probes=[],
+                   param_sets=[])
 
 
 def _resolve_allocators(args) -> Dict[str, object]:
@@ -181,9 +184,9 @@ def prepare_new(args, progress, check=lambda: None):
     if not args.scenario and command is None:
         raise UsageError("give a scenario file, a command after `--`, or --resume RESULT.json")
     program_setup.check_options(args, bool(args.scenario))
-    if getattr(args, "shard", None) and command is not None:
-        raise UsageError("--shard splits a scenario's sweep into cells; a program after `--` is "
-                         "measured beside its scenario in one session: run it without --shard")
+    if getattr(args, "shard", None) and command is not None and args.scenario:
+        raise UsageError("--shard splits a sweep into cells; a program after `--` is measured beside its "
+                         "scenario in one session: run them without --shard (a program alone can be sharded)")
     scenario_path = Path(args.scenario) if args.scenario else None
     if scenario_path is not None and not scenario_path.is_file():
         raise UsageError(f"{args.scenario}: no such file")
@@ -203,6 +206,10 @@ def prepare_new(args, progress, check=lambda: None):
     if args.probes:
         progress.info(probe_plan.explain())
     param_sets = sweep(sweep_params) if scenario_path is not None else []
+    command_sets = program_setup.param_sets(command, sweep_params, scenario_path is not None) \
+        if command is not None else []
+    if command is not None:
+        program_setup.check_runnable(command, command_sets)
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Finding the allocators' libraries and versions waits on ldconfig and
@@ -224,17 +231,18 @@ def prepare_new(args, progress, check=lambda: None):
         runs=None if auto else args.runs,
         warmup=DEFAULT_WARMUP if args.warmup is None else args.warmup,
         ci=args.ci or DEFAULT_CI, min_runs=min_runs, max_runs=max_runs,
-        time_budget_s=_time_budget(args, len(param_sets) * len(probe_plan.probe_sets)),
+        # Per cell: the scenario's (a program beside it runs in the same rounds), or the program's alone.
+        time_budget_s=_time_budget(args, len(param_sets) * len(probe_plan.probe_sets) or len(command_sets)),
         timeout_s=args.timeout,
         seed=args.seed if args.seed is not None else random.SystemRandom().randrange(2**31),
         memory_limit=_memory_limit(args),
     )
     if command is not None:
-        plan.configs += program_setup.configs(allocators)
+        plan.configs += program_setup.configs(allocators, command_sets)
     if scenario_path is not None:
         header = _new_session_header(args, scenario_path, plan, allocators, sweep_params, cc)
     else:
-        header = _command_only_header(args, plan, allocators, command, cc)
+        header = _command_only_header(args, plan, allocators, command, cc, sweep_params)
     if command is not None:
         program_setup.describe(header, command)
     if getattr(args, "shard", None):
@@ -252,8 +260,30 @@ def prepare_new(args, progress, check=lambda: None):
     try:
         result = create(output, header)
     except FileExistsError:
-        raise UsageError(f"{output} exists; choose another -o, or continue it with --resume {output}") from None
+        raise UsageError(_output_exists(output, header)) from None
     return result, plan, allocators, programs
+
+
+def _output_exists(output: Path, header: Mapping) -> str:
+    """Why -o cannot be `output`, and what to do: never overwrite; --resume only what this
+    session could continue (the same scenario or program, unfinished)."""
+    try:
+        found = load(output)
+        existing = found.header
+    except (ResultFileError, OSError, ValueError, KeyError):
+        return f"{output} exists and is not a result file; choose another -o (scenc never overwrites a file)"
+    ours = (header.get("source"), header.get("targets"))
+    theirs = (existing.get("source"), existing.get("targets"))
+    if ours != theirs:
+        what = existing.get("scenario_path") or existing.get("scenario") or "?"
+        kind = "program" if existing.get("targets") and not existing.get("source") else "scenario"
+        return (f"{output} holds the results of another {kind} ({what}); choose another -o for this one "
+                f"(scenc never overwrites a result file)")
+    if found.status == "complete":
+        return (f"{output} holds a finished session of this scenario; choose another -o "
+                f"(`scenc report {output}` shows it again)")
+    return (f"{output} holds an unfinished session of this scenario: continue it with "
+            f"`scenc run --resume {output}`, or choose another -o")
 
 
 def _take_shard(args, plan: Plan, programs, progress: Progress, check):
@@ -290,7 +320,8 @@ def prepare_resume(args, progress, check=lambda: None):
     header = result.header
     command = program_setup.target_of(header)
     if command is not None:
-        program_setup.check_resumable(command)
+        program_setup.check_resumable(command, [c.get("params") or {} for c in (header.get("plan") or {}).get(
+            "configs", []) if c.get("target") == "command"])
     scenario_path = Path(args.scenario or header.get("scenario_path", ""))
     if command is None or header.get("scenario_path"):
         if not scenario_path.is_file():

@@ -8,8 +8,8 @@ the scenario's RNG is seeded, so every machine counts the same. The weight
 of a cell is (calls + a run's fixed cost) x its runs, rounded to two
 significant digits so that a thread race that moves a count by a few calls
 does not move a cell. `cells.deal` then gives each shard about the same
-total. A program that does not report its calls weighs the same as the
-others (and is said so).
+total. A program that does not report its calls (a program after `--`)
+weighs the same as the heaviest (and is said so).
 
 The shard's file holds its part of the plan in "plan" (so `--resume` and
 the reports need nothing new) and the whole plan under "shard", which
@@ -61,7 +61,9 @@ def weigh(plan: Plan, programs: Mapping, runner: ProgramRunner, check=lambda: No
         configs[key] = configs.get(key, 0) + 1
         if key not in calls:
             check()
-            calls[key] = count_calls(programs[config.program_key], runner, env)
+            # A program after `--` reports no count: its cells weigh as much as the heaviest.
+            calls[key] = count_calls(programs[config.program_key], runner, env) \
+                if config.program_key in programs else None
     counted = [c for c in calls.values() if c is not None]
     fallback = max(counted) if counted else 0
     weights = {key: _round2((RUN_COST_IN_CALLS + (fallback if n is None else n)) * configs[key] * runs_per_config)

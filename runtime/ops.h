@@ -61,6 +61,9 @@ static inline void scn_free_quiet(scn_thread *t, scn_obj o) {
   scn_hook_op_after(t, SCN_FREE, SCN_NULL_OBJ, o);
 }
 
+/* The end of an object the runtime holds: a free, or an unmap for a mapping (below). */
+static inline void scn_release_quiet(scn_thread *t, scn_obj o);
+
 #if SCN_USES_LIVES
 /* ---- `lives`: delayed frees, kept here rather than in runtime.c so that the
  * frees they make pass through the same inlined probe hooks as any other. */
@@ -96,7 +99,7 @@ static inline void scn_lives_add_forever(scn_thread *t, scn_obj o) {
 }
 
 static inline void scn_lives_free_node(scn_thread *t, scn_lives_node *n) {
-  scn_free_quiet(t, n->obj);
+  scn_release_quiet(t, n->obj);
   n->next = t->lives.spare;
   t->lives.spare = n;
 }
@@ -136,7 +139,7 @@ static void scn_lives_finish(scn_thread *t) {
 }
 
 static inline void scn_lives(scn_thread *t, scn_obj o, uint64_t lifetime) {
-  if (lifetime == 0) scn_free_quiet(t, o);
+  if (lifetime == 0) scn_release_quiet(t, o);
   else scn_lives_add(t, o, lifetime);
 }
 #endif
@@ -209,6 +212,56 @@ static inline void scn_touch_new(scn_obj o, size_t from, int mode) {
  * the branch a branch. */
 #define SCN_ON_FAILURE(cond, action) \
   do { if (__builtin_expect(cond, 0)) { __asm__ __volatile__(""); action; } } while (0)
+
+#if SCN_USES_MAPS
+/* ---- `map`, `unmap`: memory the program maps itself, as language runtimes
+ * and caches do, never through malloc. Not allocator calls: no probe hook sees
+ * them, the `lives` clock does not move, and they are counted apart (maps,
+ * unmaps, the mapped bytes in the report). A new mapping gets `touch_new` as a
+ * new block does (a program's mapping is used memory only once touched). */
+#include <sys/mman.h>
+#define SCN_PAGE_BYTES(n) ((int64_t)(((n) + 4095) & ~(size_t)4095))
+
+static inline scn_obj scn_map(scn_thread *t, size_t n) {
+  n = scn_opaque_size(n);
+  void *p = n ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+  scn_obj o = { p == MAP_FAILED ? NULL : p, p == MAP_FAILED ? 0 : n };
+  t->maps++;
+  SCN_ON_FAILURE(o.ptr == NULL, t->failed++);
+  if (o.ptr) scn_mapped_change(SCN_PAGE_BYTES(n));
+  if (SCN_TOUCH_NEW) scn_touch_new(o, 0, SCN_TOUCH_NEW);
+  return o;
+}
+
+static inline void scn_unmap_quiet(scn_thread *t, scn_obj o) {
+  t->unmaps++;
+  if (!o.ptr) return;
+  munmap(o.ptr, o.size);
+  scn_mapped_change(-SCN_PAGE_BYTES(o.size));
+}
+
+static inline void scn_unmap(scn_thread *t, scn_obj o) { scn_unmap_quiet(t, o); }
+
+/* A mapping handed to `lives` is marked in its pointer's lowest bit (a
+ * mapping starts on a page), so the delayed end unmaps it instead of freeing. */
+static inline scn_obj scn_as_mapping(scn_obj o) {
+  if (o.ptr) o.ptr = (void *)((uintptr_t)o.ptr | 1);
+  return o;
+}
+#endif
+
+/* A `lives` end: a free, or an unmap for a mapping (only in scenarios that
+ * map: no cost elsewhere). */
+static inline void scn_release_quiet(scn_thread *t, scn_obj o) {
+#if SCN_USES_MAPS
+  if ((uintptr_t)o.ptr & 1) {
+    o.ptr = (void *)((uintptr_t)o.ptr & ~(uintptr_t)1);
+    scn_unmap_quiet(t, o);
+    return;
+  }
+#endif
+  scn_free_quiet(t, o);
+}
 
 static inline scn_obj scn_done_alloc(scn_thread *t, enum scn_op op, void *p, size_t n) {
   scn_obj o = { scn_opaque(p), n };
@@ -342,13 +395,15 @@ static inline scn_obj scn_recv(scn_thread *t, scn_channel *q) {
   return scn_slot_obj(scn_channel_recv(q));
 }
 
+/* A `measure` region: one clock read at each end (scn_ticks, no system
+ * call), the probes' hooks outside the window it times. */
 static inline void scn_region_begin(scn_thread *t, int r) {
   scn_hook_region_begin(t, r);
-  t->region[r].started = scn_clock_ns(CLOCK_MONOTONIC);
+  t->region[r].started = scn_ticks();
 }
 
 static inline void scn_region_end(scn_thread *t, int r) {
-  t->region[r].ns += (uint64_t)(scn_clock_ns(CLOCK_MONOTONIC) - t->region[r].started);
+  t->region[r].ticks += scn_ticks() - t->region[r].started;
   t->region[r].entries++;
   scn_hook_region_end(t, r);
 }

@@ -8,11 +8,13 @@
 #include "scn.h"
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 static const scn_program *g_prog;
 static const int *g_at_most;  /* thread churn per group, NULL when no group churns */
@@ -27,6 +29,28 @@ void scn_die(const char *fmt, ...) {
   fputc('\n', stderr);
   va_end(ap);
   exit(3);
+}
+
+/* ---- the ticks of `measure` regions (scn.h) */
+
+int scn_ticks_tsc;
+static double g_ticks_per_ns = 1.0;  /* measured over the whole program */
+
+double scn_ticks_per_ns(void) { return g_ticks_per_ns; }
+
+/* Whether the kernel keeps time with the TSC: then it found the TSC
+ * invariant and synchronised across CPUs, and so may the regions. */
+static int kernel_uses_tsc(void) {
+#if defined(__x86_64__)
+  char name[16] = {0};
+  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY);
+  if (fd < 0) return 0;
+  ssize_t got = read(fd, name, sizeof name - 1);
+  close(fd);
+  return got >= 3 && !strncmp(name, "tsc", 3) && (name[3] == '\n' || name[3] == 0);
+#else
+  return 0;
+#endif
 }
 
 /* ---- arena: a bump allocator over mmap for the runtime's own data */
@@ -54,6 +78,20 @@ void *scn_arena_alloc(size_t bytes) {
   g_arena_next += bytes;
   pthread_mutex_unlock(&g_arena_lock);
   return p;
+}
+
+/* ---- the scenario's own mappings (`map`): bytes mapped now and at most */
+
+int scn_uses_maps;
+static _Atomic int64_t g_mapped_now, g_mapped_peak;
+
+void scn_mapped_change(int64_t bytes) {
+  int64_t now = atomic_fetch_add_explicit(&g_mapped_now, bytes, memory_order_relaxed) + bytes;
+  int64_t peak = atomic_load_explicit(&g_mapped_peak, memory_order_relaxed);
+  while (now > peak &&
+         !atomic_compare_exchange_weak_explicit(&g_mapped_peak, &peak, now, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
 }
 
 /* A linked chunk of boxes for swaps, from the arena: boxes travel between
@@ -313,13 +351,17 @@ static void report_thread(FILE *out, const scn_program *p, const scn_thread *t) 
           t->index, (long long)t->start_ns, (long long)t->end_ns, (long long)t->cpu_ns);
   for (int k = 0; k < SCN_OP_COUNT; k++)
     fprintf(out, "%s\"%s\": %llu", k ? ", " : "", op_names[k], (unsigned long long)t->count[k]);
-  fprintf(out, "}, \"failed\": %llu, \"sends\": %llu, \"recvs\": %llu, \"writes\": %llu, \"touches\": %llu, "
-          "\"regions\": {", (unsigned long long)t->failed, (unsigned long long)t->sends,
-          (unsigned long long)t->recvs, (unsigned long long)t->writes, (unsigned long long)t->touches);
+  fprintf(out, "}, \"failed\": %llu, \"sends\": %llu, \"recvs\": %llu, \"writes\": %llu, \"touches\": %llu, ",
+          (unsigned long long)t->failed, (unsigned long long)t->sends, (unsigned long long)t->recvs,
+          (unsigned long long)t->writes, (unsigned long long)t->touches);
+  if (scn_uses_maps)
+    fprintf(out, "\"maps\": %llu, \"unmaps\": %llu, ", (unsigned long long)t->maps, (unsigned long long)t->unmaps);
+  fprintf(out, "\"regions\": {");
   for (int r = 0; r < p->n_regions; r++) {
     fprintf(out, "%s", r ? ", " : "");
     json_string(out, p->regions[r]);
-    fprintf(out, ": {\"ns\": %llu, \"entries\": %llu}", (unsigned long long)t->region[r].ns,
+    fprintf(out, ": {\"ns\": %llu, \"entries\": %llu}",
+            (unsigned long long)((double)t->region[r].ticks / g_ticks_per_ns + 0.5),
             (unsigned long long)t->region[r].entries);
   }
   fprintf(out, "}}");
@@ -355,6 +397,9 @@ static void report(FILE *out, const scn_program *p, scn_thread **threads, int n,
           ru.ru_minflt, ru.ru_majflt);
   fprintf(out, ", \"memory\": {\"peak_rss_kib\": %ld, \"final_rss_kib\": %ld, \"baseline_rss_kib\": %ld}",
           hwm_kib, rss_kib, baseline_kib);
+  if (scn_uses_maps)
+    fprintf(out, ", \"mapped\": {\"peak_bytes\": %lld, \"final_bytes\": %lld}",
+            (long long)atomic_load(&g_mapped_peak), (long long)atomic_load(&g_mapped_now));
   fprintf(out, ", \"threads\": [");
   for (int i = 0; i < n; i++) {
     fprintf(out, "%s", i ? ",\n  " : "\n  ");
@@ -381,6 +426,9 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   (void)argc;
   (void)argv;
   g_prog = p;
+  scn_ticks_tsc = kernel_uses_tsc();
+  int64_t ns0 = scn_clock_ns(CLOCK_MONOTONIC);
+  uint64_t ticks0 = scn_ticks();
   int n = 0;
   for (int g = 0; g < p->n_groups; g++) n += p->groups[g].count;
   scn_thread **threads = g_threads = scn_arena_alloc((size_t)n * sizeof *threads);
@@ -430,7 +478,9 @@ int scn_main(const scn_program *p, int argc, char **argv) {
   for (int g = 0; g < p->n_groups; g++) ends += churns(p, g) ? p->groups[g].count : 0;
   if (ends) churn(ends);
   for (int i = 0; i < n; i++) thread_join_id(i);  /* returns at once for those already joined */
-  int64_t wall = scn_clock_ns(CLOCK_MONOTONIC) - start;
+  int64_t now = scn_clock_ns(CLOCK_MONOTONIC), wall = now - start;
+  uint64_t ticks = scn_ticks() - ticks0;
+  if (now > ns0 && ticks > 0) g_ticks_per_ns = (double)ticks / (double)(now - ns0);
   if (p->program_end) p->program_end();
   report(stdout, p, threads, n, wall, baseline_kib);
   return fflush(stdout) == 0 ? 0 : 1;

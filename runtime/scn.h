@@ -45,7 +45,25 @@ typedef struct {
   uint64_t pending;
 } scn_lives_state;
 
-typedef struct { uint64_t ns, entries; int64_t started; } scn_region;
+/* A `measure` region of one thread: its time in ticks of scn_ticks() (the
+ * report turns them into nanoseconds) and how often it was entered. */
+typedef struct { uint64_t ticks, entries, started; } scn_region;
+
+/* The clock of `measure` regions: the TSC on x86-64 when the kernel keeps its
+ * own time with it (its clocksource is "tsc", so the TSC is invariant and the
+ * same on every CPU), otherwise CLOCK_MONOTONIC. A read costs one `rdtsc`
+ * (about 10-20 ns; clock_gettime is 20-50 ns through the vDSO, and a system
+ * call on clocksources the vDSO cannot read): two reads per region entry. */
+extern int scn_ticks_tsc;  /* set by scn_main before any thread starts */
+double scn_ticks_per_ns(void);  /* measured over the run; valid once every thread has ended */
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static inline uint64_t scn_ticks(void) {
+  return __builtin_expect(scn_ticks_tsc, 1) ? __rdtsc() : (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
+}
+#else
+static inline uint64_t scn_ticks(void) { return (uint64_t)scn_clock_ns(CLOCK_MONOTONIC); }
+#endif
 
 /* A shared pool's slot holds a box (or nothing), never an object itself:
  * an object is a pointer and a size, and 16-byte atomics are not lock-free
@@ -60,6 +78,7 @@ typedef struct scn_thread {
   uint64_t count[SCN_OP_COUNT];
   uint64_t failed;                /* allocations that returned NULL */
   uint64_t sends, recvs, writes, touches;
+  uint64_t maps, unmaps;          /* `map`, `unmap` (and their `lives` ends): not allocator calls */
   scn_lives_state lives;
   scn_box *boxes;                 /* spare boxes for swaps into shared pools */
   int group, index, id;
@@ -95,6 +114,9 @@ typedef struct {
 /* ---- runtime.c */
 int scn_main(const scn_program *prog, int argc, char **argv);
 void *scn_arena_alloc(size_t bytes);  /* zeroed, never freed, never from malloc */
+/* Bytes mapped by the scenario's `map` (whole pages), now and at most, all threads together. */
+void scn_mapped_change(int64_t bytes);
+extern int scn_uses_maps;       /* set by a scenario that maps (before scn_main): the report says how much */
 void scn_barrier_wait(scn_thread *t);
 /* Where a replay's threads start (`where` gives an enum scn_start per thread);
  * those started later are started and joined by the replay's own threads. */

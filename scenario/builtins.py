@@ -12,9 +12,9 @@ from typing import Tuple
 class Builtin:
     name: str
     role: str            # "alloc" (returns a pointer), "action" (a statement), "dist" (an integer draw)
-    args: Tuple[str, ...]  # kinds: "int", "ptr", "pool", "chan", "str", "num" (int or float), "int*" (one or more),
-                           # "shared" (a slot of a shared pool)
-    result: str          # "ptr", "int" or "none"
+    args: Tuple[str, ...]  # kinds: "int", "ptr", "map" (a mapping), "obj" (a pointer or a mapping), "pool",
+                           # "chan", "str", "num" (int or float), "int*" (one or more), "shared" (a slot of a shared pool)
+    result: str          # "ptr", "map", "int" or "none"
     kwargs: Tuple[str, ...] = ()  # names, for builtins that take keyword arguments only
     options: Tuple[str, ...] = ()  # optional integer keyword arguments after the positional ones
     const_args: bool = False      # arguments must be known when compiling (tables are built then)
@@ -31,12 +31,15 @@ BUILTINS = {b.name: b for b in [
     Builtin("recv", "alloc", ("chan",), "ptr"),
     # swap(shared[i], p): p's object into the slot, the slot's (maybe none) out
     Builtin("swap", "alloc", ("shared", "ptr"), "ptr"),
+    # the program's own memory: an anonymous mapping, mmap'ed directly (never through malloc)
+    Builtin("map", "alloc", ("int",), "map"),
     # statements
     Builtin("free", "action", ("ptr",), "none"),
     Builtin("free_all", "action", ("pool",), "none"),
     Builtin("send", "action", ("chan", "ptr"), "none"),
-    Builtin("write", "action", ("ptr", "int"), "none", options=("bytes",)),
-    Builtin("touch", "action", ("ptr",), "none"),
+    Builtin("unmap", "action", ("map",), "none"),
+    Builtin("write", "action", ("obj", "int"), "none", options=("bytes",)),
+    Builtin("touch", "action", ("obj",), "none"),
     # integer draws from the thread's random stream
     Builtin("random", "dist", ("int",), "int"),
     Builtin("uniform", "dist", ("int", "int"), "int"),

@@ -10,12 +10,14 @@ they found by position:
 - sizes.py: numbers that make no sense (negative or absurd sizes, empty
   ranges, bad alignments, broken distributions, missing histogram files);
 - peak.py: the peak live memory, bounded from below and above, against the
-  machine's memory.
+  machine's memory;
+- regions.py: `measure` regions entered so often, around so little, that
+  their own clock reads are a share of what they measure.
 """
 
 from typing import List, Tuple
 
-from . import channels, flow, peak, sizes
+from . import channels, flow, peak, regions, sizes
 from .errors import Diagnostic, Reporter
 from .resolve import Resolved
 
@@ -33,6 +35,7 @@ def check(resolved: Resolved) -> List[Diagnostic]:
     sizes.check(resolved, rep)
     sizes_wrong = len(rep.errors) > errors_before
     channels.check(resolved, rep)
+    regions.check(resolved, rep)
     if not sizes_wrong:  # a peak from negative or absurd sizes would only repeat those errors
         peak.check(resolved, rep, leak_facts)
     found = list(resolved.warnings) + rep.diagnostics

@@ -14,6 +14,7 @@ class Diagnostic:
     filename: str
     pos: Pos
     hint: Optional[str] = None
+    usage: bool = False  # the command line is wrong (a missing file, an unknown --param), not the scenario
 
     def render(self, source: str = "") -> str:
         where = f"{self.filename}:{self.pos.line}:{self.pos.col}" if self.pos.line else self.filename
@@ -38,6 +39,12 @@ class ScenarioError(Exception):
         self.source = source
         super().__init__(self.render())
 
+    @property
+    def usage(self) -> bool:
+        """The command line is at fault (exit 64, not 1): it names a file that cannot be read or a param
+        the scenario does not have."""
+        return any(d.usage for d in self.diagnostics)
+
     def render(self) -> str:
         return "\n".join(d.render(self.source) for d in self.diagnostics)
 
@@ -50,8 +57,8 @@ class Reporter:
         self.source = source
         self.diagnostics: List[Diagnostic] = []
 
-    def error(self, pos: Pos, message: str, hint: Optional[str] = None) -> None:
-        self.diagnostics.append(Diagnostic("error", message, self.filename, pos, hint))
+    def error(self, pos: Pos, message: str, hint: Optional[str] = None, usage: bool = False) -> None:
+        self.diagnostics.append(Diagnostic("error", message, self.filename, pos, hint, usage))
 
     def warning(self, pos: Pos, message: str, hint: Optional[str] = None) -> None:
         self.diagnostics.append(Diagnostic("warning", message, self.filename, pos, hint))

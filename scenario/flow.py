@@ -13,6 +13,10 @@ A shared pool is every thread's at once, so nothing is known about its slots:
 `swap` hands back an object or nothing, and the variable it lands in counts as
 live (freeing an empty one is a harmless free(NULL); keeping it, a leak).
 
+A mapping (`m = map(n)`) is followed like a pointer: unmapping it twice, using
+it once unmapped and leaving it mapped at the thread's end are the same
+mistakes as for a heap block, said in its own words (`unmap`, "mapped").
+
 Pools hold many slots that an index chosen at run time picks; the runtime
 checks indexes, and per-slot tracking is impossible in general, so a pool is
 only ever blamed when every path emptied it with free_all. What the analysis
@@ -26,7 +30,7 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from . import nodes as n
 from .errors import Reporter
-from .resolve import POOL, PTR, Resolved, ThreadGroup
+from .resolve import HOLDERS, MAP, POOL, Resolved, ThreadGroup
 from .walk import condition_holds, const_or_none, loop_of, names_in, scenario_calls, show, walk
 
 # Pointer variables. NOTHING: known to hold nothing (the other side of `if held(p)`),
@@ -138,7 +142,7 @@ class _ThreadFlow:
         self.seen: Set[Tuple[n.Pos, str]] = set()
 
     def run(self) -> FlowFacts:
-        ptrs = sorted(k for k, v in self.g.symbols.items() if v == PTR)
+        ptrs = sorted(k for k, v in self.g.symbols.items() if v in HOLDERS)
         start = State(tuple((p, frozenset({Fact(UNSET, self.g.node.pos)})) for p in ptrs), ())
         end = self.block(self.g.node.body, start)
         self.thread_end(end)
@@ -200,7 +204,7 @@ class _ThreadFlow:
 
     def assign(self, st: n.Assign, s: State) -> State:
         target = st.target
-        if isinstance(target, n.Name) and self.g.symbols.get(target.id) != PTR:
+        if isinstance(target, n.Name) and self.g.symbols.get(target.id) not in HOLDERS:
             return s.forget_slots(names={target.id})  # an integer changed: slots indexed by it are unknown
         into = target.id if isinstance(target, n.Name) else show(target)
         s, value, source = self.ptr_value(st.value, s, into)
@@ -216,15 +220,22 @@ class _ThreadFlow:
             if live:
                 self.note(self.facts.overwrites, st)
                 may = len(live) != len(old)
-                self.warning(target.pos, f"{target.id} {'may still hold' if may else 'still holds'} the object "
-                             f"{live[0].how} at line {live[0].pos.line}; assigning it again leaks that object",
-                             f"free({target.id}) first, or send it to a channel")
+                if self._is_map(target.id):
+                    self.warning(target.pos, f"{target.id} {'may still hold' if may else 'still holds'} the mapping "
+                                 f"{live[0].how} at line {live[0].pos.line}; assigning it again leaks that mapping",
+                                 f"unmap({target.id}) first")
+                else:
+                    self.warning(target.pos, f"{target.id} {'may still hold' if may else 'still holds'} the object "
+                                 f"{live[0].how} at line {live[0].pos.line}; assigning it again leaks that object",
+                                 f"free({target.id}) first, or send it to a channel")
         return s.with_ptr(target.id, value)
 
     def action(self, call: n.Call, s: State) -> State:
         f = call.func
         if f == "free":
             return self.consume(call.args[0], s, Fact(FREED, call.pos, "freed"))
+        if f == "unmap":
+            return self.consume(call.args[0], s, Fact(FREED, call.pos, "unmapped"))
         if f == "send":
             return self.consume(call.args[1], s, Fact(MOVED, call.pos, f"sent to {show(call.args[0])}"))
         if f in ("write", "touch"):
@@ -244,6 +255,8 @@ class _ThreadFlow:
                 return s, frozenset({Fact(LIVE, e.pos, "allocated")}), None
             if e.func == "recv":
                 return s, frozenset({Fact(LIVE, e.pos, "received")}), None
+            if e.func == "map":
+                return s, frozenset({Fact(LIVE, e.pos, "mapped")}), None
             if e.func == "swap":
                 # The object given goes into the shared slot; what comes out may be nothing.
                 src, slot = e.args[1], show(e.args[0])
@@ -317,7 +330,11 @@ class _ThreadFlow:
                 continue
             sure = atoms == {atom}
             bad = _in_order(facts, atom)
-            if atom == FREED:
+            if atom == FREED and self._is_map(p):
+                self.error(name.pos, f"{p} {'is' if sure else 'may'} already {'' if sure else 'be '}unmapped "
+                           f"(unmapped at {_lines(bad)})",
+                           f"after unmap({p}) it holds nothing; map it again first ({p} = map(...))")
+            elif atom == FREED:
                 self.error(name.pos, f"{p} {'is' if sure else 'may'} already {'' if sure else 'be '}freed "
                            f"(freed at {_lines(bad)})",
                            f"after free({p}) it holds nothing; assign it again first ({p} = malloc(...))")
@@ -329,6 +346,9 @@ class _ThreadFlow:
                 self.error(name.pos, f"{p} {'is' if sure else 'may be'} used before it is assigned",
                            "a loop that runs zero times assigns nothing" if not sure else None)
             return
+
+    def _is_map(self, name: str) -> bool:
+        return self.g.symbols.get(name) == MAP
 
     def require_slot(self, e: n.Index, s: State) -> None:
         facts = s.pool(e.base.id)
@@ -415,6 +435,10 @@ class _ThreadFlow:
             if self.r.scenario.leaks == "free":
                 continue
             may = len(live) != len(facts)
+            if self._is_map(p):
+                self.warning(live[0].pos, f"{p} {'may still be' if may else 'is still'} mapped when thread {name} "
+                             f"ends; add unmap({p}) or write `leaks free`")
+                continue
             self.warning(live[0].pos, f"{p} {'may still be' if may else 'is still'} allocated when thread {name} "
                          f"ends; add free({p}) or write `leaks free`")
         for pool, facts in s.pools:

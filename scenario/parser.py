@@ -215,26 +215,134 @@ def _expected_words(expected) -> str:
     return ", ".join(words)
 
 
+# The words the grammar keeps for itself (grammar.lark's quoted words); `at`
+# and `most` only after a thread count, so not here.
+KEYWORDS = ("scenario", "seed", "param", "channel", "capacity", "thread", "pool", "repeat", "for",
+            "in", "barrier", "measure", "lives", "forever", "weighted", "leaks", "replay", "if",
+            "else", "shared", "touch_new")
+
+_LOOPS = "`repeat N { ... }` runs a block N times, `for i in A .. B { ... }` counts i from A to B - 1"
+_AND = ("there is no '&&' or 'and': nest the ifs, `if a > 1 { if a < 5 { ... } }`; "
+        "for 'or', give each condition a branch with the same statements, "
+        "`if a < 1 { ... } else if a > 5 { ... }`")
+
+_LEX = re.compile(r'(?P<comment>#[^\n]*)|(?P<string>"([^"\\\n]|\\.)*")|(?P<word>[A-Za-z_][A-Za-z0-9_]*)'
+                  r'|(?P<space>\s+)|(?P<other>.)', re.S)
+
+
+def _tokens_before(source: str, offset: int):
+    """(text, offset) of each token before `offset`, comments and strings skipped: enough
+    to see what an error follows and which brackets are open."""
+    out = []
+    for m in _LEX.finditer(source, 0, offset):
+        if m.lastgroup in ("word", "other"):
+            out.append((m.group(), m.start()))
+    return out
+
+
+def _line_col(source: str, offset: int):
+    line = source.count("\n", 0, offset) + 1
+    return line, offset - (source.rfind("\n", 0, offset) + 1) + 1
+
+
+def _open_bracket(tokens):
+    """The innermost bracket still open at the end of `tokens`: (char, offset) or None."""
+    stack = []
+    pairs = {")": "(", "]": "[", "}": "{"}
+    for text, at in tokens:
+        if text in "([{":
+            stack.append((text, at))
+        elif text in pairs and stack and stack[-1][0] == pairs[text]:
+            stack.pop()
+    return stack[-1] if stack else None
+
+
+def _explain(exc, source: str, offset: int):
+    """A sentence naming the fix for the mistakes people make coming from C, Python or
+    shells: (message, hint, offset of the caret), or None to say what was expected."""
+    tokens = _tokens_before(source, offset)
+    here = source[offset:offset + 2]
+    line_start = source.rfind("\n", 0, offset) + 1
+    on_line = [(t, at) for t, at in tokens if at >= line_start]
+    for (text, at), after in zip(on_line, on_line[1:] + [(source[offset:offset + 1], offset)]):
+        if text == "while" and after[0] != "=":  # (a variable may be called while)
+            return ("there is no 'while' loop", _LOOPS, at)
+    if isinstance(exc, lark.UnexpectedCharacters):
+        if here[:1] == ";":
+            return ("unexpected ';'", "no ';' is needed: a statement ends where the next one begins "
+                    "(several may share a line); remove it", offset)
+        if here in ("&&", "||") or here[:1] in "&|":
+            return (f"unexpected {here!r}" if here in ("&&", "||") else f"unexpected {here[:1]!r}", _AND, offset)
+        if here[:1] == "!":
+            return ("unexpected '!'", "there is no '!': turn the comparison around (`>=` for `<`, "
+                    "`!=` for `==`), or keep the `if` and put the statements in its `else`", offset)
+        return None
+    tok = exc.token
+    expected = set(exc.expected or ())
+    history = list(getattr(exc, "token_history", None) or ())
+    before = history[-1] if history else None
+    for at in (offset, offset - 1):  # `a // b` fails at the second '/'
+        if source[at:at + 2] in ("//", "/*"):
+            return (f"'{source[at:at + 2]}' does not start a comment",
+                    "a comment starts with '#' and runs to the end of the line", at)
+    if tok.type == "EQUAL" and "COMPARE" in expected:
+        return ("'=' gives a variable a value; a comparison is written '=='", "if i == 2 { ... }", offset)
+    if tok.type == "EQUAL" and before is not None and str(before) in KEYWORDS:
+        word = str(before)
+        return (f"'{word}' is a keyword and cannot be a variable's name",
+                f"pick another name ({word}_count, n_{word}, ...); the keywords are " + ", ".join(KEYWORDS),
+                before.start_pos)
+    if tok.type == "NAME" and str(tok) in ("and", "or", "not") and "LBRACE" in expected:
+        return (f"unexpected '{tok}'", _AND, offset)
+    opened = _open_bracket(tokens)
+    if opened is not None and opened[0] in "([" and tok.type != "$END":
+        close = {"(": ")", "[": "]"}[opened[0]]
+        closer = {"(": "RPAR", "[": "RSQB"}[opened[0]]
+        opened_line, opened_col = _line_col(source, opened[1])
+        new_line = _line_col(source, offset)[0] > opened_line
+        if closer in expected and (tok.type in ("RBRACE", "LBRACE", "RPAR", "RSQB") or new_line):
+            words = [(t, at) for t, at in tokens if at < opened[1]]
+            what = f"the '{opened[0]}'"
+            if words and words[-1][0].isidentifier() and words[-1][1] + len(words[-1][0]) == opened[1]:
+                what = f"'{words[-1][0]}{opened[0]}'"
+                opened_line, opened_col = _line_col(source, words[-1][1])
+            return (f"unexpected {str(tok)!r}: a '{close}' is missing",
+                    f"{what} at line {opened_line}, column {opened_col} is not closed", offset)
+    return None
+
+
 def _syntax_error(exc: Exception, filename: str, source: str) -> ScenarioError:
     line = getattr(exc, "line", 0) or 0
     col = getattr(exc, "column", 0) or 0
-    if isinstance(exc, lark.UnexpectedCharacters):
+    hint = None
+    offset = getattr(exc, "pos_in_stream", None)
+    explained = None
+    if offset is not None and isinstance(exc, (lark.UnexpectedCharacters, lark.UnexpectedToken)) \
+            and not (isinstance(exc, lark.UnexpectedToken) and exc.token.type == "$END"):
+        explained = _explain(exc, source, offset)
+    if explained is not None:
+        msg, hint, at = explained
+        line, col = _line_col(source, at)
+    elif isinstance(exc, lark.UnexpectedCharacters):
         text = source.split("\n")[line - 1] if line else ""
         ch = text[col - 1] if 0 < col <= len(text) else "?"
         msg = f"unexpected character {ch!r}"
-    elif isinstance(exc, lark.UnexpectedToken):
-        tok = exc.token
-        if tok.type == "$END":
-            msg = "unexpected end of file (is a '}' missing?)"
-            lines = source.rstrip("\n").split("\n")
-            line, col = len(lines), len(lines[-1]) + 1
-        else:
-            msg = f"unexpected {tok.value!r}; expected {_expected_words(exc.expected)}"
-    elif isinstance(exc, lark.UnexpectedEOF):
+    elif isinstance(exc, (lark.UnexpectedToken, lark.UnexpectedEOF)) and \
+            (isinstance(exc, lark.UnexpectedEOF) or exc.token.type == "$END"):
         msg = "unexpected end of file (is a '}' missing?)"
+        lines = source.rstrip("\n").split("\n")
+        line, col = len(lines), len(lines[-1]) + 1
+        opened = _open_bracket(_tokens_before(source, len(source)))
+        if opened is not None:
+            close = {"(": ")", "[": "]", "{": "}"}[opened[0]]
+            o_line, o_col = _line_col(source, opened[1])
+            msg = f"unexpected end of file: a '{close}' is missing"
+            hint = f"the '{opened[0]}' at line {o_line}, column {o_col} is not closed"
+    elif isinstance(exc, lark.UnexpectedToken):
+        msg = f"unexpected {exc.token.value!r}; expected {_expected_words(exc.expected)}"
     else:
         msg = str(exc).splitlines()[0]
-    return ScenarioError([Diagnostic("error", msg, filename, n.Pos(line, col))], source)
+    return ScenarioError([Diagnostic("error", msg, filename, n.Pos(line, col), hint)], source)
 
 
 def parse(source: str, filename: str = "<scenario>") -> n.Scenario:
@@ -295,7 +403,7 @@ def parse_file(path, display_name: Optional[str] = None) -> n.Scenario:
         raw = path.read_bytes()
     except OSError as exc:
         raise ScenarioError([Diagnostic("error", f"cannot read the scenario: {exc.strerror}",
-                                        str(path), n.NOWHERE)]) from None
+                                        str(path), n.NOWHERE, usage=True)]) from None
     try:
         source = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

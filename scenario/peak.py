@@ -18,6 +18,10 @@ lower bound is the largest value seen. The scenario's lower bound adds those
 of all threads, because the start gate releases them together: it is a
 bound for threads that overlap in time, which is what scenarios are written
 for, not a guarantee for threads that could run one after another.
+
+The program's own mappings (`map`) are bounded the same way, apart: mapped
+bytes are not the allocator's (`mapped_low`, `mapped_high`), and the
+machine's memory is weighed against both together.
 """
 
 from dataclasses import dataclass, field, replace
@@ -29,12 +33,13 @@ from .errors import Diagnostic, Reporter
 from ..system.machine import mem_total
 from ..system.units import fmt_bytes
 from .ranges import Ranges, scenario_dir
-from .resolve import PTR, Resolved, ThreadGroup
+from .resolve import MAP, PTR, Resolved, ThreadGroup
 from .walk import (Loop, calls_in, condition_holds, const_or_none, executions_at_most, loop_of,
                    stmt_exprs, walk)
 
 INF = float("inf")
 ALLOCATING = ("malloc", "calloc", "realloc", "aligned_alloc", "memalign", "posix_memalign")
+MAPPING = ("map",)              # the program's own mappings, counted apart from the heap
 TICKS = ALLOCATING + ("free",)  # statements that advance the `lives` clock (runtime/ops.h scn_tick)
 EXACT_ITERATIONS = 3            # loop iterations simulated before extrapolating
 
@@ -44,6 +49,8 @@ class PeakEstimate:
     low: int
     high: Optional[int]
     by_group: List[Tuple[ThreadGroup, int, Optional[int]]]  # per thread: (group, low, high)
+    mapped_low: int = 0                 # the same bounds of the bytes mapped by `map` (not the heap's)
+    mapped_high: Optional[int] = 0
 
 
 def estimate_peak(resolved: Resolved) -> Tuple[int, Optional[int]]:
@@ -58,19 +65,25 @@ def estimate(resolved: Resolved, leaks: Dict[int, flow.FlowFacts]) -> PeakEstima
     ranges = {id(g): Ranges(resolved, g, base_dir) for g in resolved.groups}
     sizes = _ObjectSizes(resolved, ranges)
     by_group, low, high = [], 0, 0.0
+    mapped_low, mapped_high = 0, 0.0
     for g in resolved.groups:
         lo = _LowerBound(resolved, ranges[id(g)]).thread_peak()
         hi = _thread_high(resolved, g, ranges[id(g)], sizes, leaks[id(g)])
         by_group.append((g, lo, None if hi == INF else int(hi)))
         low += (g.at_most or g.count) * lo  # thread churn: only so many threads overlap
         high += g.count * hi
+        if any(k == MAP for k in g.symbols.values()) or any(c.func in MAPPING for st, _ in walk(g.node.body, resolved.params)
+                                                           for e in stmt_exprs(st) for c in calls_in(e)):
+            mapped_low += (g.at_most or g.count) * _LowerBound(resolved, ranges[id(g)], mapped=True).thread_peak()
+            mapped_high += g.count * _thread_high(resolved, g, ranges[id(g)], sizes, leaks[id(g)], mapped=True)
     for name, info in resolved.channels.items():
         high += info.capacity * (info.count or 1) * sizes.chan_max.get(name, 0)
     for name, slots in resolved.shared.items():
         high += _times(slots, sizes.shared_max.get(name, 0))
     if resolved.scenario.replays:
         high = INF  # the trace's own threads are not seen here
-    return PeakEstimate(int(low), None if high == INF else int(high), by_group)
+    return PeakEstimate(int(low), None if high == INF else int(high), by_group, int(mapped_low),
+                        None if mapped_high == INF else int(mapped_high))
 
 
 _TOO_SMALL = "live at its peak but this machine has"   # in the error below and nowhere else
@@ -91,6 +104,11 @@ def check(resolved: Resolved, rep: Reporter, leaks: Dict[int, flow.FlowFacts]) -
     if mem is None or not resolved.groups:
         return
     est = estimate(resolved, leaks)
+    if est.mapped_low and est.low + est.mapped_low > mem:
+        rep.error(resolved.groups[0].node.pos, f"the scenario needs at least {fmt_bytes(est.low + est.mapped_low)} "
+                  f"{_TOO_SMALL} {fmt_bytes(mem)}", f"{fmt_bytes(est.low)} of heap and "
+                  f"{fmt_bytes(est.mapped_low)} mapped by `map`")
+        return
     if est.low > mem:
         g, lo, _ = max(est.by_group, key=lambda t: t[0].count * t[1])
         rep.error(g.node.pos, f"the scenario needs at least {fmt_bytes(est.low)} {_TOO_SMALL} "
@@ -145,7 +163,7 @@ class _ObjectSizes:
         return changed
 
     def _holds_ptr(self, g: ThreadGroup, target) -> bool:
-        return isinstance(target, n.Index) or g.symbols.get(target.id) == PTR
+        return isinstance(target, n.Index) or g.symbols.get(target.id) in (PTR, MAP)
 
     def of(self, g: ThreadGroup, e, loops: Sequence[Loop]) -> float:
         """The largest object a pointer expression can give."""
@@ -176,29 +194,33 @@ def alloc_size(ranges: Ranges, c: n.Call, loops: Sequence[Loop]) -> Tuple[float,
         return _times(a, x), _times(b, y)      # calloc(0, unknown) asks for 0 bytes, not 0 x inf = NaN
     if c.func in ALLOCATING:
         return bounds(c.args[1])
+    if c.func in MAPPING:
+        return bounds(c.args[0])
     return 0, 0
 
 
 # ------------------------------------------------------------ upper bound
 
 def _thread_high(resolved: Resolved, g: ThreadGroup, ranges: Ranges, sizes: _ObjectSizes,
-                 leaks: flow.FlowFacts) -> float:
+                 leaks: flow.FlowFacts, mapped: bool = False) -> float:
+    """The most one thread of g holds at once: heap bytes, or with `mapped` the bytes it maps (`map`)."""
     params = resolved.params
-    total = sum(sizes.var_max.get((id(g), v), 0) for v, k in g.symbols.items() if k == PTR)
+    holder, counted = (MAP, MAPPING) if mapped else (PTR, ALLOCATING + ("recv", "swap"))
+    total = sum(sizes.var_max.get((id(g), v), 0) for v, k in g.symbols.items() if k == holder)
     transient = 0.0
     for st, loops in walk(g.node.body, params):
         runs = executions_at_most(loops)
         runs = INF if runs is None else runs
-        if isinstance(st, n.Pool):
+        if isinstance(st, n.Pool) and not mapped:
             slots = const_or_none(st.size, params)
             # _times: a pool of unknown size whose slots hold nothing is 0, not inf x 0 = NaN
             total += _times(INF if slots is None else max(0, slots), sizes.pool_max.get((id(g), st.name), 0))
         elif isinstance(st, n.Assign):
-            if id(st) in leaks.overwrites:
+            if id(st) in leaks.overwrites and g.symbols.get(st.target.id) == holder:
                 total += _times(runs, sizes.var_max.get((id(g), st.target.id), 0))
-            if id(st) in leaks.unsafe_slot_assigns:
+            if id(st) in leaks.unsafe_slot_assigns and not mapped:
                 total += _times(runs, sizes.pool_max.get((id(g), st.target.base.id), 0))
-        elif isinstance(st, n.Lives):
+        elif isinstance(st, n.Lives) and (st.call.func in MAPPING) == mapped:
             size = sizes.of(g, st.call, loops)  # a received object's size is its sender's
             pending = runs
             if st.lifetime is not None:
@@ -210,7 +232,7 @@ def _thread_high(resolved: Resolved, g: ThreadGroup, ranges: Ranges, sizes: _Obj
         direct = st.value if isinstance(st, n.Assign) else st.call if isinstance(st, n.Lives) else None
         for e in stmt_exprs(st):
             for c in calls_in(e):
-                if c is direct or (c.func not in ALLOCATING and c.func not in ("recv", "swap")):
+                if c is direct or c.func not in counted:
                     continue
                 size = sizes.of(g, c, loops)
                 if id(c) in leaks.lost:
@@ -252,7 +274,10 @@ class _Live:
 
 
 class _LowerBound:
-    def __init__(self, resolved: Resolved, ranges: Ranges):
+    """Heap bytes certainly live in one thread; with `mapped`, bytes certainly mapped by `map`."""
+
+    def __init__(self, resolved: Resolved, ranges: Ranges, mapped: bool = False):
+        self.holder, self.counted = (MAP, MAPPING) if mapped else (PTR, ALLOCATING)
         self.params = resolved.params
         self.ranges = ranges
         self.g = ranges.group
@@ -269,7 +294,7 @@ class _LowerBound:
 
     def _new(self, e, loops) -> int:
         """Bytes counted for the object a pointer expression creates (0 for one that already exists)."""
-        if isinstance(e, n.Call) and e.func in ALLOCATING:
+        if isinstance(e, n.Call) and e.func in self.counted:
             lo = alloc_size(self.ranges, e, loops)[0]
             return 0 if lo == INF else int(lo)
         return 0
@@ -281,7 +306,7 @@ class _LowerBound:
 
     def stmt(self, st, s: _Live, loops) -> _Live:
         if isinstance(st, n.Assign):
-            if isinstance(st.target, n.Name) and self.g.symbols.get(st.target.id) != PTR:
+            if isinstance(st.target, n.Name) and self.g.symbols.get(st.target.id) != self.holder:
                 return s
             new = self.take(st.value, s, loops, keep=st.target)
             if isinstance(st.target, n.Index):
@@ -295,8 +320,8 @@ class _LowerBound:
             s.see()
         elif isinstance(st, n.CallStmt):
             c = st.call
-            if c.func in ("free", "send"):
-                obj = c.args[0] if c.func == "free" else c.args[1]
+            if c.func in ("free", "send", "unmap"):
+                obj = c.args[0] if c.func != "send" else c.args[1]
                 s.see(self._new(obj, loops))
                 self.take(obj, s, loops, keep=None)
             elif c.func in ("write", "touch") and isinstance(c.args[0], n.Call):

@@ -16,15 +16,21 @@ from .errors import Reporter, ScenarioError
 from .walk import show, subexprs
 
 # Kinds of names inside a thread.
-PARAM, LOOP, INT, PTR, POOL, CHAN, CHAN_ARRAY, SELF, SHARED = (
+PARAM, LOOP, INT, PTR, POOL, CHAN, CHAN_ARRAY, SELF, SHARED, MAP = (
     "param", "loop variable", "integer", "pointer", "pool", "channel", "channel array", "self",
-    "shared pool")
+    "shared pool", "mapping")
+# Variables that hold an object (a heap block, or a mapping of the program's own).
+HOLDERS = (PTR, MAP)
+
+# A variable whose first value had an error: it exists, but its kind is not
+# known, so its uses are not errors of their own (never in a Resolved).
+UNKNOWN = "name whose value had an error"
 
 # A name that is also C or runtime vocabulary could still never reach C as is
 # (the compiler prefixes every user name), but it would read badly in `emit`.
 RESERVED = {"self", "malloc", "calloc", "realloc", "free", "free_all", "send", "recv",
             "write", "touch", "aligned_alloc", "memalign", "posix_memalign", "random", "uniform",
-            "pow2", "choice", "lognormal", "geometric", "histogram", "swap"}
+            "pow2", "choice", "lognormal", "geometric", "histogram", "swap", "map", "unmap"}
 
 MAX_NAME = 64
 INT64_MAX = (1 << 63) - 1  # every integer the program computes is an int64_t
@@ -147,7 +153,8 @@ class _Resolver:
         for name in self.overrides:
             if name not in declared:
                 known = ", ".join(sorted(declared)) or "none"
-                self.rep.error(n.NOWHERE, f"--param {name}: the scenario has no param '{name}' (params: {known})")
+                self.rep.error(n.NOWHERE, f"--param {name}: the scenario has no param '{name}' (params: {known})",
+                               usage=True)
         for p in self.s.params:
             if p.name in self.overrides:
                 self.params[p.name] = self.overrides[p.name]
@@ -231,7 +238,7 @@ class _Resolver:
             b = self._call(st.call)
             if b is not None and (b.role != "alloc" or b.name == "swap"):
                 self.rep.error(st.pos, "'lives' follows an allocation: malloc, calloc, realloc, aligned_alloc, "
-                               "memalign, posix_memalign or recv")
+                               "memalign, posix_memalign, recv or map")
             if st.lifetime is not None:
                 self._expect(st.lifetime, "int", "a lifetime")
         elif isinstance(st, n.Pool):
@@ -265,8 +272,8 @@ class _Resolver:
             if st.cond.op == "held":
                 x = st.cond.left
                 kind = self.symbols.get(x.base.id if isinstance(x, n.Index) else getattr(x, "id", None))
-                if not (isinstance(x, n.Name) and kind == PTR or isinstance(x, n.Index) and kind == POOL):
-                    self.rep.error(x.pos, "held() takes a pointer variable or a pool slot")
+                if not (isinstance(x, n.Name) and kind in HOLDERS or isinstance(x, n.Index) and kind == POOL):
+                    self.rep.error(x.pos, "held() takes a pointer or mapping variable or a pool slot")
                 elif isinstance(x, n.Index):
                     self._expect(x.index, "int", "a pool index")
             elif st.cond.op == "?":
@@ -297,16 +304,22 @@ class _Resolver:
                 self.rep.error(target.pos, f"'{target.base.id}' is {what}; only a pool can be indexed here",
                                f"declare it first: pool {target.base.id}[100]")
             self._expect(target.index, "int", "a pool index")
-            if value_kind not in (PTR, None):
+            if value_kind == MAP:
+                self.rep.error(st.value.pos, "a pool slot holds a heap block, not a mapping",
+                               "keep a mapping in a variable (m = map(...)) or give it a lifetime (map(...) lives 10)")
+            elif value_kind not in (PTR, None):
                 self.rep.error(st.value.pos, "a pool slot holds a pointer; this value is an integer")
             return
         name = target.id
         kind = self.symbols.get(name)
-        new_kind = PTR if value_kind == PTR else INT
+        new_kind = value_kind if value_kind in HOLDERS else INT
         if value_kind is None:
+            if kind is None:  # its value had an error: the name exists, its uses say nothing more
+                self.symbols[name] = UNKNOWN
             return
-        if value_kind not in (INT, PTR):
-            self.rep.error(st.value.pos, f"a variable holds an integer or a pointer, not {_article(value_kind)}")
+        if value_kind not in (INT, PTR, MAP):
+            self.rep.error(st.value.pos, f"a variable holds an integer, a pointer or a mapping, not "
+                           f"{_article(value_kind)}")
             return
         if kind is None:
             self._check_name(name, target.pos)
@@ -342,6 +355,8 @@ class _Resolver:
             kind = self.symbols.get(expr.id)
             if kind is None:
                 self.rep.error(expr.pos, f"unknown name '{expr.id}'", _did_you_mean(expr.id, self.symbols))
+                return None
+            if kind == UNKNOWN:
                 return None
             if kind in (PARAM,):
                 if self._too_big(expr):
@@ -399,7 +414,7 @@ class _Resolver:
             if b.result == "none":
                 self.rep.error(expr.pos, f"{b.name}() gives no value")
                 return None
-            return PTR if b.result == "ptr" else INT
+            return PTR if b.result == "ptr" else MAP if b.result == "map" else INT
         return None
 
     def _too_big(self, expr) -> bool:
@@ -427,7 +442,11 @@ class _Resolver:
     def _call(self, call: n.Call):
         b = BUILTINS.get(call.func)
         if b is None:
-            self.rep.error(call.pos, f"unknown function '{call.func}'", _did_you_mean(call.func, BUILTINS))
+            self.rep.error(call.pos, f"unknown function '{call.func}'",
+                           _unknown_function_hint(call.func, listed=getattr(self, "functions_listed", False)))
+            self.functions_listed = True
+            for a in list(call.args) + [v for _, v in call.kwargs]:
+                self._kind(a)  # its arguments are checked all the same
             return None
         if b.kwargs:
             given = dict(call.kwargs)
@@ -477,7 +496,11 @@ class _Resolver:
                 else:
                     self._expect(a.index, "int", "an index")
                 continue
-            self._expect(a, {"int": "int", "ptr": PTR, "chan": CHAN, "str": "str"}[want], what)
+            if want == "obj":
+                if self._kind(a) not in (PTR, MAP, None):
+                    self.rep.error(a.pos, f"{what} must be a pointer or a mapping")
+                continue
+            self._expect(a, {"int": "int", "ptr": PTR, "map": MAP, "chan": CHAN, "str": "str"}[want], what)
             if b.const_args:
                 self._const(a, what) if want != "str" else None
         return b
@@ -508,6 +531,32 @@ def _article(kind) -> str:
     if kind == "str":
         return "a string"
     return f"a {kind}"
+
+
+# The functions of the language, as `scenc check` lists them for an unknown one.
+FUNCTION_GROUPS = (
+    ("allocator calls", "malloc, calloc, realloc, aligned_alloc, memalign, posix_memalign, free, free_all"),
+    ("channels and shared pools", "send, recv, swap"),
+    ("a block's memory", "write, touch"),
+    ("draws", "random, uniform, pow2, choice, weighted { }, lognormal, geometric, histogram"),
+    ("conditions", "held (in an if)"),
+)
+_NO_SUCH = {
+    "min": "there is no min or max: choose with an if, `if a < b { n = a } else { n = b }`; ",
+    "max": "there is no min or max: choose with an if, `if a > b { n = a } else { n = b }`; ",
+    "sleep": "a scenario does not sleep: its time is its allocator calls, `write` and `touch` "
+             "(a thread that waits does so on a channel or a barrier); ",
+}
+_NO_SUCH["usleep"] = _NO_SUCH["nanosleep"] = _NO_SUCH["sleep"]
+
+
+def _unknown_function_hint(name: str, listed: bool = False) -> str:
+    """Did you mean, why the function does not exist, and the functions (once a file: `listed`
+    says they were, at an earlier error)."""
+    close = _did_you_mean(name, BUILTINS)
+    listing = "are listed above" if listed else \
+        "are " + "; ".join(f"{what}: {names}" for what, names in FUNCTION_GROUPS)
+    return (close + " " if close else "") + _NO_SUCH.get(name, "") + "the functions " + listing
 
 
 def _did_you_mean(name, candidates) -> Optional[str]:

@@ -60,7 +60,7 @@ class _GroupSizes:
     def call(self, c: n.Call, loops: Sequence[Loop]) -> None:
         f, a = c.func, c.args
         kw = dict(c.kwargs)
-        if f == "malloc":
+        if f in ("malloc", "map"):
             self.size(a[0], loops)
         elif f == "realloc":
             self.size(a[1], loops)

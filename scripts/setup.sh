@@ -5,7 +5,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES="gcc clang libc6-dev make ltrace libtcmalloc-minimal4 libjemalloc2 libmimalloc2.0 python3 python3-venv python3-pip"
+APT_PACKAGES="gcc clang libc6-dev make ltrace libtcmalloc-minimal4 libjemalloc2 libmimalloc2.0 libtbbmalloc2 libgoogle-perftools4 python3 python3-venv python3-pip"
 
 missing=""
 for p in $APT_PACKAGES; do

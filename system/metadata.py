@@ -136,7 +136,7 @@ def collect_machine(cc: Optional[str] = None) -> Dict[str, object]:
     Keys: hostname, cpu_model, logical_cpus, usable_cpus, mem_total_kib, arch, kernel,
     os, python_version, python_implementation, scenc_version, libc_version,
     and the kernel settings that change allocator behaviour:
-    transparent_hugepage, aslr (randomize_va_space) and cpu_governor.
+    transparent_hugepage, aslr (randomize_va_space) and cpu_governor; load_average.
     With ``cc`` given, also ``compiler`` (see :func:`compiler_version`).
     """
     uname = _safe(platform.uname)
@@ -163,6 +163,9 @@ def collect_machine(cc: Optional[str] = None) -> Dict[str, object]:
         # A power-saving governor makes wall times noisy.
         "cpu_governor": _safe(
             lambda: _first_line_of("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")),
+        # The 1, 5 and 15 minute load averages as the session starts: a report warns of noisy
+        # runs with it (the load at the end is the header's status_load_average).
+        "load_average": _safe(lambda: [round(v, 2) for v in os.getloadavg()]),
     }
     if cc is not None:
         machine["compiler"] = compiler_version(cc)

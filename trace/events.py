@@ -132,6 +132,9 @@ ANOMALY_KINDS = {
                                  "or that has unreadable arguments"),
     "truncated-line": (WARNING, "the last line was cut off (no newline): ltrace or the machine died while "
                                 "writing; the line is ignored"),
+    "wl-slot-refilled": (WARNING, "a workload's allocation into a slot still holding a block: trace_run frees the "
+                                  "old block first (the trace missed its free), and so does the reading"),
+    "wl-free-of-empty-slot": (WARNING, "a workload's FREE of a slot holding no block: trace_run calls free(NULL)"),
     "unexpected-breakpoint": (ERROR, "ltrace lost track of a breakpoint ('unexpected breakpoint at ...'): "
                                      "it is about to crash the tracee"),
     "tracee-crashed": (ERROR, "the tracee was killed by a signal ('+++ killed by SIGxxx +++'); under ltrace "

@@ -1,7 +1,8 @@
-"""A capture file, whichever tool wrote it: an ltrace log or the LD_PRELOAD tracer's log.
+"""A capture file, whichever tool wrote it: an ltrace log, the LD_PRELOAD tracer's log, a DJ Delorie workload
+(trace/workload.py) or a glibc mtrace log (trace/mtrace.py).
 
 `TraceSource` recognises the format by the file's first bytes, gives its
-events (one stream, either way) and, once they are consumed, its parse
+events (one stream, whatever the format) and, once they are consumed, its parse
 report and what the capture lost, in sentences.
 """
 
@@ -33,7 +34,32 @@ class TraceInputError(Exception):
     """A file or program the trace commands cannot use; the message says why."""
 
 
-# --------------------------------------------------------------------------- reading either log format
+def _workload(path, extra_events):
+    from .workload import open_workload
+    return open_workload(path, extra_events)
+
+
+def _mtrace(path, extra_events):
+    from .mtrace import open_mtrace
+    return open_mtrace(path)
+
+
+#: Formats read by a reader of their own (an EventSource with report, losses() and master_tid), by name.
+OTHER_FORMATS = {"workload": _workload, "mtrace": _mtrace}
+
+
+def _other_format(head: bytes, path) -> str:
+    """A capture that is not a tracer log: a workload, an mtrace log, or else an ltrace log."""
+    from .mtrace import looks_like_mtrace
+    from .workload import looks_like_workload
+    if looks_like_workload(head, path):
+        return "workload"
+    if looks_like_mtrace(path):
+        return "mtrace"
+    return "ltrace"
+
+
+# --------------------------------------------------------------------------- reading any log format
 class TraceSource:
     """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
 
@@ -51,8 +77,12 @@ class TraceSource:
             raise TraceInputError(f"{path}: {e.strerror.lower() if e.strerror else e}") from None
         if self.path.is_dir():
             raise TraceInputError(f"{path}: is a directory, not a capture")
-        self.format = "preload" if head == PRELOAD_MAGIC else "ltrace"
-        if self.format == "preload":
+        self.format = "preload" if head == PRELOAD_MAGIC else _other_format(head, self.path)
+        if self.format in OTHER_FORMATS:
+            # A workload or an mtrace log: its own reader, which says what it lost and which thread is the main one.
+            self.events = OTHER_FORMATS[self.format](self.path, extra_events)
+            self.report = self.events.report
+        elif self.format == "preload":
             if index:
                 # The tracer log's reader (ctypes over a decoder built on first use) loads for tracer logs only.
                 from .tracerlog import parse_preload_log
@@ -91,6 +121,8 @@ class TraceSource:
         thread whose exit line comes last (see ltrace._leader), else the thread that starts with the replay
         (the first one, whose creation the log does not show): the first event's thread, or the creator of
         the first thread start."""
+        if self.format in OTHER_FORMATS:
+            return self.events.master_tid
         if self.format == "preload":
             from .tracerlog import HEADER
             with open(self.path, "rb") as f:
@@ -107,6 +139,8 @@ class TraceSource:
     def losses(self) -> list:
         """Plain sentences: what the capture lost or could not show (empty for a complete capture)."""
         rep = self.report
+        if self.format in OTHER_FORMATS:
+            return self.events.losses()
         if self.format == "preload":
             info = self.events.info
             out = []

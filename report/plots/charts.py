@@ -20,6 +20,7 @@ from typing import Dict, List, Sequence
 
 from ...run.cells import machine_name
 from .. import metrics as metric_defs
+from ..analysis import sweep_cells
 from ..tables import scale_for, shown_metrics
 
 FORMATS = ("png", "svg")
@@ -50,13 +51,15 @@ def _params_text(params) -> str:
 
 
 def _scenario_cells(analysis) -> list:
-    """The cells a sweep is drawn from: a real command's runs have no params."""
-    return [b for b in analysis.cells if b.target == "scenario"]
+    """The cells a sweep is drawn from: the scenario's, or a program's alone (report/analysis.py)."""
+    return sweep_cells(analysis.cells)
 
 
 def _cell_text(cell, params) -> str:
-    """A group's name on an axis: its params, or "the program" for a real command's runs."""
-    return "the program" if cell.target == "command" else _params_text(params)
+    """A group's name on an axis: its params, or "the program" (with its params) for a real command's runs."""
+    if cell.target == "command":
+        return "the program" + (f" {_params_text(params)}" if params else "")
+    return _params_text(params)
 
 
 def _axis_label(metric: str, factor_unit) -> str:

@@ -1,8 +1,8 @@
-"""One run of a real command, its preload proof, and the record of how it ended.
+"""One run of a real program, its preload proof, and the record of how it ended.
 
-The command is started by a small launcher (runtime/tools/spawn.c, built into the
+The program is started by a small launcher (runtime/tools/spawn.c, built into the
 scenc cache): the launcher forks it, waits with wait4 and reports the wall
-time, user and system CPU, peak RSS and page faults of the command and every
+time, user and system CPU, peak RSS and page faults of the program and every
 process it waited for. Forking from the launcher rather than from Python
 keeps the interpreter's own size out of the peak RSS (Linux carries a
 process's peak over from the address space it was forked from). The launcher
@@ -11,15 +11,15 @@ two lines back (the program's pid, then its report), so scenc spends no fork and
 exec of its own between runs; a launcher that dies is started again for the next
 run.
 
-The command's stdout and stderr go to anonymous files, never to the
+The program's stdout and stderr go to anonymous files, never to the
 terminal; their tails are kept in the record of a failed run. Every process
-of the command that loads the proof library (runtime/tools/proof.c, preloaded
+of the program that loads the proof library (runtime/tools/proof.c, preloaded
 after the allocator) writes which shared objects serve its malloc and free;
 a run in which any of them names another object than the allocator's, or
 in which none wrote, is recorded as "wrong-allocator", never under the
 allocator's name.
 
-Statuses are those of run/runner.py, plus "no-metric": the command ended well but
+Statuses are those of run/runner.py, plus "no-metric": the program ended well but
 its output has no match for `--metric`.
 """
 
@@ -28,6 +28,7 @@ import select
 import signal
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 import weakref
@@ -58,7 +59,7 @@ def helpers(cc: str = "gcc") -> Tuple[Path, Path]:
 
 @dataclass
 class Proof:
-    """What each process of the command said about its malloc and free."""
+    """What each process of the program said about its malloc and free."""
     lines: List[Tuple[int, str, str]] = field(default_factory=list)   # (pid, malloc's object, free's)
 
     @classmethod
@@ -102,6 +103,23 @@ def _tail(f, chars: int) -> str:
     f.seek(0, os.SEEK_END)
     f.seek(max(0, f.tell() - chars * 2))
     return f.read().decode("utf-8", "replace")[-chars:]
+
+
+def _echo(f, stream) -> None:
+    """A run's whole output file onto scenc's own stream (--show-output)."""
+    f.seek(0)
+    stream.flush()
+    out = getattr(stream, "buffer", None)
+    while True:
+        chunk = f.read(1 << 16)
+        if not chunk:
+            break
+        if out is not None:
+            out.write(chunk)
+        else:
+            stream.write(chunk.decode("utf-8", "replace"))
+    if out is not None:
+        out.flush()
 
 
 def _parse_launcher_report(text: str) -> Optional[dict]:
@@ -205,25 +223,26 @@ def kill_program(pid: int) -> None:
 
 
 class LauncherRunner(ProgramRunner):
-    """Runs commands (and, as a ProgramRunner, scenario programs) one at a time.
+    """Runs real programs through the launcher (and, as a ProgramRunner, scenario programs) one at a time.
 
-    Interruption is ProgramRunner's, and for a command: the program's process group (the command and its
-    children) is killed, not the launcher, which goes on to the next session's run.
+    Interruption is ProgramRunner's, and for a real program: the program's process group (the program and its
+    children) is killed, not the launcher, which goes on to the session's next run.
     """
 
     def __init__(self, cc: str = "gcc"):
         super().__init__()
         self.cc = cc
         self._helpers: Optional[Tuple[Path, Path]] = None
-        self._scratch = tempfile.TemporaryDirectory(prefix="scenc-command-")
-        # The command's stdout and stderr: two files emptied before each run
+        self._scratch = tempfile.TemporaryDirectory(prefix="scenc-program-")
+        # The program's stdout and stderr: two files emptied before each run
         # (making new ones costs more than a short program's 1%).
         self._out = tempfile.TemporaryFile(dir=self._scratch.name)
         self._err = tempfile.TemporaryFile(dir=self._scratch.name)
         self._proof = Path(self._scratch.name) / "proof"
         self._launcher: Optional[Launcher] = None
         self._pid: Optional[int] = None          # the program running now
-        self._requests: dict = {}                # (target, allocator, memory limit) -> its request, made once
+        self._requests: dict = {}                # (program, allocator, memory limit) -> its request, made once
+        self.show_output = False      # --show-output: the program's stdout and stderr on scenc's, after each run
 
     @property
     def helpers(self) -> Tuple[Path, Path]:
@@ -233,7 +252,7 @@ class LauncherRunner(ProgramRunner):
 
     def environment(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
                     proof_file: Path) -> dict:
-        """The command's environment: its own, the allocator's preload and the proof library after it."""
+        """The program's environment: its own, the allocator's preload and the proof library after it."""
         env = dict(base_env)
         env.update(target.env_dict)
         env = allocator.preload_env(env)
@@ -242,9 +261,12 @@ class LauncherRunner(ProgramRunner):
         env["SCENC_PROOF_FILE"] = str(proof_file)
         return env
 
-    def run_command(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
+    def run_program(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
                     timeout_s: float, memory_limit: Optional[int] = None) -> ProgramOutcome:
-        key = (id(target), getattr(allocator, "name", id(allocator)), memory_limit, id(base_env))
+        # By content, not by id: a swept program's target is made anew for each run (for_params), and the id of
+        # an object gone may be another's.
+        key = (target, getattr(allocator, "name", None) or id(allocator), memory_limit,
+               tuple(sorted(base_env.items())))
         request = self._requests.get(key)
         if request is None:
             env = self.environment(target, allocator, base_env, self._proof)
@@ -265,6 +287,9 @@ class LauncherRunner(ProgramRunner):
             self._err.seek(0)
             outcome.output = (self._out.read() + b"\n" + self._err.read()).decode("utf-8", "replace")
         outcome.proof = Proof.read(self._proof)
+        if self.show_output:
+            _echo(self._out, sys.stdout)
+            _echo(self._err, sys.stderr)
         return outcome
 
     def _launch(self, request: bytes, timeout_s: float) -> ProgramOutcome:
@@ -335,7 +360,7 @@ def _proof_problem(allocator, proof: Proof) -> Optional[str]:
     """Why the proof does not show the allocator serving every process's malloc and free."""
     from ...allocators import registry
     if not proof.lines:
-        return ("no process of the command reported where malloc came from (the proof library "
+        return ("no process of the program reported where malloc came from (the proof library "
                 "was not loaded: a static or setuid program, or one that clears LD_PRELOAD), so "
                 "the allocator in use is unknown")
     for pid, malloc_from, free_from in proof.lines:
@@ -348,7 +373,7 @@ def _proof_problem(allocator, proof: Proof) -> Optional[str]:
 def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome, target: ProgramTarget,
                         timeout_s: float, warmup: bool = False,
                         memory_limit: Optional[int] = None) -> RunRecord:
-    """The saved record of one run of a command, its status decided from what happened."""
+    """The saved record of one run of a program, its status decided from what happened."""
     from ...system.units import fmt_bytes
     record = RunRecord.new(config, round_, warmup, stderr_tail=outcome.stderr, exit_code=None,
                            started=outcome.started, duration_s=outcome.duration_s)
@@ -375,7 +400,7 @@ def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome,
         record.fail(Status.CRASHED, signal=name, problem=f"killed by {name}{under_limit}")
         return _with_stdout(record, outcome)
     record.exit_code = os.WEXITSTATUS(status)
-    if record.exit_code != 0:
+    if record.exit_code != 0 and not target.ignore_failure:     # --ignore-failure: still a measured run
         record.fail(Status.CRASHED, problem=f"exit status {record.exit_code}")
         return _with_stdout(record, outcome)
     problem = _proof_problem(allocator, outcome.proof)
@@ -393,6 +418,6 @@ def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome,
 
 
 def _with_stdout(record: RunRecord, outcome: ProgramOutcome) -> RunRecord:
-    """A failed run keeps the tail of stdout too: a command often says why there."""
+    """A failed run keeps the tail of stdout too: a program often says why there."""
     record.stdout_tail = outcome.stdout
     return record

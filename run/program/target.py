@@ -1,40 +1,47 @@
 """A real program as something `scenc run` measures: `scenc run ... -- ./prog args`.
 
-A `ProgramTarget` is everything needed to run the command again in the same
+A `ProgramTarget` is everything needed to run the program again in the same
 way (argv, working directory, stdin file, extra environment, the figure to
-take from its output) and is saved in the result file's header, so
-`--resume` runs the same command. Before any run, `refusal` reads the
+take from its output, the commands run before and after each run, whether a
+non-zero exit is still a measured run) and is saved in the result file's
+header, so `--resume` runs the same program. Its argv (and --prepare,
+--cleanup) may hold `{name}` placeholders: `for_params` fills them with a
+`--param` sweep's values, one cell per value (`scenc run --param n=1,2,4 --
+./prog {n}`). Before any run, `refusal` reads the
 program's ELF file: a statically linked program, or one that brings its own
 malloc, cannot be measured under a preloaded allocator, and is refused with
 the reason instead of being reported under an allocator's name it never used.
 (Every run proves its allocator all the same: run/program/runner.py.)
 
-A command's runs are RunConfigs with target "command"; the scenario beside
+A program's runs are RunConfigs with target "command"; the scenario beside
 it, if any, keeps target "scenario".
 """
 
+import dataclasses
 import os
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...report import metrics as metric_defs
 from ...system.elf import inspect as inspect_elf
 from ...system.process import ProgramNotFound, locate_program
 from ..plan import COMMAND
 
-REPORTED_PREFIX = "reported"          # metric family of figures taken from the command's output
+REPORTED_PREFIX = "reported"          # metric family of figures taken from the program's output
 _MALLOC_SYMBOLS = ("malloc", "free", "calloc", "realloc")
+# `{name}` in the program's arguments: a --param's value (a name that is no --param stays as it is).
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class ProgramError(ValueError):
-    """A command that cannot be measured; the message says why."""
+    """A program that cannot be measured; the message says why."""
 
 
 @dataclass(frozen=True)
 class ReportedMetric:
-    """`--metric 'rtime: ([0-9.]+)'`: a figure the command prints about itself."""
+    """`--metric 'rtime: ([0-9.]+)'`: a figure the program prints about itself."""
     pattern: str
     name: str
     lower_is_better: bool = True
@@ -83,6 +90,9 @@ class ProgramTarget:
     stdin: Optional[str] = None               # a file, or None for /dev/null
     env: Tuple[Tuple[str, str], ...] = ()     # set on top of scenc's environment
     metric: Optional[ReportedMetric] = None
+    prepare: Optional[str] = None             # a shell command run before each run (not timed)
+    cleanup: Optional[str] = None             # ... and after each run
+    ignore_failure: bool = False              # a non-zero exit status is still a measured run
 
     @property
     def name(self) -> str:
@@ -95,23 +105,48 @@ class ProgramTarget:
     def describe(self) -> str:
         return " ".join(shlex.quote(a) for a in self.argv)
 
+    def placeholders(self) -> List[str]:
+        """The `{name}`s of the argv, --prepare and --cleanup, in order of appearance."""
+        names: List[str] = []
+        for text in (*self.argv, self.prepare or "", self.cleanup or ""):
+            names += [n for n in PLACEHOLDER.findall(text) if n not in names]
+        return names
+
+    def for_params(self, params: Mapping) -> "ProgramTarget":
+        """The program with each `{name}` of a param in `params` replaced by its value."""
+        if not params:
+            return self
+
+        def fill(text: Optional[str]) -> Optional[str]:
+            if text is None:
+                return None
+            return PLACEHOLDER.sub(lambda m: str(params[m.group(1)]) if m.group(1) in params else m.group(0), text)
+        return dataclasses.replace(self, argv=tuple(fill(a) for a in self.argv), prepare=fill(self.prepare),
+                                   cleanup=fill(self.cleanup))
+
     def to_json(self) -> dict:
-        return {"argv": list(self.argv), "cwd": self.cwd, "stdin": self.stdin,
+        data = {"argv": list(self.argv), "cwd": self.cwd, "stdin": self.stdin,
                 "env": self.env_dict, "metric": self.metric.to_json() if self.metric else None}
+        # Only when set: a file of a program without them reads as before.
+        data.update({k: v for k, v in (("prepare", self.prepare), ("cleanup", self.cleanup),
+                                       ("ignore_failure", self.ignore_failure)) if v})
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping) -> "ProgramTarget":
         metric = data.get("metric")
         return cls(tuple(data["argv"]), data.get("cwd"), data.get("stdin"),
                    tuple((data.get("env") or {}).items()),
-                   ReportedMetric.from_json(metric) if metric else None)
+                   ReportedMetric.from_json(metric) if metric else None,
+                   data.get("prepare"), data.get("cleanup"), bool(data.get("ignore_failure")))
 
     @classmethod
     def from_options(cls, argv: Sequence[str], cwd: Optional[str] = None, stdin: Optional[str] = None,
                      env: Sequence[str] = (), metric: Optional[str] = None,
-                     higher_is_better: bool = False) -> "ProgramTarget":
+                     higher_is_better: bool = False, prepare: Optional[str] = None,
+                     cleanup: Optional[str] = None, ignore_failure: bool = False) -> "ProgramTarget":
         if not argv:
-            raise ProgramError("nothing after `--`: give the command to run, like `-- ./app args`")
+            raise ProgramError("nothing after `--`: give the program to run, like `-- ./app args`")
         pairs = []
         for item in env or ():
             key, sep, value = item.partition("=")
@@ -129,11 +164,14 @@ class ProgramTarget:
             if not os.path.isfile(stdin):
                 raise ProgramError(f"--stdin {stdin}: no such file")
         reported = ReportedMetric.parse(metric, not higher_is_better) if metric else None
-        return cls(tuple(argv), cwd, stdin, tuple(pairs), reported)
+        for option, command in (("--prepare", prepare), ("--cleanup", cleanup)):
+            if command is not None and not command.strip():
+                raise ProgramError(f"{option} is empty: give a shell command, like {option} 'rm -f out.dat'")
+        return cls(tuple(argv), cwd, stdin, tuple(pairs), reported, prepare, cleanup, ignore_failure)
 
 
 def refusal(target: ProgramTarget) -> Optional[str]:
-    """Why this command cannot be measured under a preloaded allocator, or None.
+    """Why this program cannot be measured under a preloaded allocator, or None.
 
     A `#!` script is judged by its interpreter (through `/usr/bin/env NAME`).
     """
@@ -164,17 +202,17 @@ def refusal(target: ProgramTarget) -> Optional[str]:
 
 
 def target_of(header: Mapping) -> Optional[ProgramTarget]:
-    """The command of a result file's header, or None (a scenario alone, or a file from before commands)."""
+    """The program of a result file's header, or None (a scenario alone, or a file from before programs)."""
     data = (header.get("targets") or {}).get(COMMAND)
     return ProgramTarget.from_json(data) if data else None
 
 
 def register_reported_metrics(header: Mapping) -> None:
-    """Make the figures a command reports known to the tables, with their direction."""
-    command = target_of(header)
-    if command is None or command.metric is None:
+    """Make the figures a program reports known to the tables, with their direction."""
+    program = target_of(header)
+    if program is None or program.metric is None:
         return
-    reported = command.metric
+    reported = program.metric
     metric_defs.register(metric_defs.Metric(
-        reported.metric_name, f"{reported.name} (reported by the command)", "", reported.lower_is_better,
+        reported.metric_name, f"{reported.name} (reported by the program)", "", reported.lower_is_better,
         reported.name, lambda _report: None, best="best"))

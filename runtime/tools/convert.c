@@ -550,7 +550,7 @@ static void copied(cv *c, uint64_t p, uint64_t n) {
 static const char *choose_touch(cv *c, const tr_info *info, int64_t *heap_faults) {
   *heap_faults = -1;
   c->touch = TOUCH_PAGES;
-  if (!info) return "the capture holds no page-fault reading (an ltrace log)";
+  if (!info) return "the capture holds no page-fault reading (not a tracer log)";
   if (!info->faulted)
     return info->ended ? "the capture holds no page-fault reading (a tracer older than --touch auto)"
                        : "the capture holds no page-fault reading (the log has no end mark: cut short or killed)";

@@ -17,9 +17,9 @@ from harness_support import fixture_builder
 
 build = fixture_builder()
 
-PRELOADED = ("tcmalloc", "jemalloc", "mimalloc")
+PRELOADED = ("tcmalloc", "jemalloc", "mimalloc", "tbbmalloc", "tcmalloc-full")
 DEBIAN_PACKAGES = {"tcmalloc": "libtcmalloc-minimal4", "jemalloc": "libjemalloc2",
-                   "mimalloc": "libmimalloc2.0"}
+                   "mimalloc": "libmimalloc2.0", "tbbmalloc": "libtbbmalloc2", "tcmalloc-full": "libgoogle-perftools4"}
 
 
 @pytest.fixture(autouse=True)
@@ -115,7 +115,7 @@ def test_a_missing_builtin_says_how_to_install_it():
 def test_format_table_lists_all_builtins():
     table = format_table(allocators.known(), allocators.problem)
     rows = {line.split()[0]: line for line in table.splitlines()[1:]}
-    assert list(rows) == ["glibc", "glibc-notc", "tcmalloc", "jemalloc", "mimalloc"]
+    assert list(rows) == ["glibc", "glibc-notc", "tcmalloc", "jemalloc", "mimalloc", "tbbmalloc", "tcmalloc-full"]
     for allocator in allocators.known():
         row = rows[allocator.name]
         assert row.split()[1] == ("yes" if allocator.installed else "no")
@@ -219,7 +219,7 @@ def test_explicit_config_overrides_default(built, tmp_path, monkeypatch):
 def test_config_may_replace_a_preloaded_builtin_but_not_glibc(built, tmp_path):
     config = write_config(tmp_path / "a.ini", f"[jemalloc]\nlibrary = {built['shared']}\n")
     names = [a.name for a in allocators.known(config)]
-    assert names == ["glibc", "glibc-notc", "tcmalloc", "jemalloc", "mimalloc"]
+    assert names == ["glibc", "glibc-notc", "tcmalloc", "jemalloc", "mimalloc", "tbbmalloc", "tcmalloc-full"]
     [jemalloc] = allocators.resolve("jemalloc", config)
     assert jemalloc.library == str(built["shared"]) and not jemalloc.builtin
 
@@ -261,7 +261,8 @@ def test_unknown_name_lists_known_ones():
     message = str(error.value)
     assert "unknown allocator 'nosuch'" in message
     assert "glibc, glibc-notc, tcmalloc, jemalloc, mimalloc" in message
-    assert "nosuch=/path/to/libnosuch.so" in message
+    assert "its path (./libmine.so), or NAME=PATH to name it" in message
+    assert "did you mean" not in message          # nothing is close to nosuch
 
 
 def test_missing_library_file(tmp_path):
@@ -373,3 +374,21 @@ def test_provider_comparison_follows_symlinks_but_not_copies(tmp_path):
     assert not allocators.provider_matches(allocator, str(copy))
     assert not allocators.provider_matches(allocator, "")
     assert not allocators.provider_matches(builtin("glibc"), "/usr/lib/libcrypt.so.1")
+
+
+# --- the built-ins scripts/setup.sh installs ---------------------------------
+
+
+def test_setup_installs_every_preloaded_builtin():
+    from locations import REPO
+    packages = re.search(r'^APT_PACKAGES="([^"]*)"', (REPO / "scripts" / "setup.sh").read_text(), re.M).group(1)
+    assert {a.package for a in allocators.known() if a.library or a.package} <= set(packages.split())
+
+
+def test_scenc_allocators_lists_tbbmalloc_and_tcmalloc_full_installed(capsys):
+    from scenc.cli import main
+    assert main(["allocators"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
+    for name, library in (("tbbmalloc", "libtbbmalloc_proxy.so.2"), ("tcmalloc-full", "libtcmalloc.so.4")):
+        assert rows[name][1] == "yes", rows[name]
+        assert os.path.basename(rows[name][3]) == library

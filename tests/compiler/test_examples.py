@@ -8,6 +8,7 @@ run takes milliseconds.
 """
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -318,3 +319,19 @@ def test_example_makes_the_calls_its_text_implies(name, cc):
         assert t["failed"] == 0
         entries = {name: r["entries"] for name, r in t["regions"].items()}
         assert entries == {name: int(t["group"] in groups) for name, groups in regions.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", example_files())
+def test_example_runs_long_enough_to_decide_under_glibc(name):
+    # docs/running.md: the examples are sized so that a run takes 0.2 to 1 s on a
+    # 2-CPU machine, long enough for timer and start-up noise not to matter and short
+    # enough for 10 to 30 rounds in `scenc run`'s 45 s. Measured once, loosely
+    # (0.1 to 3 s): on the shared VMs one run of the same program took 90 ms quiet and
+    # 300 ms at a load average of 4 (bench/results/2026-11-27-example-times.md).
+    program = build(EXAMPLES / name)
+    proc = subprocess.run([str(program.binary)], capture_output=True, text=True, timeout=120,
+                          cwd=EXAMPLES, env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    assert proc.returncode == 0, proc.stderr
+    wall = json.loads(proc.stdout)["wall_ns"] / 1e9
+    assert 0.1 <= wall <= 3.0, f"{name}: {wall:.3f} s a run under glibc; size its params for 0.2 to 1 s"

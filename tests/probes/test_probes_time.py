@@ -107,3 +107,55 @@ def test_probe_metrics_are_described_for_the_reports():
     assert probes.key_metrics(["wall_s", "latency:free.p99_ns", "latency:free.p90_ns",
                                "layout:shared_lines", "layout:lines_used"]) == [
         "latency:free.p99_ns", "layout:shared_lines"]
+
+
+MANY = """\
+scenario "many"
+thread worker * 2 {
+    repeat 50_000 { measure "request" { p = malloc(64)  free(p) } }
+    measure "loop" { repeat 300_000 { q = malloc(64)  free(q) } }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def many_run(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("time-many")
+    path = directory / "many.scn"
+    path.write_text(MANY)
+    return run_once(path, directory / "run", probes=("time", "memory"))
+
+
+def test_short_entries_are_not_timed_on_the_cpu_clock(many_run):
+    # A region entered per request reads no CPU clock per entry (a system
+    # call each): only its first entry and those after a long one are timed.
+    report, m = many_run.report, many_run.metrics
+    own = report["probes"]["time"]["threads"]
+    for t, extra in zip(report["threads"], own):
+        label = f"{t['group']}[{t['index']}]"
+        request, loop = t["regions"]["request"], t["regions"]["loop"]
+        assert request["entries"] == 50_000 and loop["entries"] == 1
+        assert extra["region_cpu_timed"][0] < 100        # of 50,000 entries
+        assert extra["region_cpu_timed"][1] == 1          # the loop: one long entry, timed
+        wall = (t["end_ns"] - t["start_ns"]) / 1e9
+        assert request["ns"] / 1e9 + loop["ns"] / 1e9 <= wall * 1.01 + 1e-4
+        for region in ("request", "loop"):
+            cpu = m[f"time:region.{region}.{label}.cpu_s"]
+            assert 0 < cpu <= m[f"time:region.{region}.{label}.wall_s"] * 1.01 + 0.001
+
+
+def test_region_wall_time_is_in_nanoseconds(many_run):
+    # Regions are timed in ticks (the TSC where the kernel trusts it) and
+    # reported in ns: a region holding nearly all of a thread's work takes
+    # nearly all of its wall time.
+    for t in many_run.report["threads"]:
+        wall_ns = t["end_ns"] - t["start_ns"]
+        assert 0.3 * wall_ns < t["regions"]["loop"]["ns"] <= wall_ns * 1.01
+
+
+def test_the_documented_rss_metrics_are_saved(busy_run):
+    # docs/results.md lists baseline_rss_kib and heap_rss_kib among the built-in metrics: a run of
+    # the default probes saves both (issue 28: `no metric heap_rss_kib`).
+    m, memory = busy_run.metrics, busy_run.report["memory"]
+    assert m["baseline_rss_kib"] == memory["baseline_rss_kib"] > 0
+    assert m["heap_rss_kib"] == m["peak_rss_kib"] - m["baseline_rss_kib"]

@@ -29,6 +29,22 @@ def test_on_a_terminal_one_line_is_redrawn_with_counts_times_and_the_run_in_prog
     assert out.getvalue().endswith("\r")                                      # the line is cleared
 
 
+def test_on_80_columns_the_bar_keeps_its_width_and_the_label_is_shortened():
+    # issue 28: a long param set's label left the bar 0 or 1 character wide.
+    from scenc.report.progress import MIN_BAR
+    out = io.StringIO()                               # no fileno: 80 x 24, as a terminal that does not say
+    p = Progress(stream=out, tty=True)
+    p.update(22, 84, "round 6/50  jemalloc threads=2 iterations=1000000 maxsize=1024 [time+memory]", 33.0)
+    line = out.getvalue().rsplit("\r", 1)[1]
+    assert len(line) <= 80
+    bar = line.split("|")[1]
+    assert len(bar) >= MIN_BAR, line
+    assert "about 33 s left; now round 6/50  jemall" in line and line.endswith("…")
+    p.update(23, 84, "round 6/50  glibc", 30.0)   # a short label is left whole
+    assert out.getvalue().rsplit("\r", 1)[1].endswith("now round 6/50  glibc")
+    p.close()
+
+
 def test_on_a_pipe_one_line_per_round_and_nothing_redrawn():
     out = io.StringIO()
     p = Progress(stream=out, tty=False)

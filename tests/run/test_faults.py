@@ -90,7 +90,7 @@ def test_an_allocator_returning_null_is_a_failed_run_not_a_measurement(tmp_path)
     assert "scenc: warm-up run of null had failed allocations: " in done.stderr
     assert "allocation calls returned NULL, so the run did less work than the scenario; its " \
            "figures are left out of the statistics" in done.stderr
-    assert "some runs failed: 1 failed-allocs" in done.stderr
+    assert "some runs failed (1 failed-allocs)" in done.stderr
     assert "null: 1 run finished with failed allocations" in done.stdout
     null_row = next(line for line in done.stdout.splitlines() if line.split()[:2] == ["null", "0"])
     assert "1 failed-allocs" in null_row, "n = 0: none of its figures is in the statistics"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from scenc.run import resultfile
-from scenc.stats.comparison import compare
+from scenc.stats.rank import compare
 from scenc.stats.summary import summarize
 from harness_support import read_lines, scenc, write_scenario
 
@@ -25,7 +25,6 @@ def finished(tmp_path_factory):
     return tmp, scenario, out, done
 
 
-@pytest.mark.slow
 def test_the_header_describes_the_experiment(finished):
     tmp, scenario, out, done = finished
     header = read_lines(out)[0]
@@ -44,7 +43,6 @@ def test_the_header_describes_the_experiment(finished):
     assert header["command"][:2] == ["scenc", "run"] or "run" in header["command"]
 
 
-@pytest.mark.slow
 def test_runs_hold_raw_samples(finished):
     _, _, out, _ = finished
     runs = read_lines(out)[1:]
@@ -56,7 +54,6 @@ def test_runs_hold_raw_samples(finished):
         assert r.status == "ok" and r.provider and r.stderr_tail == ""
 
 
-@pytest.mark.slow
 def test_report_rerenders_the_same_table(finished):
     _, _, out, done = finished
     again = scenc("report", out)
@@ -66,7 +63,6 @@ def test_report_rerenders_the_same_table(finished):
     assert "fastest: " in again.stdout and "leanest: " in again.stdout
 
 
-@pytest.mark.slow
 def test_report_json_is_computed_from_the_raw_samples(finished):
     _, _, out, _ = finished
     data = json.loads(scenc("report", out, "--json").stdout)
@@ -80,14 +76,13 @@ def test_report_json_is_computed_from_the_raw_samples(finished):
         assert got["ci_mean"] == pytest.approx(summary["ci_mean"])
         assert cell["allocators"][name]["samples"]["wall_s"] == samples
     c = cell["comparisons"]["wall_s"]["jemalloc"]
-    expected = compare(saved.metric_values("wall_s", "glibc", {}),
-                             saved.metric_values("wall_s", "jemalloc", {}))
-    assert c["ratio"] == pytest.approx(expected.ratio) and c["significant"] == expected.significant
+    expected = compare(saved.metric_values("wall_s", "glibc", {}),    # at the level the correction granted
+                       saved.metric_values("wall_s", "jemalloc", {}), confidence=c["confidence"])
+    assert c["ratio"] == pytest.approx(expected.estimate) and c["significant"] == expected.significant
     assert c["sentence"].startswith("jemalloc")
     assert cell["verdicts"]["wall_s"]["word"] == "fastest"
 
 
-@pytest.mark.slow
 def test_another_baseline(finished):
     _, _, out, _ = finished
     text = scenc("report", out, "--baseline", "mimalloc").stdout
@@ -118,7 +113,6 @@ def test_plots_are_real_png_and_svg(finished):
             assert "<svg" in svg and "glibc" in svg
 
 
-@pytest.mark.slow
 def test_compare_two_result_files(finished, tmp_path):
     tmp, scenario, out, _ = finished
     other = tmp_path / "b.json"
@@ -132,7 +126,6 @@ def test_compare_two_result_files(finished, tmp_path):
     assert missing.returncode == 64 and "no such file" in missing.stderr
 
 
-@pytest.mark.slow
 def test_report_rejects_a_file_that_is_not_a_result(tmp_path):
     junk = tmp_path / "junk.json"
     junk.write_text('{"hello": 1}\n')

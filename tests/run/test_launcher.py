@@ -20,7 +20,7 @@ from scenc.run.program.target import ProgramTarget
 
 pytestmark = pytest.mark.slow  # builds and runs programs
 
-# burn MS: CPU for MS ms; sleep MS; hold MB: touch MB MiB and keep them; child MS: a child burns MS ms, waited
+# burn MS: MS ms of CPU; sleep MS; hold MB: touch MB MiB and keep them; child MS: a child burns MS ms, waited
 # for; crash: SIGSEGV; exit N
 WORK_C = r"""
 #include <signal.h>
@@ -30,7 +30,8 @@ WORK_C = r"""
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+/* the process's CPU time: a burn of MS ms uses MS ms of CPU however busy the machine is */
+static double now(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 static void burn(double ms) { volatile unsigned long x = 0; double end = now() + ms / 1000; while (now() < end) x++; }
 int main(int argc, char **argv) {
     const char *what = argv[1];
@@ -66,7 +67,7 @@ def glibc():
 
 
 def run(runner, work, *args, timeout=30.0):
-    return runner.run_command(ProgramTarget((work, *map(str, args))), glibc(), dict(os.environ), timeout)
+    return runner.run_program(ProgramTarget((work, *map(str, args))), glibc(), dict(os.environ), timeout)
 
 
 def figures(outcome):
@@ -137,7 +138,7 @@ def test_a_timeout_and_ctrl_c_kill_the_program_and_its_group_not_the_launcher(ru
     script.chmod(0o755)
     threading.Timer(0.5, runner.interrupt, (signal.SIGINT, None)).start()
     started = time.monotonic()
-    stopped = runner.run_command(ProgramTarget((str(script),)), glibc(), dict(os.environ), 60)
+    stopped = runner.run_program(ProgramTarget((str(script),)), glibc(), dict(os.environ), 60)
     assert runner.interrupted and time.monotonic() - started < 10
     assert stopped.launched is not None and os.WIFSIGNALED(stopped.launched["status"])
     assert runner._launcher.proc.pid == launcher and runner._launcher.proc.poll() is None
@@ -151,3 +152,14 @@ def test_the_launcher_ends_with_its_session(work):
     proc = r._launcher.proc
     r.close()
     assert proc.poll() is not None
+
+
+def test_a_swept_program_runs_with_each_runs_own_arguments(runner, work):
+    """The request is made once per program, allocator and environment, by content: the targets of a sweep
+    (one made per run, with its {n} filled) each get their own arguments, whatever ids they had."""
+    template = ProgramTarget((work, "exit", "{n}"))
+    codes = []
+    for n in (3, 5, 3, 7, 5):
+        outcome = runner.run_program(template.for_params({"n": n}), glibc(), dict(os.environ), 30.0)
+        codes.append(os.WEXITSTATUS(figures(outcome)["status"]))
+    assert codes == [3, 5, 3, 7, 5]

@@ -73,7 +73,7 @@ def test_a_threaded_program_is_measured_and_proven_under_each_allocator(tmp_path
         {_library("jemalloc")}
     # The program's output stays out of the terminal.
     assert "checksum" not in done.stdout + done.stderr
-    assert "command: " in done.stdout and "reported by the command" in done.stdout
+    assert "== program: " in done.stdout and "reported by the program" in done.stdout
 
 
 def test_a_non_pie_program_that_takes_mallocs_address_is_proven_under_its_allocator(tmp_path):
@@ -264,17 +264,17 @@ def test_a_version_1_result_file_still_reads(tmp_path):
 def test_options_for_a_command_need_one(tmp_path):
     scenario = write_scenario(tmp_path)
     done = scenc("run", scenario, "--cwd", tmp_path, "-o", tmp_path / "r.json")
-    assert done.returncode == 64 and "go with a command" in done.stderr
+    assert done.returncode == 64 and "go with a program" in done.stderr
     done = scenc("run", "--allocators", "glibc", "--param", "threads=2", "--", "sort", "/dev/null")
-    assert done.returncode == 64 and "--param is for a scenario" in done.stderr
+    assert done.returncode == 64 and "--param threads: the program's arguments have no {threads}" in done.stderr
     done = scenc("run", "--allocators", "glibc", "--", "no-such-command-here")
     assert done.returncode == 64 and "command not found" in done.stderr
 
 
 @pytest.mark.skipif(shutil.which("sort") is None, reason="coreutils sort not installed")
-def test_help_shows_the_command_form():
+def test_help_shows_the_program_form():
     done = scenc("run", "--help")
-    assert "-- COMMAND" in done.stdout and "--metric" in done.stdout
+    assert "-- PROGRAM" in done.stdout and "--metric" in done.stdout
 
 
 def test_a_command_over_its_timeout_is_killed_with_its_process_group(tmp_path):

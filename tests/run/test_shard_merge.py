@@ -229,7 +229,7 @@ def test_a_killed_shard_resumes(tmp_path):
 @pytest.mark.parametrize("spec", ["0/3", "4/3", "3", "a/b", "1/0"])
 def test_a_bad_shard_is_a_usage_error(tmp_path, spec):
     done = scenc("run", write_scenario(tmp_path), "--shard", spec)
-    assert done.returncode == 2  # argparse's, like every malformed option of `scenc run`
+    assert done.returncode == 64  # a usage error, like every malformed option of `scenc run`
     assert f"argument --shard: --shard {spec!r}:" in done.stderr
 
 

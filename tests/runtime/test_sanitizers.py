@@ -7,6 +7,7 @@ frees memory late: MPMC channels (several producers, relays and consumers,
 capacity 1 included), channel arrays, the dynamic barrier (threads leaving
 it early), `lives` (delayed frees from the timing wheel, `forever`, 0),
 realloc chains (variables and pool slots), write and nested measure regions,
+the program's own mappings (map, unmap, their `lives`),
 and the exact replay of a captured multi-threaded trace (cross-thread frees
 wait on slot states). Programs are built twice per compiler, with
 `-fsanitize=thread,undefined` and `-fsanitize=address,undefined`, and each
@@ -207,6 +208,27 @@ SCENARIOS = {
         }
         thread cleanup { barrier  free_all(transfer) }
     """,
+    # The program's own mappings: mapped, touched, unmapped by a statement, by `lives` (the wheel's
+    # marked pointers) and by `leaks free`, in threads side by side.
+    "maps": """
+        scenario "maps"
+        leaks free
+        touch_new first
+        thread mapper * 3 {
+            m = map(uniform(4K, 256K))
+            touch(m)
+            repeat 200 {
+                map(pow2(12, 18)) lives uniform(0, 5)
+                p = malloc(uniform(1, 512))
+                write(p, 1)
+                free(p)
+            }
+            map(64K) lives forever
+            unmap(m)
+            k = map(8K)
+            write(k, 1)
+        }
+    """,
     # Branches on draws; lifetimes after recv and after realloc.
     "if-lives": """
         scenario "if-lives"
@@ -246,9 +268,11 @@ def sanitizer_env():
     return env
 
 
-def run_sanitized(path: Path, cc: str, sanitizer: str, **env) -> dict:
-    """Build with the sanitizer, run, and insist on a clean exit and a clean stderr."""
-    program = build(path, {}, cc=cc, extra_flags=SANITIZERS[sanitizer])
+def run_sanitized(path: Path, cc: str, sanitizer: str, probe_set: str = "", **env) -> dict:
+    """Build with the sanitizer (and the probes of `probe_set`), run, and insist on a clean exit
+    and a clean stderr."""
+    from scenc import probes
+    program = build(path, {}, cc=cc, extra_flags=SANITIZERS[sanitizer], probes=probes.c_parts(probe_set))
     proc = subprocess.run([str(program.binary)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, timeout=120, env={**sanitizer_env(), **env})
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -279,6 +303,8 @@ def test_scenario_runs_clean_under_the_sanitizer(tmp_path, name, cc, sanitizer):
     assert totals(report, "free") == allocated
     assert totals(report, "sends") == totals(report, "recvs")
     assert all(t["failed"] == 0 for t in report["threads"])
+    if "mapped" in report:      # every mapping unmapped too, and none left
+        assert totals(report, "maps") == totals(report, "unmaps") > 0 and report["mapped"]["final_bytes"] == 0
 
 
 def test_the_mpmc_scenario_moves_every_object_through_both_channels(tmp_path):
@@ -297,6 +323,22 @@ def test_measured_regions_are_entered_as_written(tmp_path):
         assert t["regions"]["outer"]["entries"] == 1
         assert t["regions"]["inner"]["entries"] == 50
         assert t["writes"] == 50 * 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sanitizer", sorted(SANITIZERS))
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_measured_regions_under_the_default_probes_run_clean(tmp_path, cc, sanitizer):
+    # scenc run's default probes (time+memory): the regions' ticks, the time probe's CPU reads
+    # around long entries and its per-thread estimates, the memory sampler beside them.
+    report = run_sanitized(write_scenario(tmp_path, "write-measure"), cc, sanitizer, "time+memory")
+    own = report["probes"]["time"]["threads"]
+    for t, extra in zip(report["threads"], own):
+        assert t["regions"]["inner"]["entries"] == 50
+        assert extra["region_cpu_timed"][0] <= 1            # outer: its one entry, if long enough
+        assert extra["region_cpu_timed"][1] <= 50
+        for slot, name in enumerate(("outer", "inner")):
+            assert 0 < extra["region_cpu_ns"][slot] <= t["regions"][name]["ns"] * 1.05 + 100_000
 
 
 @pytest.fixture(scope="module")

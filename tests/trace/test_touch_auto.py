@@ -127,5 +127,5 @@ def test_an_ltrace_capture_has_no_reading(tmp_path):
     events = [AllocEvent(1, 1, None, "malloc", 64, 1, None, None, 0x10000, False, 1, None),
               AllocEvent(2, 1, None, "free", None, 1, None, 0x10000, None, False, 2, None)]
     report = convert_events(events, tmp_path / "l.ops", touch="auto")
-    assert report.touch == "pages" and "ltrace" in report.touch_auto["why"]
+    assert report.touch == "pages" and "not a tracer log" in report.touch_auto["why"]
     assert json.dumps(report.touch_auto)

@@ -47,6 +47,8 @@ class ModelResult:
     notes: List[str]
     capture_peak: int = 0           # the capture's peak of live bytes
     writer: Optional[ModelWriter] = None
+    capture_mapped_peak: int = 0    # the capture's peak of bytes in the program's own writable mappings
+    mapped_peak: Optional[int] = None   # the model's, once measured (None: it maps nothing)
 
     def summary_lines(self) -> List[str]:
         out = ["groups: " + ", ".join(f"{g.name} x{g.n} (tid {', '.join(map(str, g.tids[:6]))}"
@@ -56,19 +58,25 @@ class ModelResult:
             out.append(f"  phase {i}: lines {p.first_line}-{p.last_line}, {p.events} calls"
                        + (f"; starts where the {p.why}" if p.why else ""))
         out += self.fits
+        if self.writer is not None:
+            out += [f"keeps and drops: {line}" for line in self.writer.kept_dropped]
         out.append(f"{'':<26}{'capture':>12}{'model':>14}")
         out += [f"{a:<26}{b:>12}{c:>14}" for a, b, c in self.figures]
         out += [f"note: {n}" for n in self.notes]
         return out
 
-    def record_peak(self, peak_bytes: int) -> None:
-        """Put the measured peak in the header's table (and the file)."""
-        self.figures = [(a, b, str(peak_bytes) if c == NOT_MEASURED else c) for a, b, c in self.figures]
+    def record_peak(self, peak_bytes: int, mapped_bytes: Optional[int] = None) -> None:
+        """Put the measured peaks in the header's table (and the file): of live bytes, and of the bytes the
+        model's `map` statements held mapped."""
+        measured = {"live bytes, peak": peak_bytes, "mapped bytes, peak": mapped_bytes}
+        self.figures = [(a, b, str(measured[a]) if c == NOT_MEASURED and measured.get(a) is not None else c)
+                        for a, b, c in self.figures]
         lines = self.text.split("\n")
         for i, line in enumerate(lines):
-            if line.startswith("#   live bytes, peak") and line.endswith(NOT_MEASURED):
-                lines[i] = line[:-len(NOT_MEASURED)].rstrip().ljust(len(line) - len(NOT_MEASURED)) + \
-                    f"{peak_bytes:>{len(NOT_MEASURED)}}"
+            for name, value in measured.items():
+                if value is not None and line.startswith(f"#   {name}") and line.endswith(NOT_MEASURED):
+                    lines[i] = line[:-len(NOT_MEASURED)].rstrip().ljust(len(line) - len(NOT_MEASURED)) + \
+                        f"{value:>{len(NOT_MEASURED)}}"
         self.text = "\n".join(lines)
         self.scn_path.write_text(self.text)
 
@@ -77,13 +85,15 @@ def measure_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -
     """Build the model with the `live` probe, run it once, record its peak of live bytes; returns it.
 
     Also proves that the model builds and finishes (its channels cannot deadlock)."""
-    peak = _run_live(result.scn_path, cc, timeout)
-    result.record_peak(peak)
+    peak, mapped = _run_live(result.scn_path, cc, timeout, both=True)
+    result.record_peak(peak, mapped)
+    result.mapped_peak = mapped
     return peak
 
 
-def _run_live(scn_path: Path, cc: str, timeout: float, params: Optional[dict] = None) -> int:
-    """The peak of live bytes of one run of a scenario built with the `live` probe."""
+def _run_live(scn_path: Path, cc: str, timeout: float, params: Optional[dict] = None, both: bool = False):
+    """The peak of live bytes of one run of a scenario built with the `live` probe; with both, and the peak
+    of the bytes its `map` statements held mapped (None when it maps nothing)."""
     import json
     import subprocess
     from ... import probes
@@ -98,7 +108,11 @@ def _run_live(scn_path: Path, cc: str, timeout: float, params: Optional[dict] = 
     if proc.returncode != 0:
         raise ModelRunError(f"the model {scn_path} failed (status {proc.returncode}): "
                             f"{proc.stderr.strip()[-500:]}")
-    return int(json.loads(proc.stdout)["probes"]["live"]["peak_bytes"])
+    report = json.loads(proc.stdout)
+    peak = int(report["probes"]["live"]["peak_bytes"])
+    if not both:
+        return peak
+    return peak, (int(report["mapped"]["peak_bytes"]) if "mapped" in report else None)
 
 
 def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -> Optional[int]:
@@ -188,4 +202,5 @@ def write_model(events: Iterable, scn_path, source_name: str, max_phases: int = 
     text = writer.write()
     scn_path.write_text(text)
     return ModelResult(scn_path, text, writer.data_files, col.ordinal, dict(writer.tally_calls), writer.groups,
-                       writer.phases, writer.figures, writer.fits, writer.notes, col.peak_bytes, writer)
+                       writer.phases, writer.figures, writer.fits, writer.notes, col.peak_bytes, writer,
+                       col.mapped_writable_peak)

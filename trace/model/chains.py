@@ -15,7 +15,7 @@ from .shape import Group, ModelShape
 from .sizes import Sizes, few_sizes
 from .stmt import Counts, Flows, Stmt, alloc_text, mk_key, split
 
-MAX_GROW_SLOTS = 4096       # realloc chains a thread of the model grows at once, at most
+MAX_GROW_SLOTS = 1 << 20    # realloc chains a thread of the model grows at once, at most
 
 
 @dataclass
@@ -61,7 +61,8 @@ class ChainPlanner:
                 local_ends[i] += sum(v for k, v in p.c.items() if isinstance(k, tuple) and k[0] == "end"
                                      and (k[1] in ("local", "end") or (k[1] == "send" and not shape.sent_on(g, k[2]))))
         has_chain = bool(rsizes)
-        start_kinds = sorted(starts.items(), key=lambda kv: (-kv[1], kv[0] == REALLOC_START, mk_key(kv[0]))) \
+        start_kinds = sorted(((mk, v) for mk, v in starts.items() if v > 0),
+                             key=lambda kv: (-kv[1], kv[0] == REALLOC_START, mk_key(kv[0]))) \
             or [(REALLOC_START, 1)]
         initial = has_chain and start_kinds[0][0] != REALLOC_START
         # The first block in `grow` is allocated before the phases and the last one freed after them,
@@ -160,9 +161,7 @@ class ChainPlanner:
         grow, pick, g = chains.grow, chains.pick, self.g
 
         def restart(mk):
-            if mk == REALLOC_START:             # the next realloc(NULL, n) starts it
-                return "", {}, 0
-            return f"  {grow} = {alloc_text(mk, sz.size)}", {mk[0]: 1}, 1
+            return f"  {grow} = {alloc_text(mk, sz.start or sz.size)}", {mk[0]: 1}, 1
 
         out = []
         for where, v in sorted(flows.ends.items(), key=lambda kv: ("local", "ring").index(kv[0])
@@ -212,23 +211,22 @@ class ChainPlanner:
             for grows, times in plan:
                 if not times:
                     continue
-                start = "" if mk == REALLOC_START else f"{grow} = {alloc_text(mk, sz.size)}  "
+                start = f"{grow} = {alloc_text(mk, sz.start or sz.size)}  "
                 step = f"{grow} = realloc({grow}, {sz.rsize})"
                 body = start + ("  ".join([step] * grows) if grows <= 2 else f"repeat {grows} {{ {step} }}")
                 calls = Counter({"realloc": grows})
-                if mk != REALLOC_START:
-                    calls[mk[0]] += 1
+                calls[mk[0]] += 1
                 counted = dict(per_thread=times) if exact is None else times
                 if where == "local":
                     calls["free"] += 1
                     out.append(Stmt(f"{body}  free({grow})", **counted, calls=dict(calls), local_frees=1,
-                                    draws=int(mk != REALLOC_START)))
+                                    draws=1))
                 elif where == "ring":
                     calls["free"] += 1
                     out.append(Stmt(f"{body}  {ring_send.format(grow)}  {ring_recv}", **counted,
-                                    calls=dict(calls), sent=1, draws=int(mk != REALLOC_START)))
+                                    calls=dict(calls), sent=1, draws=1))
                 else:
                     out.append(Stmt(f"{body}  send({self.shape.channel(g.name, where)}, {grow})", **counted, calls=dict(calls),
-                                    sent=1, draws=int(mk != REALLOC_START)))
+                                    sent=1, draws=1))
             extra -= min(extra, count)
         return out

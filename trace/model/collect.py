@@ -7,6 +7,7 @@ number stays bounded however long the trace is. What the categories mean and
 which clock the lifetimes use: docs/capture.md, "scenc convert --model".
 """
 
+import bisect
 import heapq
 from array import array
 from collections import Counter
@@ -25,11 +26,18 @@ MODEL_KIND = {
     "valloc": "memalign", "pvalloc": "memalign",
 }
 PAGE_ALIGNED = {"valloc", "pvalloc"}
-REALLOC_START = ("realloc", None)     # a chain that began with realloc(NULL, n): no start statement
+# An object allocated by realloc(NULL, n) (lua allocates every object so): an allocation like malloc's, written
+# `realloc(none[0], n)` (none[0] stays empty), with its size and lifetime; a realloc of a pointer never seen
+# allocated starts one likewise (its old block's free was not captured).
+REALLOC_START = ("realloc", None)
 MAX_HANDOFFS = 4_000_000     # handoff lifetimes kept for the channels' capacities (16 bytes each)
 MAX_TRAILS = 16              # finished realloc chains kept whole per thread: the biggest (their largest size) ...
 MAX_TRAIL_STEPS = 512        # ... each with at most this many reallocs (a longer one keeps no steps)
 MAX_BIG_OBJECTS = 32         # the largest objects kept one by one per thread (BigObject)
+MAX_MAP_RECORDS = 256        # the program's own mappings kept one by one per thread (MapRecord), at most ...
+MAX_BIG_MAPS = 16            # ... and past that, its largest ones
+PAGE = 4096
+PROT_WRITE = 2
 
 
 # --------------------------------------------------------------------------- buckets
@@ -119,6 +127,23 @@ class BigObject:
         self.end: Optional[int] = None
 
 
+class MapRecord:
+    """One of the program's own writable mappings (mmap outside the allocator): when it was mapped (a moment:
+    (ordinal, the thread's `lives` clock)), its size for the model (its bytes once the cuts made before the
+    thread's next call are done: a program that maps more to align and cuts the rest off at once keeps
+    what it kept; grown by mremap, its largest), the bytes still mapped, and its lifetime on the owner's
+    `lives` clock once its last page is unmapped (None while mapped)."""
+    __slots__ = ("tid", "at", "size", "bytes", "life")
+
+    def __init__(self, tid: int, at: tuple, size: int):
+        self.tid, self.at, self.size, self.bytes = tid, at, size, 0
+        self.life: Optional[int] = None
+
+
+def _pages(n: int) -> int:
+    return (n + PAGE - 1) // PAGE * PAGE
+
+
 class Trail:
     """One realloc chain step by step: its start (moment, model kind, size; REALLOC_START when it began
     with realloc(NULL, n), at its first step), its reallocs [(moment, size), ...] (None past
@@ -180,7 +205,8 @@ class ThreadWindow:
     results), so that the model hands over objects of their sizes; ``kept``: those still live at the
     end (buffers, tables, caches), likewise.
     """
-    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "sent_to", "kept", "lives_by_class", "dies")
+    __slots__ = ("c", "sizes", "rsizes", "lives", "sent", "sent_to", "kept", "lives_by_class", "dies", "maps",
+                 "map_lives", "map_kept", "starts")
 
     def __init__(self):
         self.c = Counter()
@@ -194,6 +220,14 @@ class ThreadWindow:
         self.lives_by_class: dict = {}
         # ... and those freed in a later window: window -> size class -> [the same four, Counter of kinds]
         self.dies: dict = {}
+        # the program's own writable mappings made in this window (counters 'map', 'map_kept', and by size
+        # bucket ('map', bucket), ('map_kept', bucket)): the sizes of those unmapped and their lifetimes by size
+        # bucket (a runtime's small and big mappings live differently), the sizes of those still mapped at the end
+        self.maps: dict = {}
+        self.map_lives: dict = {}       # size bucket -> lifetime histogram
+        self.map_kept: dict = {}
+        # the sizes of the blocks made in this window that a realloc later grew (a realloc chain's start)
+        self.starts: dict = {}
 
     def merge(self, o: "ThreadWindow") -> "ThreadWindow":
         self.c.update(o.c)
@@ -207,6 +241,11 @@ class ThreadWindow:
         _merge_classes(self.lives_by_class, o.lives_by_class)
         for w, by_class in o.dies.items():
             _merge_classes(self.dies.setdefault(w, {}), by_class)
+        merge_hist(self.maps, o.maps)
+        for b, hist in o.map_lives.items():
+            merge_hist(self.map_lives.setdefault(b, {}), hist)
+        merge_hist(self.map_kept, o.map_kept)
+        merge_hist(self.starts, o.starts)
         return self
 
     def halve_dies(self) -> None:
@@ -280,6 +319,24 @@ class Collector:
         self.born: Dict[int, int] = {}
         self.died: Dict[int, int] = {}
         self.thread_starts = 0
+        # The program's own mappings (mmap, munmap, mremap outside the allocator): the pieces mapped now
+        # (start -> (end, MapRecord or None for one the model leaves out), their starts in order), the
+        # records of the writable ones (tid -> MapRecords, None once more than MAX_MAP_RECORDS), the bytes
+        # mapped (all, and the writable ones the model makes) now and at their peak, the calls
+        self.map_pieces: Dict[int, tuple] = {}
+        self.map_starts: List[int] = []
+        self.map_records: Dict[int, Optional[list]] = {}
+        self.mapped_now = self.mapped_peak = 0
+        self.mapped_writable = self.mapped_writable_peak = 0
+        self.map_calls: Counter = Counter()
+        self.maps_made = 0                          # writable mappings (MapRecords), all threads
+        self.maps_left_out: Counter = Counter()     # 'reserved' (never writable), 'failed'
+        # per thread the MAX_BIG_MAPS largest mappings once ended or at the end (a heap), and the largest dropped
+        self.big_maps: Dict[int, list] = {}
+        self.big_maps_dropped: Counter = Counter()
+        # mappings unmapped since their thread's last call (tid -> MapRecords): if it makes no call after, they
+        # were unmapped at its teardown, and live to its end (`lives forever`) as much as those never unmapped
+        self.map_ending: Dict[int, list] = {}
 
     # ---------------------------------------------------------------- the pass
     def _cell(self, tid: int, w: int) -> ThreadWindow:
@@ -360,33 +417,47 @@ class Collector:
                         c["free_unknown"] += 1
                     else:
                         self._release(e, tid, w, thread_window, win)
+            elif kind in realloc_kinds and (not old or old not in live):
+                # realloc(NULL, n) is an allocation (lua makes every object so); so is a realloc of a pointer
+                # never seen allocated
+                if old:
+                    c["realloc_unknown"] += 1
+                if failed:
+                    c["realloc_failed"] += 1
+                elif res or size:           # realloc(NULL, 0) returning NULL makes nothing
+                    self._alloc(tid, o, w, thread_window, win, REALLOC_START, (size or 0) * (nmemb or 1), res)
             elif kind in realloc_kinds:
                 self._realloc(tid, w, thread_window, win, size, nmemb, old, res, failed, line)
             elif kind in alloc_kinds:
                 if failed:
                     c["alloc_failed"] += 1
                     continue
-                mk = (MODEL_KIND[kind], 4096 if kind in PAGE_ALIGNED else align)
-                nbytes = (size or 0) * nmemb
-                c["ticks"] += 1
-                tick[tid] += 1
-                add(thread_window.sizes, size_bucket(nbytes), nbytes)
-                win.allocs += 1
-                win.log_sizes += nbytes.bit_length()
-                if res is None:              # posix_memalign under ltrace -e: pointer not shown
-                    c["lives", mk] += 1
-                else:
-                    prev = live.get(res)
-                    if prev is not None:     # its free was not captured: let it end here, unseen
-                        c["free_missed"] += 1
-                        self._release(prev, prev[0], w, thread_window, win, seen=False)
-                    big = self._big_object(tid, (o, tick[tid]), nbytes, mk) \
-                        if nbytes >= self.big_floor.get(tid, 0) else None
-                    live[res] = (tid, o, tick[tid], nbytes, mk, 0, big)
-                    self.live_bytes += nbytes
+                self._alloc(tid, o, w, thread_window, win, (MODEL_KIND[kind], 4096 if kind in PAGE_ALIGNED else align),
+                            (size or 0) * nmemb, res)
             if self.live_bytes > self.peak_bytes:
                 self.peak_bytes, self.peak_line = self.live_bytes, line
         return self
+
+    def _alloc(self, tid: int, o: int, w: int, thread_window: ThreadWindow, win: Window, mk, nbytes: int, res) -> None:
+        """An allocation of nbytes (model kind mk) at ordinal o, its block at res."""
+        c = thread_window.c
+        c["ticks"] += 1
+        self.tick[tid] += 1
+        add(thread_window.sizes, size_bucket(nbytes), nbytes)
+        win.allocs += 1
+        win.log_sizes += nbytes.bit_length()
+        if res is None:              # posix_memalign under ltrace -e: pointer not shown
+            c["lives", mk] += 1
+            return
+        live = self.live
+        prev = live.get(res)
+        if prev is not None:         # its free was not captured: let it end here, unseen
+            c["free_missed"] += 1
+            self._release(prev, prev[0], w, thread_window, win, seen=False)
+        big = self._big_object(tid, (o, self.tick[tid]), nbytes, mk) \
+            if nbytes >= self.big_floor.get(tid, 0) else None
+        live[res] = (tid, o, self.tick[tid], nbytes, mk, 0, big)
+        self.live_bytes += nbytes
 
     def _release(self, e, freer: int, w: int, thread_window: ThreadWindow, win: Window, seen: bool = True) -> None:
         owner, o_alloc, t_alloc, nbytes, mk, chain = e[:6]
@@ -452,8 +523,10 @@ class Collector:
         spans.append(self.ordinal - 1)
 
     def _extra(self, ev) -> None:
-        """A thread's start or exit; the program's own mappings are not modelled (malloc's heap only)."""
-        if ev.kind == "thread_start":
+        """A thread's start or exit, or one of the program's own mappings (mmap, munmap, mremap)."""
+        if ev.kind in ("mmap", "munmap", "mremap"):
+            self._mapping(ev)
+        elif ev.kind == "thread_start":
             self.thread_starts += 1
             self.born.setdefault(ev.tid, self.ordinal)
             if ev.size:
@@ -461,6 +534,141 @@ class Collector:
         elif ev.kind == "thread_exit":
             self.born.setdefault(ev.tid, self.ordinal)
             self.died[ev.tid] = self.ordinal
+
+    # ---------------------------------------------------------------- the program's own mappings
+    def _mapping(self, ev) -> None:
+        """mmap, munmap, mremap outside the allocator: pieces of pages, each of a mapping (MapRecord). A
+        mapping that was never writable (a reservation) is address space, not memory: left out."""
+        self.map_calls[ev.kind] += 1
+        if ev.failed:
+            self.maps_left_out["failed"] += ev.kind != "munmap"
+            return
+        tid = ev.tid
+        self.tick.setdefault(tid, 0)
+        if ev.kind == "mmap" and ev.result_ptr:
+            size = _pages(ev.size or 0)
+            self._cut(ev.result_ptr, ev.result_ptr + size)      # MAP_FIXED over earlier pieces
+            rec = None
+            if (ev.nmemb or 0) & PROT_WRITE:
+                rec = MapRecord(tid, (self.ordinal, self.tick[tid]), size)
+                self.maps_made += 1
+                self._map_window(tid)               # the thread has windows, even with no call of its own
+                records = self.map_records.setdefault(tid, [])
+                if records is not None:
+                    records.append(rec)
+                    if len(records) > MAX_MAP_RECORDS:
+                        self.map_records[tid] = None
+            else:
+                self.maps_left_out["reserved"] += 1
+            self._add_piece(ev.result_ptr, ev.result_ptr + size, rec)
+        elif ev.kind == "munmap" and ev.old_ptr:
+            self._cut(ev.old_ptr, ev.old_ptr + _pages(ev.size or 0))
+        elif ev.kind == "mremap" and ev.result_ptr and ev.old_ptr:
+            recs = self._cut(ev.old_ptr, ev.old_ptr + _pages(ev.align or 0), ended=False)
+            rec = recs[0] if recs else None
+            new = _pages(ev.size or 0)
+            self._cut(ev.result_ptr, ev.result_ptr + new)
+            self._add_piece(ev.result_ptr, ev.result_ptr + new, rec)
+            if rec is not None:
+                if rec.bytes == 0:
+                    self._end_map(rec)
+                else:
+                    self._resize(rec)
+        if self.mapped_now > self.mapped_peak:
+            self.mapped_peak = self.mapped_now
+        if self.mapped_writable > self.mapped_writable_peak:
+            self.mapped_writable_peak = self.mapped_writable
+
+    def _map_window(self, tid: int) -> ThreadWindow:
+        """tid's ThreadWindow in the last window (a mapping comes between calls)."""
+        return self._cell(tid, max(0, min(self.ordinal // self.window, len(self.wins) - 1)))
+
+    def _add_piece(self, lo: int, hi: int, rec: Optional[MapRecord]) -> None:
+        if hi <= lo:
+            return
+        self.map_pieces[lo] = (hi, rec)
+        bisect.insort(self.map_starts, lo)
+        self.mapped_now += hi - lo
+        if rec is not None:
+            rec.bytes += hi - lo
+            self.mapped_writable += hi - lo
+
+    def _cut(self, lo: int, hi: int, ended: bool = True) -> list:
+        """Unmap [lo, hi) out of every piece it overlaps; the records it touched (ended, when their last page
+        went and `ended`)."""
+        starts, pieces = self.map_starts, self.map_pieces
+        i = max(0, bisect.bisect_right(starts, lo) - 1)
+        touched = []
+        while i < len(starts) and starts[i] < hi:
+            start = starts[i]
+            end, rec = pieces[start]
+            if end <= lo:
+                i += 1
+                continue
+            del pieces[start]
+            del starts[i]
+            cut = min(end, hi) - max(start, lo)
+            self.mapped_now -= cut
+            if rec is not None:
+                rec.bytes -= cut
+                self.mapped_writable -= cut
+                touched.append(rec)
+            if start < lo:
+                pieces[start] = (lo, rec)
+                bisect.insort(starts, start)
+                i += 1
+            if hi < end:
+                pieces[hi] = (end, rec)
+                bisect.insort(starts, hi)
+        for rec in touched:
+            if rec.bytes <= 0 and ended:
+                self._end_map(rec)
+            elif ended:
+                self._resize(rec)
+        return touched
+
+    def _resize(self, rec: MapRecord) -> None:
+        """A mapping cut (or grown) while still mapped: cut before its thread's next call, it is the size it
+        kept (an aligning trim); later, or grown, its largest."""
+        if self.tick[rec.tid] == rec.at[1] and self.ordinal == rec.at[0]:
+            rec.size = rec.bytes
+        else:
+            rec.size = max(rec.size, rec.bytes)
+
+    def _end_map(self, rec: MapRecord) -> None:
+        """A mapping's last page unmapped: its lifetime on its thread's clock; counted once its thread makes
+        another call (_count_map), or at the end as one kept to the end if it makes none."""
+        if rec.life is not None:
+            return
+        rec.life = self.tick[rec.tid] - rec.at[1]
+        if rec.size <= 0:
+            return
+        ending = self.map_ending.setdefault(rec.tid, [])
+        if ending and self.tick[rec.tid] > ending[0].at[1] + ending[0].life:
+            for done in ending:
+                self._count_map(done)
+            ending.clear()
+        ending.append(rec)
+
+    def _count_map(self, rec: MapRecord) -> None:
+        """An unmapped mapping's size and lifetime into the window it was made in."""
+        self._big_map(rec)
+        thread_window = self._cell(rec.tid, min(rec.at[0] // self.window, max(len(self.wins) - 1, 0)))
+        b = size_bucket(rec.size)
+        thread_window.c["map"] += 1
+        thread_window.c["map", b] += 1
+        add(thread_window.maps, b, rec.size)
+        add(thread_window.map_lives.setdefault(b, {}), life_bucket(rec.life), rec.life)
+
+    def _big_map(self, rec: MapRecord) -> None:
+        """A mapping whose size and lifetime are final among its thread's largest (a heap of MAX_BIG_MAPS)."""
+        heap = self.big_maps.setdefault(rec.tid, [])
+        item = (rec.size, rec.at[0], id(rec), rec)
+        if len(heap) < MAX_BIG_MAPS:
+            heapq.heappush(heap, item)
+        else:
+            dropped = heapq.heappushpop(heap, item)
+            self.big_maps_dropped[rec.tid] = max(self.big_maps_dropped[rec.tid], dropped[0])
 
     def alive_at_most(self, tids) -> int:
         """Most of these threads alive at once (an exit at an ordinal before a start at the same one)."""
@@ -524,8 +732,8 @@ class Collector:
             return
         live = self.live
         nbytes = (size or 0) * (nmemb or 1)
-        e = live.pop(old, None) if old else None
-        if not res and e is not None:   # realloc(p, 0) that freed p: a free in the model
+        e = live.pop(old)               # the caller saw it live
+        if not res:                     # realloc(p, 0) that freed p: a free in the model
             c["realloc_as_free"] += 1
             self._release(e, tid, w, thread_window, win)
             return
@@ -533,29 +741,21 @@ class Collector:
         c["ticks"] += 1
         c["realloc"] += 1
         add(thread_window.rsizes, size_bucket(nbytes), nbytes)
-        if old and e is None:
-            c["realloc_unknown"] += 1
-        if e is not None:
-            owner, o_alloc, t_alloc, old_bytes, mk, chain = e[:6]
-            self.live_bytes -= old_bytes
-            if not chain:               # a plain object becomes a realloc chain: its allocation starts it
-                self._cell(owner, o_alloc // self.window).c["start", mk] += 1
-                if e[6] is not None:
-                    e[6].how = "chain"
-                trail = Trail(owner, (o_alloc, t_alloc), mk, old_bytes)
-            else:
-                self.chains[owner] -= 1
-                self._chain_block(owner, old_bytes, -1)
-                trail = e[6]
+        owner, o_alloc, t_alloc, old_bytes, mk, chain = e[:6]
+        self.live_bytes -= old_bytes
+        if not chain:               # a plain object becomes a realloc chain: its allocation starts it
+            acell = self._cell(owner, o_alloc // self.window)
+            acell.c["start", mk] += 1
+            add(acell.starts, size_bucket(old_bytes), old_bytes)
+            if e[6] is not None:
+                e[6].how = "chain"
+            trail = Trail(owner, (o_alloc, t_alloc), mk, old_bytes)
         else:
-            mk, chain = REALLOC_START, 0
-            c["start", REALLOC_START] += 1
-            trail = Trail(tid, (self.ordinal - 1, self.tick[tid]), REALLOC_START, 0)
+            self.chains[owner] -= 1
+            self._chain_block(owner, old_bytes, -1)
+            trail = e[6]
         now = (self.ordinal - 1, self.tick[tid])
         trail.step(now, nbytes)
-        if not res:
-            self._end_trail(trail, "local", now)     # realloc(NULL, 0) that returned NULL
-            return
         self.chains[tid] += 1
         self.max_chains[tid] = max(self.max_chains[tid], self.chains[tid])
         self._chain_block(tid, nbytes, 1)
@@ -635,6 +835,22 @@ class Collector:
                 acell.c["censored"] += 1
         self.live_at_end = len(self.live)
         self.live.clear()
+        kept = {id(rec): rec for _, rec in self.map_pieces.values() if rec is not None and rec.life is None}
+        for tid, ending in self.map_ending.items():
+            for rec in ending:
+                if self.tick[tid] > rec.at[1] + rec.life:
+                    self._count_map(rec)
+                else:                      # unmapped after its thread's last call: at its teardown
+                    rec.life = None
+                    kept[id(rec)] = rec
+        self.map_ending.clear()
+        for rec in kept.values():          # still mapped at the end: `map(n) lives forever`
+            thread_window = self._cell(rec.tid, min(rec.at[0] // self.window, last))
+            thread_window.c["map_kept"] += 1
+            thread_window.c["map_kept", size_bucket(rec.size)] += 1
+            add(thread_window.map_kept, size_bucket(rec.size), rec.size)
+            if rec.size > 0:
+                self._big_map(rec)
         if self.chain_span_count <= MAX_HANDOFFS:
             for tid, spans in self.chain_spans.items():
                 self.max_chains[tid] = _most_at_once(spans)

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .collect import REALLOC_START, SIZE_CLASS_BOUNDS, ThreadWindow, Window, hist_totals, life_bucket_range
+from .collect import SIZE_CLASS_BOUNDS, ThreadWindow, Window, hist_totals, life_bucket_range
 
 SIZE_THRESHOLD = 2.0         # phase change: log2 of the ratio of typical (geometric mean) sizes: 4x
 GROWTH_THRESHOLD = 0.5       # phase change: difference of (allocations - frees) / (allocations + frees)
@@ -213,18 +213,24 @@ def large_realloc_class(rsizes: dict) -> Optional[int]:
     return found
 
 
-def big_chains(trails: list, dropped_largest: int, rsizes: dict) -> list:
+def big_chains(trails: list, dropped_largest: int, rsizes: dict, peak_bytes: int = 0) -> list:
     """The realloc chains (trace/model_collect.Trail) of one thread written step by step: those whose largest
     size is a large realloc size (large_realloc_class), when they are few (MAX_BIG_CHAINS, MAX_BIG_STEPS),
     all kept whole by the collector, and freed by the thread itself (or live at the end); in the order
     they started. A program grows one big buffer (a JSON text, a file read whole) from small to large and
     frees it: its size at each moment is what its chain made it, and drawn at random in any order, the
     large sizes would rarely stand at their largest when the rest of the heap does (python_json_e's model fell
-    well short of its capture's peak)."""
+    well short of its capture's peak). Without large realloc sizes (a thread that makes few reallocs: a
+    quarter of them cannot stand apart), the chains whose block reaches BIG_OBJECT_SHARE of the capture's
+    peak of live bytes, as big objects are (alloc_kinds_x.log: one block grown 10 -> 100 -> 5000 bytes among
+    two reallocs)."""
     large_from = large_realloc_class(rsizes) if rsizes else None
-    if large_from is None:
+    if large_from is not None:
+        bound = class_bound(large_from)
+    elif peak_bytes > 0:
+        bound = peak_bytes * BIG_OBJECT_SHARE
+    else:
         return []
-    bound = class_bound(large_from)
     big = [t for t in trails if t.largest >= bound]
     if (not big or dropped_largest >= bound or len(big) > MAX_BIG_CHAINS
             or any(t.steps is None or t.how == "send" for t in big)
@@ -279,7 +285,7 @@ class ThreadSummary:
         allocs = sent = recv = 0
         for k, v in c.items():
             if isinstance(k, tuple):
-                if k[0] in ("lives", "kept", "send", "start") and k[1] != REALLOC_START:
+                if k[0] in ("lives", "kept", "send", "start"):
                     allocs += v
                 if k[0] == "send" or k[:2] == ("end", "send"):
                     sent += v

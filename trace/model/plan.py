@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .chains import ChainPlanner, Chains
-from .collect import REALLOC_START, ThreadWindow
+from .collect import ThreadWindow, hist_totals, merge_hist
 from .files import HistogramFiles
 from .held import HeldPlanner
 from .fit import fit_lifetimes
@@ -38,6 +38,9 @@ class GroupPlan:
     held: Dict[int, int] = field(default_factory=dict)   # phase (1-based) -> objects freed in it from `held_pN`
 
 
+MAX_MAP_SIZES = 8       # the program's own mappings of the most frequent sizes each get a statement of their own
+
+
 class GroupPlanner:
     """The statements of one group, phase by phase; the histogram files they read are written on the way."""
 
@@ -47,6 +50,7 @@ class GroupPlanner:
         self.sizer = PhaseSizer(shape, files, g)
         self.chains = ChainPlanner(shape, g)
         self.held = HeldPlanner(shape, self.sizer, g)
+        self.map_fits: List[str] = []   # the lifetimes' fits of the mappings drawn from histograms
 
     def plan(self) -> GroupPlan:
         g = self.g
@@ -84,6 +88,7 @@ class GroupPlanner:
         stmts += self._ring_steps(flows, sz, counts, ring_send, ring_recv)
         stmts += self.chains.statements(pi, agg, flows, sz, chains, counts, ring_send, ring_recv)
         stmts += self._big_stmts(pi - 1) + self.held.frees(pi - 1)
+        stmts += self._maps(pi, agg, counts)
         kept = [s for s in stmts if s.max_count(self.g.n) > 0]
         return kept, [v for v in counts.variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]
 
@@ -317,9 +322,8 @@ class GroupPlanner:
                                 lives=1, draws=1, mean=r.size, kept=r.how == "kept", at=at(r.at), order=r.at[0]))
         for t, slot in shape.big.get(g.name, []):
             b = f"big[{slot}]"
-            steps = [] if t.mk == REALLOC_START else \
-                [(t.start, f"free({b})  {b} = {alloc_text(t.mk, str(t.size))}", {"free": 1, t.mk[0]: 1},
-                  dict(draws=1, mean=t.size))]
+            steps = [(t.start, f"free({b})  {b} = {alloc_text(t.mk, str(t.size))}", {"free": 1, t.mk[0]: 1},
+                      dict(draws=1, mean=t.size))]
             steps += [(o, f"{b} = realloc({b}, {n})", {"realloc": 1}, {}) for o, n in t.steps]
             if t.how == "local" and t.end is not None:
                 steps.append((t.end, f"free({b})", {"free": 1}, dict(local_frees=1)))
@@ -328,6 +332,94 @@ class GroupPlanner:
                     out.append(Stmt(text, per_thread=1, calls=calls, at=at(o), order=o[0], **more))
         return out
 
+    def _maps(self, pi: int, agg: ThreadWindow, counts: Counts) -> List[Stmt]:
+        """The program's own writable mappings made in phase pi (1-based), `map(n) lives L` (L on the thread's
+        `lives` clock, as objects; `forever` when still mapped at the end): with one thread, one by one with
+        their sizes and lifetimes where they came (few of them, and big: a language runtime's arenas, a
+        compiler's pages); else drawn from the phase's histograms of their sizes and lifetimes."""
+        g, shape = self.g, self.shape
+        records = shape.map_records(g)
+        if records is not None:
+            lo, ticks = shape.clock_span(g.tids[0], pi - 1)
+            return [Stmt(f"map({r.size}) lives {'forever' if r.life is None else r.life}", per_thread=1, maps=1,
+                         mapped=r.size, at=min(max(r.at[1] - 1 - lo, 0) / ticks, 1.0), order=r.at[0])
+                    for r in records if shape.phase_of(r.at) == pi - 1]
+        out = []
+        big = shape.big_maps.get(g.name, [])
+        if big:                             # a lone thread's big mappings, one by one where they came
+            lo, ticks = shape.clock_span(g.tids[0], pi - 1)
+            out += [Stmt(f"map({r.size}) lives {'forever' if r.life is None else r.life}", per_thread=1, maps=1,
+                         mapped=r.size, at=min(max(r.at[1] - 1 - lo, 0) / ticks, 1.0), order=r.at[0])
+                    for r in big if shape.phase_of(r.at) == pi - 1]
+        files = self.sizer.files
+        for key, hist in (("map", agg.maps), ("map_kept", agg.map_kept)):
+            # by size, the most frequent sizes each with its own lifetimes (a runtime's arenas of one size
+            # live to the end, its big ones briefly: drawn from one table, a big one lived as long as an
+            # arena as often as not), the rest together from a histogram
+            buckets = sorted(hist, key=lambda b: (-hist[b][0], b))
+            parts = [(b,) for b in buckets[:MAX_MAP_SIZES]] + ([tuple(buckets[MAX_MAP_SIZES:])]
+                                                              if buckets[MAX_MAP_SIZES:] else [])
+            for bs in parts:
+                sub = {b: hist[b] for b in bs}
+                n, nbytes = hist_totals(sub)
+                if n <= 0:
+                    continue
+                if len(bs) == 1:
+                    size = str(round(nbytes / n))
+                else:
+                    size = files.expr(sub, "map-sizes" if key == "map" else "map-kept-sizes",
+                                      "sizes of the program's own mappings"
+                                      + ("" if key == "map" else " still mapped at the end"), g.name, pi)
+                mean = nbytes / n
+                if g.n == 1:
+                    placed = self._placed_maps(pi, key, bs, size, mean, n)
+                    if placed:
+                        out += placed
+                        continue
+                fit = None
+                if key == "map":
+                    lives: dict = {}
+                    for b in bs:
+                        merge_hist(lives, agg.map_lives.get(b, {}))
+                    fit = fit_lifetimes(lives)
+                    if fit is not None:
+                        self.map_fits.append(f"{g.name}, phase {pi}, mappings of {size} bytes: {fit.comment()}")
+                text = f"map({size}) lives {fit.expr if fit else 'forever'}"
+                members = [sum(m.phases[pi - 1].c[key, b] for b in bs) for m in g.summaries]
+                out.append(Stmt(text, **counts.exact(n, f"{key}s_{bs[0]}_p{pi}", members), maps=1, mapped=mean))
+        return out
+
+    def _placed_maps(self, pi: int, key: str, buckets: tuple, size: str, mean: float, total: int) -> List[Stmt]:
+        """A lone thread's mappings of phase pi (1-based) of the given size buckets, part by part of the phase
+        as many as the capture made there (HeldPlanner.places), each part's with the lifetimes of the mappings
+        made in it: a mapping made early that lives to the end lives long, one made late briefly, and drawn
+        from one table for the phase, early ones died young as often as late ones outlived the capture
+        (own_maps.c's arenas kept to the end: 0.82x the mapped peak). [] when the windows do not add up."""
+        p, thread_windows, g = self.shape.phases[pi - 1], self.col.thread_windows[self.g.tids[0]], self.g
+        parts: Dict[tuple, Counter] = {}
+        for w in range(p.start, min(p.end, len(thread_windows))):
+            made = sum(thread_windows[w].c[key, b] for b in buckets) if thread_windows[w] is not None else 0
+            if made > 0:
+                parts.setdefault(self.shape.part_of(w), Counter())[w] = made
+        if sum(sum(c.values()) for c in parts.values()) != total:
+            return []
+        out = []
+        for part in sorted(parts):
+            by_window = parts[part]
+            fit = None
+            if key == "map":
+                lives: dict = {}
+                for w in by_window:
+                    for b in buckets:
+                        merge_hist(lives, thread_windows[w].map_lives.get(b, {}))
+                fit = fit_lifetimes(lives)
+                if fit is not None:
+                    self.map_fits.append(f"{g.name}, phase {pi}, part {part[1] + 1}, mappings of {size} bytes: "
+                                         f"{fit.comment()}")
+            text = f"map({size}) lives {fit.expr if fit else 'forever'}"
+            out += [Stmt(text, per_thread=k, maps=1, mapped=mean, at=at, until=until, order=order)
+                    for at, until, k, order in self.held.places(by_window, pi - 1)]
+        return out
     def _scaled(self, lives: str) -> str:
         """A `lives` expression times the calibrated scale, when there is one (trace/model/__init__.py)."""
         return lives if self.life_scale is None or lives == "0" else f"({lives}) * life_scale / 100"

@@ -32,6 +32,8 @@ class Stmt:
     order: int = 0                             # ... its ordinal in the capture (steps in one round keep it)
     skip: int = 0                              # threads of the group whose `if self ...` guard skips it (a
     #                                            churning ring's last sender, its first receiver)
+    maps: int = 0                              # mappings it makes (`map`: not allocator calls) ...
+    mapped: float = 0.0                        # ... of this mean size
 
     def max_count(self, threads: int) -> int:
         return self.per_thread if self.share is None else self.share[1] if self.lumped \
@@ -91,6 +93,8 @@ def alloc_text(mk, size_expr: str) -> str:
         return f"malloc({size_expr})"
     if kind == "calloc":
         return f"calloc(1, {size_expr})"
+    if kind == "realloc":           # realloc(NULL, n): none[0] stays empty (collect.REALLOC_START)
+        return f"realloc(none[0], {size_expr})"
     return f"{kind}({align or 16}, {size_expr})"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from ..events import FREE_KINDS, REALLOC_KINDS
-from .collect import MODEL_KIND, Collector, hist_totals
+from .collect import MAX_MAP_RECORDS, MODEL_KIND, Collector, hist_totals, merge_hist
 from .files import HistogramFiles, safe_name
 from .plan import GroupPlan, GroupPlanner, PhasePlan
 from .stmt import Stmt, alloc_text
@@ -61,7 +61,7 @@ class _Tally:
 
     def __init__(self):
         self.calls: Counter = Counter()
-        self.sent = self.known_frees = self.draws = 0
+        self.sent = self.known_frees = self.draws = self.maps = 0
         self.bytes = 0.0
 
     def add(self, s: Stmt, threads: int, mean_size: float, handed_mean: float, kept_mean: float = 0.0) -> None:
@@ -72,6 +72,7 @@ class _Tally:
         self.sent += s.sent * total
         self.known_frees += (s.lives + s.sent + s.local_frees) * total
         self.draws += s.draws * total
+        self.maps += s.maps * total
         self.bytes += s.draws * total * (s.mean if s.mean is not None else kept_mean if s.kept and s.handed
                                          else handed_mean if s.handed else mean_size)
 
@@ -92,6 +93,7 @@ class ModelWriter:
         self.data_files: List[Path] = []
         self.figures: List[Tuple[str, str, str]] = []
         self.tally_calls: Dict[str, int] = {}
+        self.kept_dropped: List[str] = []     # what the model keeps and drops, for the header
         self._explained: set = set()    # each spreading formula is explained once, at its first use
         # Calibration (trace/model/__init__.py): the lifetimes of the objects freed by their own thread, in percent of the
         # fitted ones, as `param life_scale`; None: not calibrated, the fitted lifetimes as they are.
@@ -105,7 +107,8 @@ class ModelWriter:
         tally = _Tally()
         body: List[str] = []
         rings: Dict[str, int] = {}
-        plans = [(g, GroupPlanner(self.shape, files, g, self.life_scale).plan()) for g in self.groups]
+        planners = [(g, GroupPlanner(self.shape, files, g, self.life_scale)) for g in self.groups]
+        plans = [(g, planner.plan()) for g, planner in planners]
         # A churning group's threads never meet at a last barrier: those waiting there would hold the slots
         # the group's later threads need (docs/language.md, `at most`), and the model would hang.
         join = not self.shape.churn and (self.shape.join_at_end() or any(
@@ -117,6 +120,7 @@ class ModelWriter:
                 if ring_per_thread:
                     rings[g.name] = ring_per_thread
         self.tally_calls = dict(tally.calls)
+        self.fits += [fit for _, planner in planners for fit in planner.map_fits]
         text = self._header(tally)
         text += [f'scenario "{safe_name(self.stem)}"', "seed 1"]
         if self.touch != "none":
@@ -210,7 +214,9 @@ class ModelWriter:
         if churn:
             out.append(f"    # at most {self.shape.churn[g.name]} of these threads were alive at once in the capture")
         if any("none[0]" in b for b in blocks):
-            out.append("    pool none[1]        # stays empty: free(none[0]) is the capture's free(NULL)")
+            out.append("    pool none[1]        # stays empty: free(none[0]) is the capture's free(NULL)"
+                       + (", realloc(none[0], n) its realloc(NULL, n)" if any("realloc(none[0]" in b for b in blocks)
+                          else ""))
         out += [f"    {v}" for v in variables]
         if chains.in_pool and chains.slots > 1:
             out.append(f"    pool grow[{chains.slots}]        # the blocks this thread grows with realloc, as many as "
@@ -286,6 +292,10 @@ class ModelWriter:
         for i, p in enumerate(self.phases, 1):
             h += _wrap(f"phase {i}: lines {p.first_line}-{p.last_line}, {p.events} calls"
                        + (f"; {p.why}" if p.why else ""), "#              ", "#                ")
+        self.kept_dropped = self._kept_dropped()
+        h += ["#", "# What the model keeps and drops:"]
+        for line in self.kept_dropped:
+            h += _wrap(line, "#   ", "#     ")
         h += ["#", f"#   {'':<26}{'capture':>12}{'model':>14}"]
         h += [f"#   {a:<26}{b:>12}{c:>14}" for a, b, c in rows]
         h += _wrap(f"(model peak: {PEAK_HOW}; it varies from run to run with the threads' timing)", "#   ", "#   ")
@@ -293,6 +303,56 @@ class ModelWriter:
         for note in self.notes:
             h += _wrap(note, "#   note: ", "#         ")
         return h + [""]
+
+    def _kept_dropped(self) -> List[str]:
+        """What the model keeps of the capture and what it drops, said in the header (and by convert): the
+        threads, the phases, the program's own mappings, the fits of the sizes and of the lifetimes with
+        their Kolmogorov-Smirnov distances. The notes below the table add what a particular capture lost."""
+        col, shape = self.col, self.shape
+        out = []
+        threads = len(col.thread_windows)
+        churn = [f"{name} at most {k} alive at once" for name, k in sorted(shape.churn.items())]
+        out.append(f"threads: kept: {threads} captured thread(s) as {len(self.groups)} group(s) of threads alike, "
+                   f"each thread making its group's average" + (f"; threads that come and go: {', '.join(churn)}"
+                                                                 if churn else "")
+                   + "; dropped: which thread of a group made which call, the time between calls")
+        out.append(f"phases: kept: {len(self.phases)} (at most --max-phases), each a `measure` block, in the "
+                   f"capture's order; dropped: the order of calls inside a phase (its statements are spread evenly "
+                   f"over its rounds, but for the big, held and kept objects, the big chains and a lone thread's "
+                   f"mappings, placed where they came)")
+        made = col.maps_made
+        left = col.maps_left_out
+        if col.map_calls:
+            one_by_one = sum(len(self.shape.map_records(g) or self.shape.big_maps.get(g.name, ()))
+                             for g in self.groups)
+            out.append(f"mappings: kept: {made} writable mapping(s) of the program's own (mmap outside the "
+                       f"allocator) as `map(n) lives L` (`forever` when still mapped at the end), {one_by_one} "
+                       f"one by one with their sizes and lifetimes where they came (a thread alone in its group: all of "
+                       f"its mappings when {MAX_MAP_RECORDS} at most, else its big ones, of 1/64 of the mapped peak "
+                       f"or more), the others drawn from histograms of sizes and "
+                       f"lifetimes per group and phase; a mapping trimmed before its thread's next call keeps what it kept, one grown by "
+                       "mremap its largest size, and it lives until its last page is unmapped; dropped: "
+                       f"{left['reserved']} never-writable reservation(s) (address space, not memory), "
+                       f"{left['failed']} failed call(s), later partial munmaps (a mapping stays whole until its "
+                       f"last page goes), mprotect and madvise, file mappings, thread stacks and the allocator's "
+                       f"own mappings (not recorded)")
+        else:
+            out.append("mappings: none of the program's own in the capture (an ltrace capture records none)")
+        sizes: dict = {}
+        for thread_windows in col.thread_windows.values():
+            for thread_window in thread_windows:
+                if thread_window is not None:
+                    merge_hist(sizes, thread_window.sizes)
+        n, _ = hist_totals(sizes)
+        inexact = max((c for b, (c, _) in sizes.items() if b >= 1024), default=0)
+        out.append(f"sizes: kept: histograms per group and phase, exact below 1 KiB, 16 classes per power of two "
+                   f"above, each at its mean: KS distance to the capture's requested sizes at most "
+                   f"{inexact / n if n else 0.0:.3f} (the largest share of one class drawn at its mean); "
+                   f"dropped: a size's link to its lifetime beyond the handed, kept, large, big and held objects")
+        if self.fits:
+            out.append("lifetimes: kept: fitted per group and phase on each thread's `lives` clock (a geometric "
+                       "when a KS test does not reject it, else a table of buckets): " + "; ".join(self.fits))
+        return out
 
     def _figures(self, tally: _Tally) -> List[Tuple[str, str, str]]:
         """(figure, capture, model) rows of the header's table (also self.figures); the peak is measured later."""
@@ -319,6 +379,10 @@ class ModelWriter:
             alive = sum(self.shape.churn.get(g.name, g.n) for g in self.groups)
             rows.append(("threads alive, at most", f"{col.alive_at_most(col.born)}", f"{alive}"))
         rows.append(("live bytes, peak", f"{col.peak_bytes}", NOT_MEASURED))
+        if col.map_calls:
+            # the program's own writable mappings (`map`), apart from the heap: not allocator calls
+            rows.append(("own mappings (map)", f"{col.maps_made}", f"{tally.maps}"))
+            rows.append(("mapped bytes, peak", f"{col.mapped_writable_peak}", NOT_MEASURED))
         self.figures = rows
         return rows
 
