@@ -26,7 +26,7 @@ from .events import FREE_KINDS, PRELOAD_MAGIC, REALLOC_KINDS, AllocEvent, EventS
 from .ltrace import ParseReport, TraceFormatError
 
 __all__ = ["parse_preload_log", "raw_records", "stop_sentence", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
-           "MAGIC", "EXTRA_KINDS", "CHUNK_HEADER", "first_chunk"]
+           "MAGIC", "EXTRA_KINDS", "CHUNK_HEADER", "first_chunk", "missing_sentence"]
 
 MAGIC = PRELOAD_MAGIC
 VERSION = 4
@@ -96,7 +96,7 @@ class PreloadLogInfo:
     calls_by_thread: Dict[int, Counter] = field(default_factory=dict)
     last_seq: int = -1
     ended: bool = False         # an end mark was written: the process left through exit, _exit or exec
-    missing: int = 0            # sequence numbers never written: calls lost (killed, in flight at exit)
+    missing: int = 0            # calls lost (killed, in flight at exit): made and never written
     moved_reallocs: int = 0
     thread_records: int = 0     # thread starts and exits (version 2)
     chunks: int = 0             # runs of consecutive records of one thread in the file
@@ -558,6 +558,13 @@ def first_chunk(head: bytes) -> Optional[int]:
         return HEADER.size
     at = struct.unpack_from("<Q", head, 40)[0]
     return at if HEADER.size <= at <= 1 << 20 and at % 64 == 0 else None
+
+
+def missing_sentence(info: PreloadLogInfo) -> str:
+    """How the missing calls were counted, in words (for "N call(s) are missing from the log (...)")."""
+    if info.version >= 4 and info.made is not None:
+        return f"by the tracer's counters: {info.made} records made, {info.made - info.missing} written"
+    return f"sequence numbers never written, last number {info.last_seq}"
 
 
 def stop_sentence(info: PreloadLogInfo) -> str:
