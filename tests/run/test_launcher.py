@@ -119,7 +119,13 @@ def _config():
 def test_a_launcher_that_dies_costs_one_run_and_the_next_run_starts_another(runner, work):
     figures(run(runner, work, "exit", 0))
     first = runner._launcher.proc.pid
-    threading.Timer(0.3, os.kill, (first, signal.SIGKILL)).start()
+
+    def kill_the_launcher_once_the_program_runs():     # not after a fixed delay: a loaded machine may be late
+        deadline = time.monotonic() + 30
+        while runner._pid is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(first, signal.SIGKILL)
+    threading.Thread(target=kill_the_launcher_once_the_program_runs).start()
     lost = run(runner, work, "sleep", 2000)
     assert lost.launched is None and "launcher" in lost.problem
     again = run(runner, work, "burn", 10)
