@@ -264,5 +264,5 @@ def test_a_program_after_dashes_is_not_sharded(tmp_path):
     # The program is measured beside its scenario in one session; a shard would part them.
     done = scenc("run", write_scenario(tmp_path), "--shard", "1/2", "--", "/bin/true")
     assert done.returncode == 64
-    assert "--shard splits a scenario's sweep" in done.stderr
+    assert "a program after `--` is measured beside its scenario in one session" in done.stderr
     assert not list(tmp_path.glob("*.json"))
