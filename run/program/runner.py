@@ -241,7 +241,7 @@ class LauncherRunner(ProgramRunner):
         self._proof = Path(self._scratch.name) / "proof"
         self._launcher: Optional[Launcher] = None
         self._pid: Optional[int] = None          # the program running now
-        self._requests: dict = {}                # (program, allocator, memory limit) -> its request, made once
+        self._requests: dict = {}                # (program, allocator, memory limit, env) -> (request, env)
         self.show_output = False      # --show-output: the program's stdout and stderr on scenc's, after each run
 
     @property
@@ -263,15 +263,15 @@ class LauncherRunner(ProgramRunner):
 
     def run_program(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
                     timeout_s: float, memory_limit: Optional[int] = None) -> ProgramOutcome:
-        # By content, not by id: a swept program's target is made anew for each run (for_params), and the id of
-        # an object gone may be another's.
-        key = (target, getattr(allocator, "name", None) or id(allocator), memory_limit,
-               tuple(sorted(base_env.items())))
-        request = self._requests.get(key)
-        if request is None:
+        # The program by content (a swept program's target is made anew for each run, by for_params); the
+        # environment by identity, kept alive with its request so that its id stays its own.
+        key = (target, getattr(allocator, "name", None) or id(allocator), memory_limit, id(base_env))
+        cached = self._requests.get(key)
+        if cached is None or cached[1] is not base_env:
             env = self.environment(target, allocator, base_env, self._proof)
-            request = self._requests[key] = Launcher.request(target.argv, env, target.cwd, target.stdin,
-                                                             memory_limit)
+            cached = self._requests[key] = (Launcher.request(target.argv, env, target.cwd, target.stdin,
+                                                             memory_limit), base_env)
+        request = cached[0]
         try:
             os.unlink(self._proof)
         except FileNotFoundError:
