@@ -188,9 +188,13 @@ def build_scenario(m: Model) -> Path:
 def capture(argv: List[str], log: Path, stdin: str = "") -> float:
     """Capture a program's calls with the preload tracer; returns its wall time (s)."""
     import time
+    feed = []
+    if stdin:       # the program's input: a pipe into scenc would stay scenc's (the program reads /dev/null)
+        (log.parent / "capture-stdin").write_text(stdin)
+        feed = ["--stdin", str(log.parent / "capture-stdin")]
     t0 = time.monotonic()
-    proc = subprocess.run(SCENC + ["capture", "--method", "preload", "--timeout", "300", "-o", str(log), "--"]
-                          + argv, input=stdin, capture_output=True, text=True, cwd=log.parent)
+    proc = subprocess.run(SCENC + ["capture", "--timeout", "300", "-o", str(log), *feed, "--"] + argv,
+                          capture_output=True, text=True, cwd=log.parent)
     if proc.returncode or not log.is_file():
         raise Skip(f"capture failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
     return time.monotonic() - t0

@@ -35,15 +35,15 @@ _SCENC = "import sys; from scenc.cli import main; sys.exit(main(sys.argv[1:]))"
 _BUILD = "import sys; from scenc.compiler import pipeline; print(pipeline.build(sys.argv[1]).binary)"
 
 
-def _python(code: str, args, checkout: Path | None, cache: Path) -> str:
-    """Run `code` with this scenc, or the one at `checkout`, and its own build cache."""
+def _python(code: str, args, checkout: Path | None, cache: Path, stream: str = "stdout") -> str:
+    """Run `code` with this scenc, or the one at `checkout`, and its own build cache; what it wrote to `stream`."""
     env = dict(os.environ, SCENC_CACHE=str(cache))
     if checkout:
         env["PYTHONPATH"] = str(checkout.resolve().parent)
     proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(map(str, args))} failed:\n{proc.stdout}{proc.stderr}")
-    return proc.stdout
+    return getattr(proc, stream)
 
 
 def capture(work: Path, program: str, args: list) -> Path:
@@ -52,8 +52,8 @@ def capture(work: Path, program: str, args: list) -> Path:
         return trace
     binary = work / program
     subprocess.run(["gcc", "-O2", "-pthread", "-o", str(binary), str(HERE / "programs" / f"{program}.c")], check=True)
-    print(_python(_SCENC, ["capture", "--method", "preload", "-o", trace, "--", binary, *args], None, work / "cache"),
-          end="", flush=True)
+    print(_python(_SCENC, ["capture", "-o", trace, "--", binary, *args], None, work / "cache", stream="stderr"),
+          end="", flush=True)   # the summary: scenc capture writes it to stderr
     return trace
 
 

@@ -49,11 +49,11 @@ def children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def timed(argv, env=None) -> tuple:
-    """(wall s, CPU s, stdout) of one run."""
+def timed(argv, env=None, stream: str = "stdout") -> tuple:
+    """(wall s, CPU s, what it wrote to `stream`) of one run."""
     cpu, start = children_cpu(), time.perf_counter()
-    out = subprocess.run(argv, env=env, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
-    return time.perf_counter() - start, children_cpu() - cpu, out.stdout
+    out = subprocess.run(argv, env=env, check=True, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    return time.perf_counter() - start, children_cpu() - cpu, getattr(out, stream)
 
 
 def build_before(ref: str, folder: Path):
@@ -81,7 +81,7 @@ def run_before(argv, lib: Path, log: Path) -> dict:
 
 
 def run_after(argv, log: Path) -> dict:
-    wall, cpu, out = timed([SCENC, "capture", "-o", str(log), "--method", "preload", "--", *argv])
+    wall, cpu, out = timed([SCENC, "capture", "-o", str(log), "--method", "preload", "--", *argv], stream="stderr")
     m = re.search(r": (\d+) allocator calls .* in ([0-9.]+) s;", out)
     return {"program": float(m.group(2)), "wall": wall, "cpu": cpu, "calls": int(m.group(1)),
             "bytes": log.stat().st_size}

@@ -173,5 +173,10 @@ def add_noise(p, default: str) -> None:
                         f"whole interval lies within it ({default}; 0 turns it off)")
 
 
+def add_stdin(p) -> None:
+    """--stdin FILE: the standard input of a real program (`scenc run -- PROGRAM`, `scenc capture`)."""
+    p.add_argument("--stdin", metavar="FILE", help="the program's standard input (default /dev/null)")
+
+
 def add_timeout(p, what: str) -> None:
     p.add_argument("--timeout", type=parse_seconds, metavar="DURATION", help=what)

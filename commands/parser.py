@@ -119,7 +119,7 @@ def _run_rounds(p) -> None:
 
 def _run_program(g) -> None:
     g.add_argument("--cwd", metavar="DIR", help="run the program in DIR (default: here)")
-    g.add_argument("--stdin", metavar="FILE", help="the program's standard input (default /dev/null)")
+    o.add_stdin(g)
     g.add_argument("--env", action="append", metavar="KEY=VALUE", help="set a variable for the program "
                    "(repeatable)")
     g.add_argument("--metric", metavar="REGEX", help="also take a figure the program prints, from the "
@@ -178,19 +178,24 @@ def _probes(sub) -> None:
 
 def _capture(sub) -> None:
     p = _verb(sub, "capture", "capture:capture",
-              help="run a program and record its allocator calls (ltrace or an LD_PRELOAD tracer)",
-              description="Run PROGRAM and record every allocator call it makes, then say whether the capture "
-                          "is complete and, if it saw nothing or too little, why and what to try.",
-              usage="scenc capture -o FILE [--method ltrace|preload] [--retries N] -- PROGRAM [ARGS...]")
+              help="run a program and record its allocator calls (an LD_PRELOAD tracer, or ltrace)",
+              description="Run PROGRAM and record every allocator call it makes, then say (on stderr: the "
+                          "program's stdout is left as it wrote it) whether the capture is complete and, if it "
+                          "saw nothing or too little, why and what to try. A shim or `#!` script that execs "
+                          "the real program is followed to it.",
+              usage="scenc capture -o FILE [--method preload|ltrace] [--stdin FILE] [--timeout DURATION] "
+                    "-- PROGRAM [ARGS...]")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the log to write")
-    p.add_argument("--method", choices=("ltrace", "preload"), default="ltrace",
-                   help="ltrace (default; 100-1000x slower, may crash threaded programs) or preload "
-                        "(the LD_PRELOAD tracer: sees every call, costs microseconds)")
-    p.add_argument("--mode", choices=("auto", "x", "e"), default="auto",
-                   help="ltrace: -L -x breakpoints (x: every call, crashes most threaded programs), -e PLT "
-                        "breakpoints (e: the program's own calls), or auto: x, then e if every x attempt crashed")
-    p.add_argument("--retries", type=int, default=2, metavar="N",
-                   help="ltrace: attempts more per mode when a capture crashes (default 2)")
+    p.add_argument("--method", choices=("preload", "ltrace"), default="preload",
+                   help="preload (default: the LD_PRELOAD tracer, sees every call, tens of nanoseconds a call) or "
+                        "ltrace (100-1000x slower, may crash threaded programs)")
+    p.add_argument("--mode", choices=("auto", "x", "e"),
+                   help="--method ltrace: -L -x breakpoints (x: every call, crashes most threaded programs), -e "
+                        "PLT breakpoints (e: the program's own calls), or auto (default): x, then e if every x "
+                        "attempt crashed")
+    p.add_argument("--retries", type=o.positive_int, metavar="N",
+                   help="--method ltrace: attempts more per mode when a capture crashes (default 2)")
+    o.add_stdin(p)
     o.add_timeout(p, "stop the program after this long (30s, 5m ...)")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="PROGRAM",
                    help="the program and its arguments, after --")

@@ -5,12 +5,13 @@ Stdlib only: the runner, `scenc exec`, `scenc run` and the trace capture all use
 """
 
 import os
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 
 class ProgramNotFound(RuntimeError):
@@ -58,16 +59,23 @@ def locate_program(argv: Sequence[str], cwd) -> tuple:
     return path, os.path.realpath(path)
 
 
-def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], **popen) -> tuple:
+def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], *,
+                       on_exit: Optional[Callable[[int], None]] = None, **popen) -> tuple:
     """(exit status, or None after a timeout; seconds it ran; the last 8 KB of its stderr).
 
     The command gets a session of its own, so a timeout kills it with every
-    process it started.
+    process it started. on_exit(pid) is called once the command has ended and
+    before it is reaped, while /proc/PID still says what it last was
+    (process_name).
     """
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stderr=err, start_new_session=True, **popen)
         try:
+            if on_exit is not None:
+                if not _ended_unreaped(proc.pid, timeout):
+                    raise subprocess.TimeoutExpired(cmd, timeout)
+                on_exit(proc.pid)
             status = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             kill_group(proc.pid)
@@ -77,3 +85,33 @@ def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], **popen) ->
         err.seek(0, os.SEEK_END)
         err.seek(max(0, err.tell() - 8192))
         return status, seconds, err.read().decode("utf-8", "replace")
+
+
+def _ended_unreaped(pid: int, timeout: Optional[float]) -> bool:
+    """Wait until child `pid` has ended, without reaping it; False when `timeout` seconds passed first."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):        # Python or Linux without pidfds (before 3.9, 5.3)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(None if timeout is None else timeout * 1000))
+    finally:
+        os.close(fd)
+
+
+def process_name(pid: int) -> Optional[str]:
+    """The kernel's name of process `pid` (its comm: the file name of the program it last exec'ed, at most
+    15 characters, or what it renamed itself), also while it is an unreaped zombie; None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    return stat[stat.find("(") + 1:stat.rfind(")")] or None

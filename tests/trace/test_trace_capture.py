@@ -128,7 +128,7 @@ def test_statically_linked_program_cannot_be_traced(bins, tmp_path):
     if bins["static"] is None:
         pytest.skip("no static libc to link with")
     assert not inspect_elf(bins["static"]).dynamic
-    with pytest.raises(CaptureError, match="statically linked .* ltrace cannot trace it"):
+    with pytest.raises(CaptureError, match="statically linked .* ltrace cannot trace a static program"):
         capture([bins["static"]], tmp_path / "static.log")
 
 

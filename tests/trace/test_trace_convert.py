@@ -96,12 +96,12 @@ def test_threaded_capture_replays_every_call_of_every_thread(capsys, tmp_path, m
     log = tmp_path / "mt.ltrace"
     attempts = 9
     # ltrace sometimes leaves the tracee hanging too: each attempt is stopped after 15 s
-    code, out, err = scenc(capsys, "capture", "-o", log, "--mode", "e", "--retries", attempts - 1,
-                           "--timeout", 15, "--", mt_handoff, 3, 12)
+    code, out, err = scenc(capsys, "capture", "-o", log, "--method", "ltrace", "--mode", "e", "--retries",
+                           attempts - 1, "--timeout", 15, "--", mt_handoff, 3, 12)
     if code != 0:
-        assert "INCOMPLETE" in out and "attempt" in err      # said why, then:
+        assert "INCOMPLETE" in err and "attempt" in err      # said why, then:
         pytest.skip(f"ltrace 0.7.3 crashed the threaded program in all {attempts} attempts")
-    assert "captured" in out and "4 thread(s)" in out
+    assert "captured" in err and "4 thread(s)" in err
     stats = stats_of(capsys, log)
     scn = tmp_path / "mt.scn"
     code, out, err = scenc(capsys, "convert", log, "-o", scn)
@@ -139,7 +139,8 @@ def test_single_thread_replay_reaches_the_captured_peak(capsys, tmp_path, monkey
     from scenc.compiler.pipeline import build
     for name, argv, mode in _single_thread_programs(tmp_path):
         log = tmp_path / f"{name}.ltrace"
-        code, out, err = scenc(capsys, "capture", "-o", log, "--mode", mode, "--timeout", 60, "--", *argv)
+        code, out, err = scenc(capsys, "capture", "-o", log, "--method", "ltrace", "--mode", mode, "--timeout", 60,
+                               "--", *argv)
         assert code == 0, (out, err)
         stats = stats_of(capsys, log)
         assert stats["threads"] == 1 and stats["events"] > 100

@@ -435,7 +435,8 @@ def test_python3_c(tmp_path):
     # Through a pyenv shim or `env`, python3 is exec'ed by a wrapper: the main log is the last program.
     exe = os.path.realpath(shutil.which("python3"))
     if open(exe, "rb").read(2) == b"#!":
-        assert any("exec'ed another program" in w for w in pre.warnings)
+        assert pre.followed is not None and pre.followed.program.startswith("python")
+        assert not pre.child_logs and not list(tmp_path.glob("py.trace.*"))
         exe = os.path.realpath(sys.executable)
     # The interpreter itself is not quite deterministic: about 1 run in 20 makes a few more calls (+5
     # malloc, +11 realloc, +5 free here, with a fixed hash seed and with ASLR off alike). The two
@@ -588,9 +589,14 @@ def test_a_wrapper_that_execs_leaves_the_last_program_in_the_main_log(bins, tmp_
                               stdout=subprocess.DEVNULL)
     assert wrapped.ok and direct.ok
     assert wrapped.counts == direct.counts
-    assert any("exec'ed another program" in w for w in wrapped.warnings)
-    before = parse_preload_log(wrapped.child_logs[0]).info
-    assert before.pid == wrapped.info.pid and before.records > 0     # env's own calls, flushed before the exec
+    assert wrapped.followed.shim == "env" and wrapped.followed.program == "sort" and wrapped.followed.images == 1
+    assert "following the shim env to sort" in wrapped.followed.sentence()
+    assert not wrapped.child_logs and not list(tmp_path.glob("wrapped.trace.*"))     # env's log: left out
+    kept = capture_preload(["env", "sort", "-n", nums], tmp_path / "kept.trace", env=env, stdout=subprocess.DEVNULL,
+                           keep_shim_logs=True)
+    assert kept.counts == direct.counts and kept.followed.kept == [tmp_path / f"kept.trace.{kept.info.pid}"]
+    before = parse_preload_log(kept.followed.kept[0]).info
+    assert before.pid == kept.info.pid and before.records > 0     # env's own calls, flushed before the exec
 
 
 def test_a_shell_that_leaves_with__exit_keeps_its_calls(tmp_path):

@@ -79,8 +79,9 @@ def _interpreted(argv: list, cwd, warnings: list, depth: int = 0) -> tuple:
     if not elf.is_elf:
         raise CaptureError(f"{argv[0]} ({real}) is not an ELF executable; ltrace can only trace ELF programs")
     if not elf.dynamic:
-        raise CaptureError(f"{argv[0]} ({real}) is statically linked (no dynamic section): ltrace cannot trace it; "
-                           f"rebuild it without -static, or record its calls from inside the program")
+        raise CaptureError(f"{argv[0]} ({real}) is statically linked (no dynamic section): ltrace cannot trace a "
+                           f"static program, nor can the preload tracer (LD_PRELOAD needs the dynamic loader). What "
+                           f"works: rebuild it dynamically linked (without -static) and capture that build")
     return [path] + list(argv[1:]), elf
 
 

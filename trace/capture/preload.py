@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from ...system.elf import inspect as inspect_elf
-from ...system.process import signal_name
-from ...system.process import run_in_own_session
+from ...system.process import process_name, run_in_own_session, signal_name
 from . import CaptureError, locate
+from . import shim as shims
 from ..ltrace import TraceFormatError
 from ..tracerlog import PreloadLog, PreloadLogInfo, missing_sentence, stop_sentence
 from ..native import tracer_library
@@ -46,6 +46,11 @@ class PreloadCapture:
     wall_s: float                   # the program's run time under the tracer
     stderr: str = ""                # the last 8 KB of the program's stderr
     method: str = "preload"
+    followed: Optional[shims.Followed] = None   # the launched process exec'ed: a shim, followed (shim.py)
+    script: Optional[list] = None   # the '#!' line of argv[0] when it is a script
+    last_name: Optional[str] = None  # the kernel's name of the process when it ended (None: not seen end)
+    executable: str = ""            # argv[0]'s file, as run
+    holds_program: bool = True      # False: the trace holds a shell script's calls, not the program it ran
 
     @property
     def counts(self) -> dict:
@@ -68,18 +73,20 @@ class PreloadCapture:
 
     @property
     def ok(self) -> bool:
-        """A complete capture that recorded allocator calls."""
-        return self.complete and self.events > 0
+        """A complete capture that recorded allocator calls, of the program (not of a shell that ran it)."""
+        return self.complete and self.events > 0 and self.holds_program
 
 
 def _resolve_program(argv: Sequence[str], cwd) -> tuple:
-    """(path of argv[0], the ELF file that will run it: the interpreter of a '#!' script)."""
+    """(path of argv[0], the ELF file that will run it: the interpreter of a '#!' script, argv[0]'s '#!' line)."""
     prog = argv[0]
     path, real = locate(argv, cwd)
+    script = None
     for _ in range(4):
         elf = inspect_elf(real)
         if not elf.shebang:
             break
+        script = script or elf.shebang
         interp = elf.shebang[0]
         found = interp if os.sep in interp else shutil.which(interp)
         if found is None or not os.path.exists(found):
@@ -89,8 +96,10 @@ def _resolve_program(argv: Sequence[str], cwd) -> tuple:
         raise CaptureError(f"{prog} ({real}) is not an ELF executable (nor a '#!' script): nothing to run the "
                            f"tracer in")
     if not elf.dynamic:
-        raise CaptureError(f"{prog} ({real}) is statically linked (no dynamic section): an LD_PRELOAD tracer cannot "
-                           f"interpose its malloc (nor can ltrace). Rebuild it without -static")
+        raise CaptureError(f"{prog} ({real}) is statically linked (no dynamic section): the preload tracer (the "
+                           f"default --method) cannot trace a static program, since the loader that honours "
+                           f"LD_PRELOAD never runs for it, and --method ltrace cannot either. What works: rebuild it "
+                           f"dynamically linked (without -static) and capture that build")
     bits = elf.bits
     if bits != 8 * struct.calcsize("P"):
         raise CaptureError(f"{prog} ({real}) is a {bits}-bit program; the tracer is built for this machine's "
@@ -99,7 +108,7 @@ def _resolve_program(argv: Sequence[str], cwd) -> tuple:
     if mode & (stat.S_ISUID | stat.S_ISGID):
         raise CaptureError(f"{prog} ({real}) is setuid/setgid: the dynamic loader ignores LD_PRELOAD for it. "
                            f"Trace a copy without the setuid bit")
-    return path, elf
+    return path, elf, script
 
 
 def _child_logs(out: Path) -> list:
@@ -109,13 +118,16 @@ def _child_logs(out: Path) -> list:
 
 def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, str]] = None,
                     timeout: Optional[float] = None, *, cc: str = "gcc", cwd=None, stdin=subprocess.DEVNULL,
-                    stdout=None) -> PreloadCapture:
+                    stdout=None, keep_shim_logs: bool = False) -> PreloadCapture:
     """Run ``argv`` with the tracer preloaded, logging to ``out_path``; index the log and check it.
 
     env: the program's environment (default: this process's). An LD_PRELOAD in
     it is kept *after* the tracer, so ``env={"LD_PRELOAD": "libjemalloc.so.2"}``
     traces the program's calls to jemalloc. stdout: where the program's output
     goes (default: inherited); its stderr is collected into ``stderr``.
+    A launched process that exec's (a shim) is followed to its last program
+    (shim.py; ``followed`` says so); the logs of the shim's own processes are
+    deleted, unless keep_shim_logs.
 
     Raises CaptureError when tracing is impossible (program not found, not ELF,
     statically linked, setuid) and BuildError when the tracer does not compile;
@@ -124,7 +136,7 @@ def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, st
     argv = [str(a) for a in argv]
     if not argv:
         raise ValueError("empty command")
-    path, _elf = _resolve_program(argv, cwd)
+    path, _elf, script = _resolve_program(argv, cwd)
     library = tracer_library(cc)
     if any(c in str(library) for c in " :"):
         raise CaptureError(f"the tracer's path {library} contains a space or a colon, which LD_PRELOAD cannot "
@@ -138,13 +150,29 @@ def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, st
     preload = " ".join(p for p in [str(library), run_env.get("LD_PRELOAD", "").strip()] if p)
     added = {"LD_PRELOAD": preload, "SCENC_TRACE_OUT": str(out)}
     run_env.update(added)
+    names = []
     status, wall, stderr = run_in_own_session(argv, timeout, executable=path, cwd=cwd, env=run_env, stdin=stdin,
-                                              stdout=stdout)
-    result = PreloadCapture(out, None, [], status, None, argv, added, library, _child_logs(out), wall, stderr)
+                                              stdout=stdout, on_exit=lambda pid: names.append(process_name(pid)))
+    result = PreloadCapture(out, None, [], status, None, argv, added, library, _child_logs(out), wall, stderr,
+                            script=script, last_name=names[0] if names else None, executable=path)
     if status is not None and status < 0:
         result.signal = signal_name(-status)
+    _follow(result, keep_shim_logs)
     _check(result, timeout)
     return result
+
+
+def _follow(r: PreloadCapture, keep: bool) -> None:
+    """The rule of shim.py: the shim's logs left out, the program's children's kept; the shim named."""
+    images, helpers, children = shims.split(r.path, r.child_logs)
+    if not images:
+        return
+    r.followed = shims.Followed(r.command[0], "#!" + " ".join(r.script) if r.script else None, r.last_name,
+                                len(images), shims.processes(helpers), images + helpers if keep else [])
+    if not keep:
+        for log in images + helpers:
+            log.unlink()
+    r.child_logs = children
 
 
 def _check(r: PreloadCapture, timeout) -> None:
@@ -183,17 +211,36 @@ def _check(r: PreloadCapture, timeout) -> None:
         if info.records == 0:
             w.append("the capture saw no allocator call: the program never allocates, or it has its own allocator "
                      "linked in (Go, a statically linked Rust/C++ allocator), which LD_PRELOAD cannot intercept")
-    if r.child_logs:
-        mine = str(info.pid) if info is not None else None
-        before_exec = [p for p in r.child_logs if p.name[len(r.path.name) + 1:].split(".")[0] == mine]
-        others = [p for p in r.child_logs if p not in before_exec]
-        if before_exec:
-            w.append(f"the program exec'ed another program (a wrapper such as env, a shell or a pyenv shim): the log "
-                     f"holds the last program of process {mine}; the calls made before the exec are in "
-                     f"{_names(before_exec)}")
-        if others:
-            w.append(f"{len(others)} child process(es) logged their own calls to {_names(others)}; they are not "
-                     f"part of this capture (capture a child directly to replay it)")
+    if not _which_program(r) and r.child_logs:
+        w.append(f"{len(r.child_logs)} child process(es) logged their own calls to {_names(r.child_logs)}; "
+                 f"they are not part of this capture (capture a child directly to replay it)")
+
+
+def _which_program(r: PreloadCapture) -> bool:
+    """A launched process that did not exec, or whose exec the tracer could not follow: whose calls the trace
+    holds. A shell never renames itself: a shell script's process that ended under another name exec'ed a
+    program the tracer did not see, and one that did not exec left its program in a child. True when the
+    warning named the child logs."""
+    if r.followed is not None:
+        return False
+    shell = shims.is_shell_script(r.script)
+    given = shims.kernel_name(r.executable)
+    prog = r.command[0]
+    if r.last_name and r.last_name != given:
+        r.warnings.append(f"the process ended as {r.last_name}, not {given}: if {prog} exec'ed {r.last_name}, the "
+                          f"tracer could not follow it (a statically linked or setuid program, or LD_PRELOAD taken "
+                          f"out of its environment), and the trace holds {prog}'s calls, not {r.last_name}'s; "
+                          f"capture {r.last_name} directly")
+        r.holds_program = not shell
+        return False
+    if shell and r.last_name:
+        children = f"; its child processes' logs are {_names(r.child_logs)}" if r.child_logs else ""
+        r.warnings.append(f"{prog} is a shell script ('#!{' '.join(r.script)}') that ran its programs as child "
+                          f"processes, without exec: the trace holds the shell's own calls{children}. Capture "
+                          f"the program itself, or end the script with `exec PROGRAM \"$@\"`, which scenc follows")
+        r.holds_program = False
+        return True
+    return False
 
 
 def _names(paths: list) -> str:
