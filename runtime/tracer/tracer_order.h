@@ -141,13 +141,16 @@ static uint32_t new_tag(void) {
   return atomic_fetch_add_explicit(&g_next_tag, 1, memory_order_relaxed) % SH_TAGS + 1;
 }
 
-/* More than one thread: not behind g_clock, and after the last event on block p. When another thread (or none)
- * touched p last, the clock is the time itself, read now: the order of a handoff is the order in time, not an
- * estimate. A block without a shadow entry (and every block once a table could not be mapped: its entry may be
- * missing the last event) goes through g_exact as well. */
+/* More than one thread: not behind g_clock (a thread behind it waited: its clock is then the time, read now), and
+ * after the last event on block p. When another thread (or none) touched p last, the clock is the time itself, read
+ * now: the order of a handoff is the order in time, not an estimate. A block without a shadow entry (and every
+ * block once a table could not be mapped: its entry may be missing the last event) goes through g_exact as well. */
 static inline uint64_t clock_threaded(uint64_t k, uint64_t prev, uintptr_t p) {
   uint64_t floor = atomic_load_explicit(&g_clock, memory_order_relaxed);
-  if (UNLIKELY(floor >= k)) k = floor + 1;
+  if (UNLIKELY(floor >= k)) {   /* behind a time another thread read: this thread waited, its estimate is stale, */
+    uint64_t now = now_key();   /* and g_clock may be behind that thread's last events by up to CLOCK_GAP */
+    k = now > floor ? now : floor + 1;
+  }
   if (!p) return k;
   _Atomic uint64_t *s = shadow_of(p);
   if (LIKELY(s)) {
