@@ -38,6 +38,7 @@ from .run.plan import (COMMAND, FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_F
                        params_key)
 from .run.program.hooks import hook_failure, run_hook
 from .run.program.runner import make_program_record
+from .run.program.serving import make_served_record
 from .run.runner import ProgramRunner, make_record, static_peak
 from .stats.summary import relative_ci_halfwidth
 
@@ -211,11 +212,18 @@ class Session:
             return None
         if problem:
             return self._save(config, hook_failure(config, round_, warmup, problem), warmup, 0.0)
-        outcome = self.runner.run_program(program, allocator, self.base_env, timeout, self.plan.memory_limit)
-        if self.runner.interrupted:
-            return None
-        record = make_program_record(config, allocator, round_, outcome, program, timeout, warmup,
-                                     self.plan.memory_limit)
+        if program.server is not None:      # the server under the allocator, its client under none
+            outcome = self.runner.run_served(program, allocator, self.base_env, timeout, self.plan.memory_limit)
+            if self.runner.interrupted:
+                return None
+            record = make_served_record(config, allocator, round_, outcome, program, timeout, warmup,
+                                        self.plan.memory_limit)
+        else:
+            outcome = self.runner.run_program(program, allocator, self.base_env, timeout, self.plan.memory_limit)
+            if self.runner.interrupted:
+                return None
+            record = make_program_record(config, allocator, round_, outcome, program, timeout, warmup,
+                                         self.plan.memory_limit)
         stopped, problem = run_hook(self.runner, "--cleanup", program.cleanup, program, self.base_env, timeout)
         if stopped:
             return None
@@ -288,10 +296,12 @@ class Session:
         return True
 
     def _converged(self) -> bool:
+        # A figure the program reports (a server's requests per second) is what it is measured for.
+        reported = [m.metric_name for m in self.program.reported] if self.program is not None else []
         for config in self.active():
             samples = self.samples(config)
             measured = probes.set_members(config.probe_set)
-            for name in metric_defs.headline_names():
+            for name in metric_defs.headline_names() + (reported if config.target == COMMAND else []):
                 owner = probes.owner(name)
                 if owner is not None and owner.name not in measured:
                     continue  # e.g. wall time in a layout run: not measured there

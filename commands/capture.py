@@ -1,9 +1,13 @@
 """`scenc capture -o FILE [--method preload|ltrace] [--stdin FILE] -- COMMAND`: record a program's allocator calls.
 
+With `--server 'CMD' --ready ... -- CLIENT` (the tracer only): the server is traced while the client, not
+traced, drives it, then stopped as `scenc run --server` stops it (run/program/serving.py runs both).
+
 Everything scenc says goes to stderr: the program's stdout stays as the program wrote it. Exit status 0
 when the capture is complete, 4 when it is incomplete or saw nothing (errors.py).
 """
 
+import os
 import shlex
 import subprocess
 import sys
@@ -27,6 +31,9 @@ def capture(args) -> int:
         raise TraceInputError(f"{given} is an option of --method ltrace; the default method, preload, has "
                               f"neither modes nor retries: add --method ltrace, or leave {given} out")
     out = Path(args.output)
+    if args.server is not None or any(v is not None for v in (args.ready, args.stop, args.stop_grace,
+                                                                 args.ready_timeout)):
+        return _capture_server(args, argv, out)
     try:
         stdin = open(args.stdin, "rb") if args.stdin else subprocess.DEVNULL
     except OSError as e:
@@ -106,3 +113,72 @@ def _print_preload_capture(r, out: Path) -> bool:
     elif not r.holds_program:
         _say("  the capture holds the shell that ran the program, not the program (see the warnings)")
     return r.ok
+
+
+def _capture_server(args, client: list, out: Path) -> int:
+    """The server traced with the preload tracer while its client runs; then stopped."""
+    from ..errors import UsageError
+    from ..run.program.serving import ServedRunner
+    from ..run.program.target import ProgramError, ProgramTarget
+    from ..trace.capture.preload import checked_capture, prepare_preload
+    if args.server is None:
+        raise UsageError("--ready, --stop, --stop-grace and --ready-timeout go with --server 'CMD ARGS'")
+    if args.method != "preload":
+        raise UsageError("scenc capture --server needs --method preload: under ltrace a server answers 100-1000x "
+                         "slower, and its client would measure ltrace")
+    try:
+        target = ProgramTarget.from_options(client, stdin=args.stdin, server=args.server, ready=args.ready,
+                                            stop=args.stop,
+                                            stop_grace_s=args.stop_grace, ready_timeout_s=args.ready_timeout)
+    except ProgramError as exc:
+        raise UsageError(str(exc)) from None
+    server = target.server
+    path, _, log, _, added, script = prepare_preload(server.argv, out, {}, cwd=target.cwd)
+    runner = ServedRunner()
+    runner.show_output = True         # the client's output is what a user of capture wants to see
+    import signal
+    previous = {s: signal.signal(s, runner.interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        outcome = runner.run_served(target, None, dict(os.environ), args.timeout or 24 * 3600.0,
+                                    server_preload=added)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if runner.interrupted:
+        _say(f"scenc capture: interrupted; the server was stopped (its log {log} is what it wrote)")
+        return 128 + (runner.signal or signal.SIGINT)
+    code = outcome.server.returncode
+    result = checked_capture(log, server.argv, added, Path(added["LD_PRELOAD"].split()[0]), code,
+                             outcome.duration_s, outcome.server.stderr, args.timeout, script=script,
+                             executable=path)
+    srv = outcome.server
+    client_state = _client_state(outcome.client)
+    if srv.problem:
+        result.warnings.insert(0, f"{srv.problem}: the capture holds what the server did until it stopped")
+    elif client_state:
+        result.warnings.insert(0, f"the client {client_state}: the server saw less load than it should")
+    if code is not None and -code == server.stop_signal:
+        result.warnings.append(f"the server ended by {srv.stopped_by} without catching it, so its last buffered "
+                               f"calls are lost: stop it with a signal it handles (--stop SIGINT for many servers)")
+    ok = _print_preload_capture(result, log)
+    if srv.ready_s is not None:
+        ended = f", the client ended at {srv.client_ended_s:.2f} s" if srv.client_ended_s is not None else ""
+        _say(f"  server {server.describe()}: ready at {srv.ready_s:.2f} s{ended}, stopped by {srv.stopped_by} "
+             f"({srv.ended()}); the log holds its whole life: start-up, the load, and its stop")
+    for w in result.warnings:
+        _say(f"warning: {w}")
+    if result.events:
+        _say(f"next: scenc trace-stats {_quoted(log)}   |   scenc convert {_quoted(log)} -o "
+             f"{_quoted(replay_path(log))}   |   scenc run {_quoted(replay_path(log))} --server ... -- CLIENT")
+    return EXIT_OK if ok and not srv.problem and not client_state else EXIT_INCOMPLETE
+
+
+def _client_state(client) -> str:
+    """"" for a client that ended well, else how it ended."""
+    from ..run.program.runner import returncode
+    if client is None or client.launched is None:
+        return "did not run to its end" if client is not None else ""
+    code = returncode(client.wait_status)
+    if code < 0:
+        return f"was killed by signal {-code}"
+    return f"ended with exit status {code}" if code else ""

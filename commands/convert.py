@@ -10,7 +10,8 @@ from pathlib import Path
 from ..compiler.pipeline import load
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..scenario.errors import ScenarioError
-from ..trace.model import ModelRunError, calibrate_peak, measure_peak, write_model
+from ..system.process import Terminated, signals_raise
+from ..trace.model import ModelRunError, calibrate_peak, ensure_finishes, measure_peak, remove_model, write_model
 from ..trace.replay import auto_touch, threads_line, touch_line, write_replay
 from ..trace.source import TraceInputError, TraceSource
 from .tracing import anomaly_lines, guarded, kinds_line, refuse_scenario
@@ -31,20 +32,31 @@ def convert(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
         touch = _model_touch(source, args.touch)
-        model = write_model(source.events, out, source_name=source.path.name, max_phases=args.max_phases,
-                            touch=touch)
+        model = write_model(_with_progress(source.events), out, source_name=source.path.name,
+                            max_phases=args.max_phases, touch=touch)
         _check_calls(source, model.calls, [out, *model.data_files])
-        _self_check(out)
-        if not args.no_measure:
-            try:
-                if not args.no_calibrate:
-                    # Seconds to a minute: say so before the builds start.
-                    print("calibrating the model's lifetimes on the capture's peak of live bytes (it is built and "
-                          "run with the live probe a few times; --no-calibrate skips this)", file=sys.stderr)
-                    calibrate_peak(model, cc=args.cc)
-                measure_peak(model, cc=args.cc)
-            except ModelRunError as e:
-                raise TraceInputError(str(e)) from None
+        try:
+            # The model runs in a session of its own (killed with its group when it stops or times out): SIGTERM
+            # and SIGHUP to scenc must reach it too (system/process.py, signals_raise).
+            with signals_raise():
+                _self_check(out)
+                if not args.no_measure:
+                    if not args.no_calibrate:
+                        # Seconds to a minute: say so before the builds start.
+                        print("calibrating the model's lifetimes on the capture's peak of live bytes (it is built "
+                              "and run with the live probe a few times; --no-calibrate skips this)", file=sys.stderr)
+                    ensure_finishes(model, lambda m: _calibrate_and_measure(m, args),
+                                    say=lambda line: print(f"scenc: {line}", file=sys.stderr))
+        except ModelRunError as e:
+            remove_model(model)
+            raise TraceInputError(f"{e}; no model written") from None
+        except Terminated as e:
+            remove_model(model)
+            print(f"scenc: interrupted by {e}; no model written", file=sys.stderr)
+            return 128 + e.signum
+        except BaseException:
+            remove_model(model)       # a model never checked to build and finish is no model (Ctrl-C included)
+            raise
         print(f"modelled {source.path} -> {out}" + "".join(f" + {p.name}" for p in model.data_files))
         for line in model.summary_lines():
             print("  " + line)
@@ -65,6 +77,37 @@ def convert(args) -> int:
         _print_losses(source)
     print(f"run it: scenc run {out} --allocators glibc,jemalloc,mimalloc")
     return EXIT_INCOMPLETE if source.damaged else EXIT_OK      # a log cut inside a record: converted, but damaged
+
+
+PROGRESS_EVERY = 1 << 18     # events between two updates of the progress line
+
+
+def _with_progress(events, stream=None):
+    """The events, with a line on a terminal updated in place as they are read: calls so far and their rate
+    (a model of tens of millions of calls takes minutes). Nothing on a pipe or a file."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        yield from events
+        return
+    import time
+    start = time.monotonic()
+    n = 0
+    for n, event in enumerate(events, 1):
+        if n % PROGRESS_EVERY == 0:
+            rate = n / max(time.monotonic() - start, 1e-9)
+            stream.write(f"\rmodelling: {n / 1e6:.1f}M calls read, {rate / 1e6:.2f}M calls/s ")
+            stream.flush()
+        yield event
+    if n >= PROGRESS_EVERY:
+        stream.write("\r\033[K")
+        stream.flush()
+
+
+def _calibrate_and_measure(model, args) -> None:
+    """Both run the model: calibration a few times, the measurement once (it proves the model finishes)."""
+    if not args.no_calibrate:
+        calibrate_peak(model, cc=args.cc)
+    measure_peak(model, cc=args.cc)
 
 
 def _model_touch(source, touch: str) -> str:

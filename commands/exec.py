@@ -12,7 +12,7 @@ from ..report.execsummary import format_exec
 from ..run import memlimit
 from ..run.runner import ProgramRunner
 from ..scenario.params import parse_params
-from ..system.process import describe_status
+from ..system.process import Terminated, describe_status, signals_raise
 from ..system.units import fmt_bytes
 from .compile import sanitizer_flags
 
@@ -24,7 +24,18 @@ def exec_once(args):
     # ASan and TSan reserve terabytes of shadow memory, which RLIMIT_DATA counts.
     limit = None if args.sanitize in ("address", "thread") else args.memory_limit
     env = allocator.preload_env(os.environ) if allocator is not None else os.environ
-    outcome = ProgramRunner().run([str(b.binary)], env, None, limit, capture_stderr=False)
+    try:
+        # SIGTERM (`timeout 40 scenc exec`) and SIGHUP kill the program's group on the way out: it runs in a
+        # session of its own, out of reach of a signal sent to scenc's group.
+        with signals_raise():
+            outcome = ProgramRunner().run([str(b.binary)], env, args.timeout, limit, capture_stderr=False)
+    except Terminated as exc:
+        print(f"scenc: {exc}: the scenario program was killed (process group)", file=sys.stderr)
+        return 128 + exc.signum
+    if outcome.timed_out:
+        print(f"scenc: the scenario program did not finish within {args.timeout:g} s; killed (process group)",
+              file=sys.stderr)
+        return EXIT_RUN
     if outcome.over_limit is not None:
         print(f"scenc: out of memory: the scenario program already used {fmt_bytes(outcome.over_limit)} "
               f"when its memory limit of {memlimit.describe(limit)} was set; killed", file=sys.stderr)

@@ -55,6 +55,8 @@ def _compile_verbs(sub) -> None:
     o.add_json(p, "the program's raw report")
     o.add_memory_limit(p, "the program", "allocations beyond it return NULL", default="80%")
     o.add_allow_huge(p, "held to --memory-limit")
+    o.add_timeout(p, "kill the program (and every process of its group) after this long (30s, 5m ...; "
+                     "default: no limit)")
 
 
 def _run(sub) -> None:
@@ -122,10 +124,11 @@ def _run_program(g) -> None:
     o.add_stdin(g)
     g.add_argument("--env", action="append", metavar="KEY=VALUE", help="set a variable for the program "
                    "(repeatable)")
-    g.add_argument("--metric", metavar="REGEX", help="also take a figure the program prints, from the "
-                   "last match of REGEX's first group in its output (e.g. 'rtime: ([0-9.]+)')")
+    g.add_argument("--metric", metavar="REGEX", action="append", help="also take a figure the program prints, "
+                   "from the last match of REGEX's first group in its output (e.g. 'rtime: ([0-9.]+)'); "
+                   "repeatable")
     g.add_argument("--higher-is-better", action="store_true",
-                   help="the --metric figure is a throughput: higher is better (default: lower)")
+                   help="the --metric figures are throughputs: higher is better (default: lower)")
     g.add_argument("--prepare", metavar="CMD", help="a shell command run before each run of the program, not "
                    "timed (its {name}s take the params' values, like the program's arguments)")
     g.add_argument("--cleanup", metavar="CMD", help="a shell command run after each run of the program, not timed")
@@ -133,6 +136,17 @@ def _run_program(g) -> None:
                    help="a non-zero exit status is still a measured run (a signal is still a crash)")
     g.add_argument("--show-output", action="store_true",
                    help="the program's stdout and stderr on the terminal, after each run (kept in files too)")
+    g.add_argument("--server", metavar="'CMD ARGS'", help="a server to measure under load: started under the "
+                   "allocator for each run, the program after `--` (its client) run without any preload, "
+                   "then the server stopped; peak RSS, CPU and faults are the server's, wall time the client's")
+    g.add_argument("--ready", metavar="tcp:PORT|file:PATH|after:SECONDS",
+                   help="with --server: when the server can take its client (a TCP connect, a file, a delay)")
+    g.add_argument("--ready-timeout", type=o.parse_seconds, metavar="DURATION",
+                   help="with --server: a server not ready after this long fails its run (default 60s)")
+    g.add_argument("--stop", metavar="SIGNAL", help="with --server: the signal that stops it (default SIGTERM)")
+    g.add_argument("--stop-grace", type=o.parse_seconds, metavar="DURATION",
+                   help="with --server: SIGKILL its process group if it has not ended this long after --stop "
+                        "(default 10s)")
 
 
 def _merge(sub) -> None:
@@ -184,7 +198,9 @@ def _capture(sub) -> None:
                           "saw nothing or too little, why and what to try. A shim or `#!` script that execs "
                           "the real program is followed to it.",
               usage="scenc capture -o FILE [--method preload|ltrace] [--stdin FILE] [--timeout DURATION] "
-                    "-- PROGRAM [ARGS...]")
+                    "-- PROGRAM [ARGS...]\n"
+                    "       scenc capture -o FILE --server 'CMD ARGS' --ready tcp:PORT|file:PATH|after:SECONDS "
+                    "[--stop SIGNAL] -- CLIENT [ARGS...]")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the log to write")
     p.add_argument("--method", choices=("preload", "ltrace"), default="preload",
                    help="preload (default: the LD_PRELOAD tracer, sees every call, tens of nanoseconds a call) or "
@@ -197,6 +213,15 @@ def _capture(sub) -> None:
                    help="--method ltrace: attempts more per mode when a capture crashes (default 2)")
     o.add_stdin(p)
     o.add_timeout(p, "stop the program after this long (30s, 5m ...)")
+    g = p.add_argument_group("a server under load (`--server 'CMD' --ready ... -- CLIENT`; with --method preload)")
+    g.add_argument("--server", metavar="'CMD ARGS'", help="capture this server while the program after `--` (its "
+                   "client, not traced) drives it; the server is stopped when the client ends")
+    g.add_argument("--ready", metavar="tcp:PORT|file:PATH|after:SECONDS", help="when the server can take its client")
+    g.add_argument("--ready-timeout", type=o.parse_seconds, metavar="DURATION",
+                   help="give up on a server not ready after this long (default 60s)")
+    g.add_argument("--stop", metavar="SIGNAL", help="the signal that stops the server (default SIGTERM)")
+    g.add_argument("--stop-grace", type=o.parse_seconds, metavar="DURATION",
+                   help="SIGKILL the server's process group this long after --stop (default 10s)")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="PROGRAM",
                    help="the program and its arguments, after --")
 

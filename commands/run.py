@@ -22,11 +22,16 @@ from ..report.analysis import analyze
 from ..report.progress import Progress, format_duration
 from ..report.tables import format_analysis
 from ..run.program.runner import LauncherRunner
+from ..run.program.serving import ServedRunner
 from ..run.program.target import target_of
 from ..run.resultfile import export_csv
 from ..run.runner import ProgramRunner
 from ..run.setup import prepare_new, prepare_resume
 from ..system.process import signal_name
+
+# A closed terminal (SIGHUP) stops a session as Ctrl-C does: Python's default would end scenc at once and leave
+# the program running, in a session of its own.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _preload_scipy() -> threading.Thread:
@@ -99,7 +104,7 @@ def run(args) -> int:
     progress = Progress(quiet=args.quiet)
     # Until the runs start, SIGTERM stops scenc as Ctrl-C does: cleanly, with a sentence.
     stop = _StopRequest()
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
     try:
         preload = _preload_scipy()
         try:
@@ -133,14 +138,14 @@ def _run_session(args, progress, preload, result, plan, allocators, programs,
     """Every run of the plan; an exit status if it ended early, None when complete."""
     program = target_of(result.header)
     if program is not None:
-        runner = LauncherRunner(result.header.get("cc") or "gcc")
+        runner = (ServedRunner if program.server is not None else LauncherRunner)(result.header.get("cc") or "gcc")
         runner.show_output = bool(getattr(args, "show_output", False))
     else:
         runner = ProgramRunner()
     session = Session(plan, allocators, programs, result, progress, runner, program=program)
     # From here a signal only stops the program running and ends the session
     # between runs, so it never lands in the middle of saving one.
-    for s in (signal.SIGINT, signal.SIGTERM):
+    for s in STOP_SIGNALS:
         signal.signal(s, runner.interrupt)
     # A signal that came after the last check of the preparation, up to the line above (the imports
     # here take a while on a loaded machine): `early` noted it, the runner acts on it.

@@ -13,8 +13,8 @@ from typing import List, Optional, Sequence, Tuple
 from . import sidebyside
 from .advice import advice_lines
 from .because import family_note
-from .tables import (_cell_title, _failure_lines, family_line, format_side_by_side, format_value, metric_rows,
-                     shown_metrics)
+from .tables import (SERVER_NOTE, _cell_title, _failure_lines, _serves, family_line, format_side_by_side,
+                     format_value, metric_rows, shown_metrics)
 
 __all__ = ["Heading", "Para", "Table", "Items", "Pre", "build", "chosen_metrics", "MACHINE_FACTS"]
 
@@ -72,7 +72,8 @@ def _cell(analysis, cell, metrics) -> list:
     counts = sorted({a.n for a in cell.allocators})
     n_text = (f"{counts[0]} runs per allocator" if len(counts) == 1 else
               f"{counts[0]} to {counts[-1]} runs per allocator") if counts else "no runs"
-    blocks.append(Para(f"{n_text}; * = baseline ({cell.baseline}); 95% confidence"))
+    blocks.append(Para(f"{n_text}; * = baseline ({cell.baseline}); 95% confidence"
+                       + (f" ({SERVER_NOTE})" if _serves(analysis, cell) else "")))
     verdicts = [(v.sentence(), [line.strip() for line in cell.because_lines(v)])
                 for m in metrics for v in (cell.verdicts.get(m), cell.last.get(m)) if v]
     if verdicts:

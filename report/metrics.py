@@ -100,6 +100,12 @@ for _m in (
     Metric("majflt", "major page faults", "faults", True, "major-fault count", _path("rusage", "majflt")),
     Metric("failed_allocs", "failed allocations", "calls", True, "failed-allocation count",
            lambda r: sum(t.get("failed", 0) for t in r["threads"])),
+    # `scenc run --server ... -- CLIENT`: wall time is the client's, the figures above the server's; these are
+    # the client's own and the server's start (run/program/serving.py). No scenario report has them.
+    Metric("ready_s", "time until the server was ready", "s", True, "start-up time"),
+    Metric("client_user_s", "the client's user CPU time", "s", True, "client CPU time"),
+    Metric("client_sys_s", "the client's system CPU time", "s", True, "client system time"),
+    Metric("client_peak_rss_kib", "the client's peak RSS", "KiB", True, "client memory"),
 ):
     register(_m)
 

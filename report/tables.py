@@ -142,6 +142,8 @@ def _cell_title(analysis, cell) -> str:
         program = target_of(analysis.header)
         params = " ".join(f"{k}={v}" for k, v in cell.params.items())
         described = program.for_params(cell.params).describe() if program else "?"
+        if program is not None and program.server is not None:
+            return f"== {described}{f' ({params})' if params else ''} =="
         return f"== program: {described}{f' ({params})' if params else ''} =="
     params = " ".join(f"{k}={v}" for k, v in cell.params.items())
     probe = f" [{cell.probe_set}]" if cell.probe_set != DEFAULT_PROBE_SET else ""
@@ -192,8 +194,19 @@ def shown_metrics(analysis, all_metrics: bool = False, only: Optional[Sequence[s
     return judged_metrics(analysis, None if all_metrics else [])
 
 
+SERVER_NOTE = "wall time is the client's; peak RSS, CPU time and page faults are the server's"
+
+
+def _serves(analysis, cell) -> bool:
+    from ..run.program.target import target_of
+    program = target_of(analysis.header) if cell.target == "command" else None
+    return program is not None and program.server is not None
+
+
 def format_cell(analysis, cell, metrics: Sequence[str]) -> str:
     lines = [_cell_title(analysis, cell)]
+    if _serves(analysis, cell):
+        lines.append(f"({SERVER_NOTE})")
     counts = sorted({a.n for a in cell.allocators})
     n_text = f"{counts[0]} runs per allocator" if len(counts) == 1 else \
         f"{counts[0]} to {counts[-1]} runs per allocator"

@@ -20,6 +20,8 @@ from .plan import COMMAND, DEFAULT_PROBE_SET, SCENARIO
 #   probe sets       probe_set; a record without one measured DEFAULT_PROBE_SET.
 #   scenc-result/2   target "command" for a real program's run (a scenario's run has no target key),
 #                    proof and stdout_tail.
+#   servers          server (a run with --server: the server's pid, readiness, how it was stopped, how it
+#                    ended, and its output's tails when the run failed).
 # A key this scenc does not know is kept (`extra`) and written back as it was.
 
 
@@ -79,6 +81,7 @@ class RunRecord:
     run_dir: Optional[str] = None
     proof: Optional[dict] = None          # a real program's run: which object served malloc, per process
     stdout_tail: Optional[str] = None
+    server: Optional[dict] = None         # `--server`: the server of the run (its client is the program)
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -130,7 +133,7 @@ class RunRecord:
 
 _ALWAYS = ("allocator", "params", "probe_set", "round", "warmup", "status", "metrics", "provider",
            "stderr_tail", "signal", "exit_code", "started", "duration_s", "problem")
-_WHEN_SET = ("notes", "run_dir", "proof", "stdout_tail")
+_WHEN_SET = ("notes", "run_dir", "proof", "stdout_tail", "server")
 _KEYS = {*_ALWAYS, *_WHEN_SET, "target"}
 
 

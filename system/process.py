@@ -1,7 +1,9 @@
 """Child processes as scenc sees them: finding a program, running one in a session of its own, how one
-ended in words, and killing one with all it started.
+ended in words, and killing one with all it started (on a timeout, and after it ended: what it forked and
+left running goes too). SIGTERM and SIGHUP can be turned into an exception (signals_raise) so that scenc
+kills its child's group before it exits; a run can be watched for progress (run_watched: no CPU time).
 
-Stdlib only: the runner, `scenc exec`, `scenc run` and the trace capture all use it.
+Stdlib only: the runner, `scenc exec`, `scenc run`, the trace capture and convert --model all use it.
 """
 
 import os
@@ -11,6 +13,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from typing import Callable, Optional, Sequence
 
 
@@ -45,6 +48,32 @@ def kill_group(pid: int) -> None:
         pass
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived (see `signals_raise`); a BaseException, as KeyboardInterrupt is, so that
+    the code waiting for a child kills it on the way out."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal_name(signum))
+        self.signum = signum
+
+
+@contextmanager
+def signals_raise():
+    """SIGTERM and SIGHUP raise Terminated inside the block. A child started in a session of its own is
+    out of reach of a signal sent to scenc's group (`timeout 40 scenc exec`, a closed terminal): Python's
+    default for SIGTERM ends scenc at once and leaves the child running; an exception lets the waiting code
+    kill the child's group first."""
+    def raise_terminated(signum, _frame):
+        raise Terminated(signum)
+
+    previous = {s: signal.signal(s, raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def locate_program(argv: Sequence[str], cwd) -> tuple:
     """(path of argv[0] as given or found on PATH, the file it leads to); ProgramNotFound if there is none."""
     prog = argv[0]
@@ -59,32 +88,88 @@ def locate_program(argv: Sequence[str], cwd) -> tuple:
     return path, os.path.realpath(path)
 
 
+def wait_and_clear_group(proc: subprocess.Popen, timeout: Optional[float],
+                         on_exit: Optional[Callable[[int], None]] = None) -> bool:
+    """Wait for `proc` (started with start_new_session=True) up to `timeout` seconds (None: for ever), then
+    SIGKILL its process group and reap it; True when it timed out. The group is killed whether it timed
+    out or not, before the leader is reaped (its zombie keeps the group's id from being reused): a child the
+    program forked and left running (`sleep 1000 &`) would otherwise outlive the run. on_exit(pid) is called
+    once it has ended and before it is reaped, while /proc/PID still says what it last was (process_name).
+    Any exception while waiting (Ctrl-C, `Terminated`) kills the group too, then propagates."""
+    try:
+        ended = _ended_unreaped(proc.pid, timeout)
+        if ended and on_exit is not None:
+            on_exit(proc.pid)
+    except BaseException:
+        kill_group(proc.pid)
+        proc.wait()
+        raise
+    kill_group(proc.pid)
+    proc.wait()
+    return not ended
+
+
 def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], *,
                        on_exit: Optional[Callable[[int], None]] = None, **popen) -> tuple:
     """(exit status, or None after a timeout; seconds it ran; the last 8 KB of its stderr).
 
     The command gets a session of its own, so a timeout kills it with every
-    process it started. on_exit(pid) is called once the command has ended and
-    before it is reaped, while /proc/PID still says what it last was
-    (process_name).
+    process it started, and so does its end (wait_and_clear_group, which also says what on_exit is).
     """
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stderr=err, start_new_session=True, **popen)
-        try:
-            if on_exit is not None:
-                if not _ended_unreaped(proc.pid, timeout):
-                    raise subprocess.TimeoutExpired(cmd, timeout)
-                on_exit(proc.pid)
-            status = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc.pid)
-            proc.wait()
-            status = None
+        timed_out = wait_and_clear_group(proc, timeout, on_exit)
+        status = None if timed_out else proc.returncode
         seconds = time.perf_counter() - start
         err.seek(0, os.SEEK_END)
         err.seek(max(0, err.tell() - 8192))
         return status, seconds, err.read().decode("utf-8", "replace")
+
+
+def cpu_ticks(pid: int) -> Optional[int]:
+    """User plus system clock ticks of process `pid`, all its threads together; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[11]) + int(fields[12])     # utime, stime: fields 14 and 15 of proc(5)
+
+
+def run_watched(cmd: Sequence[str], timeout: float, idle_s: float, **popen) -> tuple:
+    """Run `cmd` in a session of its own: (exit status or None, stdout, stderr, why it was killed or None).
+
+    why is "timeout" after `timeout` seconds, or "stuck" when the process used no CPU time for `idle_s`
+    seconds: a program that never sleeps on purpose (a scenario program) whose threads all wait on futexes
+    has stopped making progress (its channels and barriers wait on one another), and waiting for the timeout
+    would only cost time. Its group is killed either way (wait_and_clear_group)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, start_new_session=True, **popen)
+        why = None
+        try:
+            start = last_change = time.monotonic()
+            ticks = None
+            # waitid(WNOWAIT) sees the end without reaping: the group is killed before its id can be reused
+            while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                now = time.monotonic()
+                seen = cpu_ticks(proc.pid)
+                if seen != ticks:
+                    ticks, last_change = seen, now
+                if now - start >= timeout:
+                    why = "timeout"
+                elif now - last_change >= idle_s:
+                    why = "stuck"
+                if why:
+                    break
+                time.sleep(0.25)
+        finally:
+            kill_group(proc.pid)
+            proc.wait()
+        out.seek(0)
+        err.seek(0)
+        return (None if why else proc.returncode), out.read().decode("utf-8", "replace"), \
+            err.read().decode("utf-8", "replace"), why
 
 
 def _ended_unreaped(pid: int, timeout: Optional[float]) -> bool:

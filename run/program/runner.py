@@ -39,7 +39,7 @@ from typing import List, Mapping, Optional, Tuple
 
 from ..record import RunRecord, Status
 from .target import ProgramTarget
-from ...system.process import signal_name
+from ...system.process import signal_name, wait_and_clear_group
 from ..runner import STDERR_TAIL_CHARS, ProgramRunner
 
 SPAWN_SOURCE = "spawn.c"
@@ -96,7 +96,19 @@ class ProgramOutcome:
 
     @property
     def wait_status(self) -> Optional[int]:
-        return None if self.launched is None else self.launched["status"]
+        return wait_status(self.launched)
+
+
+def wait_status(launched: Optional[Mapping]) -> Optional[int]:
+    """The wait status in the launcher's report (None without a report)."""
+    return None if launched is None else launched.get("status")
+
+
+def returncode(status: Optional[int]) -> Optional[int]:
+    """A wait status as Popen says it: the exit status, or minus the signal that killed it."""
+    if status is None:
+        return None
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def _tail(f, chars: int) -> str:
@@ -250,15 +262,28 @@ class LauncherRunner(ProgramRunner):
             self._helpers = helpers(self.cc)
         return self._helpers
 
-    def environment(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
-                    proof_file: Path) -> dict:
-        """The program's environment: its own, the allocator's preload and the proof library after it."""
+    def served_environment(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
+                           proof_file: Path) -> dict:
+        """The program's environment, in the session launcher's request: its own, the allocator's preload
+        and the proof library after it."""
         env = dict(base_env)
         env.update(target.env_dict)
         env = allocator.preload_env(env)
         preload = [p for p in env.pop("LD_PRELOAD", "").replace(":", " ").split() if p]
         env["LD_PRELOAD"] = " ".join(preload + [str(self.helpers[1])])
         env["SCENC_PROOF_FILE"] = str(proof_file)
+        return env
+
+    def environment(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
+                    proof_file: Path, memory_limit: Optional[int]) -> dict:
+        """A launcher's environment for one run (run_with_env): the program's, with its preload set aside
+        for the launcher."""
+        env = self.served_environment(target, allocator, base_env, proof_file)
+        env["SCENC_SPAWN_PRELOAD"] = env.pop("LD_PRELOAD")
+        if memory_limit is not None:
+            env["SCENC_SPAWN_DATA_LIMIT"] = str(memory_limit)
+        else:
+            env.pop("SCENC_SPAWN_DATA_LIMIT", None)
         return env
 
     def run_program(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
@@ -268,7 +293,7 @@ class LauncherRunner(ProgramRunner):
         key = (target, getattr(allocator, "name", None) or id(allocator), memory_limit, id(base_env))
         cached = self._requests.get(key)
         if cached is None or cached[1] is not base_env:
-            env = self.environment(target, allocator, base_env, self._proof)
+            env = self.served_environment(target, allocator, base_env, self._proof)
             cached = self._requests[key] = (Launcher.request(target.argv, env, target.cwd, target.stdin,
                                                              memory_limit), base_env)
         request = cached[0]
@@ -279,14 +304,32 @@ class LauncherRunner(ProgramRunner):
         for f in (self._out, self._err):
             f.seek(0)
             f.truncate()
-        outcome = self._launch(request, timeout_s)
+        outcome = self._finish(target, self._launch(request, timeout_s))
+        outcome.proof = Proof.read(self._proof)
+        return outcome
+
+    def run_with_env(self, target: ProgramTarget, env: Mapping[str, str], timeout_s: float) -> ProgramOutcome:
+        """The program through a launcher of its own (one run: a server's client), with the launcher's
+        environment `env` as it is (SCENC_SPAWN_* variables: runtime/tools/spawn.c)."""
+        for f in (self._out, self._err):
+            f.seek(0)
+            f.truncate()
+        stdin = open(target.stdin, "rb") if target.stdin else subprocess.DEVNULL
+        try:
+            outcome = self._launch_once(target, env, stdin, timeout_s)
+        finally:
+            if stdin is not subprocess.DEVNULL:
+                stdin.close()
+        return self._finish(target, outcome)
+
+    def _finish(self, target: ProgramTarget, outcome: ProgramOutcome) -> ProgramOutcome:
+        """The run's output: tails, the whole of it for --metric, and on scenc's own streams with --show-output."""
         outcome.stdout = _tail(self._out, STDERR_TAIL_CHARS)
         outcome.stderr = _tail(self._err, STDERR_TAIL_CHARS)
-        if target.metric is not None and outcome.launched is not None:
+        if target.reported and outcome.launched is not None:
             self._out.seek(0)
             self._err.seek(0)
             outcome.output = (self._out.read() + b"\n" + self._err.read()).decode("utf-8", "replace")
-        outcome.proof = Proof.read(self._proof)
         if self.show_output:
             _echo(self._out, sys.stdout)
             _echo(self._err, sys.stderr)
@@ -328,6 +371,41 @@ class LauncherRunner(ProgramRunner):
             outcome.problem = f"the scenc launcher {self.helpers[0]} reported {text!r}"
         return outcome
 
+    def _launch_once(self, target: ProgramTarget, env: Mapping[str, str], stdin, timeout_s: float) -> ProgramOutcome:
+        """Start a launcher with the program alone, wait, and read its report."""
+        spawn, _ = self.helpers
+        started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        report_r, report_w = os.pipe()
+        try:
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([str(spawn), str(report_w), *target.argv], env=env, cwd=target.cwd,
+                                    stdin=stdin, stdout=self._out, stderr=self._err,
+                                    pass_fds=(report_w,), start_new_session=True)
+            os.close(report_w)
+            report_w = -1
+            timed_out = self._wait(proc, timeout_s)
+            duration = time.perf_counter() - t0
+            launched = _parse_launcher_report(os.read(report_r, 4096).decode("ascii", "replace"))
+        finally:
+            os.close(report_r)
+            if report_w >= 0:
+                os.close(report_w)
+        outcome = ProgramOutcome(started, duration, timed_out, None if timed_out else launched)
+        if not timed_out and launched is None and not self.interrupted:
+            outcome.problem = f"the scenc launcher {spawn} ended with status {proc.returncode} without a report"
+        return outcome
+
+    def _wait(self, proc: subprocess.Popen, timeout_s: float) -> bool:
+        """Wait for the launcher without polling; True when it timed out. Its group is killed either way
+        (wait_and_clear_group): nothing the program started outlives the run."""
+        self._current = proc
+        try:
+            if self.interrupted:
+                self._kill(proc)
+            return wait_and_clear_group(proc, timeout_s)
+        finally:
+            self._current = None
+
     def _drop_launcher(self) -> None:
         if self._launcher is not None:
             launcher, self._launcher = self._launcher, None
@@ -365,15 +443,23 @@ def _proof_problem(allocator, proof: Proof) -> Optional[str]:
                 "the allocator in use is unknown")
     for pid, malloc_from, free_from in proof.lines:
         for what, obj in (("malloc", malloc_from), ("free", free_from)):
-            if not registry.provider_matches(allocator, obj):
-                return f"process {pid}: {what}: " + registry.explain_mismatch(allocator, obj)
+            if registry.provider_matches(allocator, obj):
+                continue
+            if allocator.library is None and obj != "?":
+                # The launcher sets LD_PRELOAD itself, so no preload left over: the program brings it.
+                return (f"process {pid}: {what} came from {obj}, not from libc.so: the program (or a library "
+                        f"it links) brings that allocator itself, so the run labelled {allocator.name!r} would "
+                        f"measure {os.path.basename(obj)}; to measure the system malloc, preload a library that "
+                        f"forwards to it (docs/servers.md)")
+            return f"process {pid}: {what}: " + registry.explain_mismatch(allocator, obj)
     return None
 
 
 def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome, target: ProgramTarget,
                         timeout_s: float, warmup: bool = False,
-                        memory_limit: Optional[int] = None) -> RunRecord:
-    """The saved record of one run of a program, its status decided from what happened."""
+                        memory_limit: Optional[int] = None, prove: bool = True) -> RunRecord:
+    """The saved record of one run of a program, its status decided from what happened (`prove`: the
+    program ran under the allocator, so its proof must show it; a server's client runs under none)."""
     from ...system.units import fmt_bytes
     record = RunRecord.new(config, round_, warmup, stderr_tail=outcome.stderr, exit_code=None,
                            started=outcome.started, duration_s=outcome.duration_s)
@@ -403,17 +489,17 @@ def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome,
     if record.exit_code != 0 and not target.ignore_failure:     # --ignore-failure: still a measured run
         record.fail(Status.CRASHED, problem=f"exit status {record.exit_code}")
         return _with_stdout(record, outcome)
-    problem = _proof_problem(allocator, outcome.proof)
+    problem = _proof_problem(allocator, outcome.proof) if prove else None
     if problem:
         record.fail(Status.WRONG_ALLOCATOR, problem=problem)
         return record
-    if target.metric is not None:
-        value = target.metric.find(outcome.output)
+    for reported in target.reported:
+        value = reported.find(outcome.output)
         if value is None:
             record.fail(Status.NO_METRIC, f"exit status 0 but no match for --metric "
-                                          f"{target.metric.pattern!r} in its output")
+                                          f"{reported.pattern!r} in its output")
             return _with_stdout(record, outcome)
-        record.metrics[target.metric.metric_name] = value
+        record.metrics[reported.metric_name] = value
     return record
 
 

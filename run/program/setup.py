@@ -7,6 +7,10 @@ set with target "command" joins the plan, interleaved in the same shuffled
 rounds as the scenario's runs if there is one, and the header keeps the
 program so `--resume` and `scenc report` know it.
 
+With `--server`, the program after `--` is the server's client: the checks
+for a preload apply to the server (the client runs without one), and only
+the client's being there is checked.
+
 A program's param sets come from the `--param`s its `{name}`s use (with a
 scenario, the others are the scenario's alone; without one, a `--param` no
 `{name}` uses is refused: it would sweep nothing).
@@ -16,6 +20,8 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
 from ...errors import UsageError
+from ...system.process import ProgramNotFound, locate_program
+from .server import ServerSpecError
 from .target import ProgramError, ProgramTarget, refusal, target_of
 from ..plan import COMMAND, RunConfig, sweep
 
@@ -24,9 +30,16 @@ SCHEMA_NOTE = "program runs: wall time, CPU and peak RSS from wait4; malloc prov
 
 def target_from_args(args) -> Optional[ProgramTarget]:
     """The program after `--`, checked; None when there is none."""
+    server_options = (("--server", args.server), ("--ready", args.ready), ("--stop", args.stop),
+                      ("--stop-grace", args.stop_grace), ("--ready-timeout", args.ready_timeout))
     extra = [o for o, v in (("--cwd", args.cwd), ("--stdin", args.stdin), ("--env", args.env),
                             ("--metric", args.metric), ("--prepare", args.prepare), ("--cleanup", args.cleanup),
-                            ("--ignore-failure", args.ignore_failure), ("--show-output", args.show_output)) if v]
+                            ("--ignore-failure", args.ignore_failure), ("--show-output", args.show_output),
+                            *server_options) if v]
+    if args.server is None:
+        alone = [o for o, v in server_options[1:] if v is not None]
+        if alone:
+            raise UsageError(f"{', '.join(alone)} go with --server 'CMD ARGS'")
     if args.program_argv is None:
         if extra:
             raise UsageError(f"{', '.join(extra)} go with a program: `scenc run ... -- ./prog args`")
@@ -34,7 +47,8 @@ def target_from_args(args) -> Optional[ProgramTarget]:
     try:
         target = ProgramTarget.from_options(args.program_argv, args.cwd, args.stdin, args.env or (),
                                             args.metric, args.higher_is_better, args.prepare, args.cleanup,
-                                            args.ignore_failure)
+                                            args.ignore_failure, args.server, args.ready, args.stop,
+                                            args.stop_grace, args.ready_timeout)
     except ProgramError as exc:
         raise UsageError(str(exc)) from None
     return target
@@ -46,15 +60,20 @@ def check_runnable(target: ProgramTarget, param_sets: List[Dict]) -> None:
     seen = set()
     for params in param_sets or [{}]:
         filled = target.for_params(params)
-        if filled.argv[0] in seen:
+        preloaded = filled if filled.server is None else ProgramTarget(filled.server.argv, filled.cwd)
+        if (preloaded.argv[0], filled.argv[0]) in seen:
             continue
-        seen.add(filled.argv[0])
+        seen.add((preloaded.argv[0], filled.argv[0]))
         try:
-            reason = refusal(filled)
-        except ProgramError as exc:
+            if filled.server is not None:
+                locate_program(filled.argv, filled.cwd)     # the client: found, never preloaded
+                if "{" not in filled.server.ready:
+                    filled.server.readiness
+            reason = refusal(preloaded)
+        except (ProgramError, ProgramNotFound, ServerSpecError) as exc:
             raise UsageError(str(exc)) from None
         if reason:
-            raise UsageError(f"cannot compare allocators on `{filled.describe()}`: {reason}")
+            raise UsageError(f"cannot compare allocators on `{preloaded.describe()}`: {reason}")
 
 
 def param_sets(target: ProgramTarget, sweep_params: Mapping, scenario_given: bool) -> List[Dict]:

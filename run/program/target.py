@@ -14,7 +14,9 @@ the reason instead of being reported under an allocator's name it never used.
 (Every run proves its allocator all the same: run/program/runner.py.)
 
 A program's runs are RunConfigs with target "command"; the scenario beside
-it, if any, keeps target "scenario".
+it, if any, keeps target "scenario". With `--server`, the program after `--`
+is the client of a server (`server`, run/program/server.py): the server is
+what runs under the allocator, the client runs without any preload.
 """
 
 import dataclasses
@@ -28,6 +30,7 @@ from ...report import metrics as metric_defs
 from ...system.elf import inspect as inspect_elf
 from ...system.process import ProgramNotFound, locate_program
 from ..plan import COMMAND
+from .server import ServerSpec, ServerSpecError
 
 REPORTED_PREFIX = "reported"          # metric family of figures taken from the program's output
 _MALLOC_SYMBOLS = ("malloc", "free", "calloc", "realloc")
@@ -93,9 +96,18 @@ class ProgramTarget:
     prepare: Optional[str] = None             # a shell command run before each run (not timed)
     cleanup: Optional[str] = None             # ... and after each run
     ignore_failure: bool = False              # a non-zero exit status is still a measured run
+    server: Optional[ServerSpec] = None       # --server: argv is the client, the server is measured
+    more_metrics: Tuple[ReportedMetric, ...] = ()   # a second --metric and after (redis-benchmark's SET, GET)
+
+    @property
+    def reported(self) -> Tuple[ReportedMetric, ...]:
+        """Every --metric, in the order given."""
+        return ((self.metric,) if self.metric is not None else ()) + self.more_metrics
 
     @property
     def name(self) -> str:
+        if self.server is not None:
+            return self.server.name
         return os.path.basename(self.argv[0]) or self.argv[0]
 
     @property
@@ -103,12 +115,16 @@ class ProgramTarget:
         return dict(self.env)
 
     def describe(self) -> str:
-        return " ".join(shlex.quote(a) for a in self.argv)
+        client = " ".join(shlex.quote(a) for a in self.argv)
+        if self.server is not None:
+            return f"server {self.server.describe()}, client {client}"
+        return client
 
     def placeholders(self) -> List[str]:
         """The `{name}`s of the argv, --prepare and --cleanup, in order of appearance."""
         names: List[str] = []
-        for text in (*self.argv, self.prepare or "", self.cleanup or ""):
+        server = self.server.texts() if self.server is not None else ()
+        for text in (*server, *self.argv, self.prepare or "", self.cleanup or ""):
             names += [n for n in PLACEHOLDER.findall(text) if n not in names]
         return names
 
@@ -122,7 +138,8 @@ class ProgramTarget:
                 return None
             return PLACEHOLDER.sub(lambda m: str(params[m.group(1)]) if m.group(1) in params else m.group(0), text)
         return dataclasses.replace(self, argv=tuple(fill(a) for a in self.argv), prepare=fill(self.prepare),
-                                   cleanup=fill(self.cleanup))
+                                   cleanup=fill(self.cleanup),
+                                   server=self.server.filled(fill) if self.server is not None else None)
 
     def to_json(self) -> dict:
         data = {"argv": list(self.argv), "cwd": self.cwd, "stdin": self.stdin,
@@ -130,23 +147,41 @@ class ProgramTarget:
         # Only when set: a file of a program without them reads as before.
         data.update({k: v for k, v in (("prepare", self.prepare), ("cleanup", self.cleanup),
                                        ("ignore_failure", self.ignore_failure)) if v})
+        if self.server is not None:
+            data["server"] = self.server.to_json()
+        if self.more_metrics:
+            data["more_metrics"] = [m.to_json() for m in self.more_metrics]
         return data
 
     @classmethod
     def from_json(cls, data: Mapping) -> "ProgramTarget":
-        metric = data.get("metric")
+        metric, server = data.get("metric"), data.get("server")
         return cls(tuple(data["argv"]), data.get("cwd"), data.get("stdin"),
                    tuple((data.get("env") or {}).items()),
                    ReportedMetric.from_json(metric) if metric else None,
-                   data.get("prepare"), data.get("cleanup"), bool(data.get("ignore_failure")))
+                   data.get("prepare"), data.get("cleanup"), bool(data.get("ignore_failure")),
+                   ServerSpec.from_json(server) if server else None,
+                   tuple(ReportedMetric.from_json(m) for m in data.get("more_metrics") or ()))
 
     @classmethod
     def from_options(cls, argv: Sequence[str], cwd: Optional[str] = None, stdin: Optional[str] = None,
-                     env: Sequence[str] = (), metric: Optional[str] = None,
+                     env: Sequence[str] = (), metric=None,
                      higher_is_better: bool = False, prepare: Optional[str] = None,
-                     cleanup: Optional[str] = None, ignore_failure: bool = False) -> "ProgramTarget":
+                     cleanup: Optional[str] = None, ignore_failure: bool = False,
+                     server: Optional[str] = None, ready: Optional[str] = None, stop: Optional[str] = None,
+                     stop_grace_s: Optional[float] = None,
+                     ready_timeout_s: Optional[float] = None) -> "ProgramTarget":
         if not argv:
+            if server is not None:
+                raise ProgramError("--server needs its client after `--`: `scenc run --server 'redis-server "
+                                   "--port 7000' --ready tcp:7000 -- redis-benchmark -p 7000 -q`")
             raise ProgramError("nothing after `--`: give the program to run, like `-- ./app args`")
+        spec = None
+        if server is not None:
+            try:
+                spec = ServerSpec.from_options(server, ready, stop, stop_grace_s, ready_timeout_s)
+            except ServerSpecError as exc:
+                raise ProgramError(str(exc)) from None
         pairs = []
         for item in env or ():
             key, sep, value = item.partition("=")
@@ -163,11 +198,18 @@ class ProgramTarget:
             stdin = os.path.abspath(stdin)
             if not os.path.isfile(stdin):
                 raise ProgramError(f"--stdin {stdin}: no such file")
-        reported = ReportedMetric.parse(metric, not higher_is_better) if metric else None
+        patterns = [metric] if isinstance(metric, str) else list(metric or ())
+        reported = [ReportedMetric.parse(p, not higher_is_better) for p in patterns]
+        names = [m.name for m in reported]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice:
+            raise ProgramError(f"two --metric figures would both be named {twice!r}: name them with a named "
+                               f"group, like --metric '(?P<set_rps>[0-9.]+) requests' ")
         for option, command in (("--prepare", prepare), ("--cleanup", cleanup)):
             if command is not None and not command.strip():
                 raise ProgramError(f"{option} is empty: give a shell command, like {option} 'rm -f out.dat'")
-        return cls(tuple(argv), cwd, stdin, tuple(pairs), reported, prepare, cleanup, ignore_failure)
+        return cls(tuple(argv), cwd, stdin, tuple(pairs), reported[0] if reported else None, prepare, cleanup,
+                   ignore_failure, spec, tuple(reported[1:]))
 
 
 def refusal(target: ProgramTarget) -> Optional[str]:
@@ -210,9 +252,7 @@ def target_of(header: Mapping) -> Optional[ProgramTarget]:
 def register_reported_metrics(header: Mapping) -> None:
     """Make the figures a program reports known to the tables, with their direction."""
     program = target_of(header)
-    if program is None or program.metric is None:
-        return
-    reported = program.metric
-    metric_defs.register(metric_defs.Metric(
-        reported.metric_name, f"{reported.name} (reported by the program)", "", reported.lower_is_better,
-        reported.name, lambda _report: None, best="best"))
+    for reported in (program.reported if program is not None else ()):
+        metric_defs.register(metric_defs.Metric(
+            reported.metric_name, f"{reported.name} (reported by the program)", "", reported.lower_is_better,
+            reported.name, lambda _report: None, best=f"best {reported.name}"))

@@ -1,6 +1,7 @@
 /* scenc-spawn: start commands and report what wait4 says about each.
  *
  * usage: scenc-spawn --serve REQUEST_FD REPLY_FD OUT_FD ERR_FD    every run of a session, one request each
+ *        scenc-spawn REPORT_FD PROGRAM [ARGS...]                   one run (a server, and its client)
  *
  * scenc runs real programs through this launcher rather than forking them
  * from Python: on Linux a process's peak RSS (ru_maxrss) starts from the
@@ -26,6 +27,22 @@
  *
  * The launcher itself runs without LD_PRELOAD; the program's comes in its request.
  *
+ * One run (`scenc run --server`: the server and its client): the program's stdin,
+ * stdout, stderr and cwd are the launcher's; the report goes to REPORT_FD. The
+ * environment read here (and removed before the program starts):
+ *   SCENC_SPAWN_PRELOAD     becomes the program's LD_PRELOAD (the launcher
+ *                           itself runs without one);
+ *   SCENC_SPAWN_DATA_LIMIT  bytes of RLIMIT_DATA for the program (a stricter
+ *                           hard limit already in place stays);
+ *   SCENC_SPAWN_SERVER      "1": the program is a server that scenc stops itself
+ *                           (`scenc run --server`). It gets a process group of
+ *                           its own, so scenc can signal the server and all it
+ *                           started without signalling the launcher, whose wait4
+ *                           must still see the server end; the launcher writes
+ *                           "pid=N" to REPORT_FD as soon as the server exists.
+ *                           The launcher and the server die with their parent
+ *                           (PR_SET_PDEATHSIG): a killed scenc leaves no server.
+ *
  * The report, one line:
  *   status=<wait status> wall_ns=N user_us=N sys_us=N maxrss_kib=N minflt=N majflt=N exec_errno=N
  */
@@ -37,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -66,17 +84,47 @@ static void limit_data(const char *limit) {
     setrlimit(RLIMIT_DATA, &rl);
 }
 
+/* Die with the parent: a server must not outlive the scenc that started it. */
+static void die_with_parent(pid_t parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)   /* the parent died before prctl */
+        _exit(127);
+}
+
+/* In the child, between fork and exec: the limit and the preload. */
+static void prepare_child(void) {
+    limit_data(getenv("SCENC_SPAWN_DATA_LIMIT"));
+    const char *preload = getenv("SCENC_SPAWN_PRELOAD");
+    if (preload && *preload)
+        setenv("LD_PRELOAD", preload, 1);
+    else
+        unsetenv("LD_PRELOAD");
+    unsetenv("SCENC_SPAWN_PRELOAD");
+    unsetenv("SCENC_SPAWN_DATA_LIMIT");
+    unsetenv("SCENC_SPAWN_SERVER");
+}
+
 /* Waits for the program, then writes the report: its wait status and rusage, nothing else's. */
 static int report(int fd, pid_t pid, long long t0, int errpipe) {
     int status = 0;
     struct rusage ru;
+    siginfo_t ended;
+    while (waitid(P_PID, (id_t)pid, &ended, WEXITED | WNOWAIT) < 0) {   /* ended, not reaped yet */
+        if (errno != EINTR) {
+            perror("scenc-spawn: waitid");
+            return -1;
+        }
+    }
+    long long wall = now_ns() - t0;
+    /* The program's group killed before its leader is reaped (the zombie keeps the group's id from being
+     * reused): a child it left running (`sleep 1000 &`) must not outlive the run. */
+    kill(-pid, SIGKILL);
     while (wait4(pid, &status, 0, &ru) < 0) {
         if (errno != EINTR) {
             perror("scenc-spawn: wait4");
             return -1;
         }
     }
-    long long wall = now_ns() - t0;
     int exec_errno = 0;
     if (read(errpipe, &exec_errno, sizeof exec_errno) != (ssize_t)sizeof exec_errno)
         exec_errno = 0;
@@ -189,9 +237,69 @@ static int serve(int request, int reply, int out, int err) {
     }
 }
 
+/* One run: `scenc-spawn REPORT_FD PROGRAM [ARGS...]`. */
+static int run_once(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: scenc-spawn REPORT_FD PROGRAM [ARGS...] | --serve REQUEST_FD REPLY_FD OUT_FD ERR_FD\n");
+        return 2;
+    }
+    int report = atoi(argv[1]);
+    int errpipe[2];
+    /* The program must not inherit the report; a close-on-exec pipe tells
+     * the launcher whether exec itself failed. */
+    if (fcntl(report, F_SETFD, FD_CLOEXEC) != 0 || pipe2(errpipe, O_CLOEXEC) != 0) {
+        perror("scenc-spawn");
+        return 2;
+    }
+    const char *server_flag = getenv("SCENC_SPAWN_SERVER");
+    int server = server_flag && !strcmp(server_flag, "1");
+    pid_t launcher = getpid();
+    if (server)
+        die_with_parent(getppid());
+    long long t0 = now_ns();
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("scenc-spawn: fork");
+        return 2;
+    }
+    if (pid == 0) {
+        close(errpipe[0]);
+        if (server) {
+            setpgid(0, 0);
+            die_with_parent(launcher);
+        }
+        prepare_child();
+        execvp(argv[2], argv + 2);
+        int e = errno;
+        if (write(errpipe[1], &e, sizeof e) < 0) { /* nothing more to say */ }
+        _exit(127);
+    }
+    close(errpipe[1]);
+    if (server) {
+        /* Both sides set the group, so it exists whichever runs first. */
+        setpgid(pid, pid);
+        dprintf(report, "pid=%d\n", (int)pid);
+    }
+    int status = 0;
+    struct rusage ru;
+    while (wait4(pid, &status, 0, &ru) < 0) {
+        if (errno != EINTR) {
+            perror("scenc-spawn: wait4");
+            return 2;
+        }
+    }
+    long long wall = now_ns() - t0;
+    int exec_errno = 0;
+    if (read(errpipe[0], &exec_errno, sizeof exec_errno) != (ssize_t)sizeof exec_errno)
+        exec_errno = 0;
+    dprintf(report, "status=%d wall_ns=%lld user_us=%lld sys_us=%lld maxrss_kib=%ld minflt=%ld "
+                    "majflt=%ld exec_errno=%d\n", status, wall, tv_us(ru.ru_utime), tv_us(ru.ru_stime),
+            ru.ru_maxrss, ru.ru_minflt, ru.ru_majflt, exec_errno);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 6 && strcmp(argv[1], "--serve") == 0)
         return serve(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
-    fprintf(stderr, "usage: scenc-spawn --serve REQUEST_FD REPLY_FD OUT_FD ERR_FD\n");
-    return 2;
+    return run_once(argc, argv);
 }

@@ -136,6 +136,18 @@ def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, st
     argv = [str(a) for a in argv]
     if not argv:
         raise ValueError("empty command")
+    path, library, out, run_env, added, script = prepare_preload(argv, out_path, env, cc=cc, cwd=cwd)
+    names = []
+    status, wall, stderr = run_in_own_session(argv, timeout, executable=path, cwd=cwd, env=run_env, stdin=stdin,
+                                              stdout=stdout, on_exit=lambda pid: names.append(process_name(pid)))
+    return checked_capture(out, argv, added, library, status, wall, stderr, timeout, script=script,
+                           last_name=names[0] if names else None, executable=path, keep_shim_logs=keep_shim_logs)
+
+
+def prepare_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, str]] = None, *, cc: str = "gcc",
+                    cwd=None) -> tuple:
+    """(the program's path, the tracer, the log's path, the program's environment, the variables added to it,
+    its '#!' line or None): the program checked, the tracer built, old logs at the same path removed."""
     path, _elf, script = _resolve_program(argv, cwd)
     library = tracer_library(cc)
     if any(c in str(library) for c in " :"):
@@ -150,11 +162,15 @@ def capture_preload(argv: Sequence[str], out_path, env: Optional[Mapping[str, st
     preload = " ".join(p for p in [str(library), run_env.get("LD_PRELOAD", "").strip()] if p)
     added = {"LD_PRELOAD": preload, "SCENC_TRACE_OUT": str(out)}
     run_env.update(added)
-    names = []
-    status, wall, stderr = run_in_own_session(argv, timeout, executable=path, cwd=cwd, env=run_env, stdin=stdin,
-                                              stdout=stdout, on_exit=lambda pid: names.append(process_name(pid)))
-    result = PreloadCapture(out, None, [], status, None, argv, added, library, _child_logs(out), wall, stderr,
-                            script=script, last_name=names[0] if names else None, executable=path)
+    return path, library, out, run_env, added, script
+
+
+def checked_capture(out: Path, argv: Sequence[str], added: Mapping[str, str], library: Path,
+                    status: Optional[int], wall: float, stderr: str, timeout, *, script=None, last_name=None,
+                    executable: str = "", keep_shim_logs: bool = False) -> PreloadCapture:
+    """The capture of a program that ran (`status`: Popen's return code, None after a timeout), checked."""
+    result = PreloadCapture(out, None, [], status, None, list(argv), dict(added), library, _child_logs(out), wall,
+                            stderr, script=script, last_name=last_name, executable=executable)
     if status is not None and status < 0:
         result.signal = signal_name(-status)
     _follow(result, keep_shim_logs)

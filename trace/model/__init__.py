@@ -21,7 +21,8 @@ from .fit import Phase
 from .shape import Group
 from .write import NOT_MEASURED, ModelWriter
 
-__all__ = ["write_model", "measure_peak", "calibrate_peak", "ModelResult", "ModelRunError"]
+__all__ = ["write_model", "measure_peak", "calibrate_peak", "ensure_finishes", "ModelResult", "ModelRunError",
+           "remove_model"]
 
 CALIBRATION_SEEDS = 3        # the model's peak is the mean of its peaks with seeds 1 .. this
 CALIBRATION_TOLERANCE = 0.05  # left alone when that mean is within 5% of the capture's peak
@@ -29,8 +30,16 @@ SCALE_RANGE = (67, 150)      # the lifetime scale, in percent, stays in this ran
 CALIBRATION_STEPS = 6        # ... and is searched (bisection) in this many steps at most
 
 
+MODEL_IDLE_S = 5.0            # a model run that used no CPU for this long has stopped making progress
+
+
 class ModelRunError(RuntimeError):
     """The model does not build or run: a bug of the model writer, said plainly."""
+
+
+class ModelStuck(ModelRunError):
+    """The model's threads waited on one another (no CPU time for MODEL_IDLE_S seconds): its channels can
+    deadlock. ensure_finishes rewrites it without channels."""
 
 
 @dataclass
@@ -95,24 +104,68 @@ def _run_live(scn_path: Path, cc: str, timeout: float, params: Optional[dict] = 
     """The peak of live bytes of one run of a scenario built with the `live` probe; with both, and the peak
     of the bytes its `map` statements held mapped (None when it maps nothing)."""
     import json
-    import subprocess
     from ... import probes
+    from ...system.process import run_watched
     from ...compiler.pipeline import build
     b = build(scn_path, params=params, cc=cc, probes=probes.c_parts("live"))
-    try:
-        proc = subprocess.run([str(b.binary)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
+    status, stdout, stderr, why = run_watched([str(b.binary)], timeout, MODEL_IDLE_S)
+    if why == "stuck":
+        raise ModelStuck(f"the model {scn_path} stopped making progress (no CPU time for {MODEL_IDLE_S:g} s: its "
+                         f"threads waited on one another)")
+    if why == "timeout":
         raise ModelRunError(f"the model {scn_path} did not finish within {timeout:.0f} s (a model "
-                            f"should never wait forever: a bug of scenc's model writer)") from None
-    if proc.returncode != 0:
-        raise ModelRunError(f"the model {scn_path} failed (status {proc.returncode}): "
-                            f"{proc.stderr.strip()[-500:]}")
-    report = json.loads(proc.stdout)
+                            f"should never wait forever: a bug of scenc's model writer)")
+    if status != 0:
+        raise ModelRunError(f"the model {scn_path} failed (status {status}): {stderr.strip()[-500:]}")
+    report = json.loads(stdout)
     peak = int(report["probes"]["live"]["peak_bytes"])
     if not both:
         return peak
     return peak, (int(report["mapped"]["peak_bytes"]) if "mapped" in report else None)
+
+
+def ensure_finishes(result: ModelResult, check, say=lambda line: None):
+    """Run check(result) (the calibration and the measurement, which run the model). When the model stops
+    making progress (ModelStuck: its threads waiting on one another), rewrite it and run check again: first
+    with channels that hold all they carry (ModelShape.unbound_channels: no send waits), then, if it still
+    stops, without channels (ModelShape.drop_handoffs): its threads then wait only at barriers, which every
+    thread still running meets, so it cannot deadlock. A model that fails otherwise raises ModelRunError.
+    The header's figures stay the capture's; the notes say what was given up."""
+    shape = result.writer.shape if result.writer is not None else None
+    fallbacks = [] if shape is None else [("with channels that hold all they carry", shape.unbound_channels),
+                                          ("without channels", shape.drop_handoffs)]
+    while True:
+        try:
+            return check(result)
+        except ModelStuck as exc:
+            if not fallbacks:
+                raise ModelRunError(f"{exc}, even without channels (a bug of scenc's model writer)") from None
+            how, rewrite = fallbacks.pop(0)
+            say(f"{exc}; rewriting it {how}")
+            rewrite()
+            _rewrite(result)
+
+
+def _rewrite(result: ModelResult) -> None:
+    """The model's text and files again from its writer, uncalibrated (the calibration runs again)."""
+    writer = result.writer
+    writer.life_scale, writer.calibration = None, ""
+    for path in result.data_files:
+        path.unlink(missing_ok=True)
+    result.text = writer.write()
+    result.scn_path.write_text(result.text)
+    result.fits, result.notes, result.figures, result.data_files = writer.fits, writer.notes, writer.figures, \
+        writer.data_files
+    result.model_calls = dict(writer.tally_calls)
+
+
+def remove_model(result_or_path, data_files=()) -> None:
+    """Remove a model that failed, with its histogram files: no .scn is left that cannot run."""
+    if isinstance(result_or_path, ModelResult):
+        result_or_path, data_files = result_or_path.scn_path, result_or_path.data_files
+    path = Path(result_or_path)
+    for p in [path, *data_files, *(path.with_name(f"{path.stem}.seed{k}.scn") for k in range(1, CALIBRATION_SEEDS + 1))]:
+        Path(p).unlink(missing_ok=True)
 
 
 def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -> Optional[int]:

@@ -95,7 +95,7 @@ class GroupPlanner:
     def _flows(self, c: Counter) -> Flows:
         """A phase's counts sorted by where the objects go: a flow between groups without a channel (it
         would close a loop) is freed by its owner itself."""
-        g, group_of, edges = self.g, self.shape.group_of, self.shape.edges
+        g, group_of, edges, handoffs = self.g, self.shape.group_of, self.shape.edges, self.shape.handoffs
         f = Flows()
         for k, v in c.items():
             if not isinstance(k, tuple):
@@ -108,7 +108,7 @@ class GroupPlanner:
                 f.kept[k[1]] += v
             elif k[0] in ("lives", "send"):
                 dest = group_of[k[2]] if k[0] == "send" else g
-                if k[0] == "lives" or (dest is not g and (g.name, dest.name) not in edges):
+                if k[0] == "lives" or (dest is not g and (g.name, dest.name) not in edges) or not handoffs:
                     f.local[k[1]] += v
                 elif dest is g:
                     f.ring[k[1]] += v
@@ -116,7 +116,7 @@ class GroupPlanner:
                     f.sends[k[1], dest.name] += v
             elif k[0] == "end":
                 dest = group_of[k[2]] if k[1] == "send" else g
-                if k[1] == "send" and dest is g:
+                if k[1] == "send" and dest is g and handoffs:
                     f.ends["ring"] += v
                 elif k[1] == "send" and (g.name, dest.name) in edges:
                     f.ends[dest.name] += v

@@ -159,6 +159,8 @@ class ModelShape:
         as captured, so any loop of channels, whatever their directions, could deadlock: the heaviest flows
         that form no loop keep their channel (a maximum spanning forest), the others are freed by their
         owner itself, and a note says so."""
+        self.handoffs = True          # False once drop_handoffs: no channel, no ring
+        self.unbounded = False        # True once unbound_channels: every channel holds all it carries
         self.edges = self._channel_forest()
         self._ordered_by_pairs: set = set()
         self.paired = {edge for edge in sorted(self.edges) if self._pair_threads(*edge)}
@@ -178,6 +180,34 @@ class ModelShape:
                                   f"to measure how many were in flight in the capture")
             self.capacity[src, dst] = max(1, min(n, MAX_CAPACITY, most if most is not None else n))
             self._batch_receives(src, dst, n, most)
+
+    def unbound_channels(self) -> None:
+        """Every channel between groups holds all the objects it carries (up to MAX_CAPACITY): a send never
+        waits, and a note says the back-pressure is gone. The first fallback of a model that stopped making
+        progress: its producers filled a channel whose receivers take their objects only in a later phase,
+        after the barrier the producers cannot reach (node with worker threads: main sent 289 objects to a
+        channel of 144 in one phase, its receivers took most of them in the next)."""
+        self.unbounded = True
+        for edge, n in self.edges.items():
+            self.capacity[edge] = max(self.capacity[edge], min(n, MAX_CAPACITY))
+        self.batch = {}
+        self.notes.append("channels hold every object they carry: the model with the capture's capacities (its "
+                          "most in flight) stopped making progress, its senders waiting on full channels and its "
+                          "receivers at a barrier; the back-pressure between its threads is gone")
+
+    def drop_handoffs(self) -> None:
+        """No channel at all, rings included: every object handed to another thread is freed by its own thread
+        (`lives`, from its thread's table), and a note says so. The model's threads then wait for nothing but
+        barriers, which every thread still running meets (a finished thread leaves the count), so the model
+        cannot wait forever: the fallback of a model with channels that stopped making progress
+        (trace/model/__init__.py, ensure_finishes)."""
+        handed = sum(self.edges.values())
+        self.handoffs = False
+        self.edges, self.paired, self.capacity, self.batch = {}, set(), {}, {}
+        self.ring_depth, self.late_recvs = {}, {}
+        self.notes.append(f"no channels: the model with channels between its threads stopped making progress (its "
+                          f"threads waiting on one another), so the {handed} objects handed between groups, and "
+                          f"those handed around a group's threads, are freed by the thread that made them")
 
     def _batch_receives(self, src: str, dst: str, n: int, most: Optional[int]) -> None:
         """A flow whose receivers freed its objects in runs (Collector.receive_run: B in a row, the median,
@@ -379,7 +409,10 @@ class ModelShape:
                     _take_object(thread_window, r)
                 w = r.at[0] // col.window
                 wd = r.end // col.window if r.how == "local" else None
-                if wd in col.thread_windows[tid][w].dies:     # not among the held objects (below) too
+                # its figures in `dies` (not among the held objects, below, too): recorded when it was freed in
+                # a later window than its own; one freed in its own window is not there (nor, once windows
+                # merged, one freed in the next window, which halving put under the same window: never held)
+                if wd is not None and wd != w and wd in col.thread_windows[tid][w].dies:
                     entry = col.thread_windows[tid][w].dies[wd][size_class(r.size)]
                     _take_from_class(entry, r.size, r.life)
                     entry[4][r.mk] -= 1

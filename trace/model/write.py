@@ -141,6 +141,8 @@ class ModelWriter:
             batch = shape.batch.get((src, dst), 0)
             most = f"at most {cap + batch} in flight at once{each}: {batch} received at a time, {cap} more waiting" \
                 if batch else f"at most {cap} in flight at once{each}"
+            if shape.unbounded:
+                most = f"room for all of them{each} (no back-pressure: see the notes)"
             decls.append(f"channel {src}_to_{dst}{array} capacity {cap}    # {total} objects allocated by {src}{i}, "
                          f"freed by {dst}{i}, {most}")
         for name, per_thread in sorted(rings.items()):

@@ -1,0 +1,255 @@
+"""Does a fitted model stand for its program? (issue 27)
+
+For real programs the project does not ship (Debian packages: lua5.4, perl, ruby, sqlite3, jq, node;
+cfrac and espresso from mimalloc-bench, built here from a checkout given with --mimalloc-bench), this
+bench captures the program (`scenc capture --method preload`), fits a model (`scenc convert --model`,
+as by default: calibrated on the capture's peak of live bytes, nothing else), and runs the model BESIDE
+the program in one session (bench/fidelity.py's run_session):
+
+    scenc run PROG-model.scn --allocators glibc,tcmalloc,jemalloc,mimalloc --runs N -- PROGRAM ARGS
+
+and prints per program, from `scenc report --json` (no statistics of its own):
+
+* the model's peak RSS over the program's, under glibc (target 0.75-1.33x);
+* each allocator's peak RSS minus glibc's, model against program (target: within 25% + 2 MiB);
+* agree / DISAGREE / - at each end (fastest, slowest, leanest, fattest; '-' where the program's own
+  difference is not significant), then one summary table (bench/fidelity.py's).
+
+The model is fitted to the trace only: no allocator result enters it. The bench reports; it exits 0 even
+when a model disagrees, 1 when a program cannot be captured, converted or run (its runs stay in the work
+directory). A program missing on this machine is skipped, and said.
+
+    .venv/bin/python bench/model_fidelity.py [--runs N] [--programs lua,perl,...] \
+        [--mimalloc-bench DIR] [--workdir DIR] [--json FILE]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from fidelity import (DEFAULT_ALLOCATORS, MIB, METRICS, beside, capture, metric_block, run_session,  # noqa: E402
+                      scenc_cli, summary_table, verdicts_of)
+
+RATIO_RANGE = (0.75, 1.33)       # the model's peak RSS over the program's
+DELTA_SHARE, DELTA_MIB = 0.25, 2.0   # allocator - glibc, model against program
+
+LUA = """local t = {}
+for i = 1, 150000 do t[i] = {id = i, name = "n" .. i, v = {i, i * 2}} end
+local s = {}
+for i = 1, 40000 do s[i] = string.rep("x", i % 40) .. tostring(i * 7919 % 100003) end
+table.sort(s)
+local n = 0
+for i = 1, #t, 3 do t[i] = nil; n = n + 1 end
+print(n, #s)
+"""
+PERL = """my %h; for my $i (1..150000) { $h{"k$i"} = [$i, "v" x ($i % 30)]; }
+my @s = sort { $a cmp $b } map { "s" . ($_ * 7919 % 100003) } 1..60000;
+delete $h{"k$_"} for grep { $_ % 3 == 0 } 1..150000;
+print scalar(keys %h), " ", scalar(@s), "\\n";
+"""
+RUBY = """a = (1..120000).map { |i| { id: i, name: "n#{i}", v: [i, i * 2] } }
+s = (1..50000).map { |i| "s#{i * 7919 % 100003}" * (1 + i % 3) }.sort
+a.select! { |h| h[:id] % 3 != 0 }
+puts a.size, s.size
+"""
+SQL = ("create table t(a integer, b text); "
+       "with recursive c(x) as (select 1 union all select x + 1 from c limit 60000) "
+       "insert into t select x, hex(randomblob(24)) from c; "
+       "create index tb on t(b); select count(*), max(b) from t where a % 7 = 0;")
+JQ = "[range(120000)] | map({a: ., b: (. * 7919 % 100003 | tostring)}) | sort_by(.b) | length"
+NODE = """const zlib = require('zlib');
+const a = [];
+for (let i = 0; i < 150000; i++) { a.push({k: 'key' + i, v: [i, 'x'.repeat(i % 40)]}); if (a.length > 40000) a.splice(0, 500); }
+const s = JSON.stringify(a.slice(0, 10000));
+let left = 16;
+for (let i = 0; i < 16; i++) zlib.gzip(Buffer.from(s + i), (e, z) => { zlib.gunzip(z, () => { left--; }); });
+"""
+
+
+@dataclass
+class RealProgram:
+    name: str
+    what: str
+    needs: str                                   # the executable (on PATH) it needs
+    make: Callable[[Path, Optional[Path]], Optional[List[str]]]   # (workdir, mimalloc-bench) -> argv, or None
+
+
+def _script(name: str, text: str, interpreter: str) -> Callable:
+    def make(work: Path, _mb) -> List[str]:
+        path = work / name
+        path.write_text(text)
+        return [interpreter, str(path)]
+    return make
+
+
+# The sources and flags of mimalloc-bench's bench/CMakeLists.txt.
+CFRAC = ("cfrac.c pops.c pconst.c pio.c pabs.c pneg.c pcmp.c podd.c phalf.c padd.c psub.c pmul.c pdivmod.c "
+         "psqrt.c ppowmod.c atop.c ptoa.c itop.c utop.c ptou.c errorp.c pfloat.c pidiv.c pimod.c picmp.c primes.c "
+         "pcfrac.c pgcd.c").split()
+ESPRESSO = ("cofactor.c cols.c compl.c contain.c cubestr.c cvrin.c cvrm.c cvrmisc.c cvrout.c dominate.c equiv.c "
+            "espresso.c essen.c exact.c expand.c gasp.c getopt.c gimpel.c globals.c hack.c indep.c irred.c main.c "
+            "map.c matrix.c mincov.c opo.c pair.c part.c primes.c reduce.c rows.c set.c setc.c sharp.c sminterf.c "
+            "solution.c sparse.c unate.c utility.c verify.c").split()
+MB_FLAGS = ["-O2", "-std=gnu89", "-w", "-Wno-implicit-function-declaration", "-Wno-implicit-int",
+            "-Wno-int-conversion", "-Wno-incompatible-pointer-types"]
+
+
+def _built(program: str, sources: Sequence[str], args: Sequence[str], defines: Sequence[str] = ()) -> Callable:
+    """A mimalloc-bench program (bench/cfrac, bench/espresso of the checkout), built as its CMakeLists does."""
+    def make(work: Path, mb: Optional[Path]) -> Optional[List[str]]:
+        if mb is None:
+            return None
+        src = mb / "bench" / program
+        if not src.is_dir():
+            return None
+        out = work / program
+        done = subprocess.run(["gcc", *MB_FLAGS, *defines, "-o", str(out), *sources, "-lm"], capture_output=True,
+                              text=True, cwd=src)
+        if done.returncode != 0:
+            raise RuntimeError(f"building {program} failed: {done.stderr.strip()[-600:]}")
+        return [str(out), *[str(src / a) if (src / a).exists() else a for a in args]]
+    return make
+
+
+PROGRAMS = [
+    RealProgram("lua", "lua5.4: a table of 150,000 records, 40,000 strings sorted", "lua5.4",
+                _script("t.lua", LUA, "lua5.4")),
+    RealProgram("perl", "perl: a hash of 150,000 entries, 60,000 strings sorted", "perl",
+                _script("t.pl", PERL, "perl")),
+    RealProgram("ruby", "ruby: 120,000 hashes, 50,000 strings sorted", "ruby", _script("t.rb", RUBY, "ruby")),
+    RealProgram("sqlite3", "sqlite3 :memory:: 60,000 rows, an index, a query", "sqlite3",
+                lambda work, mb: ["sqlite3", ":memory:", SQL]),
+    RealProgram("jq", "jq -n: 120,000 objects sorted by a key", "jq", lambda work, mb: ["jq", "-n", JQ]),
+    RealProgram("node", "node: 150,000 objects, gzip in its thread pool (several threads)", "node",
+                _script("t.js", NODE, "node")),
+    RealProgram("cfrac", "mimalloc-bench cfrac (a 28-digit number)", "gcc",
+                _built("cfrac", CFRAC, ["1754518652050731705637113883"], ["-DNOMEMOPT=1"])),
+    RealProgram("espresso", "mimalloc-bench espresso largest.espresso", "gcc",
+                _built("espresso", ESPRESSO, ["largest.espresso"])),
+]
+
+
+def rss_lines(pair: dict, names: Sequence[str]) -> tuple:
+    """(lines, ratio, deltas ok, deltas checked): the model's peak RSS over the program's under glibc, and each
+    allocator's difference from glibc, model against program."""
+    rss = pair["metrics"]["peak_rss_kib"]
+    real, model = dict(rss["program"]), dict(rss["scenario"])
+    ratio = model["glibc"] / real["glibc"] if real.get("glibc") and model.get("glibc") else float("nan")
+    ok_ratio = RATIO_RANGE[0] <= ratio <= RATIO_RANGE[1]
+    lines = [f"  peak RSS under glibc: model {model.get('glibc', float('nan')) / MIB:.1f} MiB, program "
+             f"{real.get('glibc', float('nan')) / MIB:.1f} MiB: {ratio:.2f}x "
+             f"({'ok' if ok_ratio else 'OUTSIDE'} {RATIO_RANGE[0]}-{RATIO_RANGE[1]}x)",
+             f"  allocator - glibc peak RSS, model vs program (within {DELTA_SHARE:.0%} + {DELTA_MIB:g} MiB):"]
+    passed = checked = 0
+    for a in names:
+        if a == "glibc" or a not in real or a not in model:
+            continue
+        dr, dm = (real[a] - real["glibc"]) / MIB, (model[a] - model["glibc"]) / MIB
+        ok = abs(dm - dr) <= DELTA_SHARE * abs(dr) + DELTA_MIB
+        passed, checked = passed + ok, checked + 1
+        lines.append(f"    {a:<10} program {dr:+7.1f} MiB  model {dm:+7.1f} MiB  {'ok' if ok else 'FAIL'}")
+    return lines, ratio, passed, checked
+
+
+def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], runs: int, seed: int,
+            progress=print) -> tuple:
+    trace = work / f"{p.name}.trace"
+    t0 = time.perf_counter()
+    capture(argv, trace)
+    scn = work / f"{p.name}-model.scn"
+    proc = scenc_cli("convert", "--model", str(trace), "-o", str(scn))
+    if proc.returncode != 0:
+        raise RuntimeError(f"scenc convert --model {trace} failed ({proc.returncode}): {proc.stderr.strip()[-600:]}")
+    converted = time.perf_counter() - t0
+    # the summary's "calls  CAPTURE  MODEL" row: the capture's
+    calls = next((line.split()[-2] for line in proc.stdout.splitlines() if line.strip().startswith("calls ")), "?")
+    notes = [line.strip() for line in proc.stdout.splitlines() + proc.stderr.splitlines()
+             if "without channels" in line or "hold all they carry" in line]
+    progress(f"  {p.name}: captured ({calls} calls) and modelled in {converted:.1f} s")
+    t0 = time.perf_counter()
+    analysis = run_session(argv, scn, names, runs, seed, work / f"{p.name}-result.json")
+    progress(f"  {p.name}: model beside the program, {len(names)} allocators x {runs} runs + warm-up, in "
+             f"{time.perf_counter() - t0:.1f} s")
+    pair = beside(analysis)
+    lines = [f"== {p.name}: {p.what} ({calls} calls; convert --model {converted:.0f} s) =="]
+    lines += [f"  {n}" for n in notes]
+    ends = {}
+    for metric, title, unit, scale, _ in METRICS:
+        found = pair["metrics"][metric]
+        block = metric_block(title, unit, scale, names, found)
+        lines += [line.replace("replay", "model") for line in block]
+        ends.update({e["word"]: e for e in found["ends"]})
+    rss, ratio, passed, checked = rss_lines(pair, names)
+    lines += rss
+    summary = {"program": p.name, "calls": calls, "convert_s": round(converted, 1), "rss_ratio": ratio,
+               "verdicts": verdicts_of(ends.values()), "rss_checks_passed": passed, "rss_checks": checked,
+               "side_by_side": pair, "result_file": analysis.get("result_file")}
+    return lines, summary
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=5, help="measured runs per program x allocator (default 5)")
+    ap.add_argument("--allocators", default=DEFAULT_ALLOCATORS)
+    ap.add_argument("--programs", default=",".join(p.name for p in PROGRAMS))
+    ap.add_argument("--mimalloc-bench", type=Path, default=None, metavar="DIR",
+                    help="a checkout of daanx/mimalloc-bench (its bench/cfrac and bench/espresso are built here)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workdir", type=Path, default=None, help="keep captures, models and results here")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    names = args.allocators.split(",")
+    if names[0] != "glibc":
+        print("model_fidelity: the first allocator must be glibc (the baseline)", file=sys.stderr)
+        return 1
+    wanted = args.programs.split(",")
+    unknown = set(wanted) - {p.name for p in PROGRAMS}
+    if unknown:
+        print(f"model_fidelity: unknown program(s) {', '.join(sorted(unknown))}; known: "
+              f"{', '.join(p.name for p in PROGRAMS)}", file=sys.stderr)
+        return 1
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="scenc-model-fidelity-"))
+    work.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()
+    print(f"model_fidelity: {len(wanted)} programs x {len(names)} allocators x (program + model), {args.runs} runs + "
+          f"scenc's warm-up, one session per program; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+          f"work in {work}", flush=True)
+    summaries = []
+    for p in (p for p in PROGRAMS if p.name in wanted):
+        if shutil.which(p.needs) is None:
+            print(f"  {p.name}: skipped ({p.needs} is not installed)")
+            continue
+        try:
+            argv_ = p.make(work, args.mimalloc_bench)
+            if argv_ is None:
+                print(f"  {p.name}: skipped (no --mimalloc-bench checkout with bench/{p.name})")
+                continue
+            lines, summary = measure(p, argv_, work, names, args.runs, args.seed)
+        except (RuntimeError, subprocess.CalledProcessError) as e:
+            print(f"model_fidelity: {p.name}: {e}", file=sys.stderr)
+            return 1
+        print("\n".join(lines) + "\n", flush=True)
+        summaries.append(summary)
+    if summaries:
+        print("\n".join(summary_table(summaries, stand_in="model")))
+        print("  " + ", ".join(f"{s['program']} RSS {s['rss_ratio']:.2f}x" for s in summaries))
+    load = os.getloadavg()
+    print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps({"runs": args.runs, "allocators": names, "programs": summaries}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

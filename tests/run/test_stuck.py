@@ -1,0 +1,121 @@
+"""A scenario or program that stops making progress is ended by its timeout, and nothing it started is left.
+
+Real scenc processes, a real compiled scenario that deadlocks (a channel receive before a barrier the sender
+waits at: the checker cannot see it), a real shell that forks a sleeping child; what is left is read from /proc.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCENC = [sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit(main())"]
+
+STUCK = '''scenario "stuck"
+channel q capacity 1
+
+thread a {
+    barrier
+    p = malloc(16)
+    send(q, p)
+}
+thread b {
+    free(recv(q))
+    barrier
+}
+'''
+
+
+def _processes_running(needle: str, first: bool = False) -> list:
+    """Pids whose command line contains needle, or with first starts with it (scenc's own command line holds
+    the program's too); zombies have none, so they do not count."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if cmdline.startswith(needle) if first else needle in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _own_cache(tmp_path: Path) -> dict:
+    """An environment whose build cache is in tmp_path: the scenario program runs from there, so the /proc
+    search finds this test's program only, never another session's."""
+    return dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+
+
+def test_a_stuck_scenario_is_killed_by_exec_timeout(tmp_path):
+    scenario = tmp_path / "stuck.scn"
+    scenario.write_text(STUCK)
+    t0 = time.monotonic()
+    done = subprocess.run([*SCENC, "exec", str(scenario), "--timeout", "2s"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env=_own_cache(tmp_path))
+    assert done.returncode == 3, done.stderr
+    assert "did not finish within 2 s; killed (process group)" in done.stderr
+    assert time.monotonic() - t0 < 60
+    assert not _processes_running(f"{tmp_path}/cache/scenc/builds/"), "the program outlived exec --timeout"
+
+
+def test_sigterm_to_scenc_exec_kills_the_scenario_program(tmp_path):
+    """`timeout 40 scenc exec` sends SIGTERM to scenc only: the program (a session of its own) must go too."""
+    scenario = tmp_path / "stuck.scn"
+    scenario.write_text(STUCK)
+    needle = f"{tmp_path}/cache/scenc/builds/"
+    proc = subprocess.Popen([*SCENC, "exec", str(scenario)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path, env=_own_cache(tmp_path))
+    deadline = time.monotonic() + 60
+    while not _processes_running(needle) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_running(needle), "the scenario program never started"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "killed (process group)" in err
+    time.sleep(0.2)
+    assert not _processes_running(needle), "the scenario program outlived a SIGTERM to scenc exec"
+
+
+def test_a_program_with_a_sleeping_child_is_killed_whole_by_run_timeout(tmp_path):
+    marker = "sleep 987601"      # an unusual duration names the child in /proc
+    done = subprocess.run([*SCENC, "run", "--allocators", "glibc", "--runs", "1", "--warmup", "1",
+                           "--timeout", "2s", "-o", str(tmp_path / "r.json"), "--",
+                           "sh", "-c", f"{marker} & sleep 987602"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "timed out" in done.stdout + done.stderr, done.stdout + done.stderr
+    time.sleep(0.2)
+    assert not _processes_running(marker) and not _processes_running("sleep 987602")
+
+
+def test_a_child_left_running_by_a_finished_program_is_killed(tmp_path):
+    marker = "sleep 987603"
+    done = subprocess.run([*SCENC, "run", "--allocators", "glibc", "--runs", "1", "--warmup", "1",
+                           "--timeout", "20s", "-o", str(tmp_path / "r.json"), "--",
+                           "sh", "-c", f"{marker} & exit 0"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    time.sleep(0.2)
+    assert not _processes_running(marker), "a child of the program outlived its run"
+
+
+def test_sighup_to_scenc_run_kills_the_program_and_saves_the_session(tmp_path):
+    """A closed terminal sends SIGHUP: the program (a session of its own) goes with scenc, as on Ctrl-C."""
+    marker = "sleep 987604"
+    proc = subprocess.Popen([*SCENC, "run", "--allocators", "glibc", "--runs", "1", "-o", str(tmp_path / "r.json"),
+                             "--", "sh", "-c", marker], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not _processes_running(marker, first=True) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_running(marker, first=True), "the program never started"
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGHUP, err
+    assert "interrupted by SIGHUP" in err
+    time.sleep(0.2)
+    assert not _processes_running(marker), "the program outlived a SIGHUP to scenc run"
