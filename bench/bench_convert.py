@@ -4,6 +4,13 @@
     .venv/bin/python bench/bench_convert.py                       # 1M- and 10M-line logs, a 50M-call tracer log
     .venv/bin/python bench/bench_convert.py --short 200000 --long 2000000 --keep /tmp/tr
     .venv/bin/python bench/bench_convert.py --preload-calls 50000000 --baseline /work/main/.venv/bin/scenc
+    .venv/bin/python bench/bench_convert.py --model 5000000 [--baseline /work/main/.venv/bin/scenc]
+
+--model CALLS: the same capture of alloc_heavy (one thread), about CALLS calls, converted by
+`scenc convert --model --no-measure` (the fitted model, without its calibration and measurement runs,
+which build and run the model) and by the exact `scenc convert` beside it, each in a child whose wall
+time, CPU time and peak RSS are measured; with --baseline, the baseline's model too, and whether the two
+models (the .scn and its histogram files) are identical. Target: >= 2,000,000 calls/s (wall clock).
 
 Tracer logs: bench/programs/alloc_heavy.c (one thread, allocation-heavy) is
 captured with scenc's tracer until its log holds --preload-calls calls, then
@@ -40,6 +47,7 @@ from pathlib import Path
 
 TARGET_LINES_PER_S = 300_000
 TARGET_CALLS_PER_S = 5_000_000
+TARGET_MODEL_CALLS_PER_S = 2_000_000
 CALLS_PER_ITERATION = 2.5          # alloc_heavy's allocator calls per iteration (measured: 249,699 per 100,000)
 TARGET_MEMORY_RATIO = 1.2
 HERE = Path(__file__).resolve().parent
@@ -106,15 +114,18 @@ def tracer_log(d: str, calls: int) -> str:
     return path
 
 
-def timed_convert(scenc: str, log: str, scn: str) -> dict:
-    """`scenc convert LOG -o SCN` in a child: wall time, and the CPU time and peak RSS of it and its children
-    (RUSAGE_CHILDREN: call it in a fresh process, see _isolated)."""
+def timed_convert(scenc: str, log: str, scn: str, model: bool = False) -> dict:
+    """`scenc convert LOG -o SCN` (with model: `--model --no-measure`) in a child: wall time, and the CPU time
+    and peak RSS of it and its children (RUSAGE_CHILDREN: call it in a fresh process, see _isolated)."""
     t0 = time.perf_counter()
-    proc = subprocess.run([scenc, "convert", log, "-o", scn], capture_output=True, text=True)
+    proc = subprocess.run([scenc, "convert", log, "-o", scn] + (["--model", "--no-measure"] if model else []),
+                          capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode:
         raise SystemExit(f"{scenc} convert {log} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if model:
+        return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_kb": usage.ru_maxrss}
     calls = int(proc.stdout.split(" calls, ")[0].rsplit("(", 1)[1])
     return {"calls": calls, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_kb": usage.ru_maxrss,
             "ops": scn[:-4] + ".ops"}
@@ -146,6 +157,49 @@ def bench_tracer_log(args) -> bool:
         return rate >= TARGET_CALLS_PER_S
 
 
+def bench_model(args) -> bool:
+    """convert --model beside the exact convert, on one capture of alloc_heavy (see the module's docstring)."""
+    logs = _trace_bench()
+    me = str(Path(sys.executable).with_name("scenc"))
+    with logs.log_dir(args.keep, "scenc-bench-convert-") as d:
+        log = tracer_log(d, args.model)
+        load = os.getloadavg()
+        exact = _isolated(me, log, os.path.join(d, "exact.scn"))
+        calls = exact["calls"]
+        rows = [("model, this checkout", me)] + ([("model, baseline", args.baseline)] if args.baseline else [])
+        results = {}
+        for label, scenc in rows:
+            os.makedirs(os.path.join(d, label.split()[-1]), exist_ok=True)
+            out = os.path.join(d, label.split()[-1], "model.scn")       # one name: the models compare byte for byte
+            results[label] = r = _isolated(scenc, log, out, model=True)
+            r["scn"] = out
+        print(f"capture: {calls:,} calls, one thread ({os.path.getsize(log) / 1e6:.0f} MB)")
+        for label, r in [("exact convert", exact)] + list(results.items()):
+            print(f"{label:>21}: {r['wall']:7.2f} s wall, {r['cpu']:7.2f} s CPU: {calls / r['wall']:>11,.0f} calls/s "
+                  f"(wall), {calls / r['cpu']:>11,.0f} calls/s (CPU), peak RSS {r['rss_kb'] / 1024:6.1f} MB",
+                  flush=True)
+        mine = results["model, this checkout"]
+        if args.baseline:
+            base = results["model, baseline"]
+            same = _same_models(mine["scn"], base["scn"])
+            print(f"speed-up of convert --model over the baseline: {base['wall'] / mine['wall']:.2f}x wall, "
+                  f"{base['cpu'] / mine['cpu']:.2f}x CPU; models {'identical' if same else 'DIFFERENT'}")
+        rate = calls / mine["wall"]
+        print(f"convert --model: {rate:,.0f} calls/s wall clock (target >= {TARGET_MODEL_CALLS_PER_S:,}), "
+              f"{exact['wall'] / mine['wall'] * 100:.1f}% of the exact convert's speed; load average "
+              f"{' '.join(f'{x:.1f}' for x in load)} before, {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+              f"after, on {os.cpu_count()} CPUs")
+        return rate >= TARGET_MODEL_CALLS_PER_S
+
+
+def _same_models(a: str, b: str) -> bool:
+    """Two models (of one name, in two folders) alike: the scenarios and their histogram files."""
+    pa, pb = Path(a), Path(b)
+    files_a = sorted(p.name for p in pa.parent.glob(pa.stem + "*"))
+    files_b = sorted(p.name for p in pb.parent.glob(pb.stem + "*"))
+    return files_a == files_b and all(_same_file(str(pa.parent / n), str(pb.parent / n)) for n in files_a)
+
+
 def side_by_side(baseline: str, log: str, lines: int, d: str, rounds: int) -> None:
     """`scenc convert LOG` by this checkout and by `baseline`, alternating `rounds` times: the best wall and CPU
     time of each (a busy neighbour only ever adds time), their ratio, and whether the ops files are identical."""
@@ -164,10 +218,10 @@ def side_by_side(baseline: str, log: str, lines: int, d: str, rounds: int) -> No
           f"{'identical' if same else 'DIFFERENT'}; load average {os.getloadavg()[0]:.1f}", flush=True)
 
 
-def _isolated(scenc: str, log: str, scn: str) -> dict:
+def _isolated(scenc: str, log: str, scn: str, model: bool = False) -> dict:
     """timed_convert in a fresh Python, so that its RUSAGE_CHILDREN holds that one conversion."""
     code = (f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import bench_convert as b; "
-            f"print(json.dumps(b.timed_convert({scenc!r}, {log!r}, {scn!r})))")
+            f"print(json.dumps(b.timed_convert({scenc!r}, {log!r}, {scn!r}, {model!r})))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(proc.stderr[-3000:])
@@ -196,10 +250,16 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3,
                     help="with --baseline: conversions of each ltrace log by each scenc, alternating (best kept)")
     ap.add_argument("--no-ltrace", action="store_true", help="only the tracer log case")
+    ap.add_argument("--model", type=int, metavar="CALLS",
+                    help="only `convert --model` (beside the exact convert) on a capture of about CALLS calls")
     args = ap.parse_args(argv)
     if args.measure:
         print(json.dumps(measure(args.measure, args.parse_only)))
         return 0
+    if args.model:
+        ok = bench_model(args)
+        print("targets met" if ok else "TARGET MISSED")
+        return 0 if ok else 1
     ok = True
     if args.preload_calls:
         ok = bench_tracer_log(args)

@@ -389,6 +389,9 @@ class PreloadLog(EventSource):
         with open(self.path, "rb") as f:
             cursor = _ChunkCursor if info.version >= 3 else _Cursor
             cursors = [cursor(f, self._runs[tid], self.block) for tid in info.threads]
+            if len(cursors) == 1:
+                yield from self._one_thread(cursors[0], base, clocks)
+                return
             heap = [(c.head[0], i) for i, c in enumerate(cursors) if c.head is not None]
             heapq.heapify(heap)
             # Moved reallocs at the head of a thread, by the block they released.
@@ -428,15 +431,41 @@ class PreloadLog(EventSource):
                         yield _extra_event(r, base, merged if clocks else None)
                     if r[7] and inflight.get(r[8]) == i:
                         del inflight[r[8]]
-                    c.advance()
-                    r = c.head
-                    if r is None:
-                        break
+                    pos = c.pos                  # c.advance(), its commonest case written out
+                    if pos < len(c.buf):
+                        r = c.head = c.buf[pos]
+                        c.pos = pos + 1
+                    else:
+                        c.advance()
+                        r = c.head
+                        if r is None:
+                            break
                     if r[7]:
                         inflight[r[8]] = i
                     if (r[0], i) > bound:
                         heappush(heap, (r[0], i))
                         break
+
+    def _one_thread(self, c, base: int, clocks: bool) -> Iterator[AllocEvent]:
+        """The merge of a log of one thread: its records in their order, a block at a time (no other thread's
+        realloc can take a block out of turn); `clocks` (version 4): an event's line is its place, every record
+        counted, as in _merge."""
+        last, extra_events, merged = -1, self.extra_events, 0
+        while c.head is not None:
+            buf = c.buf
+            for r in buf[c.pos - 1:] if c.pos > 1 else buf:
+                seq = r[0]
+                if seq <= last:
+                    self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
+                                   f"is damaged")
+                last = seq
+                merged += 1
+                if r[3] not in EXTRA_KINDS:
+                    yield _event(r, base, merged if clocks else None)
+                elif extra_events:
+                    yield _extra_event(r, base, merged if clocks else None)
+            c.pos = len(buf)
+            c.advance()
 
 
 _NO_BOUND = (float("inf"), 0)
@@ -486,8 +515,11 @@ def _event(r, base: int, line: Optional[int] = None) -> AllocEvent:
         line, start = seq + 1, seq + 1 - span
     else:
         start = line
-    return AllocEvent(line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, result, failed, start,
-                      dur / 1e9 if dur else None)
+    return _new_event(AllocEvent, (line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, result, failed,
+                                   start, dur / 1e9 if dur else None))
+
+
+_new_event = tuple.__new__       # AllocEvent(*fields) without the named tuple's own __new__ (a Python call)
 
 
 def _extra_event(r, base: int, line: Optional[int] = None) -> AllocEvent:

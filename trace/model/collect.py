@@ -8,6 +8,7 @@ which clock the lifetimes use: docs/capture.md, "scenc convert --model".
 """
 
 import bisect
+from bisect import bisect_right as _bisect_right
 import heapq
 from array import array
 from collections import Counter
@@ -229,7 +230,8 @@ class ThreadWindow:
         # the sizes of the blocks made in this window that a realloc later grew (a realloc chain's start)
         self.starts: dict = {}
 
-    def merge(self, o: "ThreadWindow") -> "ThreadWindow":
+    def merge(self, o: "ThreadWindow", discard: bool = False) -> "ThreadWindow":
+        """Add o's figures to these; with discard (o is thrown away after), its figures may be taken over."""
         self.c.update(o.c)
         merge_hist(self.sizes, o.sizes)
         merge_hist(self.sent, o.sent)
@@ -240,7 +242,11 @@ class ThreadWindow:
         merge_hist(self.lives, o.lives)
         _merge_classes(self.lives_by_class, o.lives_by_class)
         for w, by_class in o.dies.items():
-            _merge_classes(self.dies.setdefault(w, {}), by_class)
+            mine = self.dies.get(w)
+            if mine is None and discard:    # taken over: the same figures in the same order as a merge into {}
+                self.dies[w] = by_class
+            else:
+                _merge_classes(self.dies.setdefault(w, {}) if mine is None else mine, by_class)
         merge_hist(self.maps, o.maps)
         for b, hist in o.map_lives.items():
             merge_hist(self.map_lives.setdefault(b, {}), hist)
@@ -252,7 +258,11 @@ class ThreadWindow:
         """The windows of ``dies`` after neighbours merged (window w becomes w // 2)."""
         dies, self.dies = self.dies, {}
         for w, by_class in dies.items():
-            _merge_classes(self.dies.setdefault(w // 2, {}), by_class)
+            mine = self.dies.get(w // 2)
+            if mine is None:        # moved, not copied: the same figures in the same order as a merge into {}
+                self.dies[w // 2] = by_class
+            else:
+                _merge_classes(mine, by_class)
 
 
 def _merge_classes(into: dict, other: dict) -> None:
@@ -366,21 +376,27 @@ class Collector:
             for i in range(0, len(thread_windows), 2):
                 a = thread_windows[i]
                 b = thread_windows[i + 1] if i + 1 < len(thread_windows) else None
-                out.append(a.merge(b) if a is not None and b is not None else a or b)
+                out.append(a.merge(b, discard=True) if a is not None and b is not None else a or b)
                 if out[-1] is not None:
                     out[-1].halve_dies()
             self.thread_windows[tid] = out
         self.window *= 2
 
     def consume(self, events: Iterable) -> "Collector":
+        # The hot loop of `convert --model` (one pass per call of the capture): the thread's window (its
+        # ThreadWindow) and the window are kept from one call to the next while they stay the same, and the
+        # buckets and histogram additions of the commonest calls are written out in place (as size_bucket and add).
         live = self.live
         tick = self.tick
-        free_kinds, realloc_kinds, alloc_kinds = FREE_KINDS, REALLOC_KINDS, ALLOC_KINDS
+        free_kinds, realloc_kinds, alloc_kinds, kinds = FREE_KINDS, REALLOC_KINDS, ALLOC_KINDS, KINDS
         trace_kinds = self.trace_kinds
         born = self.born
+        model_kinds: dict = {}
+        cell_tid = cell_w = win_w = -1
+        thread_window = win = None
         for ev in events:
             line, tid, t, kind, size, nmemb, align, old, res, failed, _start, _dur = ev
-            if kind not in KINDS:
+            if kind not in kinds:
                 self._extra(ev)
                 continue
             if tid not in born:
@@ -391,19 +407,22 @@ class Collector:
             if w >= MAX_WINDOWS:
                 self._merge_windows()
                 w = o // self.window
-            if w == len(self.wins):
-                self.wins.append(Window(line, t))
-                if t is not None:
-                    self.has_time = True
-            win = self.wins[w]
+                cell_tid = cell_w = win_w = -1
+            if w != win_w:
+                if w == len(self.wins):
+                    self.wins.append(Window(line, t))
+                    if t is not None:
+                        self.has_time = True
+                win, win_w = self.wins[w], w
+                if self.first_line is None:
+                    self.first_line = line
             win.events += 1
             if t is not None:
                 win.t_last = t
-            if self.first_line is None:
-                self.first_line = line
             self.last_line = line
             trace_kinds[kind] += 1
-            thread_window = self._cell(tid, w)
+            if tid != cell_tid or w != cell_w:
+                thread_window, cell_tid, cell_w = self._cell(tid, w), tid, w
             c = thread_window.c
             c["events"] += 1
             if kind in free_kinds:
@@ -432,8 +451,10 @@ class Collector:
                 if failed:
                     c["alloc_failed"] += 1
                     continue
-                self._alloc(tid, o, w, thread_window, win, (MODEL_KIND[kind], 4096 if kind in PAGE_ALIGNED else align),
-                            (size or 0) * nmemb, res)
+                mk = model_kinds.get((kind, align))
+                if mk is None:
+                    mk = model_kinds[kind, align] = (MODEL_KIND[kind], 4096 if kind in PAGE_ALIGNED else align)
+                self._alloc(tid, o, w, thread_window, win, mk, (size or 0) * nmemb, res)
             if self.live_bytes > self.peak_bytes:
                 self.peak_bytes, self.peak_line = self.live_bytes, line
         return self
@@ -442,8 +463,20 @@ class Collector:
         """An allocation of nbytes (model kind mk) at ordinal o, its block at res."""
         c = thread_window.c
         c["ticks"] += 1
-        self.tick[tid] += 1
-        add(thread_window.sizes, size_bucket(nbytes), nbytes)
+        tick = self.tick
+        now = tick[tid] + 1
+        tick[tid] = now
+        if nbytes < 1024:                                  # add(sizes, size_bucket(nbytes), nbytes)
+            bucket = nbytes
+        else:
+            e = nbytes.bit_length() - 1
+            bucket = 1024 + (e - 10) * 16 + ((nbytes >> (e - 4)) & 15)
+        h = thread_window.sizes.get(bucket)
+        if h is None:
+            thread_window.sizes[bucket] = [1, nbytes]
+        else:
+            h[0] += 1
+            h[1] += nbytes
         win.allocs += 1
         win.log_sizes += nbytes.bit_length()
         if res is None:              # posix_memalign under ltrace -e: pointer not shown
@@ -454,13 +487,14 @@ class Collector:
         if prev is not None:         # its free was not captured: let it end here, unseen
             c["free_missed"] += 1
             self._release(prev, prev[0], w, thread_window, win, seen=False)
-        big = self._big_object(tid, (o, self.tick[tid]), nbytes, mk) \
+            now = tick[tid]
+        big = self._big_object(tid, (o, now), nbytes, mk) \
             if nbytes >= self.big_floor.get(tid, 0) else None
-        live[res] = (tid, o, self.tick[tid], nbytes, mk, 0, big)
+        live[res] = (tid, o, now, nbytes, mk, 0, big)
         self.live_bytes += nbytes
 
     def _release(self, e, freer: int, w: int, thread_window: ThreadWindow, win: Window, seen: bool = True) -> None:
-        owner, o_alloc, t_alloc, nbytes, mk, chain = e[:6]
+        owner, o_alloc, t_alloc, nbytes, mk, chain, big = e
         self.live_bytes -= nbytes
         win.frees += 1
         if seen:
@@ -472,7 +506,7 @@ class Collector:
         if chain:
             self.chains[owner] -= 1
             self._chain_block(owner, nbytes, -1)
-            self._end_trail(e[6], "local" if owner == freer else "send", (self.ordinal - 1, self.tick[freer] + 1))
+            self._end_trail(big, "local" if owner == freer else "send", (self.ordinal - 1, self.tick[freer] + 1))
             thread_window.c["ticks"] += 1
             if owner == freer:
                 thread_window.c["end", "local", None] += 1
@@ -482,21 +516,53 @@ class Collector:
                 thread_window.c["recv", owner] += 1
             self.tick[freer] += 1
             return
-        acell = self._cell(owner, o_alloc // self.window)
-        big = e[6]
+        w_alloc = o_alloc // self.window
+        acell = thread_window if owner == freer and w_alloc == w else self._cell(owner, w_alloc)
         if big is not None:
             big.how, big.life = ("local", self.tick[owner] - t_alloc) if owner == freer else ("send", None)
             big.end = self.ordinal - 1
         if owner == freer:
             lifetime = self.tick[owner] - t_alloc
-            bucket = life_bucket(lifetime)
-            add(acell.lives, bucket, lifetime)
-            cls = size_class(nbytes)
-            _add_to_class(acell.lives_by_class, cls, bucket, lifetime, nbytes)
-            if w != o_alloc // self.window:
+            if lifetime < 32:                               # life_bucket(lifetime)
+                bucket = lifetime
+            else:
+                x = lifetime.bit_length() - 1
+                bucket = 32 + (x - 5) * 8 + ((lifetime >> (x - 3)) & 7)
+            h = acell.lives.get(bucket)                     # add(acell.lives, bucket, lifetime)
+            if h is None:
+                acell.lives[bucket] = [1, lifetime]
+            else:
+                h[0] += 1
+                h[1] += lifetime
+            cls = _bisect_right(SIZE_CLASS_BOUNDS, nbytes)  # size_class(nbytes)
+            entry = acell.lives_by_class.get(cls)           # _add_to_class(acell.lives_by_class, cls, ...)
+            if entry is None:
+                _add_to_class(acell.lives_by_class, cls, bucket, lifetime, nbytes)
+            else:
+                h = entry[0].get(bucket)
+                if h is None:
+                    entry[0][bucket] = [1, lifetime]
+                else:
+                    h[0] += 1
+                    h[1] += lifetime
+                entry[1] += nbytes
+                entry[2] += nbytes * lifetime
+                if nbytes < 1024:
+                    sb = nbytes
+                else:
+                    x = nbytes.bit_length() - 1
+                    sb = 1024 + (x - 10) * 16 + ((nbytes >> (x - 4)) & 15)
+                h = entry[3].get(sb)
+                if h is None:
+                    entry[3][sb] = [1, nbytes]
+                else:
+                    h[0] += 1
+                    h[1] += nbytes
+            if w != w_alloc:
                 _add_to_class(self._dies(acell, w), cls, bucket, lifetime, nbytes, kinds=True)[4][mk] += 1
-            acell.c["lives_class", mk, cls] += 1
-            acell.c["lives", mk] += 1
+            ac = acell.c
+            ac["lives_class", mk, cls] += 1
+            ac["lives", mk] += 1
         else:
             acell.c["send", mk, freer] += 1
             add(acell.sent, size_bucket(nbytes), nbytes)
@@ -862,10 +928,25 @@ def _add_to_class(by_class: dict, cls: int, bucket: int, lifetime: int, nbytes: 
     entry = by_class.get(cls)
     if entry is None:
         entry = by_class[cls] = [{}, 0, 0, {}] + ([Counter()] if kinds else [])
-    add(entry[0], bucket, lifetime)
+    h = entry[0].get(bucket)
+    if h is None:
+        entry[0][bucket] = [1, lifetime]
+    else:
+        h[0] += 1
+        h[1] += lifetime
     entry[1] += nbytes
     entry[2] += nbytes * lifetime
-    add(entry[3], size_bucket(nbytes), nbytes)
+    if nbytes < 1024:
+        sb = nbytes
+    else:
+        e = nbytes.bit_length() - 1
+        sb = 1024 + (e - 10) * 16 + ((nbytes >> (e - 4)) & 15)
+    h = entry[3].get(sb)
+    if h is None:
+        entry[3][sb] = [1, nbytes]
+    else:
+        h[0] += 1
+        h[1] += nbytes
     return entry
 
 
