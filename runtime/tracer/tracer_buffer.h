@@ -133,8 +133,10 @@ static void write_record(const struct scn_trace_record *r) {
   size_t n = (size_t)(scn_tl_encode(&enc, chunk + SCN_TL_CHUNK_SIZE, r, 0) - (chunk + SCN_TL_CHUNK_SIZE));
   counts[r->kind & SCN_TL_CODE]++;
   h.moved = r->span != 0;
-  count_direct();
   write_bytes(chunk, seal_chunk(&h, &enc, chunk, (uint32_t)n, counts));
+  /* Counted once written: a thread still recording while the process exits (CPython's join returns before
+   * its thread has ended) can be killed between the two, and a record counted first would be reported lost. */
+  count_direct();
 }
 
 /* The process is leaving: b written out once, by whoever comes first; the others wait until it is (the owner's
