@@ -32,10 +32,25 @@ tracer shifts the threads' handoffs (context switches), not the tracer.
     .venv/bin/python bench/bench_capture.py            # about 1 to 2 minutes
     .venv/bin/python bench/bench_capture.py --quick    # about 20 seconds
         [--iterations N] [--rounds N] [--threads N] [--json FILE]
+
+Real programs, not shipped (mimalloc-bench's espresso and cfrac, built by the user), beside the tracer of
+another git ref (`--before`, main by default; built here from that ref's runtime/, as bench_trace_size.py
+does), in interleaved rounds (each round runs plain, before and after once each, shuffled; medians of
+`--real-rounds`, 5):
+
+    .venv/bin/python bench/bench_capture.py --real-only --espresso BUILD/espresso \
+        --espresso-input mimalloc-bench/bench/espresso/largest.espresso --cfrac BUILD/cfrac
+
+For each: the program's wall and CPU time plain; under each tracer the traced program's (LD_PRELOAD and
+SCENC_TRACE_OUT, as `scenc capture` sets them) and the whole capture's (the traced program, then the
+summary `scenc capture` prints, PreloadLog(log).info, in a fresh Python), as ratios to plain; the calls,
+bytes per call, and the load average (1 min) around each method's runs. cfrac's argument is mimalloc-bench's
+(`--cfrac-arg`). Issue 30's target: the capture at most 1.2x the program.
 """
 
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -208,6 +223,116 @@ def print_rows(rows: list, workloads: dict) -> None:
                   + (f" ({r['hung']} hung, stopped after {LTRACE_TIMEOUT} s)" if r["hung"] else ""))
 
 
+# --------------------------------------------------------------------------- real programs, before and after
+CFRAC_ARG = "17545186520507317056371138836327483792789528"       # mimalloc-bench's (bench.sh)
+SUMMARY = "import sys; from scenc.trace.tracerlog import PreloadLog; i = PreloadLog(sys.argv[1]).info; " \
+          "print(i.records, i.missing)"
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _timed(argv, env=None, cwd=None) -> tuple:
+    """(wall s, CPU s) of one run; its output is dropped."""
+    cpu, start = children_cpu(), time.perf_counter()
+    subprocess.run(argv, env=env, cwd=cwd, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start, children_cpu() - cpu
+
+
+def run_traced(argv, lib: Path, log: Path, cwd) -> dict:
+    """The program under a tracer library, then the capture's summary in a fresh Python, as scenc capture
+    does them (LD_PRELOAD, SCENC_TRACE_OUT; PreloadLog(log).info)."""
+    for old in log.parent.glob(log.name + "*"):
+        old.unlink()
+    load = _load()
+    env = dict(os.environ, LD_PRELOAD=str(lib), SCENC_TRACE_OUT=str(log))
+    wall, cpu = _timed(argv, env, cwd)
+    s_wall, s_cpu = time.perf_counter(), children_cpu()
+    out = subprocess.run([sys.executable, "-c", SUMMARY, str(log)], check=True, capture_output=True, text=True)
+    s_wall, s_cpu = time.perf_counter() - s_wall, children_cpu() - s_cpu
+    records, missing = map(int, out.stdout.split())
+    size = log.stat().st_size
+    for old in log.parent.glob(log.name + "*"):     # the logs take GBs
+        old.unlink()
+    return {"program": wall, "program_cpu": cpu, "capture": wall + s_wall, "capture_cpu": cpu + s_cpu,
+            "calls": records, "missing": missing, "bytes": size, "load": load}
+
+
+def run_real(programs: dict, libs: dict, rounds: int, tmp: Path) -> dict:
+    runs: dict = {}
+    for r in range(rounds):
+        jobs = [(p, m) for p in programs for m in ["plain", *libs]]
+        random.shuffle(jobs)
+        for p, m in jobs:
+            spec = programs[p]
+            if m == "plain":
+                load = _load()
+                wall, cpu = _timed(spec["argv"], cwd=spec["cwd"])
+                res = {"program": wall, "program_cpu": cpu, "capture": wall, "capture_cpu": cpu, "calls": None,
+                       "missing": 0, "bytes": 0, "load": load}
+            else:
+                res = run_traced(spec["argv"], libs[m], tmp / f"{p}-{m}.trace", spec["cwd"])
+            runs.setdefault((p, m), []).append(res)
+        print(f"  round {r + 1}/{rounds} done (load {_load():.2f})", file=sys.stderr)
+    return runs
+
+
+def report_real(programs: dict, libs: dict, runs: dict, before: str) -> list:
+    rows = []
+    for p, spec in programs.items():
+        med = {m: {k: statistics.median(x[k] for x in runs[(p, m)]) for k in
+                   ("program", "program_cpu", "capture", "capture_cpu", "load")} for m in ["plain", *libs]}
+        plain = med["plain"]
+        print(f"\n{p}: {spec['what']}")
+        print(f"{'tracer':18} {'program s':>9} {'x':>6} {'cpu x':>6} | {'capture s':>9} {'x':>6} {'cpu x':>6} | "
+              f"{'calls':>10} {'log MB':>8} {'B/call':>6} {'load':>5}")
+        for m in ["plain", *libs]:
+            x = med[m]
+            calls = max((r["calls"] or 0) for r in runs[(p, m)])
+            size = max(r["bytes"] for r in runs[(p, m)])
+            row = {"program": p, "tracer": m, **x, "calls": calls, "bytes": size,
+                   "program_ratio": x["program"] / plain["program"], "capture_ratio": x["capture"] / plain["program"],
+                   "program_cpu_ratio": x["program_cpu"] / plain["program_cpu"],
+                   "capture_cpu_ratio": x["capture_cpu"] / plain["program_cpu"],
+                   "missing": max(r["missing"] for r in runs[(p, m)])}
+            rows.append(row)
+            name = {"before": f"before ({before})", "after": "after (this tree)"}.get(m, m)
+            tail = f"{calls:10d} {size / 1e6:8.1f} {size / calls:6.2f}" if calls else f"{'':10} {'':8} {'':6}"
+            print(f"{name:18} {x['program']:9.2f} {row['program_ratio']:5.2f}x {row['program_cpu_ratio']:5.2f}x | "
+                  f"{x['capture']:9.2f} {row['capture_ratio']:5.2f}x {row['capture_cpu_ratio']:5.2f}x | "
+                  f"{tail} {x['load']:5.2f}")
+    return rows
+
+
+def real_programs(args, tmp: Path) -> list:
+    from bench_trace_size import build_before       # bench/bench_trace_size.py, beside this file
+    programs = {}
+    if args.espresso:
+        inp = Path(args.espresso_input or Path(args.espresso).with_name("largest.espresso")).resolve()
+        programs["espresso"] = {"argv": [str(Path(args.espresso).resolve()), str(inp)], "cwd": None,
+                                "what": f"mimalloc-bench's espresso {inp.name}"}
+    if args.cfrac:
+        programs["cfrac"] = {"argv": [str(Path(args.cfrac).resolve()), args.cfrac_arg], "cwd": None,
+                             "what": f"mimalloc-bench's cfrac {args.cfrac_arg}"}
+    if not programs:
+        return []
+    libs = {}
+    before = build_before(args.before, tmp / "before")
+    if before is not None:
+        libs["before"] = before
+    libs["after"] = tracer_library()
+    rounds = args.real_rounds
+    started, load = time.perf_counter(), _load()
+    runs = run_real(programs, libs, rounds, tmp)
+    print(f"\nbench_capture, real programs: {rounds} interleaved rounds in {time.perf_counter() - started:.0f} s; "
+          f"medians; load average (1 min) {load:.2f} before, {_load():.2f} after, on {os.cpu_count()} CPUs; "
+          f"'load' is the median at the start of that method's runs")
+    print(f"program: the traced program alone; capture: it and the summary scenc capture prints (a fresh Python); "
+          f"x: ratio to the plain program's wall (cpu x: CPU time)")
+    return report_real(programs, libs, runs, args.before)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer iterations and rounds")
@@ -215,10 +340,24 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--threads", type=int, default=4, help="threads of the mt workload")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--espresso", help="mimalloc-bench's espresso, built (not shipped)")
+    ap.add_argument("--espresso-input", help="its input (default: largest.espresso beside it)")
+    ap.add_argument("--cfrac", help="mimalloc-bench's cfrac, built (not shipped)")
+    ap.add_argument("--cfrac-arg", default=CFRAC_ARG, help="its argument (default: mimalloc-bench's)")
+    ap.add_argument("--before", default="main", help="git ref of the tracer beside this one (default main)")
+    ap.add_argument("--real-rounds", type=int, default=5, help="rounds of the real programs (medians)")
+    ap.add_argument("--real-only", action="store_true", help="only the real programs")
     args = ap.parse_args(argv)
     if shutil.which("gcc") is None:
         print("gcc is required", file=sys.stderr)
         return 2
+    if args.real_only:
+        tracer_library()
+        with tempfile.TemporaryDirectory(prefix="bench-capture-") as d:
+            rows = real_programs(args, Path(d))
+        if args.json:
+            Path(args.json).write_text(json.dumps({"real": rows}, indent=2))
+        return 0
     iterations = args.iterations or (5000 if args.quick else 20000)
     rounds = args.rounds or (3 if args.quick else 5)
     mt_rounds = max(1, iterations // (5 * args.threads))
@@ -250,9 +389,11 @@ def main(argv=None) -> int:
         check = list(parse_preload_log(tmp / "loop-preload-N.log"))   # the last loop capture, read back
         print(f"bench_capture: {rounds} rounds in {time.perf_counter() - started:.0f} s; tracer "
               f"{tracer_library()}; the last 'loop' capture read back: {len(check)} events")
-    print_rows(rows, workloads)
+        print_rows(rows, workloads)
+        real = real_programs(args, tmp)
     if args.json:
-        Path(args.json).write_text(json.dumps({"iterations": iterations, "rounds": rounds, "rows": rows}, indent=2))
+        Path(args.json).write_text(json.dumps({"iterations": iterations, "rounds": rounds, "rows": rows,
+                                               "real": real}, indent=2))
     return 0
 
 

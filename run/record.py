@@ -50,6 +50,7 @@ class Status(str, Enum):
         return self in (Status.TIMEOUT, Status.WRONG_ALLOCATOR, Status.OUT_OF_MEMORY)
 
 
+_STATUS_VALUES = frozenset(s.value for s in Status)   # checked for every record read or appended
 _WORDS = {Status.OK: "ran", Status.CRASHED: "crashed", Status.TIMEOUT: "timed out",
           Status.WRONG_ALLOCATOR: "ran under the wrong allocator", Status.FAILED_ALLOCS: "had failed allocations",
           Status.OUT_OF_MEMORY: "ran out of memory", Status.NO_METRIC: "printed no --metric figure"}
@@ -154,7 +155,7 @@ def _check(data: Any) -> None:
     if _require(data, "round", (int,)) < 0:
         raise RecordError(f"run round should be >= 0, got {data['round']}")
     status = _require(data, "status", (str,))
-    if status not in {s.value for s in Status}:
+    if status not in _STATUS_VALUES:
         raise RecordError(f"run status {status!r} is not one of {', '.join(s.value for s in Status)}")
     if data.get("target", SCENARIO) not in (SCENARIO, COMMAND):
         raise RecordError(f"run target {data['target']!r} is not 'scenario' or 'command'")

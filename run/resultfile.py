@@ -7,15 +7,16 @@ Format ("scenc-result/2"; "/1" files are read too, see SCHEMA) is JSON Lines, UT
   line and creation time -- everything needed to interpret or rerun it;
 * every following line is one run record, in the order the runs finished.
 
-Why not one JSON document rewritten after every run?  Rewriting is O(file
-size), growing without bound with the runs (and far worse with large stderr
-tails).  Appending one line is O(1), fsync included, and is just as crash-safe:
+Appending one line is O(1) where rewriting one JSON document is O(file size), and as crash-safe:
 
-* a run is appended with a single ``write`` of one complete line followed by
-  ``fsync``.  A record exists only once its terminating newline is on disk, so
-  an interruption at any moment leaves the old runs intact plus at most an
-  unterminated fragment, which :func:`load` ignores (``ignored_tail_bytes``)
-  and the next :meth:`ResultFile.append_run` cuts off;
+* a run is appended with a single ``write`` of one complete line; ``fsync``
+  follows when SYNC_EVERY_S has passed since the last one (between runs, never
+  during one), and at ``close`` and ``set_status``.  A record exists only once
+  its terminating newline is written, so an interruption of scenc at any
+  moment (Ctrl-C, a crash: the kernel has every line written) leaves the old
+  runs intact plus at most an unterminated fragment, which :func:`load`
+  ignores (``ignored_tail_bytes``) and the next :meth:`ResultFile.append_run`
+  cuts off; a crash of the machine itself may lose the runs of the last second;
 * the header (created, or its ``status`` changed) is written to a temporary
   file in the same directory, fsynced, and moved over the result file with
   ``os.replace``, so readers see either the old or the new file, never a mix.
@@ -30,6 +31,7 @@ import csv
 import datetime as _dt
 import hashlib
 import io
+import time
 import json
 import os
 import sys
@@ -182,6 +184,11 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
+#: At most this long between an appended run and its fsync: the disk's 1-4 ms a run were more than the
+#: rest of scenc's work between two runs of a program; once a second it is a thousandth of a session.
+SYNC_EVERY_S = 1.0
+
+
 def _atomic_write(path: str, data: bytes) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     fd, temporary = tempfile.mkstemp(
@@ -304,6 +311,8 @@ class ResultFile:
         self.ignored_tail_bytes = parsed.tail_size
         self._size = parsed.good_size  # what the file holds when in sync
         self._fd: Optional[int] = None
+        self._unsynced = False                     # appended since the last fsync (see the module docstring)
+        self._synced_at = time.monotonic()
 
     # -- construction
 
@@ -395,7 +404,9 @@ class ResultFile:
             view = memoryview(line)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
+            self._unsynced = True
+            if time.monotonic() - self._synced_at >= SYNC_EVERY_S:
+                self._sync(fd)
         except BaseException:
             # Do not leave a fragment that the next append would extend into
             # a corrupt line; if this fails too, load() still ignores it.
@@ -422,10 +433,19 @@ class ResultFile:
         self._size = len(line) + parsed.good_size - parsed.header_size
         self.ignored_tail_bytes = 0
 
+    def _sync(self, fd: int) -> None:
+        os.fsync(fd)
+        self._unsynced = False
+        self._synced_at = time.monotonic()
+
     def close(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+            try:
+                if getattr(self, "_unsynced", False):
+                    self._sync(self._fd)
+            finally:
+                os.close(self._fd)
+                self._fd = None
 
     def __enter__(self) -> "ResultFile":
         return self

@@ -12,7 +12,7 @@ TRACER_FLAGS = ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fexcep
                 "-fno-builtin", "-pthread", "-std=gnu11")
 # Every header tracer.c includes: its parts (one translation unit) and the ones it shares. A cached
 # tracer is rebuilt when any of them changes.
-TRACER_PARTS = ("tracer_os.h", "tracer_next.h", "tracer_file.h", "tracer_buffer.h", "tracer_sample.h",
+TRACER_PARTS = ("tracer_os.h", "tracer_next.h", "tracer_file.h", "tracer_order.h", "tracer_buffer.h", "tracer_sample.h",
                 "tracer_record.h", "tracer_alloc.h", "tracer_cxx.h", "tracer_thread.h", "tracer_mmap.h",
                 "tracer_exit.h")
 TRACELOG_HEADER = TRACER / "tracelog.h"

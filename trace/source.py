@@ -145,8 +145,9 @@ class TraceSource:
             info = self.events.info
             out = []
             if info.missing:
-                out.append(f"{info.missing} call(s) are missing from the tracer log (sequence numbers never written, "
-                           f"last number {info.last_seq}): records still buffered when the process was killed")
+                from .tracerlog import missing_sentence
+                out.append(f"{info.missing} call(s) are missing from the tracer log ({missing_sentence(info)}): "
+                           f"records still buffered when the process was killed")
             if info.stopped_at is not None:
                 from .tracerlog import stop_sentence
                 out.append(stop_sentence(info) + "; what comes before it is kept")

@@ -5,7 +5,7 @@
         ...
     log.info                       # PreloadLogInfo: counts, threads, missing calls, end mark
 
-Reads versions 1 to 3: version 3 through runtime/tracer/tracelog.h's decoder, loaded as
+Reads versions 1 to 4: versions 3 and 4 through runtime/tracer/tracelog.h's decoder, loaded as
 runtime/tools/tracelog.c with ctypes; versions 1 and 2 here. The format: docs/capture.md, "The tracer
 log"; what the events' fields hold and how the log is read in bounded memory: docs/architecture.md,
 "Inside the subsystems".
@@ -26,11 +26,12 @@ from .events import FREE_KINDS, PRELOAD_MAGIC, REALLOC_KINDS, AllocEvent, EventS
 from .ltrace import ParseReport, TraceFormatError
 
 __all__ = ["parse_preload_log", "raw_records", "stop_sentence", "is_preload_log", "PreloadLog", "PreloadLogInfo", "KIND_CODES", "HEADER", "RECORD",
-           "MAGIC", "EXTRA_KINDS", "CHUNK_HEADER"]
+           "MAGIC", "EXTRA_KINDS", "CHUNK_HEADER", "first_chunk", "missing_sentence"]
 
 MAGIC = PRELOAD_MAGIC
-VERSION = 3
-READS = (1, 2, 3)      # version 1 has no thread records; 3 is compact (chunks of encoded records)
+VERSION = 4
+READS = (1, 2, 3, 4)   # 1 has no thread records; 3 is compact (chunks of encoded records); 4 numbers them by
+                       # per-thread clocks, keeps times in marks and counts the records made at the log's head
 HEADER = struct.Struct("<8sIIIIQQ24x")
 RECORD = struct.Struct("<QQIBBHIIQQQQ")
 _INDEX = struct.Struct("<QQIB7xI32x")          # seq, ns, tid, kind, span: what the indexing pass needs
@@ -95,7 +96,7 @@ class PreloadLogInfo:
     calls_by_thread: Dict[int, Counter] = field(default_factory=dict)
     last_seq: int = -1
     ended: bool = False         # an end mark was written: the process left through exit, _exit or exec
-    missing: int = 0            # sequence numbers never written: calls lost (killed, in flight at exit)
+    missing: int = 0            # calls lost (killed, in flight at exit): made and never written
     moved_reallocs: int = 0
     thread_records: int = 0     # thread starts and exits (version 2)
     chunks: int = 0             # runs of consecutive records of one thread in the file
@@ -103,6 +104,7 @@ class PreloadLogInfo:
     last_ns: Optional[int] = None
     reordered_reallocs: int = 0  # set while iterating: moved reallocs put before another thread's reuse
     version: int = 0
+    made: Optional[int] = None   # version 4: records the process made (its counters, its end mark)
     size: int = 0                # bytes of the log
     stopped_at: Optional[int] = None  # a cut or damaged log (version 3): byte offset where reading stopped
     stop_reason: str = ""             # why, in words
@@ -242,8 +244,12 @@ class PreloadLog(EventSource):
             _, version, rsize, info.pid, info.ppid, _, info.start_realtime_ns = HEADER.unpack(head)
             info.version = version
             info.size = os.fstat(f.fileno()).st_size
-            if version == 3 and rsize == 0:
-                self._index_chunks(f)
+            if version in (3, 4) and rsize == 0:
+                at = first_chunk(head)
+                if at is None:
+                    self._error(1, f"a version 4 header whose chunks start at byte "
+                                   f"{struct.unpack_from('<Q', head, 40)[0]}: the log is damaged")
+                self._index_chunks(f, at)
                 return
             if version not in READS or rsize != RECORD.size:
                 self._error(1, f"tracer log version {version} with {rsize}-byte records; this scenc reads versions "
@@ -319,15 +325,20 @@ class PreloadLog(EventSource):
         self._totals(counts, max_seq, end_total)
 
     def _totals(self, counts: Dict[int, Counter], max_seq: int, end_total: int) -> None:
-        """Calls by kind, function and thread from counts by thread and kind code; missing numbers."""
+        """Calls by kind, function and thread from counts by thread and kind code; missing numbers (version 4:
+        the records made that the log does not hold)."""
         info = self.info
         info.records = sum(sum(c.values()) for c in counts.values())
-        used = info.records + info.moved_reallocs + info.thread_records
-        if used > max_seq + 1:
-            self._error(1, f"{used - max_seq - 1} sequence numbers are used twice: the log is damaged or two "
-                           f"processes wrote to it")
-        info.last_seq = max(max_seq, end_total - 1)
-        info.missing = info.last_seq + 1 - used
+        if info.version >= 4:
+            info.last_seq = max_seq
+            info.missing = max(0, (info.made or 0) - info.records - info.thread_records)
+        else:
+            used = info.records + info.moved_reallocs + info.thread_records
+            if used > max_seq + 1:
+                self._error(1, f"{used - max_seq - 1} sequence numbers are used twice: the log is damaged or two "
+                               f"processes wrote to it")
+            info.last_seq = max(max_seq, end_total - 1)
+            info.missing = info.last_seq + 1 - used
         for tid in info.threads:
             info.calls_by_thread[tid] = Counter()
             for code, n in counts[tid].items():
@@ -336,10 +347,10 @@ class PreloadLog(EventSource):
                 info.calls_by_function[function] += n
                 info.calls_by_thread[tid][kind] += n
 
-    def _index_chunks(self, f) -> None:
-        """Version 3: runtime/tools/tracelog.c reads every chunk's header and census (not its records)."""
+    def _index_chunks(self, f, at: int) -> None:
+        """Versions 3 and 4: runtime/tools/tracelog.c reads every chunk's header and census (not its records)."""
         info, lib = self.info, _tracelog()
-        scan = lib.scn_tl_scan_file(f.fileno(), HEADER.size, info.size)
+        scan = lib.scn_tl_scan_file(f.fileno(), at, info.size)
         if not scan:
             raise MemoryError("scn_tl_scan_file")
         try:
@@ -360,20 +371,26 @@ class PreloadLog(EventSource):
                 info.fresh_pages, info.written_pages = s.fresh_pages, s.written_pages
             if s.what:
                 info.stopped_at, info.stop_reason = s.stop, s.what.decode()
+            if info.version >= 4:
+                info.made = max(s.made, s.end_seq)
             self._totals(counts, s.max_seq if s.any else -1, s.end_seq)
         finally:
             lib.scn_tl_scan_free(scan)
 
     # ---------------------------------------------------------------- pass 2
     def _merge(self) -> Iterator[AllocEvent]:
+        """By sequence number (version 4: by (clock, thread), the threads in order of their first chunk, and an
+        event's line is its place in this order, every record counted), step for step as trace_read.h's tr_merge."""
         info = self.info
         base = info.first_ns or 0
+        clocks = info.version >= 4
+        merged = 0
         heappush, heappop = heapq.heappush, heapq.heappop
         with open(self.path, "rb") as f:
             cursor = _ChunkCursor if info.version >= 3 else _Cursor
             cursors = [cursor(f, self._runs[tid], self.block) for tid in info.threads]
             if len(cursors) == 1:
-                yield from self._one_thread(cursors[0], base)
+                yield from self._one_thread(cursors[0], base, clocks)
                 return
             heap = [(c.head[0], i) for i, c in enumerate(cursors) if c.head is not None]
             heapq.heapify(heap)
@@ -389,7 +406,7 @@ class PreloadLog(EventSource):
                 r = c.head
                 if r is None or r[0] != seq:
                     continue                     # taken out of turn (see below)
-                bound = heap[0][0] if heap else _NO_BOUND
+                bound = heap[0] if heap else _NO_BOUND       # the next thread's turn: (seq, thread)
                 while True:                      # this thread's records up to the next thread's turn
                     seq = r[0]
                     if inflight and r[11] and r[3] not in _RELEASES:
@@ -399,17 +416,19 @@ class PreloadLog(EventSource):
                             # (its first number is older) but took its final number later.
                             o = cursors[j].head
                             info.reordered_reallocs += 1
-                            yield _event(o, base)
+                            merged += 1
+                            yield _event(o, base, merged if clocks else None)
                             _advance(cursors[j], j, heap, inflight)
-                            bound = heap[0][0]
-                    if seq <= last:
+                            bound = heap[0]
+                    if seq < last + (not clocks):       # version 4: threads' clocks may be equal
                         self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
                                        f"is damaged")
                     last = seq
+                    merged += 1
                     if r[3] not in EXTRA_KINDS:
-                        yield _event(r, base)
+                        yield _event(r, base, merged if clocks else None)
                     elif self.extra_events:
-                        yield _extra_event(r, base)
+                        yield _extra_event(r, base, merged if clocks else None)
                     if r[7] and inflight.get(r[8]) == i:
                         del inflight[r[8]]
                     pos = c.pos                  # c.advance(), its commonest case written out
@@ -423,14 +442,15 @@ class PreloadLog(EventSource):
                             break
                     if r[7]:
                         inflight[r[8]] = i
-                    if r[0] > bound:
+                    if (r[0], i) > bound:
                         heappush(heap, (r[0], i))
                         break
 
-    def _one_thread(self, c, base: int) -> Iterator[AllocEvent]:
+    def _one_thread(self, c, base: int, clocks: bool) -> Iterator[AllocEvent]:
         """The merge of a log of one thread: its records in their order, a block at a time (no other thread's
-        realloc can take a block out of turn)."""
-        last, extra_events = -1, self.extra_events
+        realloc can take a block out of turn); `clocks` (version 4): an event's line is its place, every record
+        counted, as in _merge."""
+        last, extra_events, merged = -1, self.extra_events, 0
         while c.head is not None:
             buf = c.buf
             for r in buf[c.pos - 1:] if c.pos > 1 else buf:
@@ -439,15 +459,16 @@ class PreloadLog(EventSource):
                     self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
                                    f"is damaged")
                 last = seq
+                merged += 1
                 if r[3] not in EXTRA_KINDS:
-                    yield _event(r, base)
+                    yield _event(r, base, merged if clocks else None)
                 elif extra_events:
-                    yield _extra_event(r, base)
+                    yield _extra_event(r, base, merged if clocks else None)
             c.pos = len(buf)
             c.advance()
 
 
-_NO_BOUND = float("inf")
+_NO_BOUND = (float("inf"), 0)
 
 
 def _advance(c: _Cursor, i: int, heap: list, inflight: Dict[int, int]) -> None:
@@ -473,7 +494,8 @@ _DECODE = {code: (kind, *_fields(layout), 0 if kind in FREE_KINDS else 2 if code
            for code, (_, kind, layout) in KIND_CODES.items()}
 
 
-def _event(r, base: int) -> AllocEvent:
+def _event(r, base: int, line: Optional[int] = None) -> AllocEvent:
+    """The event of a call record; line: its place in the merged order (version 4), else its number + 1."""
     seq, ns, tid, code, flags, err, dur, span, _a0, _a1, _a2, result = r
     kind, si, ni, ai, oi, rk = _DECODE[code]
     size = r[si] if si else None
@@ -489,16 +511,20 @@ def _event(r, base: int) -> AllocEvent:
         failed = err != 0
         if failed:
             result = None
-    line = seq + 1
+    if line is None:
+        line, start = seq + 1, seq + 1 - span
+    else:
+        start = line
     return _new_event(AllocEvent, (line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, result, failed,
-                                   line - span, dur / 1e9 if dur else None))
+                                   start, dur / 1e9 if dur else None))
 
 
 _new_event = tuple.__new__       # AllocEvent(*fields) without the named tuple's own __new__ (a Python call)
 
 
-def _extra_event(r, base: int) -> AllocEvent:
+def _extra_event(r, base: int, line: Optional[int] = None) -> AllocEvent:
     seq, ns, tid, code, flags, _err, dur, _span, a0, a1, a2, result = r
+    line = seq + 1 if line is None else line
     kind = EXTRA_KINDS[code]
     size, nmemb, align, old, res = a0 or None, 1, None, None, None
     if kind == "mmap":
@@ -508,7 +534,7 @@ def _extra_event(r, base: int) -> AllocEvent:
     elif kind == "mremap":
         size, nmemb, align, old, res = a2, flags, a1, a0, result or None
     failed = kind in ("mmap", "mremap") and res is None
-    return AllocEvent(seq + 1, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, res, failed, seq + 1,
+    return AllocEvent(line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, res, failed, line,
                       dur / 1e9 if dur else None)
 
 
@@ -536,7 +562,8 @@ class _Scan(ctypes.Structure):
                [(name, ctypes.c_uint32) for name in ("cap_threads", "cap_chunks", "last_thread", "pad",
                                                      "faulted", "pad2")] + \
                [(name, ctypes.c_uint64) for name in ("faults_start", "faults_end", "tracer_pages", "fresh_pages",
-                                                     "written_pages")]
+                                                     "written_pages")] + \
+               [("counted", ctypes.c_uint32), ("overflow", ctypes.c_uint32), ("made", ctypes.c_uint64)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -553,6 +580,23 @@ def _tracelog():
     lib.scn_tl_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
                                 ctypes.POINTER(ctypes.c_uint64)]
     return lib
+
+
+def first_chunk(head: bytes) -> Optional[int]:
+    """Where a log's chunks start, from its 64-byte header: version 3 after it, version 4 after the counters
+    (the header's reserved[0]); None when a version 4 header gives an offset out of range."""
+    version = struct.unpack_from("<I", head, 8)[0]
+    if version < 4:
+        return HEADER.size
+    at = struct.unpack_from("<Q", head, 40)[0]
+    return at if HEADER.size <= at <= 1 << 20 and at % 64 == 0 else None
+
+
+def missing_sentence(info: PreloadLogInfo) -> str:
+    """How the missing calls were counted, in words (for "N call(s) are missing from the log (...)")."""
+    if info.version >= 4 and info.made is not None:
+        return f"by the tracer's counters: {info.made} records made, {info.made - info.missing} written"
+    return f"sequence numbers never written, last number {info.last_seq}"
 
 
 def stop_sentence(info: PreloadLogInfo) -> str:
@@ -579,7 +623,7 @@ def raw_records(path) -> Iterator[tuple]:
             data = data[:len(data) - len(data) % RECORD.size]
             yield from (r for r in RECORD.iter_unpack(data) if r[3] != KIND_END)
             return
-        for ref in sorted(ref for runs in log._runs.values() for ref in runs):
+        for ref in sorted(ref for runs in log._runs.values() for ref in runs):    # (offset, ...): file order
             cursor = _ChunkCursor(f, [ref], 256)
             while cursor.head is not None:
                 yield cursor.head

@@ -5,7 +5,11 @@ scenc cache): the launcher forks it, waits with wait4 and reports the wall
 time, user and system CPU, peak RSS and page faults of the program and every
 process it waited for. Forking from the launcher rather than from Python
 keeps the interpreter's own size out of the peak RSS (Linux carries a
-process's peak over from the address space it was forked from).
+process's peak over from the address space it was forked from). The launcher
+stays up for the whole session (`Launcher`): a run is a request on a pipe and
+two lines back (the program's pid, then its report), so scenc spends no fork and
+exec of its own between runs; a launcher that dies is started again for the next
+run.
 
 The program's stdout and stderr go to anonymous files, never to the
 terminal; their tails are kept in the record of a failed run. Every process
@@ -20,10 +24,14 @@ its output has no match for `--metric`.
 """
 
 import os
+import select
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -134,11 +142,103 @@ def _parse_launcher_report(text: str) -> Optional[dict]:
         return None
 
 
+class LauncherGone(Exception):
+    """The launcher ended (killed, or a bug) before it reported on a run."""
+
+
+class Launcher:
+    """runtime/tools/spawn.c serving a session: one request per run (spawn.c says the protocol).
+
+    The launcher runs in a session of its own, without LD_PRELOAD, with the command's stdout and
+    stderr files; each program it forks is a session of its own too, whose process group
+    `kill_program` kills."""
+
+    def __init__(self, path: Path, out, err):
+        req_r, self._req = os.pipe()
+        self._rep, rep_w = os.pipe()
+        os.set_inheritable(self._req, False)
+        os.set_inheritable(self._rep, False)
+        try:
+            self.proc = subprocess.Popen(
+                [str(path), "--serve", str(req_r), str(rep_w), str(out.fileno()), str(err.fileno())],
+                pass_fds=(req_r, rep_w, out.fileno(), err.fileno()), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, env={"PATH": os.environ.get("PATH", os.defpath)},
+                start_new_session=True)
+        except BaseException:
+            for fd in (self._req, self._rep):
+                os.close(fd)
+            raise
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
+        self._buffer = b""
+        self._closer = weakref.finalize(self, Launcher._end, self.proc, [self._req, self._rep])
+
+    @staticmethod
+    def request(argv, env: Mapping[str, str], cwd: Optional[str], stdin: Optional[str],
+                memory_limit: Optional[int]) -> bytes:
+        fields = [cwd or "", stdin or "", "" if memory_limit is None else str(memory_limit), str(len(argv)), *argv,
+                  str(len(env)), *(f"{k}={v}" for k, v in env.items())]
+        body = b"".join(os.fsencode(f) + b"\0" for f in fields)
+        return struct.pack("<I", len(body)) + body
+
+    def send(self, request: bytes) -> None:
+        try:
+            view = memoryview(request)
+            while view:
+                view = view[os.write(self._req, view):]
+        except (BrokenPipeError, OSError) as exc:
+            raise LauncherGone(f"cannot send it the run: {exc.strerror or exc}") from None
+
+    def line(self, timeout_s: Optional[float]) -> Optional[str]:
+        """The next line of the launcher; None when `timeout_s` passed first. LauncherGone at its end."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                # poll is retried after a signal handler (PEP 475) with the time left.
+                if not select.select([self._rep], [], [], left)[0]:
+                    return None
+            chunk = os.read(self._rep, 4096)
+            if not chunk:
+                raise LauncherGone(f"it ended with status {self.proc.wait()} without a report")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode("ascii", "replace")
+
+    def close(self) -> None:
+        self._closer()
+
+    @staticmethod
+    def _end(proc: subprocess.Popen, fds: list) -> None:
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=5)      # the end of its requests ends it
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def kill_program(pid: int) -> None:
+    """SIGKILL a program the launcher forked, and its process group (from the moment it has made one)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 class LauncherRunner(ProgramRunner):
     """Runs real programs through the launcher (and, as a ProgramRunner, scenario programs) one at a time.
 
-    Interruption is ProgramRunner's: the launcher is the process `interrupt`
-    kills, with its whole process group (the program and its children).
+    Interruption is ProgramRunner's, and for a real program: the program's process group (the program and its
+    children) is killed, not the launcher, which goes on to the session's next run.
     """
 
     def __init__(self, cc: str = "gcc"):
@@ -150,6 +250,10 @@ class LauncherRunner(ProgramRunner):
         # (making new ones costs more than a short program's 1%).
         self._out = tempfile.TemporaryFile(dir=self._scratch.name)
         self._err = tempfile.TemporaryFile(dir=self._scratch.name)
+        self._proof = Path(self._scratch.name) / "proof"
+        self._launcher: Optional[Launcher] = None
+        self._pid: Optional[int] = None          # the program running now
+        self._requests: dict = {}                # (program, allocator, memory limit, env) -> (request, env)
         self.show_output = False      # --show-output: the program's stdout and stderr on scenc's, after each run
 
     @property
@@ -158,15 +262,24 @@ class LauncherRunner(ProgramRunner):
             self._helpers = helpers(self.cc)
         return self._helpers
 
-    def environment(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
-                    proof_file: Path, memory_limit: Optional[int]) -> dict:
-        """The launcher's environment: the program's, with its preload set aside for the launcher."""
+    def served_environment(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
+                           proof_file: Path) -> dict:
+        """The program's environment, in the session launcher's request: its own, the allocator's preload
+        and the proof library after it."""
         env = dict(base_env)
         env.update(target.env_dict)
         env = allocator.preload_env(env)
         preload = [p for p in env.pop("LD_PRELOAD", "").replace(":", " ").split() if p]
-        env["SCENC_SPAWN_PRELOAD"] = " ".join(preload + [str(self.helpers[1])])
+        env["LD_PRELOAD"] = " ".join(preload + [str(self.helpers[1])])
         env["SCENC_PROOF_FILE"] = str(proof_file)
+        return env
+
+    def environment(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
+                    proof_file: Path, memory_limit: Optional[int]) -> dict:
+        """A launcher's environment for one run (run_with_env): the program's, with its preload set aside
+        for the launcher."""
+        env = self.served_environment(target, allocator, base_env, proof_file)
+        env["SCENC_SPAWN_PRELOAD"] = env.pop("LD_PRELOAD")
         if memory_limit is not None:
             env["SCENC_SPAWN_DATA_LIMIT"] = str(memory_limit)
         else:
@@ -175,24 +288,42 @@ class LauncherRunner(ProgramRunner):
 
     def run_program(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
                     timeout_s: float, memory_limit: Optional[int] = None) -> ProgramOutcome:
-        proof_file = Path(self._scratch.name) / "proof"
-        proof_file.unlink(missing_ok=True)
-        env = self.environment(target, allocator, base_env, proof_file, memory_limit)
-        outcome = self.run_with_env(target, env, timeout_s)
-        outcome.proof = Proof.read(proof_file)
+        # The program by content (a swept program's target is made anew for each run, by for_params); the
+        # environment by identity, kept alive with its request so that its id stays its own.
+        key = (target, getattr(allocator, "name", None) or id(allocator), memory_limit, id(base_env))
+        cached = self._requests.get(key)
+        if cached is None or cached[1] is not base_env:
+            env = self.served_environment(target, allocator, base_env, self._proof)
+            cached = self._requests[key] = (Launcher.request(target.argv, env, target.cwd, target.stdin,
+                                                             memory_limit), base_env)
+        request = cached[0]
+        try:
+            os.unlink(self._proof)
+        except FileNotFoundError:
+            pass
+        for f in (self._out, self._err):
+            f.seek(0)
+            f.truncate()
+        outcome = self._finish(target, self._launch(request, timeout_s))
+        outcome.proof = Proof.read(self._proof)
         return outcome
 
     def run_with_env(self, target: ProgramTarget, env: Mapping[str, str], timeout_s: float) -> ProgramOutcome:
-        """The program through the launcher with the launcher's environment `env` as it is."""
+        """The program through a launcher of its own (one run: a server's client), with the launcher's
+        environment `env` as it is (SCENC_SPAWN_* variables: runtime/tools/spawn.c)."""
         for f in (self._out, self._err):
             f.seek(0)
             f.truncate()
         stdin = open(target.stdin, "rb") if target.stdin else subprocess.DEVNULL
         try:
-            outcome = self._launch(target, env, stdin, timeout_s)
+            outcome = self._launch_once(target, env, stdin, timeout_s)
         finally:
             if stdin is not subprocess.DEVNULL:
                 stdin.close()
+        return self._finish(target, outcome)
+
+    def _finish(self, target: ProgramTarget, outcome: ProgramOutcome) -> ProgramOutcome:
+        """The run's output: tails, the whole of it for --metric, and on scenc's own streams with --show-output."""
         outcome.stdout = _tail(self._out, STDERR_TAIL_CHARS)
         outcome.stderr = _tail(self._err, STDERR_TAIL_CHARS)
         if target.reported and outcome.launched is not None:
@@ -204,8 +335,44 @@ class LauncherRunner(ProgramRunner):
             _echo(self._err, sys.stderr)
         return outcome
 
-    def _launch(self, target: ProgramTarget, env: Mapping[str, str], stdin, timeout_s: float) -> ProgramOutcome:
-        """Start the launcher with the program, wait, and read the launcher's report."""
+    def _launch(self, request: bytes, timeout_s: float) -> ProgramOutcome:
+        """One run through the launcher (started for the first run, and again after one died): the program's pid,
+        then its report, or a kill of its process group when `timeout_s` passed first."""
+        if self._launcher is None:
+            self._launcher = Launcher(self.helpers[0], self._out, self._err)
+        launcher = self._launcher
+        started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        t0 = time.perf_counter()
+        timed_out = False
+        try:
+            launcher.send(request)
+            pid = launcher.line(None)
+            if not pid or not pid.startswith("pid="):
+                raise LauncherGone(f"it said {pid!r} instead of the program's pid")
+            self._pid = int(pid[4:])
+            if self.interrupted:
+                kill_program(self._pid)
+            text = launcher.line(timeout_s)
+            if text is None:
+                timed_out = True
+                kill_program(self._pid)
+                text = launcher.line(None)
+        except LauncherGone as exc:
+            self._drop_launcher()
+            outcome = ProgramOutcome(started, time.perf_counter() - t0)
+            if not self.interrupted:
+                outcome.problem = f"the scenc launcher {self.helpers[0]} failed: {exc}"
+            return outcome
+        finally:
+            self._pid = None
+        launched = _parse_launcher_report(text)
+        outcome = ProgramOutcome(started, time.perf_counter() - t0, timed_out, None if timed_out else launched)
+        if not timed_out and launched is None and not self.interrupted:
+            outcome.problem = f"the scenc launcher {self.helpers[0]} reported {text!r}"
+        return outcome
+
+    def _launch_once(self, target: ProgramTarget, env: Mapping[str, str], stdin, timeout_s: float) -> ProgramOutcome:
+        """Start a launcher with the program alone, wait, and read its report."""
         spawn, _ = self.helpers
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         report_r, report_w = os.pipe()
@@ -238,6 +405,27 @@ class LauncherRunner(ProgramRunner):
             return wait_and_clear_group(proc, timeout_s)
         finally:
             self._current = None
+
+    def _drop_launcher(self) -> None:
+        if self._launcher is not None:
+            launcher, self._launcher = self._launcher, None
+            try:
+                launcher.proc.kill()
+            except OSError:
+                pass
+            launcher.close()
+
+    def interrupt(self, signum=None, _frame=None):
+        super().interrupt(signum, _frame)
+        pid = self._pid
+        if pid is not None:
+            kill_program(pid)
+
+    def close(self) -> None:
+        """End the launcher (it also ends by itself when scenc does)."""
+        if self._launcher is not None:
+            launcher, self._launcher = self._launcher, None
+            launcher.close()
 
 
 def _metrics(launched: Mapping) -> dict:

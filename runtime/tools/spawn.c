@@ -1,15 +1,35 @@
-/* scenc-spawn: start one command and report what wait4 says about it.
+/* scenc-spawn: start commands and report what wait4 says about each.
  *
- * usage: scenc-spawn REPORT_FD PROGRAM [ARGS...]
+ * usage: scenc-spawn --serve REQUEST_FD REPLY_FD OUT_FD ERR_FD    every run of a session, one request each
+ *        scenc-spawn REPORT_FD PROGRAM [ARGS...]                   one run (a server, and its client)
  *
  * scenc runs real programs through this launcher rather than forking them
  * from Python: on Linux a process's peak RSS (ru_maxrss) starts from the
  * address space it was forked from, so a child of the Python interpreter
  * would inherit the interpreter's peak. Forked from this small launcher, the
  * program's peak is its own. The launcher also takes the times itself, right
- * around fork and wait4, so scenc's own start-up is not in them.
+ * around fork and wait4 of the program (and of nothing else), so scenc's own
+ * work between runs is not in them.
  *
- * Environment read here (and removed before the program starts):
+ * The launcher stays up for the whole session (run/program/runner.py's
+ * LauncherRunner starts it once), so a run costs scenc no fork and exec of its
+ * own: Python's fork of itself and the launcher's exec were most of the 2.5-4.6 ms
+ * scenc spent between runs when a launcher was started for each. A request
+ * is a u32 length, then that many bytes of NUL-terminated strings:
+ *     cwd ("": the launcher's), stdin ("": /dev/null), RLIMIT_DATA bytes ("": none),
+ *     argc, argv[0..argc), envc, env[0..envc) ("NAME=value", LD_PRELOAD included)
+ * For each request the launcher writes two lines to REPLY_FD: "pid=N" as soon as
+ * the program is forked (scenc kills its process group, the program's own session,
+ * on a timeout or Ctrl-C), then the report below when it has ended. The program's
+ * stdout and stderr are OUT_FD and ERR_FD (scenc empties them between runs). A
+ * program that crashes, or is killed, is only a report; the launcher ends when
+ * REQUEST_FD reaches its end (scenc is done, or gone).
+ *
+ * The launcher itself runs without LD_PRELOAD; the program's comes in its request.
+ *
+ * One run (`scenc run --server`: the server and its client): the program's stdin,
+ * stdout, stderr and cwd are the launcher's; the report goes to REPORT_FD. The
+ * environment read here (and removed before the program starts):
  *   SCENC_SPAWN_PRELOAD     becomes the program's LD_PRELOAD (the launcher
  *                           itself runs without one);
  *   SCENC_SPAWN_DATA_LIMIT  bytes of RLIMIT_DATA for the program (a stricter
@@ -23,13 +43,14 @@
  *                           The launcher and the server die with their parent
  *                           (PR_SET_PDEATHSIG): a killed scenc leaves no server.
  *
- * One line goes to REPORT_FD when the program has ended:
+ * The report, one line:
  *   status=<wait status> wall_ns=N user_us=N sys_us=N maxrss_kib=N minflt=N majflt=N exec_errno=N
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +60,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static long long now_ns(void) {
     struct timespec ts;
@@ -50,6 +73,17 @@ static long long tv_us(struct timeval tv) {
     return (long long)tv.tv_sec * 1000000LL + tv.tv_usec;
 }
 
+/* In the child: RLIMIT_DATA of `limit` bytes, a stricter hard limit already in place staying. */
+static void limit_data(const char *limit) {
+    if (!limit || !*limit) return;
+    struct rlimit rl;
+    rlim_t want = (rlim_t)strtoull(limit, NULL, 10);
+    if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
+        want = rl.rlim_max;   /* the user's own stricter limit stays */
+    rl.rlim_cur = rl.rlim_max = want;
+    setrlimit(RLIMIT_DATA, &rl);
+}
+
 /* Die with the parent: a server must not outlive the scenc that started it. */
 static void die_with_parent(pid_t parent) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -59,15 +93,7 @@ static void die_with_parent(pid_t parent) {
 
 /* In the child, between fork and exec: the limit and the preload. */
 static void prepare_child(void) {
-    const char *limit = getenv("SCENC_SPAWN_DATA_LIMIT");
-    if (limit && *limit) {
-        struct rlimit rl;
-        rlim_t want = (rlim_t)strtoull(limit, NULL, 10);
-        if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
-            want = rl.rlim_max;   /* the user's own stricter limit stays */
-        rl.rlim_cur = rl.rlim_max = want;
-        setrlimit(RLIMIT_DATA, &rl);
-    }
+    limit_data(getenv("SCENC_SPAWN_DATA_LIMIT"));
     const char *preload = getenv("SCENC_SPAWN_PRELOAD");
     if (preload && *preload)
         setenv("LD_PRELOAD", preload, 1);
@@ -78,9 +104,143 @@ static void prepare_child(void) {
     unsetenv("SCENC_SPAWN_SERVER");
 }
 
-int main(int argc, char **argv) {
+/* Waits for the program, then writes the report: its wait status and rusage, nothing else's. */
+static int report(int fd, pid_t pid, long long t0, int errpipe) {
+    int status = 0;
+    struct rusage ru;
+    siginfo_t ended;
+    while (waitid(P_PID, (id_t)pid, &ended, WEXITED | WNOWAIT) < 0) {   /* ended, not reaped yet */
+        if (errno != EINTR) {
+            perror("scenc-spawn: waitid");
+            return -1;
+        }
+    }
+    long long wall = now_ns() - t0;
+    /* The program's group killed before its leader is reaped (the zombie keeps the group's id from being
+     * reused): a child it left running (`sleep 1000 &`) must not outlive the run. */
+    kill(-pid, SIGKILL);
+    while (wait4(pid, &status, 0, &ru) < 0) {
+        if (errno != EINTR) {
+            perror("scenc-spawn: wait4");
+            return -1;
+        }
+    }
+    int exec_errno = 0;
+    if (read(errpipe, &exec_errno, sizeof exec_errno) != (ssize_t)sizeof exec_errno)
+        exec_errno = 0;
+    close(errpipe);
+    return dprintf(fd, "status=%d wall_ns=%lld user_us=%lld sys_us=%lld maxrss_kib=%ld minflt=%ld "
+                       "majflt=%ld exec_errno=%d\n", status, wall, tv_us(ru.ru_utime), tv_us(ru.ru_stime),
+                   ru.ru_maxrss, ru.ru_minflt, ru.ru_majflt, exec_errno) < 0 ? -1 : 0;
+}
+
+/* --------------------------------------------------------------- serving */
+static int read_all(int fd, void *buf, size_t n) {
+    char *p = buf;
+    while (n) {
+        ssize_t got = read(fd, p, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return got == 0 && p == buf ? 0 : -1;   /* 0: the end, between requests */
+        p += got;
+        n -= (size_t)got;
+    }
+    return 1;
+}
+
+/* The next string of a request; NULL when it runs past the end. */
+static char *field(char **at, char *end) {
+    char *s = *at, *nul = s < end ? memchr(s, 0, (size_t)(end - s)) : NULL;
+    if (!nul) return NULL;
+    *at = nul + 1;
+    return s;
+}
+
+static char **strings(char **at, char *end) {
+    char *count = field(at, end);
+    if (!count) return NULL;
+    long n = strtol(count, NULL, 10);
+    if (n < 0 || n > (end - *at)) return NULL;
+    char **v = calloc((size_t)n + 1, sizeof *v);
+    if (!v) return NULL;
+    for (long i = 0; i < n; i++)
+        if (!(v[i] = field(at, end))) {
+            free(v);
+            return NULL;
+        }
+    return v;
+}
+
+/* One request: fork the program, tell its pid, wait, report. -1 when the request or a reply cannot be made. */
+static int serve_one(char *req, char *end, int reply, int out, int err) {
+    char *at = req;
+    char *cwd = field(&at, end), *in = field(&at, end), *limit = field(&at, end);
+    char **argv = cwd && in && limit ? strings(&at, end) : NULL;
+    char **envp = argv ? strings(&at, end) : NULL;
+    if (!envp || !argv[0]) {
+        free(argv);
+        fprintf(stderr, "scenc-spawn: a malformed request\n");
+        return -1;
+    }
+    int errpipe[2];
+    if (pipe2(errpipe, O_CLOEXEC) != 0) {
+        perror("scenc-spawn: pipe");
+        return -1;
+    }
+    long long t0 = now_ns();
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("scenc-spawn: fork");
+        return -1;
+    }
+    if (pid == 0) {
+        close(errpipe[0]);
+        setsid();                             /* its own session and process group: scenc kills it whole */
+        signal(SIGPIPE, SIG_DFL);
+        int e = 0, fd = open(*in ? in : "/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || dup2(fd, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || (*cwd && chdir(cwd) != 0))
+            e = errno;
+        if (!e) {
+            limit_data(limit);
+            environ = envp;                   /* execvp looks PATH up in the program's environment */
+            execvp(argv[0], argv);
+            e = errno;
+        }
+        if (write(errpipe[1], &e, sizeof e) < 0) { /* nothing more to say */ }
+        _exit(127);
+    }
+    close(errpipe[1]);
+    free(argv);
+    free(envp);
+    if (dprintf(reply, "pid=%d\n", (int)pid) < 0) return -1;
+    return report(reply, pid, t0, errpipe[0]);
+}
+
+static int serve(int request, int reply, int out, int err) {
+    signal(SIGPIPE, SIG_IGN);                 /* scenc gone: a failed write ends the loop */
+    fcntl(request, F_SETFD, FD_CLOEXEC);
+    fcntl(reply, F_SETFD, FD_CLOEXEC);
+    fcntl(out, F_SETFD, FD_CLOEXEC);
+    fcntl(err, F_SETFD, FD_CLOEXEC);
+    char *buf = NULL;
+    size_t cap = 0;
+    for (;;) {
+        uint32_t len;
+        int got = read_all(request, &len, sizeof len);
+        if (got <= 0) return got == 0 ? 0 : 2;
+        if (len > cap) {
+            free(buf);
+            cap = len;
+            if (!(buf = malloc(cap))) return 2;
+        }
+        if (read_all(request, buf, len) != 1) return 2;
+        if (serve_one(buf, buf + len, reply, out, err) != 0) return 2;
+    }
+}
+
+/* One run: `scenc-spawn REPORT_FD PROGRAM [ARGS...]`. */
+static int run_once(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: scenc-spawn REPORT_FD PROGRAM [ARGS...]\n");
+        fprintf(stderr, "usage: scenc-spawn REPORT_FD PROGRAM [ARGS...] | --serve REQUEST_FD REPLY_FD OUT_FD ERR_FD\n");
         return 2;
     }
     int report = atoi(argv[1]);
@@ -136,4 +296,10 @@ int main(int argc, char **argv) {
                     "majflt=%ld exec_errno=%d\n", status, wall, tv_us(ru.ru_utime), tv_us(ru.ru_stime),
             ru.ru_maxrss, ru.ru_minflt, ru.ru_majflt, exec_errno);
     return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 6 && strcmp(argv[1], "--serve") == 0)
+        return serve(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    return run_once(argc, argv);
 }

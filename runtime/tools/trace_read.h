@@ -9,10 +9,14 @@
  * O(threads x TR_BLOCK + runs), never O(log).
  *
  * Versions 1 and 2 store 64-byte records as they are: the index pass checks
- * them here (tr_index_v2) and a run is a range of records. Version 3 stores
+ * them here (tr_index_v2) and a run is a range of records. Versions 3 and 4 store
  * chunks of encoded records: the index pass is runtime/tools/tracelog.c's counting
  * pass (tr_index_v3) and a run is a chunk, decoded by runtime/tracer/tracelog.h's
  * decoder when the merge reaches it (tr_fill_v3): one decoder for every reader.
+ * Version 4 numbers records with per-thread clocks: equal numbers in two threads
+ * are concurrent calls (the merge takes the thread that came first in the file), an
+ * event's line is its place in the merged order, and the missing calls are the
+ * records made (the log's counters, the end mark) that the log does not hold.
  *
  * Errors are the reader's own messages, the same sentences as the Python
  * reader's, with the 1-based record number (the header is record 1). */
@@ -155,6 +159,8 @@ typedef struct {              /* what the index pass found (trace/tracerlog.py's
   int faulted;                /* the end mark held the process's minor page faults (tracers since issue 15t) */
   uint64_t page_faults, tracer_pages;   /* from tracing start to the end mark; of them, the tracer's buffers */
   uint64_t fresh_pages, written_pages;  /* sampled blocks' inner pages not resident at malloc; of them, at free */
+  uint64_t chunks_at;         /* version 3, 4: the first chunk's offset */
+  uint64_t made;              /* version 4: records made (the counters, the end mark); 0 when unknown */
 } tr_info;
 
 typedef struct {
@@ -166,6 +172,7 @@ typedef struct {
   uint32_t *slot_of;          /* open addressing: tid -> index + 1 */
   size_t slot_cap;
   int extra;                  /* yield the records that are not allocator calls (thread, mapping records) */
+  uint64_t merged;            /* records merged so far: version 4's lines */
 } tr_log;
 
 static uint32_t tr_hash32(uint32_t x) { return (x * 2654435769u); }
@@ -266,7 +273,7 @@ static int tr_index_v2(tr_log *log, tr_scan *s, tr_error *e) {
  * merge reaches them); a chunk is a run. A cut or damaged log is read up to where it stops (info.stopped_at),
  * as the Python reader does. */
 static int tr_index_v3(tr_log *log, tr_scan *s, tr_error *e) {
-  struct scn_tl_scan *scan = scn_tl_scan_file(log->fd, TR_RECORD, log->info.size);
+  struct scn_tl_scan *scan = scn_tl_scan_file(log->fd, log->info.chunks_at, log->info.size);
   if (!scan) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
   (void)e;
   for (uint32_t i = 0; i < scan->nthreads; i++) {
@@ -290,6 +297,7 @@ static int tr_index_v3(tr_log *log, tr_scan *s, tr_error *e) {
   info->last_ns = scan->last_ns;
   s->max_seq = scan->any ? (int64_t)scan->max_seq : -1;
   s->end_total = scan->end_seq;
+  if (log->info.version >= 4) info->made = scan->made > scan->end_seq ? scan->made : scan->end_seq;
   if (scan->faulted) {
     info->faulted = 1;
     info->page_faults = scan->faults_end - scan->faults_start;
@@ -321,10 +329,18 @@ static int tr_header(tr_log *log, tr_error *e) {
   memcpy(&log->info.ppid, h + 20, 4);
   memcpy(&log->info.start_realtime_ns, h + 32, 8);
   log->info.size = (uint64_t)st.st_size;
-  if (log->info.version == SCN_TRACE_VERSION && rsize == 0) return 0;
+  log->info.chunks_at = TR_RECORD;
+  if (log->info.version == 3 && rsize == 0) return 0;
+  if (log->info.version == SCN_TRACE_VERSION && rsize == 0) {
+    memcpy(&log->info.chunks_at, h + 40, 8);
+    if (log->info.chunks_at < TR_RECORD || log->info.chunks_at % SCN_TL_LINE || log->info.chunks_at > (1u << 20))
+      return tr_fail(e, 1, "a version 4 header whose chunks start at byte %" PRIu64 ": the log is damaged",
+                     log->info.chunks_at);
+    return 0;
+  }
   if ((log->info.version != 1 && log->info.version != 2) || rsize != TR_RECORD)
     return tr_fail(e, 1, "tracer log version %" PRIu32 " with %" PRIu32 "-byte records; this scenc reads versions "
-                   "1, 2, 3 with 64-byte records (rebuild the tracer and capture again)", log->info.version, rsize);
+                   "1, 2, 3, 4 with 64-byte records (rebuild the tracer and capture again)", log->info.version, rsize);
   uint64_t body = (uint64_t)st.st_size - TR_RECORD;
   log->info.whole = body / TR_RECORD;
   log->info.cut = body % TR_RECORD;
@@ -348,9 +364,15 @@ static int tr_open(tr_log *log, const char *path, int extra, tr_error *e) {
   if (log->fd < 0) return tr_fail(e, 1, "cannot read the trace log: %s", strerror(errno));
   if (tr_header(log, e)) return -1;
   tr_scan s = {-1, 0, NULL};
-  if ((log->info.version == SCN_TRACE_VERSION ? tr_index_v3 : tr_index_v2)(log, &s, e)) return -1;
+  if ((log->info.version >= 3 ? tr_index_v3 : tr_index_v2)(log, &s, e)) return -1;
   tr_info *info = &log->info;
   for (size_t i = 0; i < log->nthreads; i++) info->chunks += log->threads[i].nruns;
+  if (info->version >= 4) {   /* clocks, not one counter: the records made that the log does not hold */
+    uint64_t held = info->records + info->thread_records;
+    info->last_seq = s.max_seq;
+    info->missing = info->made > held ? info->made - held : 0;
+    return 0;
+  }
   uint64_t used = info->records + info->moved + info->thread_records;
   if ((int64_t)used > s.max_seq + 1)
     return tr_fail(e, 1, "%" PRId64 " sequence numbers are used twice: the log is damaged or two processes wrote "
@@ -404,7 +426,7 @@ static int tr_open_chunk(tr_log *log, tr_thread *t, const tr_run *run, tr_error 
 }
 
 static int tr_advance(tr_log *log, tr_thread *t, tr_error *e) {
-  int v3 = log->info.version == SCN_TRACE_VERSION;
+  int v3 = log->info.version >= 3;
   if (t->pos >= t->n) {
     if (!t->left) {
       if (t->run >= t->nruns) { t->head = NULL; return 0; }
@@ -507,12 +529,15 @@ static void tr_flight_drop_if(tr_inflight *m, uint64_t block, uint32_t t) {
 
 typedef int (*tr_sink)(void *arg, const tr_event *ev);
 
-/* Yields one record to the sink, as an event (allocator calls; the others only with log->extra). */
+/* Yields one record to the sink, as an event (allocator calls; the others only with log->extra). Version 4: its
+ * line is its place in the merged order, every record counted. */
 static int tr_yield(tr_log *log, const tr_rec *r, tr_sink sink, void *arg) {
   tr_event ev;
+  log->merged++;
   if (tr_is_call(r->kind)) tr_call_event(r, &ev);
   else if (log->extra) tr_extra_event(r, &ev);
   else return 0;
+  if (log->info.version >= 4) ev.line = log->merged;
   return sink(arg, &ev);
 }
 
@@ -534,7 +559,7 @@ static int tr_run_thread(tr_log *log, uint32_t i, tr_heap *h, tr_inflight *m, in
                          void *arg, tr_error *e) {
   tr_thread *c = &log->threads[i];
   const tr_rec *r = c->head;
-  uint64_t bound = h->n ? h->e[0].seq : UINT64_MAX;
+  tr_entry bound = h->n ? h->e[0] : (tr_entry){UINT64_MAX, UINT32_MAX};   /* the next thread's turn */
   for (;;) {
     uint64_t seq = r->seq;
     if (m->n && r->result && !tr_is_release(r->kind)) {
@@ -549,11 +574,11 @@ static int tr_run_thread(tr_log *log, uint32_t i, tr_heap *h, tr_inflight *m, in
           int rc = tr_yield(log, o, sink, arg);
           if (rc) return rc;
           if (tr_step(log, j, h, m, e)) return -1;
-          bound = h->e[0].seq;
+          bound = h->e[0];
         }
       }
     }
-    if ((int64_t)seq <= *last)
+    if ((int64_t)seq < *last + (log->info.version < 4))   /* version 4: threads' clocks may be equal */
       return tr_fail(e, 1, "sequence number %" PRIu64 " appears twice (threads' chunks overlap): the log is damaged",
                      seq);
     *last = (int64_t)seq;
@@ -564,11 +589,12 @@ static int tr_run_thread(tr_log *log, uint32_t i, tr_heap *h, tr_inflight *m, in
     r = c->head;
     if (!r) return 0;
     if (r->span) tr_flight_set(m, r->arg[0], i);
-    if (r->seq > bound) { tr_push(h, r->seq, i); return 0; }
+    if (!tr_less((tr_entry){r->seq, i}, bound)) { tr_push(h, r->seq, i); return 0; }
   }
 }
 
-/* Every record in causal global order, to `sink` (a non-zero return stops the merge and is returned). */
+/* Every record in causal global order, to `sink` (a non-zero return stops the merge and is returned). Version 4:
+ * by (clock, thread), the threads in order of their first chunk in the file. */
 static int tr_merge(tr_log *log, tr_sink sink, void *arg, tr_error *e) {
   tr_heap h = {0};
   tr_inflight m = {0};

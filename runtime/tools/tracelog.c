@@ -3,7 +3,8 @@
  *
  * The counting pass reads chunk headers and censuses only (a few hundred bytes per chunk of about
  * 5000 calls), so a capture's summary costs next to nothing whatever the log's size:
- *     struct scn_tl_scan *s = scn_tl_scan_file(fd, 64, file size);   -- chunks start after the header
+ *     struct scn_tl_scan *s = scn_tl_scan_file(fd, first chunk, file size);   -- version 3: 64; 4: header's
+ *                                                                                reserved[0], after the counters
  *     ... s->threads[0..nthreads), s->chunks[0..nchunks), totals; s->what: it stopped early, at s->stop ...
  *     scn_tl_scan_free(s);
  * Reading a chunk: scn_tl_open(reader, its header and payload, their length), then
@@ -38,6 +39,8 @@ struct scn_tl_scan {
   uint32_t cap_threads, cap_chunks, last_thread, pad;
   uint32_t faulted, pad2;         /* an end mark held a page-fault reading: the last one's, below */
   uint64_t faults_start, faults_end, tracer_pages, fresh_pages, written_pages;
+  uint32_t counted, overflow;     /* version 4: the counters were read; some buffer had no line (the count is short) */
+  uint64_t made;                  /* version 4: records made, by the counters */
 };
 
 EXPORT void scn_tl_scan_free(struct scn_tl_scan *s) {
@@ -145,6 +148,18 @@ EXPORT struct scn_tl_scan *scn_tl_scan_file(int fd, uint64_t offset, uint64_t si
   struct scn_tl_scan *s = calloc(1, sizeof *s);
   if (!s) return NULL;
   uint64_t at = offset;
+  if (offset > size) stop(s, size, "the log is cut short before its first chunk (inside its counters)");
+  if (offset > sizeof(struct scn_trace_header) && offset <= size) {   /* version 4: the counters */
+    uint64_t area[SCN_TL_AREA / 8];
+    size_t len = offset - sizeof(struct scn_trace_header) < sizeof area ? offset - sizeof(struct scn_trace_header)
+                                                                        : sizeof area;
+    if (pread(fd, area, len, (off_t)sizeof(struct scn_trace_header)) == (ssize_t)len) {
+      s->counted = 1;
+      for (size_t line = 0; line < len / SCN_TL_LINE; line++) s->made += area[line * SCN_TL_LINE / 8];
+      if (len > SCN_TL_OVERFLOW - sizeof(struct scn_trace_header) + 8)
+        s->overflow = area[(SCN_TL_OVERFLOW - sizeof(struct scn_trace_header)) / 8] != 0;
+    }
+  }
   uint8_t census[SCN_TL_MAX_CENSUS];
   while (at < size) {
     struct scn_tl_chunk ch;

@@ -1,37 +1,56 @@
-/* tracelog.h -- the preload tracer's log: its record, the version 3 encoder and the one decoder.
+/* tracelog.h -- the preload tracer's log: its record, the version 4 encoder and the one decoder.
  *
  * runtime/tracer/tracer.c encodes with it; runtime/tools/tracelog.c (the library trace/tracerlog.py loads)
  * and the C converter decode with it. Header-only, no allocation, no I/O.
  *
- * File (little-endian): a 64-byte header (struct scn_trace_header: "SCNTRACE", version 3, record
- * size 0, pid, ppid, CLOCK_MONOTONIC and CLOCK_REALTIME ns at open), then chunks. Versions 1 and 2
+ * File (little-endian): a 64-byte header (struct scn_trace_header: "SCNTRACE", version, record size 0,
+ * pid, ppid, CLOCK_MONOTONIC and CLOCK_REALTIME ns at open; version 4: reserved[0] the offset of the first
+ * chunk, SCN_TL_AREA), version 4: the counters (below) up to that offset, then chunks. Versions 1 and 2
  * (fixed 64-byte records, struct scn_trace_record as is) are read by the callers' own code.
  *
+ * Counters (version 4): 64-byte lines after the header, a u64 at the start of each: line 0 (byte 64) the
+ * records written alone (scn_tl_counters), line i > 0 the records made into one thread buffer so far (the
+ * tracer maps these lines and stores each count as it makes a record, so they survive a SIGKILL: the
+ * records made and not in the log are the missing ones). A u64 at byte 72: 1 when some buffer had no line.
+ *
  * Chunk: a 72-byte header (struct scn_tl_chunk), `bytes` bytes holding `count` records of one
- * thread in sequence order, then `census` bytes: varint pairs (kind code, records of that kind),
+ * thread in order, then `census` bytes: varint pairs (kind code, records of that kind),
  * codes rising, so a summary needs no record. Chunks of different threads interleave in the
  * file. A chunk of type SCN_TL_END is a header alone: the process was leaving, `seq` is the count
- * of numbers it took; a tracer that reads the process's minor page faults also stores them there
- * (scn_tl_end_faults: fields an end mark left 0 before, so version 3 stays as it was).
+ * of records it made (version 3: of numbers it took); a tracer that reads the process's minor page
+ * faults also stores them there (scn_tl_end_faults: fields an end mark left 0 before).
+ * Version 3 chunks are of type SCN_TL_RECORDS, version 4 chunks of type SCN_TL_RECORDS4.
  *
- * Record: a kind byte (bits 0-5 the kind code, bit 6 SCN_TL_SEQ_NEXT: seq = previous + 1, bit 7
- * SCN_TL_EXT: an extension byte follows), [the extension byte: SCN_TL_X_FLAGS a flags byte
+ * Order and time (version 4): a record's `seq` is its thread's clock, a hybrid of time and a Lamport clock:
+ * the time-stamp counter >> tick_shift, advanced by the thread's `step` a record between time marks, and pushed
+ * past the clock of the previous event on the same block (an allocation after the free that released its
+ * address; a free after the allocation it frees), of the thread's creation, of a joined thread's end and of the
+ * program's previous mapping call (tracer.c's opening comment). Merging the threads by (seq, thread) thus puts
+ * every record after the ones it depends on, and the others about where they were in time; equal numbers in two
+ * threads are calls that were concurrent. A record's time is its seq: tick = seq << tick_shift (absolute), mapped
+ * to ns by the chunk's two clock readings. Version 3: one global counter, every number used once, and a time in
+ * every record.
+ *
+ * Record: a kind byte (bits 0-5 the kind code, bit 6 SCN_TL_SEQ_NEXT: seq = previous + step (version 3: + 1),
+ * bit 7 SCN_TL_EXT: an extension byte follows), [the extension byte: SCN_TL_X_FLAGS a flags byte
  * follows, SCN_TL_X_ERR a varint error code, SCN_TL_X_SPAN a varint span, SCN_TL_X_RAW pointers
- * are stored whole], [varint zigzag(seq - previous seq - 1) unless SEQ_NEXT], varint time (ticks
- * >> tick_shift, minus the previous record's), then the fields scn_tl_layout[code] names, in the
- * order arg[0], arg[1], arg[2], result: a size is a varint; a pointer is 0 for NULL, else
+ * are stored whole, SCN_TL_X_TIME (version 4) a varint step: a time mark, the step of the records after this
+ * one], [varint zigzag(seq - previous seq - step) unless SEQ_NEXT], version 3: a varint time (ticks >>
+ * tick_shift since the chunk's first tick, minus the previous record's); then the fields scn_tl_layout[code]
+ * names, in the order arg[0], arg[1], arg[2], result: a size is a varint; a pointer is 0 for NULL, else
  * zigzag((p - previous pointer) >> 3) + 1 (the previous non-NULL pointer of the chunk), or with
  * SCN_TL_X_RAW the pointer itself. Varints: 7 bits a byte, low first, high bit = more follow.
  * Fields a layout leaves out decode as 0; so do dur_ns (not recorded since version 3) and err
- * and span without their extension bits. Times: a record's tick is chunk.tick + (sum of deltas
- * << tick_shift); its ns maps ticks linearly onto [ns, ns + ns_span] over [tick, tick + tick_span],
- * the two clock readings the tracer made at the chunk's first record and at its flush.
+ * and span without their extension bits. A version 4 chunk's first record has the chunk header's seq (its step
+ * is 0 until the first time mark, which is that record). A record's ns maps its tick linearly onto
+ * [ns, ns + ns_span] over [tick, tick + tick_span] (version 3: chunk.tick + its time), the two clock readings the
+ * tracer made at the chunk's first record and at its flush.
  *
  * Decoding (what the converter needs):
  *     struct scn_tl_chunk ch; struct scn_tl_cursor c; struct scn_tl_error err;
- *     size_t at = sizeof(struct scn_trace_header);             -- version 3 checked by the caller
+ *     size_t at = first chunk;                                  -- version 3: 64; 4: header.reserved[0]
  *     while (scn_tl_chunk_parse(buf + at, len - at, &ch, &err) == 1) {
- *       if (ch.type == SCN_TL_END) { ... ch.seq numbers taken ...; at += SCN_TL_CHUNK_SIZE; continue; }
+ *       if (ch.type == SCN_TL_END) { ... ch.seq records made ...; at += SCN_TL_CHUNK_SIZE; continue; }
  *       scn_tl_cursor_init(&c, &ch, buf + at + SCN_TL_CHUNK_SIZE, len - at - SCN_TL_CHUNK_SIZE);
  *       while ((n = scn_tl_decode(&c, out, cap, &err)) > 0) ... n records of thread ch.tid ...
  *       if (err.what) ... stopped at byte at + SCN_TL_CHUNK_SIZE + err.offset: a cut or damaged record
@@ -50,7 +69,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SCN_TRACE_VERSION 3   /* 3: compact chunks; 2 added thread and mapping records; 1 */
+#define SCN_TRACE_VERSION 4   /* 4: per-thread clocks, time marks, counters; 3: compact chunks; 2 added thread and
+                                 mapping records; 1 */
 
 enum scn_trace_kind {   /* record kinds; trace/tracerlog.py KIND_CODES mirrors them */
   K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_FREE, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC,
@@ -66,7 +86,7 @@ enum scn_trace_kind {   /* record kinds; trace/tracerlog.py KIND_CODES mirrors t
   K_MMAP = 42,           /* the program's own anonymous mmap (len, prot, flags) */
   K_MUNMAP = 43,         /* the program's own munmap (addr, len); result = its return value */
   K_MREMAP = 44,         /* the program's own mremap (old, old len, new len); flags = mremap's flags */
-  K_END = 255   /* not a call: the process is leaving (exit, _exit, exec); seq = numbers taken so far */
+  K_END = 255   /* not a call: the process is leaving (exit, _exit, exec); seq = records made (3: numbers taken) */
 };
 
 enum { F_THREW = 1 };   /* operator new left by an exception (std::bad_alloc) */
@@ -77,27 +97,31 @@ enum { F_THREW = 1 };   /* operator new left by an exception (std::bad_alloc) */
  * aligned_alloc/memalign (align, size), valloc/pvalloc (size), new (size[, align]),
  * delete (ptr[, size][, align]). */
 struct scn_trace_record {
-  uint64_t seq;       /* global sequence number */
+  uint64_t seq;       /* version 4: the thread's clock (tracelog.h's "Order"); before: global sequence number */
   uint64_t ns;        /* CLOCK_MONOTONIC when the call took effect (see tracer.c) */
   uint32_t tid;       /* gettid() */
   uint8_t kind;       /* enum scn_trace_kind */
   uint8_t flags;      /* F_THREW; mremap's flags */
   uint16_t err;       /* posix_memalign's return value */
   uint32_t dur_ns;    /* version 2: time spent in the real function; version 3: 0 */
-  uint32_t span;      /* moved realloc: seq minus the number taken before the call; else 0 */
+  uint32_t span;      /* moved realloc: seq minus the number (clock) taken when it released the old block; else 0 */
   uint64_t arg[3];
   uint64_t result;    /* pointer returned (stored, for posix_memalign); 0 for frees */
 };
 
 struct scn_trace_header {
   char magic[8];      /* "SCNTRACE" */
-  uint32_t version, record_size, pid, ppid;   /* record_size: 64 in versions 1-2, 0 in 3 */
+  uint32_t version, record_size, pid, ppid;   /* record_size: 64 in versions 1-2, 0 since 3 */
   uint64_t start_ns, start_realtime_ns;
-  uint64_t reserved[3];
+  uint64_t reserved[3];                     /* version 4: reserved[0] the first chunk's offset */
 };
 
-enum { SCN_TL_RECORDS = 1, SCN_TL_END = 2 };
+enum { SCN_TL_RECORDS = 1, SCN_TL_END = 2, SCN_TL_RECORDS4 = 3 };   /* records of version 3; the end; of version 4 */
 #define SCN_TL_MARK 0x4c54u   /* "TL": every chunk header carries it */
+#define SCN_TL_AREA 8192      /* version 4: header and counters, before the first chunk */
+#define SCN_TL_LINE 64        /* a counter's line */
+#define SCN_TL_COUNTERS (SCN_TL_AREA / SCN_TL_LINE - 1)   /* lines after the header: the direct one, then buffers' */
+#define SCN_TL_OVERFLOW 72    /* byte of the u64 that says some buffer had no line */
 
 struct scn_tl_chunk {
   uint32_t bytes;       /* record bytes after the header */
@@ -106,7 +130,7 @@ struct scn_tl_chunk {
   uint8_t type;         /* SCN_TL_RECORDS or SCN_TL_END */
   uint8_t tick_shift;   /* record times are in units of 2^tick_shift ticks */
   uint16_t mark;        /* SCN_TL_MARK */
-  uint64_t seq;         /* the first record's seq (SCN_TL_END: numbers taken) */
+  uint64_t seq;         /* the first record's seq (SCN_TL_END: records made; version 3: numbers taken) */
   uint64_t last_seq;    /* the last record's */
   uint64_t ns;          /* CLOCK_MONOTONIC read beside the first record's tick */
   uint64_t ns_span;     /* CLOCK_MONOTONIC at the flush, minus ns */
@@ -123,7 +147,7 @@ _Static_assert(sizeof(struct scn_trace_header) == 64, "the header is one record 
 _Static_assert(sizeof(struct scn_tl_chunk) == SCN_TL_CHUNK_SIZE, "chunk headers are 72 bytes");
 
 enum { SCN_TL_SEQ_NEXT = 0x40, SCN_TL_EXT = 0x80, SCN_TL_CODE = 0x3f };
-enum { SCN_TL_X_FLAGS = 1, SCN_TL_X_ERR = 2, SCN_TL_X_SPAN = 4, SCN_TL_X_RAW = 8 };
+enum { SCN_TL_X_FLAGS = 1, SCN_TL_X_ERR = 2, SCN_TL_X_SPAN = 4, SCN_TL_X_RAW = 8, SCN_TL_X_TIME = 16 };
 #define SCN_TL_MAX_RECORD 96   /* an encoded record never takes more */
 
 /* Fields of arg[0], arg[1], arg[2], result: 2 bits each, low first. 0: absent, 1: size, 2: pointer.
@@ -194,17 +218,14 @@ static inline uint8_t *scn_tl_put(uint8_t *p, uint64_t v) {
 /* ------------------------------------------------------------------ encoding
  * One thread's chunk being written: what the next record is a delta against. */
 struct scn_tl_encoder {
-  uint64_t seq, ptr, units;   /* previous record's seq, previous non-NULL pointer, time in tick units */
-  uint64_t tick;              /* the chunk's first tick */
-  uint8_t shift;
+  uint64_t seq, ptr;          /* previous record's seq, previous non-NULL pointer */
+  uint64_t step;              /* what seq grows by a record, as the decoder knows it */
 };
 
-static inline void scn_tl_encoder_start(struct scn_tl_encoder *e, uint64_t seq, uint64_t tick, uint8_t shift) {
-  e->seq = seq - 1;
+static inline void scn_tl_encoder_start(struct scn_tl_encoder *e, uint64_t seq) {
+  e->seq = seq;               /* the chunk header's first seq: the first record's, with a step of 0 */
   e->ptr = 0;
-  e->units = 0;
-  e->tick = tick;
-  e->shift = shift;
+  e->step = 0;
 }
 
 /* Pointers can be stored as deltas >> 3 when every one of the record is 8-aligned against the last. */
@@ -218,28 +239,27 @@ __attribute__((always_inline)) static inline int scn_tl_aligned(uint16_t layout,
   return 1;
 }
 
-/* Encodes r (r->ns holding its tick) at p; returns the end. At most SCN_TL_MAX_RECORD bytes.
- * Always inlined, loops unrolled: with a constant kind the layout's branches fold away (gcc -O2 kept
- * both loops, about 40 instructions a call, until told to unroll them). */
-__attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_tl_encoder *e, uint8_t *p, const struct scn_trace_record *r) {
+/* Encodes r at p (version 4); returns the end. At most SCN_TL_MAX_RECORD bytes. A `step` (not 0) is a time mark:
+ * the records after this one advance seq by it. r->ns and r->dur_ns are not stored (times are the seqs'). Always
+ * inlined, loops unrolled: with a constant kind the layout's branches fold away (gcc -O2 kept both loops, about
+ * 40 instructions a call, until told to unroll them). */
+__attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_tl_encoder *e, uint8_t *p,
+                                                                   const struct scn_trace_record *r, uint64_t step) {
   uint16_t layout = scn_tl_layout[r->kind & SCN_TL_CODE];
   const uint64_t v[4] = {r->arg[0], r->arg[1], r->arg[2], r->result};
-  int raw = !scn_tl_aligned(layout, v, e->ptr);
+  uint64_t ptr = e->ptr, next = e->seq + e->step;   /* in registers: the byte stores below may alias *e */
+  int raw = !scn_tl_aligned(layout, v, ptr);
   uint8_t x = (uint8_t)((r->flags ? SCN_TL_X_FLAGS : 0) | (r->err ? SCN_TL_X_ERR : 0) | (r->span ? SCN_TL_X_SPAN : 0) |
-                        (raw ? SCN_TL_X_RAW : 0));
-  *p++ = (uint8_t)((r->kind & SCN_TL_CODE) | (r->seq == e->seq + 1 ? SCN_TL_SEQ_NEXT : 0) | (x ? SCN_TL_EXT : 0));
+                        (raw ? SCN_TL_X_RAW : 0) | (step ? SCN_TL_X_TIME : 0));
+  *p++ = (uint8_t)((r->kind & SCN_TL_CODE) | (r->seq == next ? SCN_TL_SEQ_NEXT : 0) | (x ? SCN_TL_EXT : 0));
   if (x) {
     *p++ = x;
     if (r->flags) *p++ = r->flags;
     if (r->err) p = scn_tl_put(p, r->err);
     if (r->span) p = scn_tl_put(p, r->span);
+    if (step) p = scn_tl_put(p, step);
   }
-  if (r->seq != e->seq + 1) p = scn_tl_put(p, scn_tl_zigzag((int64_t)(r->seq - e->seq - 1)));
-  e->seq = r->seq;
-  uint64_t units = (r->ns - e->tick) >> e->shift;
-  if ((int64_t)(r->ns - e->tick) < 0 || units < e->units) units = e->units;   /* a clock that stepped back */
-  p = scn_tl_put(p, units - e->units);
-  e->units = units;
+  if (r->seq != next) p = scn_tl_put(p, scn_tl_zigzag((int64_t)(r->seq - next)));
 #pragma GCC unroll 4
   for (int i = 0; i < 4; i++) {
     int f = layout >> (2 * i) & 3;
@@ -252,11 +272,14 @@ __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_t
         *p++ = 0;
         continue;
       } else {
-        p = scn_tl_put(p, scn_tl_zigzag((int64_t)(v[i] - e->ptr) >> 3) + 1);
+        p = scn_tl_put(p, scn_tl_zigzag((int64_t)(v[i] - ptr) >> 3) + 1);
       }
-      if (v[i]) e->ptr = v[i];
+      if (v[i]) ptr = v[i];
     }
   }
+  e->seq = r->seq;
+  e->ptr = ptr;
+  if (step) e->step = step;
   return p;
 }
 
@@ -282,6 +305,8 @@ struct scn_tl_cursor {
   uint32_t left;        /* records still to decode */
   uint64_t seq, ptr, units;
   uint64_t scale;       /* ns per tick, fixed point with 32 fraction bits */
+  int v4;               /* version 4: seq steps by `step`, times are the seqs' */
+  uint64_t step;
 };
 
 static inline int scn_tl_chunk_parse(const uint8_t *p, size_t avail, struct scn_tl_chunk *ch,
@@ -291,12 +316,13 @@ static inline int scn_tl_chunk_parse(const uint8_t *p, size_t avail, struct scn_
   if (avail < SCN_TL_CHUNK_SIZE) return 0;
   memcpy(ch, p, sizeof *ch);
   if (ch->mark != SCN_TL_MARK) err->what = "not a chunk header (no chunk mark): the log is damaged";
-  else if (ch->type != SCN_TL_RECORDS && ch->type != SCN_TL_END) err->what = "unknown chunk type: the log is damaged";
+  else if (ch->type != SCN_TL_RECORDS && ch->type != SCN_TL_END && ch->type != SCN_TL_RECORDS4)
+    err->what = "unknown chunk type: the log is damaged";
   else if (ch->type == SCN_TL_END && (ch->count || ch->bytes)) err->what = "an end mark with records: damaged";
   else if (ch->count > ch->bytes || ch->tick_shift > 63 || ch->census > SCN_TL_MAX_CENSUS || ch->moved > ch->count ||
-           (ch->type == SCN_TL_RECORDS && ch->last_seq < ch->seq))
+           (ch->type != SCN_TL_END && ch->last_seq < ch->seq))
     err->what = "chunk header out of range: damaged";
-  else if (ch->type == SCN_TL_RECORDS && !ch->tid) err->what = "a chunk of thread id 0: the log is damaged";
+  else if (ch->type != SCN_TL_END && !ch->tid) err->what = "a chunk of thread id 0: the log is damaged";
   return err->what ? -1 : 1;
 }
 
@@ -306,8 +332,10 @@ static inline void scn_tl_cursor_init(struct scn_tl_cursor *c, const struct scn_
   c->ch = *ch;
   c->start = c->p = payload;
   c->end = payload + (avail < ch->bytes ? avail : ch->bytes);
-  c->left = ch->type == SCN_TL_RECORDS ? ch->count : 0;
-  c->seq = ch->seq - 1;
+  c->left = ch->type != SCN_TL_END ? ch->count : 0;
+  c->v4 = ch->type == SCN_TL_RECORDS4;
+  c->seq = c->v4 ? ch->seq : ch->seq - 1;
+  c->step = c->v4 ? 0 : 1;
   c->ptr = 0;
   c->units = 0;
   c->scale = ch->tick_span ? (uint64_t)(((unsigned __int128)ch->ns_span << 32) / ch->tick_span) : 0;
@@ -343,7 +371,7 @@ static inline uint64_t scn_tl_ns(const struct scn_tl_cursor *c, uint64_t ticks) 
 /* One record at c->p; 0 when it is cut short or damaged (err says which), c->p unchanged. */
 static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_record *r, struct scn_tl_error *err) {
   const uint8_t *p = c->p, *end = c->end;
-  uint64_t v, seq = c->seq, ptr = c->ptr, units = c->units;
+  uint64_t v, seq = c->seq, ptr = c->ptr, units = c->units, step = c->step, next_step = 0;
   if (p >= end) goto cut;
   uint8_t k = *p++, x = 0;
   uint16_t layout = scn_tl_layout[k & SCN_TL_CODE];
@@ -371,15 +399,24 @@ static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_re
       if (!scn_tl_get(&p, end, &v)) goto cut;
       r->span = (uint32_t)v;
     }
+    if ((x & SCN_TL_X_TIME) && c->v4) {
+      if (!scn_tl_get(&p, end, &next_step)) goto cut;
+      if (!next_step) {
+        err->what = "a time mark of step 0: the log is damaged";
+        goto stop;
+      }
+    }
   }
   if (k & SCN_TL_SEQ_NEXT) {
-    seq++;
+    seq += step;
   } else {
     if (!scn_tl_get(&p, end, &v)) goto cut;
-    seq += 1 + (uint64_t)scn_tl_unzigzag(v);
+    seq += step + (uint64_t)scn_tl_unzigzag(v);
   }
-  if (!scn_tl_get(&p, end, &v)) goto cut;
-  units += v;
+  if (!c->v4) {
+    if (!scn_tl_get(&p, end, &v)) goto cut;
+    units += v;
+  }
   uint64_t f[4] = {0, 0, 0, 0};
   for (int i = 0; i < 4; i++) {
     int t = layout >> (2 * i) & 3;
@@ -391,7 +428,13 @@ static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_re
   }
   r->seq = seq;
   r->tid = c->ch.tid;
-  r->ns = scn_tl_ns(c, units << c->ch.tick_shift);
+  uint64_t ticks = units << c->ch.tick_shift;
+  if (c->v4) {        /* the seq is the time, in ticks >> tick_shift */
+    uint64_t at = seq << c->ch.tick_shift;
+    ticks = at > c->ch.tick ? at - c->ch.tick : 0;
+    if (next_step) c->step = next_step;
+  }
+  r->ns = scn_tl_ns(c, ticks);
   r->arg[0] = f[0];
   r->arg[1] = f[1];
   r->arg[2] = f[2];

@@ -5,41 +5,58 @@
  * Interposes the C and C++ allocation interface, forwards every call to the
  * next definition (glibc, or an allocator preloaded after this library) and
  * logs each call the program makes -- from its own code, from libc (strdup,
- * fopen, qsort ...), through pointers to malloc/free -- as one fixed-size
- * binary record. trace/capture/preload.py builds it, runs programs under it and reads
+ * fopen, qsort ...), through pointers to malloc/free -- as one record.
+ * trace/capture/preload.py builds it, runs programs under it and reads
  * the log back as AllocEvents.
  *
- * Log format (version 3, runtime/tracer/tracelog.h says it byte by byte): a 64-byte header, then chunks,
- * each one thread's records in sequence order: a 72-byte chunk header (thread, first and last
- * sequence numbers, two clock readings), the records (a kind byte, then deltas and sizes as
- * varints: about 5-6 bytes a call) and a census (records by kind, so a summary reads no record).
- * Every record carries a global sequence number taken from one atomic counter
- * at the moment the call takes effect: before the real call for a release
- * (free, delete, realloc(p, 0)) -- so a block another thread gets back from the
- * allocator is never logged before its free -- and after it returns for an
- * allocation. A realloc that moves its block has two such moments (the old
- * block is released inside the call, the new one acquired); it takes both
- * numbers, records the second and the distance to the first (`span`), and the
- * reader uses that to put it before an allocation another thread made of the
- * old block in between. Within one thread records appear in sequence order;
- * across threads the reader merges them back into one causal order. The time
- * of a call is one tick read at that moment (the time-stamp counter: no clock
- * call per call); the time spent inside the real function is not recorded.
+ * Log format (version 4, runtime/tracer/tracelog.h says it byte by byte): a 64-byte header and the
+ * counters (8 KiB), then chunks, each one thread's records in order: a 72-byte chunk header (thread,
+ * first and last clock, two clock readings), the records (a kind byte, then deltas and sizes as varints:
+ * about 3-5 bytes a call) and a census (records by kind, so a summary reads no record).
+ *
+ * The hot path is a few plain stores: a record into the thread's own buffer, its census, its counter.
+ * No atomic read-modify-write, no lock and no clock reading per call (a version 3 call took a number from
+ * one global counter, locked its buffer and read the time-stamp counter: about 20 ns of a 30 ns cost).
+ *
+ * Order. Each thread numbers its records with its own clock (T.key), a Lamport clock: one more than its
+ * previous record, and more than every event the call depends on, which the tracer sees:
+ *   - an event on a block (an allocation returning it, a free or realloc releasing it) comes after the
+ *     previous event on that block's address, in whichever thread: the shadow (tracer_order.h) keeps the
+ *     last clock of every 16-byte granule an event touched. A release writes its clock there before the real
+ *     call (so whoever the allocator hands the address to next reads it), an allocation after it returns
+ *     (so whichever thread the program gives the block to reads it when it frees it). Events on one address
+ *     are ordered by the allocator and the program themselves: no two write the same entry at once, and
+ *     plain loads and stores are exact. Only while the process has more than one thread: before, a thread's
+ *     own order is the order;
+ *   - a new thread starts after its creator's pthread_create, a joined thread's end comes before what its
+ *     joiner does next, the program's mappings are ordered among themselves (through g_clock, raised by
+ *     compare-and-swap: a system call's cost, not a call's);
+ *   - each thread publishes its clock in g_clock when it crosses a multiple of 64, and a thread more than 64
+ *     behind the published clock catches up: the merged order stays close to the order in time, which the
+ *     causal order alone would not (a thread that waits and then allocates would sort first).
+ * Merging the threads by (clock, thread) gives an order in which every free follows the allocation it frees
+ * and every allocation follows the release of its address: the exact replay's dependencies. A realloc that
+ * moves its block takes two clocks (the release of the old block, the acquisition of the new one), records
+ * the second and the distance to the first (`span`), and the reader uses that to put it before an
+ * allocation another thread made of the old block in between.
+ * Time: a record carries the time-stamp counter only when its clock crosses a multiple of 64 (a time mark);
+ * the reader gives the others the last mark's time plus the chunk's mean time per record since.
  *
  * Buffers: each thread encodes into its own 32 KiB buffer (mmap'ed, so the tracer
- * never allocates through the allocator it watches; about 5000 calls) and writes it
+ * never allocates through the allocator it watches; about 8000 calls) and writes it
  * whole as one chunk with write(2) under a spin lock on an O_APPEND descriptor: chunks
- * of different threads never interleave mid-chunk, and no lock is shared per call.
- * Buffers are flushed when full, at
+ * of different threads never interleave mid-chunk. Buffers are flushed when full, at
  * thread exit (pthread key destructor), and at process exit (atexit handler and
- * ELF destructor), _exit and exec; after the process-exit flush every record
- * is written as soon as it is made (a chunk of one), so frees made by later destructors are
- * kept. Leaving, the process writes an end mark (a chunk of type END, seq = numbers taken
- * so far, with the minor page faults it took since tracing started, the pages of the
- * tracer's own buffers and what a sample of blocks' inner pages became between malloc
- * and free: `convert --touch auto` chooses with them). A program killed by a signal loses the records still in its
- * buffers and leaves no end mark; the reader counts the holes in the sequence
- * numbers and says how many calls are missing.
+ * ELF destructor), _exit and exec. The process-exit flush writes the other threads' buffers too: it raises
+ * M_EXITING, makes every thread pass a memory barrier (membarrier), then waits until no thread is inside a
+ * record (each buffer's `writing` flag, a plain store on either side of a record) and writes them; from then
+ * on every record is written as soon as it is made (a chunk of one), so frees made by later destructors are
+ * kept. Leaving, the process writes an end mark (a chunk of type END, seq = records made so far, with the minor
+ * page faults it took since tracing started, the pages of the tracer's own buffers and what a sample of blocks'
+ * inner pages became between malloc and free: `convert --touch auto` chooses with them). A program killed by a
+ * signal loses the records still in its buffers and leaves no end mark; the counters at the head of the log
+ * (each buffer's records made, stored as they are made into a shared mapping of the file, which survives the
+ * process) tell the reader how many calls are missing.
  *
  * Processes: the launched process creates SCENC_TRACE_OUT (O_EXCL); when it
  * execs another program (env, a shell or a pyenv shim exec the real one), the
@@ -68,15 +85,16 @@
  * wrapper; trace/native.py compiles this file alone and names every part in its headers=
  * (an edit to any of them rebuilds the tracer). This file holds the state all parts share and the
  * process's lifecycle (constructor, fork, destructor); each part uses only what comes before it:
- *   tracer_os.h      the tick counter, messages to stderr, the tracer's own pages, mincore, faults
+ *   tracer_os.h      the tick counter, messages to stderr, the tracer's own pages, mincore, faults, membarrier
  *   tracer_next.h    the next definitions (dlsym RTLD_NEXT) and the bootstrap arena
- *   tracer_file.h    the log files: the main one, side logs, reopening, writes under one lock
- *   tracer_buffer.h  each thread's buffer of encoded records: chunks, census, flushes
+ *   tracer_file.h    the log files: the main one, side logs, reopening, writes under one lock, the counters
+ *   tracer_order.h   the threads' clocks: g_clock, the shadow of blocks' last clocks
+ *   tracer_buffer.h  each thread's buffer of encoded records: chunks, census, flushes, leaving
  *   tracer_sample.h  the inner pages of sampled blocks (for convert --touch auto)
- *   tracer_record.h  sequence numbers, the guard, a call's record (put)
+ *   tracer_record.h  the guard, a call's record (put)
  *   tracer_alloc.h   the C allocation interface
  *   tracer_cxx.h     the C++ allocation interface
- *   tracer_thread.h  thread starts (pthread_create) and exits (the key destructor)
+ *   tracer_thread.h  thread starts (pthread_create), ends (the key destructor) and joins
  *   tracer_mmap.h    the program's own anonymous mappings
  *   tracer_exit.h    the end mark at exit; _exit and exec
  */
@@ -115,9 +133,14 @@ struct tstate {
   int resolving;      /* this thread runs dlsym for the real functions */
   int exiting;        /* its key destructor ran: log record by record */
   int keyed;          /* the key destructor is armed */
+  int started;        /* made by the pthread_create wrapper: its clock starts after its creation */
   uint32_t to_skip;   /* blocks with inner pages to pass before the next sample */
   uint32_t sampled;   /* blocks looked at with mincore */
   uint32_t tid;
+  uint64_t key;       /* the thread's clock: its last event's (tracer.c's "Order") */
+  uint64_t step;      /* what the clock advances a record (0: not started) */
+  uint64_t mark_time; /* the time (now_key) of its last time mark */
+  uint32_t tag;       /* its tag in the shadow's entries (tracer_order.h) */
   struct buffer *buf;
 };
 
@@ -125,6 +148,14 @@ static __thread struct tstate T __attribute__((tls_model("initial-exec")));
 
 enum { ST_STARTUP, ST_ENABLED, ST_DISABLED };
 static _Atomic int g_state = ST_STARTUP;   /* STARTUP: constructor not run yet; calls are buffered */
+/* 1 once the real functions are known while the state is not DISABLED: with the guard down, the call is the
+ * program's and is recorded (traced(), tracer_record.h: one load for what resolve() and tracing() test). */
+static _Atomic int g_fast;
+
+/* What every thread's record path reads: M_EXITING (the process is leaving: write each record at once),
+ * M_FENCED (no membarrier: a record fences itself), M_THREADED (more than one thread: clocks follow blocks). */
+enum { M_EXITING = 1, M_FENCED = 2, M_THREADED = 4 };
+static _Atomic uint32_t g_mode;
 
 static inline uint32_t tid(void) {
   if (UNLIKELY(!T.tid)) T.tid = (uint32_t)syscall(SYS_gettid);
@@ -151,6 +182,7 @@ static void unlock_tid(_Atomic uint32_t *lock) {
 #include "tracer_os.h"
 #include "tracer_next.h"
 #include "tracer_file.h"
+#include "tracer_order.h"
 #include "tracer_buffer.h"
 #include "tracer_sample.h"
 #include "tracer_record.h"
@@ -162,20 +194,33 @@ static void unlock_tid(_Atomic uint32_t *lock) {
 
 /* -------------------------------------------------------------- lifecycle */
 static void at_fork_child(void) {
-  /* Only this thread survives; the other buffers' locks may be held by
-   * threads that no longer exist, and every buffered record is the
-   * parent's, which it writes itself. */
+  /* Only this thread survives; the other buffers may be held by threads that no longer exist, and every buffered
+   * record is the parent's, which it writes itself. The log's counters are the parent's: this process counts
+   * into its buffers until its own log (created on its first write) has counters; no thread's clock but its own. */
   atomic_store(&g_write_lock, 0);
+  atomic_store(&g_counters, NULL);
+  atomic_store(&g_next_line, 1);
+  atomic_store(&g_direct, 0);
   for (struct buffer *b = atomic_load(&g_buffers); b; b = b->next) {
-    atomic_store(&b->busy, 0);
-    b->n = b->used = 0;
+    atomic_store(&b->writing, 0);
+    atomic_store(&b->given, 0);
+    b->used = b->limit = 0;
+    b->mark_made = 0;
     memset(b->counts, 0, sizeof b->counts);
+    atomic_store(&b->own, 0);
+    b->counter = &b->own;
+    b->lined = 0;
     atomic_store(&b->owned, b == T.buf);
   }
   T.tid = 0;
+  T.step = 0;                        /* its next record starts its clock: the first thread's */
+  atomic_store(&g_first_tid, 0);
+  atomic_store(&g_clock, 0);
+  atomic_store(&g_exact, 0);
+  atomic_store(&g_solo_clock, 0);
+  atomic_store(&g_mode, atomic_load(&g_mode) & M_FENCED);
+  shadow_forget();
   g_faults_start = minor_faults();   /* a child's count starts at the fork */
-  atomic_store(&g_seq, 0);
-  atomic_store(&g_unbuffered, 0);
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   g_name[0] = 0;
@@ -184,16 +229,20 @@ static void at_fork_child(void) {
 
 __attribute__((constructor)) static void tracer_init(void) {
   T.guard++;
+  g_key_base = now_key() - (1u << 20);
   g_faults_start = minor_faults();
   resolve();
   const char *path = getenv("SCENC_TRACE_OUT");
   if (!path || !*path || strlen(path) >= sizeof g_path) {
     if (path && *path) note_stderr("SCENC_TRACE_OUT is too long, not tracing: ", path);
     atomic_store(&g_state, ST_DISABLED);
+    atomic_store(&g_fast, 0);
     T.guard--;
     return;
   }
   memcpy(g_path, path, strlen(path) + 1);
+  if (os_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0)
+    atomic_fetch_or(&g_mode, M_FENCED);   /* no membarrier: each record fences itself (tracer_buffer.h) */
   (void)lock_writes();
   g_fd = create_log(g_path);
   int err = g_fd < 0 ? errno : 0;

@@ -7,58 +7,66 @@
 #define SCN_TRACER_ALLOC_H
 
 EXPORT void *malloc(size_t size) {
-  if (UNLIKELY(!resolve())) return boot_alloc(size, 16);
-  if (!tracing()) return real_malloc(size);
-  struct call c;
-  begin(&c);
+  if (UNLIKELY(!traced())) {
+    if (UNLIKELY(!resolve())) return boot_alloc(size, 16);
+    if (!tracing()) return real_malloc(size);
+  }
+  T.guard = 1;
   void *p = real_malloc(size);
   sample_malloc(p, size);
-  return end_alloc(&c, K_MALLOC, size, 0, 0, p);
+  put(K_MALLOC, take_key((uintptr_t)p), size, 0, 0, (uintptr_t)p, 0, 0, 0);   /* leaves errno alone */
+  T.guard = 0;
+  return p;
 }
 
 EXPORT void free(void *p) {
   if (UNLIKELY(is_boot(p))) return;
-  if (UNLIKELY(!resolve())) return;
-  if (!tracing()) {
-    real_free(p);
-    return;
+  if (UNLIKELY(!traced())) {
+    if (UNLIKELY(!resolve())) return;
+    if (!tracing()) {
+      real_free(p);
+      return;
+    }
   }
-  struct call c;
-  uint64_t seq = begin_release(&c);
+  T.guard = 1;
+  uint64_t key = take_key((uintptr_t)p);   /* before the real free: whoever gets the address next comes after */
   sample_free(p);
   real_free(p);
-  end_release(&c, seq, K_FREE, (uintptr_t)p, 0, 0);
+  put(K_FREE, key, (uintptr_t)p, 0, 0, 0, 0, 0, 0);
+  T.guard = 0;
 }
 
 EXPORT void *calloc(size_t nmemb, size_t size) {
-  if (UNLIKELY(!resolve())) {
-    if (size && nmemb > SIZE_MAX / size) return NULL;
-    return boot_alloc(nmemb * size, 16);   /* the arena is static, hence zeroed, and never reused */
+  if (UNLIKELY(!traced())) {
+    if (UNLIKELY(!resolve())) {
+      if (size && nmemb > SIZE_MAX / size) return NULL;
+      return boot_alloc(nmemb * size, 16);   /* the arena is static, hence zeroed, and never reused */
+    }
+    if (!tracing()) return real_calloc(nmemb, size);
   }
-  if (!tracing()) return real_calloc(nmemb, size);
-  struct call c;
-  begin(&c);
-  return end_alloc(&c, K_CALLOC, nmemb, size, 0, real_calloc(nmemb, size));
+  T.guard = 1;
+  void *p = real_calloc(nmemb, size);
+  put(K_CALLOC, take_key((uintptr_t)p), nmemb, size, 0, (uintptr_t)p, 0, 0, 0);
+  T.guard = 0;
+  return p;
 }
 
 /* A realloc that moves its block both releases and acquires: see tracer.c's opening comment. */
 static void *traced_realloc(int kind, void *old, size_t nmemb, size_t size, int array) {
   T.guard = 1;
   sample_free(old);
-  uint64_t at = old ? now_tick() : 0;
-  uint64_t before = old ? take_seq() : 0;
+  uint64_t before = old ? take_key((uintptr_t)old) : 0;   /* the old block may be released inside the call */
   void *p = array ? real_reallocarray(old, nmemb, size) : real_realloc(old, size);
   int err = errno;
-  uint64_t seq = before, span = 0;
+  uint64_t key = before, span = 0;
   if (!old || (p && p != old)) {
-    seq = take_seq();
-    at = now_tick();
-    span = old ? seq - before : 0;
+    key = take_key((uintptr_t)p);
+    span = old ? key - before : 0;
   }
   if (array)
-    put(kind, seq, at, (uintptr_t)old, nmemb, size, (uintptr_t)p, 0, 0, span);
+    put(kind, key, (uintptr_t)old, nmemb, size, (uintptr_t)p, 0, 0, span);
   else
-    put(kind, seq, at, (uintptr_t)old, size, 0, (uintptr_t)p, 0, 0, span);
+    put(kind, key, (uintptr_t)old, size, 0, (uintptr_t)p, 0, 0, span);
   T.guard = 0;
   errno = err;
   return p;
@@ -87,11 +95,11 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size) {
   }
   if (!real_posix_memalign) return ENOSYS;
   if (!tracing()) return real_posix_memalign(out, align, size);
-  struct call c;
-  begin(&c);
+  T.guard = 1;
   int rc = real_posix_memalign(out, align, size);
   int err = errno;
-  put(K_POSIX_MEMALIGN, take_seq(), now_tick(), align, size, 0, rc == 0 ? (uintptr_t)*out : 0, rc, 0, 0);
+  uintptr_t p = rc == 0 ? (uintptr_t)*out : 0;
+  put(K_POSIX_MEMALIGN, take_key(p), align, size, 0, p, rc, 0, 0);
   T.guard = 0;
   errno = err;
   return rc;
@@ -105,9 +113,11 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size) {
       return NULL;                                                         \
     }                                                                      \
     if (!tracing()) return real_##name(align, size);                       \
-    struct call c;                                                         \
-    begin(&c);                                                             \
-    return end_alloc(&c, kind, align, size, 0, real_##name(align, size));  \
+    T.guard = 1;                                                           \
+    void *p = real_##name(align, size);                                    \
+    put(kind, take_key((uintptr_t)p), align, size, 0, (uintptr_t)p, 0, 0, 0); \
+    T.guard = 0;                                                           \
+    return p;                                                              \
   }
 ALIGNED_WRAPPER(aligned_alloc, K_ALIGNED_ALLOC)
 ALIGNED_WRAPPER(memalign, K_MEMALIGN)
@@ -120,9 +130,11 @@ ALIGNED_WRAPPER(memalign, K_MEMALIGN)
       return NULL;                                                         \
     }                                                                      \
     if (!tracing()) return real_##name(size);                              \
-    struct call c;                                                         \
-    begin(&c);                                                             \
-    return end_alloc(&c, kind, size, 0, 0, real_##name(size));             \
+    T.guard = 1;                                                           \
+    void *p = real_##name(size);                                           \
+    put(kind, take_key((uintptr_t)p), size, 0, 0, (uintptr_t)p, 0, 0, 0);  \
+    T.guard = 0;                                                           \
+    return p;                                                              \
   }
 PAGE_WRAPPER(valloc, K_VALLOC)
 PAGE_WRAPPER(pvalloc, K_PVALLOC)

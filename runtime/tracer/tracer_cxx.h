@@ -26,14 +26,13 @@ static void *cxx_symbol(_Atomic(void *) *slot, const char *name) {
 }
 
 struct new_call {
-  struct call c;
   int kind, done;
   size_t size, align;
 };
 
 static void new_unwound(struct new_call *n) {
   if (n->done) return;
-  put(n->kind, take_seq(), now_tick(), n->size, n->align, 0, 0, 0, F_THREW, 0);
+  put(n->kind, take_key(0), n->size, n->align, 0, 0, 0, F_THREW, 0);
   T.guard = 0;
 }
 
@@ -42,11 +41,13 @@ static void new_unwound(struct new_call *n) {
     static _Atomic(void *) real;                                                         \
     void *(*f) PARAMS = (void *(*) PARAMS)cxx_symbol(&real, #sym);                       \
     if (!tracing()) return f ARGS;                                                       \
-    struct new_call n __attribute__((cleanup(new_unwound))) = {{0}, kind, 0, size, ALIGN};    \
-    begin(&n.c);                                                                         \
+    struct new_call n __attribute__((cleanup(new_unwound))) = {kind, 0, size, ALIGN};    \
+    T.guard = 1;                                                                         \
     void *p = f ARGS;                                                                    \
     n.done = 1;                                                                          \
-    return end_alloc(&n.c, kind, size, ALIGN, 0, p);                                     \
+    put(kind, take_key((uintptr_t)p), size, ALIGN, 0, (uintptr_t)p, 0, 0, 0);           \
+    T.guard = 0;                                                                         \
+    return p;                                                                            \
   }
 
 NEW_WRAPPER(_Znwm, K_NEW, (size_t size), (size), 0)
@@ -68,10 +69,11 @@ NEW_WRAPPER(_ZnamSt11align_val_tRKSt9nothrow_t, K_NEW_ARRAY_ALIGNED_NOTHROW,
       f ARGS;                                                                            \
       return;                                                                            \
     }                                                                                    \
-    struct call c;                                                                       \
-    uint64_t seq = begin_release(&c);                                                    \
+    T.guard = 1;                                                                         \
+    uint64_t key = take_key((uintptr_t)p);                                               \
     f ARGS;                                                                              \
-    end_release(&c, seq, kind, (uintptr_t)p, A1, A2);                                    \
+    put(kind, key, (uintptr_t)p, A1, A2, 0, 0, 0, 0);                                    \
+    T.guard = 0;                                                                         \
   }
 
 DELETE_WRAPPER(_ZdlPv, K_DELETE, (void *p), (p), 0, 0)

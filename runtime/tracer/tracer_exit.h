@@ -20,19 +20,20 @@ static void write_end(void) {
     h.type = SCN_TL_END;
     h.mark = SCN_TL_MARK;
     h.tick_shift = TICK_SHIFT;
-    h.seq = atomic_load(&g_seq);
+    uint64_t total = atomic_load_explicit(&g_direct, memory_order_relaxed);
+    for (struct buffer *b = atomic_load(&g_buffers); b; b = b->next) total += made(b);
+    h.seq = total;                       /* records made: those not in the log are missing */
     h.ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
     h.tick = now_tick();
     h.tid = tid();
-    scn_tl_end_set_faults(&h, g_faults_start, minor_faults(), own_pages(), atomic_load(&g_fresh), atomic_load(&g_written));
+    scn_tl_end_set_faults(&h, g_faults_start, minor_faults(), own_pages() + shadow_resident(), atomic_load(&g_fresh), atomic_load(&g_written));
     write_locked(&h, sizeof h);
   }
   if (mine) unlock_writes();
 }
 
-/* At process exit: from now on every record is written as it is made. */
+/* At process exit: every buffer written out, and from now on every record as it is made. */
 static void flush_all(void) {
-  atomic_store(&g_unbuffered, 1);
   flush_buffers();
   write_end();
 }
@@ -42,7 +43,8 @@ static void flush_all(void) {
  * atexit handlers or destructors: write the buffers first. A failed exec
  * goes on tracing normally. Only calls through the PLT are seen: libc's own
  * exec from posix_spawn and system() happens in a fresh child that has
- * recorded nothing. */
+ * recorded nothing. After a failed exec, records are written one by one: the flush cannot hand the other
+ * threads their buffers back. */
 
 #define LEAVING_WRAPPER(sym)                                                  \
   EXPORT __attribute__((noreturn)) void sym(int status) {                     \

@@ -1,7 +1,9 @@
 /* tracer_file.h -- the log file this process writes: SCENC_TRACE_OUT for the launched process, a
  * side log for a forked child or for a program another traced process exec'ed ('Processes' in
  * tracer.c), reopened by name when the program closes or replaces its descriptor. Every write is
- * whole (a chunk, or the end mark), under one spin lock, on an O_APPEND descriptor.
+ * whole (a chunk, or the end mark), under one spin lock, on an O_APPEND descriptor. The log's head
+ * (header and counters, SCN_TL_AREA bytes) is also mapped shared: each buffer stores in its own line
+ * how many records it made, so that the count survives a process killed before it wrote them.
  * Part of tracer.c's one translation unit (it includes the parts in order; see there). */
 #ifndef SCN_TRACER_FILE_H
 #define SCN_TRACER_FILE_H
@@ -13,6 +15,9 @@ static dev_t g_dev;
 static ino_t g_ino;
 static char g_path[4096];                 /* SCENC_TRACE_OUT */
 static char g_name[4096 + 48];            /* the log this process writes */
+static _Atomic(uint8_t *) g_counters;     /* the log's head, mapped shared (tracelog.h, "Counters"); NULL: none */
+static _Atomic uint32_t g_next_line = 1;  /* the next counters line a buffer takes (0 counts records written alone) */
+static _Atomic uint64_t g_direct;         /* records written alone (a chunk of one) */
 
 static int lock_writes(void) {
   return lock_tid(&g_write_lock);
@@ -22,6 +27,19 @@ static void unlock_writes(void) {
   unlock_tid(&g_write_lock);
 }
 
+static _Atomic uint64_t *counters_line(uint32_t line) {
+  uint8_t *area = atomic_load_explicit(&g_counters, memory_order_acquire);
+  return area ? (_Atomic uint64_t *)(void *)(area + SCN_TL_LINE * (1 + (size_t)line)) : NULL;
+}
+
+/* A record written alone: counted in line 0. */
+static void count_direct(void) {
+  uint64_t n = atomic_fetch_add_explicit(&g_direct, 1, memory_order_relaxed) + 1;
+  _Atomic uint64_t *line = counters_line(0);
+  if (line) atomic_store_explicit(line, n, memory_order_relaxed);
+}
+
+/* The header, then the counters: zeros up to SCN_TL_AREA (a hole), mapped shared. */
 static void write_header(int fd) {
   struct scn_trace_header h;
   memset(&h, 0, sizeof h);
@@ -32,13 +50,25 @@ static void write_header(int fd) {
   h.ppid = (uint32_t)getppid();
   h.start_ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
   h.start_realtime_ns = (uint64_t)scn_clock_ns(CLOCK_REALTIME);
+  h.reserved[0] = SCN_TL_AREA;
   (void)!write(fd, &h, sizeof h);
+  if (ftruncate(fd, SCN_TL_AREA) != 0) {
+    static const uint8_t zeros[SCN_TL_AREA - sizeof h];
+    (void)!write(fd, zeros, sizeof zeros);
+  }
+  int err = errno;
+  void *area = (void *)syscall(SYS_mmap, NULL, SCN_TL_AREA, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  errno = err;
+  if (area == MAP_FAILED) return;   /* the counts stay in the buffers: the end mark still has their total */
+  atomic_store_explicit(&g_counters, (uint8_t *)area, memory_order_release);
+  _Atomic uint64_t *line = counters_line(0);
+  atomic_store_explicit(line, atomic_load_explicit(&g_direct, memory_order_relaxed), memory_order_relaxed);
 }
 
 /* Creates a log (O_EXCL: never another process's) and writes its header.
  * Called with the write lock held; -1 with errno on failure. */
 static int create_log(const char *name) {
-  int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+  int fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);   /* RDWR: the counters' mapping */
   if (fd < 0) return -1;
   /* Far from the small numbers programs dup2 onto and close in loops. */
   int high = fcntl(fd, F_DUPFD_CLOEXEC, 900);

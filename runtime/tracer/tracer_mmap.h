@@ -18,10 +18,13 @@ static void *traced_mmap(_Atomic(void *) *real, const char *name, void *addr, si
   if (!f) return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
   if (!(flags & MAP_ANONYMOUS) || !recording())
     return f(addr, len, prot, flags, fd, off);
-  struct call c;
-  begin(&c);
+  T.guard = 1;
   void *p = f(addr, len, prot, flags, fd, off);
-  (void)end_alloc(&c, K_MMAP, len, (uint64_t)prot, (uint64_t)(unsigned)flags, p == MAP_FAILED ? NULL : p);
+  int err = errno;
+  put(K_MMAP, take_global_key(), len, (uint64_t)prot, (uint64_t)(unsigned)flags,
+      p == MAP_FAILED ? 0 : (uintptr_t)p, 0, 0, 0);
+  T.guard = 0;
+  errno = err;
   return p;   /* MAP_FAILED on failure, recorded as a NULL result */
 }
 
@@ -40,11 +43,11 @@ EXPORT int munmap(void *addr, size_t len) {
   int (*f)(void *, size_t) = (int (*)(void *, size_t))libc_symbol(&real, "munmap");
   if (!f) return (int)syscall(SYS_munmap, addr, len);
   if (!recording()) return f(addr, len);
-  struct call c;
-  uint64_t seq = begin_release(&c);
+  T.guard = 1;
+  uint64_t key = take_global_key();   /* before the real call: a mapping there later comes after */
   int rc = f(addr, len);
   int err = errno;
-  put(K_MUNMAP, seq, c.t0, (uintptr_t)addr, len, 0, (uint64_t)(unsigned)rc, 0, 0, 0);
+  put(K_MUNMAP, key, (uintptr_t)addr, len, 0, (uint64_t)(unsigned)rc, 0, 0, 0);
   T.guard = 0;
   errno = err;
   return rc;
@@ -67,12 +70,11 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
   }
   if (!recording())
     return f(old, old_len, new_len, flags, want);
-  struct call c;
-  begin(&c);
+  T.guard = 1;
   void *p = f(old, old_len, new_len, flags, want);
   int err = errno;
-  put(K_MREMAP, take_seq(), now_tick(), (uintptr_t)old, old_len, new_len, p == MAP_FAILED ? 0 : (uintptr_t)p, 0,
-      flags & 0xff, 0);
+  put(K_MREMAP, take_global_key(), (uintptr_t)old, old_len, new_len, p == MAP_FAILED ? 0 : (uintptr_t)p, 0,
+      flags & 0xff, 0);   /* numbered as it returns, as version 3 did: after what was in its new range */
   T.guard = 0;
   errno = err;
   return p;

@@ -58,8 +58,8 @@ static void *fallback_reallocarray(void *old, size_t nmemb, size_t size) {
 
 /* Returns 1 when the real functions are known; 0 for calls made by dlsym
  * while this thread resolves them (served from the bootstrap arena). */
-static int resolve(void) {
-  if (LIKELY(atomic_load_explicit(&g_resolved, memory_order_acquire) == 2)) return 1;
+static __attribute__((noinline)) int resolve_slow(void) {
+  if (atomic_load_explicit(&g_resolved, memory_order_acquire) == 2) return 1;
   if (T.resolving) return 0;
   int expect = 0;
   if (atomic_compare_exchange_strong(&g_resolved, &expect, 1)) {
@@ -83,10 +83,16 @@ static int resolve(void) {
       abort();
     }
     atomic_store_explicit(&g_resolved, 2, memory_order_release);
+    atomic_store(&g_fast, 1);
+    if (atomic_load(&g_state) == ST_DISABLED) atomic_store(&g_fast, 0);   /* the constructor may disable it meanwhile */
     return 1;
   }
   while (atomic_load_explicit(&g_resolved, memory_order_acquire) != 2) sched_yield();
   return 1;
+}
+
+static inline int resolve(void) {
+  return LIKELY(atomic_load_explicit(&g_resolved, memory_order_acquire) == 2) ? 1 : resolve_slow();
 }
 
 /* realloc of a block from the bootstrap arena (never freed): a copy, in the real heap once there is one. */

@@ -29,13 +29,21 @@ static _Atomic uint64_t g_fresh, g_written;   /* inner pages not resident at the
 
 static struct sample *sample_slot(uintptr_t p) { return &g_samples[(uint32_t)(p >> 4) * 2654435761u >> 24]; }
 
-static void sample_malloc(void *block, size_t size) {
+static __attribute__((noinline)) void sample_block(uintptr_t p, uintptr_t first, uintptr_t last);
+
+/* Inlined into malloc: most blocks have no inner page, and most of the others are skipped. */
+static inline void sample_malloc(void *block, size_t size) {
+  if (LIKELY(size <= 4096)) return;   /* no page strictly between its first byte's and its last's */
   uintptr_t p = (uintptr_t)block, first = p / 4096 + 1, last = block ? (p + size - 1) / 4096 : 0;
   if (last <= first) return;
   if (T.to_skip) {
     T.to_skip--;
     return;
   }
+  sample_block(p, first, last);
+}
+
+static void sample_block(uintptr_t p, uintptr_t first, uintptr_t last) {
   uint32_t halvings = ++T.sampled / SAMPLE_HALVING;
   T.to_skip = (SAMPLE_EVERY << (halvings < 10 ? halvings : 10)) - 1;
   uint32_t n = last - first < 64 ? (uint32_t)(last - first) : 64;
@@ -50,12 +58,18 @@ static void sample_malloc(void *block, size_t size) {
   atomic_store_explicit(&s->p, p, memory_order_release);
 }
 
-static void sample_free(void *block) {
+static __attribute__((noinline)) void sample_look(uintptr_t p, struct sample *s);
+
+/* Inlined into free: most frees find no sample in their slot. */
+static inline void sample_free(void *block) {
   uintptr_t p = (uintptr_t)block;
-  if (!p || !atomic_load_explicit(&g_sampled, memory_order_relaxed)) return;
+  if (!p || LIKELY(!atomic_load_explicit(&g_sampled, memory_order_relaxed))) return;
   struct sample *s = sample_slot(p);
-  if (atomic_load_explicit(&s->p, memory_order_relaxed) != p ||
-      !atomic_compare_exchange_strong_explicit(&s->p, &p, SAMPLE_BUSY, memory_order_acquire, memory_order_relaxed))
+  if (atomic_load_explicit(&s->p, memory_order_relaxed) == p) sample_look(p, s);
+}
+
+static void sample_look(uintptr_t p, struct sample *s) {
+  if (!atomic_compare_exchange_strong_explicit(&s->p, &p, SAMPLE_BUSY, memory_order_acquire, memory_order_relaxed))
     return;
   uint64_t now = resident(s->first, s->n);
   atomic_fetch_add_explicit(&g_fresh, (uint64_t)__builtin_popcountll(s->fresh), memory_order_relaxed);

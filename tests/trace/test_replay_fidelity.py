@@ -334,13 +334,14 @@ def test_a_version_1_tracer_log_still_converts_with_every_thread_from_the_start(
     struct.pack_into("<II", head, 8, 1, RECORD.size)          # version 1, without the thread records
     kept = [r for r in raw_records(trace) if r[3] not in EXTRA_KINDS]
     old = tmp_path / "old.trace"
-    # Version 1 numbered only calls: renumber so the log has no holes; then the end mark.
-    seqs = sorted(r[0] for r in kept)
-    renumber = {s: i for i, s in enumerate(seqs)}
+    # Version 1 numbered only calls, one global counter: number them in their merged order (by clock, the
+    # threads' ties in file order) so the log has no holes; then the end mark.
+    ranked = sorted(range(len(kept)), key=lambda i: (kept[i][0], i))
+    number = {i: n for n, i in enumerate(ranked)}
     out = bytearray(head)
-    for r in kept:
-        out += RECORD.pack(renumber[r[0]], *r[1:])
-    out += RECORD.pack(len(seqs), 0, kept[0][2], 255, 0, 0, 0, 0, 0, 0, 0, 0)
+    for i, r in enumerate(kept):
+        out += RECORD.pack(number[i], *r[1:7], 0, *r[8:])          # no span: version 1 took one number
+    out += RECORD.pack(len(kept), 0, kept[0][2], 255, 0, 0, 0, 0, 0, 0, 0, 0)
     old.write_bytes(bytes(out))
     text = convert(old, tmp_path / "old.scn")
     assert "every thread starts with the replay" in text
@@ -365,3 +366,63 @@ def test_the_programs_own_mappings_are_replayed_and_the_allocators_are_not(tmp_p
     # (the 8 MiB malloc block is glibc's own mapping: replayed as a malloc, never touched under 'none').
     assert heap["none"] < 4 << 10, heap
     assert 30 << 10 <= heap["pages"] <= 36 << 10, heap
+
+
+# The older tracers' logs kept in tests/fixtures/trace (log versions 2 and 3: one global sequence counter) and the
+# programs they captured. Today's tracer (version 4: a clock per thread, the order rebuilt at conversion) must
+# capture the same program into a log whose exact replay makes the same calls in each thread and, where the heap
+# does not depend on how the threads interleave, peaks at the same live bytes. mt_handoff's peak does (8666 to
+# 8680 bytes in the three logs): there each log's replay peaks where a walk of its own events does.
+LOGS_OF_OLDER_TRACERS = {
+    "cxx_new.trace": ("cxx_new.cc", [], True),      # built with -O2: gcc keeps one new/delete pair of nine
+    "own_maps.trace": (OWN_MAPS_C, [], True),
+    "main_exits.trace": (MAIN_EXITS_C, [], True),
+    "mt_handoff_v2.trace": ("mt_handoff.c", ["3", "20"], False),
+    "mt_handoff_3x20.trace": ("mt_handoff.c", ["3", "20"], False),
+    "mt_handoff_v3.trace": ("mt_handoff.c", ["3", "20"], False),
+}
+
+
+def _peak_of_events(path: Path) -> int:
+    """Peak live bytes by a walk of the log's events, independent of the converter."""
+    live, now, peak = {}, 0, 0
+    for e in parse_preload_log(path):
+        if e.failed:
+            continue
+        if e.old_ptr in live:
+            now -= live.pop(e.old_ptr)
+        if e.result_ptr and e.kind != "free":
+            live[e.result_ptr] = e.nbytes
+            now += e.nbytes
+        peak = max(peak, now)
+    return peak
+
+
+def _per_thread_counts(report) -> list:
+    return sorted(sorted(counts.items()) for counts in report.counts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", sorted(LOGS_OF_OLDER_TRACERS))
+def test_a_capture_by_todays_tracer_replays_as_the_older_tracers_log_did(fixture, tmp_path):
+    from scenc.trace.replay import convert_log
+    source, args, same_peak = LOGS_OF_OLDER_TRACERS[fixture]
+    old_log = FIXTURES / fixture
+    assert old_log.read_bytes()[:8] == b"SCNTRACE" and old_log.read_bytes()[8] in (2, 3)
+    if source.endswith(".cc"):
+        prog = tmp_path / "prog"
+        subprocess.run(["g++", "-std=c++17", "-O2", "-o", str(prog), str(FIXTURES / source)], check=True)
+    elif source.endswith(".c"):
+        prog = compile_c(FIXTURES / source, tmp_path / "prog", "-O1", "-fno-builtin")
+    else:
+        prog = program(tmp_path, "prog", source)
+    new_log = tmp_path / "new.trace"
+    assert capture_preload([str(prog), *args], new_log, stdout=subprocess.DEVNULL).ok
+    assert new_log.read_bytes()[8] == 4
+    old, _ = convert_log(old_log, tmp_path / "old.ops", "first")
+    new, _ = convert_log(new_log, tmp_path / "new.ops", "first")
+    assert (new.calls, new.threads, _per_thread_counts(new)) == (old.calls, old.threads, _per_thread_counts(old))
+    if same_peak:
+        assert new.peak_live_bytes == old.peak_live_bytes
+    else:
+        assert old.peak_live_bytes == _peak_of_events(old_log) and new.peak_live_bytes == _peak_of_events(new_log)

@@ -43,7 +43,7 @@ from scenc.trace.events import AllocEvent
 from scenc.trace.ltrace import parse_file
 from scenc.trace.opsfile import read_header, read_ops
 from scenc.trace.capture.preload import capture_preload
-from scenc.trace.tracerlog import HEADER, RECORD, parse_preload_log
+from scenc.trace.tracerlog import HEADER, RECORD, first_chunk, parse_preload_log
 from scenc.trace.replay import EVENT, EVENT_CODE, REPLAY_KIND, convert_events, convert_log
 from scenc.trace.native import converter_program
 from locations import REPO
@@ -288,12 +288,15 @@ def test_a_log_cut_inside_a_record_converts_what_it_holds_and_says_where(tmp_pat
     assert sum(len(t) for t in threads) > 0
 
 
-def test_a_version_3_log_cut_anywhere_converts_what_the_python_reader_reads(captures, tmp_path):
-    """The converter reads version 3 chunks with the one decoder (runtime/tracer/tracelog.h): a log cut at any byte
-    converts the records the Python reader gives, and both say where the log stops."""
-    data = captures["mt_handoff"].read_bytes()
-    assert struct.unpack_from("<I", data, 8)[0] == 3
-    for at in [64, 64 + 30, len(data) // 3, len(data) // 2 + 7, len(data) - 5, len(data)]:
+@pytest.mark.parametrize("version", [3, 4])
+def test_a_compact_log_cut_anywhere_converts_what_the_python_reader_reads(captures, tmp_path, version):
+    """The converter reads version 3 and 4 chunks with the one decoder (runtime/tracer/tracelog.h): a log cut at any
+    byte converts the records the Python reader gives, in the same order, and both say where the log stops.
+    Version 3: tests/fixtures/trace/mt_handoff_v3.trace; version 4: a fresh capture."""
+    data = (FIXTURES / "mt_handoff_v3.trace" if version == 3 else captures["mt_handoff"]).read_bytes()
+    assert struct.unpack_from("<I", data, 8)[0] == version
+    start = first_chunk(data[:64])
+    for at in [start, start + 30, len(data) // 3, len(data) // 2 + 7, len(data) - 5, len(data)]:
         cut = tmp_path / "cut.trace"
         cut.write_bytes(data[:at])
         read, log = convert_log(cut, tmp_path / "read.ops", "pages", log_pid(cut))

@@ -25,8 +25,8 @@ from scenc.trace.events import FREE_KINDS
 from scenc.trace.ltrace import TraceFormatError, parse_file
 from scenc.trace.opsfile import COUNTED_AS
 from scenc.trace.capture.preload import capture_preload
-from scenc.trace.tracerlog import (CHUNK_HEADER, EXTRA_KINDS, HEADER, KIND_CODES, RECORD, parse_preload_log,
-                                   raw_records, stop_sentence)
+from scenc.trace.tracerlog import (CHUNK_HEADER, EXTRA_KINDS, HEADER, KIND_CODES, RECORD, first_chunk,
+                                   parse_preload_log, raw_records, stop_sentence)
 from scenc.compiler.build import RUNTIME, TRACER
 from scenc.trace.native import TRACER_HEADERS, TRACER_SOURCE, tracer_library
 from scenc.trace.replay import REPLAY_KIND, write_replay
@@ -34,6 +34,7 @@ from scenc.trace.profile import TraceStats
 from locations import TESTS
 
 FIXTURES = TESTS / "fixtures" / "trace"
+KIND_NAMES = {kind for _, kind, _ in KIND_CODES.values()}
 SCENC = str(Path(sys.executable).with_name("scenc"))
 T, R = 3, 20                      # mt_handoff threads and rounds
 
@@ -366,24 +367,29 @@ def test_mt_handoff_every_call_and_every_cross_thread_free(bins, tmp_path):
 
 @pytest.mark.slow
 def test_merge_of_a_large_multithreaded_log_equals_a_full_sort(bins, tmp_path):
+    """Version 4: the threads' records merge by (clock, thread), the threads in the order of their first chunk,
+    and an event's line is its place in that order."""
     result = capture_preload([bins["mt"], "6", "1500"], tmp_path / "big.trace")
     assert result.ok, result.warnings
     assert result.info.chunks > 6                          # the threads' buffers interleave in the file
-    every = sorted(raw_records(result.path))
-    by_seq = [r for r in every if r[3] not in EXTRA_KINDS]                # calls; the others start/end threads
-    assert len(every) - len(by_seq) == 2 * 6                               # each worker's start and exit
+    in_file = list(raw_records(result.path))
+    order = {}
+    for r in in_file:
+        order.setdefault(r[2], len(order))
+    every = sorted(in_file, key=lambda r: (r[0], order[r[2]]))
+    by_clock = [r for r in every if r[3] not in EXTRA_KINDS]              # calls; the others start/end threads
+    assert len(every) - len(by_clock) == 2 * 6                             # each worker's start and exit
     merged = list(parse_preload_log(result.path, block_records=7))
-    assert len(merged) == len(by_seq) == result.events
+    assert len(merged) == len(by_clock) == result.events
     with_threads = list(parse_preload_log(result.path, block_records=7, extra_events=True))
-    assert [e.line - 1 for e in with_threads] == sorted(e.line - 1 for e in with_threads)
-    assert len(with_threads) == len(every)
+    assert [e.line for e in with_threads] == list(range(1, len(every) + 1))
     if result.info.reordered_reallocs == 0:
-        assert [e.line - 1 for e in merged] == [r[0] for r in by_seq]
-        assert [e.tid for e in merged] == [r[2] for r in by_seq]
+        assert [(e.tid, e.kind) for e in with_threads] == \
+            [(r[2], KIND_CODES[r[3]][1] if r[3] in KIND_CODES else EXTRA_KINDS[r[3]]) for r in every]
+        assert [e.line for e in merged] == [e.line for e in with_threads if e.kind in KIND_NAMES]
     _live, _peak, cross, unknown = oracle(merged)
     assert unknown == 0 and cross == 2 * 6 * 1500
-    seqs = {r[0] for r in every} | {r[0] - r[7] for r in by_seq if r[7]}
-    assert seqs == set(range(result.info.last_seq + 1))    # every number is used: no call lost
+    assert result.info.missing == 0 and result.info.made == len(every)    # every record made is in the log
 
 
 def _ltrace_env(preload_result, base):
@@ -632,7 +638,8 @@ def test_static_and_missing_programs_are_refused(bins, tmp_path):
 def test_damaged_logs_are_clear_errors_or_stop_where_they_are_cut(bins, tmp_path):
     pre = capture_preload([bins["mt"], str(T), str(R)], tmp_path / "mt.trace")
     data = pre.path.read_bytes()
-    first = HEADER.size + CHUNK_HEADER                         # the first chunk's first record
+    start = first_chunk(data[:HEADER.size])                    # after the header (and version 4's counters)
+    first = start + CHUNK_HEADER                               # the first chunk's first record
     cases = {
         "text.trace": (b"malloc(16) = 0x1\n", "not a scenc tracer log"),
         "version.trace": (data[:8] + struct.pack("<I", 9) + data[12:], "version 9"),
@@ -649,7 +656,7 @@ def test_damaged_logs_are_clear_errors_or_stop_where_they_are_cut(bins, tmp_path
     # The summary reads chunk headers and censuses only: a damaged record does not change it.
     assert parse_preload_log(tmp_path / "kind.trace").info.calls_by_kind == pre.info.calls_by_kind
     # A damaged chunk mark, or a cut: read up to there, and say where it stopped.
-    second = HEADER.size + CHUNK_HEADER + sum(struct.unpack_from("<I", data, HEADER.size + k)[0] for k in (0, 64))
+    second = start + CHUNK_HEADER + sum(struct.unpack_from("<I", data, start + k)[0] for k in (0, 64))
     for name, content, at in (("mark.trace", data[:second + 14] + b"\0\0" + data[second + 16:], second),
                               ("cut.trace", data[:-10], len(data) - 10 - 62)):
         path = tmp_path / name

@@ -1,4 +1,4 @@
-"""The preload tracer's compact log (version 3, runtime/tracer/tracelog.h) on real programs, and old logs.
+"""The preload tracer's compact log (version 4, runtime/tracer/tracelog.h) on real programs, and old logs.
 
 The codec is checked on made-up records of every kind and shape (tests/fixtures/tracelog_roundtrip.c,
 compiled here); everything else runs the real tracer on programs compiled here and reads the log
@@ -13,7 +13,7 @@ import pytest
 
 from scenc.trace.ltrace import TraceFormatError
 from scenc.trace.capture.preload import capture_preload
-from scenc.trace.tracerlog import CHUNK_HEADER, HEADER, parse_preload_log, raw_records
+from scenc.trace.tracerlog import CHUNK_HEADER, HEADER, first_chunk, parse_preload_log, raw_records
 from scenc.trace.native import TRACELOG_HEADER, TRACELOG_SOURCE
 from locations import TESTS
 
@@ -79,6 +79,11 @@ int main(int argc, char **argv) {
 """
 
 
+def _write(path, data):
+    path.write_bytes(data)
+    return path
+
+
 def compile_c(tmp_path, name, source, *flags):
     src = tmp_path / f"{name}.c"
     src.write_text(source)
@@ -106,7 +111,7 @@ def test_a_real_log_holds_what_the_program_did(tmp_path):
     prog = compile_c(tmp_path, "shown", SHOWN_C, "-pthread")
     shown = subprocess.run([prog], capture_output=True, text=True, check=True).stdout     # addresses differ:
     pre = capture_preload([prog], tmp_path / "shown.trace", stdout=(tmp_path / "out.txt").open("w"))  # this run's
-    assert pre.ok and pre.info.version == 3, pre.warnings
+    assert pre.ok and pre.info.version == 4, pre.warnings
     lines = (tmp_path / "out.txt").read_text().splitlines()
     assert [ln.split()[0] for ln in lines] == [ln.split()[0] for ln in shown.splitlines()]
     said = {ln.split()[0]: [int(x) for x in ln.split()[1:]] for ln in lines}
@@ -128,9 +133,11 @@ def test_a_real_log_holds_what_the_program_did(tmp_path):
                                                                   said["mremap"][1])]
     assert [(r[8], r[9]) for r in by_kind[43]] == [(said["mremap"][1], 4 << 20)]
     assert len(by_kind[40]) == 2 and len(by_kind[41]) >= 2 and len(pre.info.threads) == 3
-    assert all(r[6] == 0 for r in recs)                # version 3 records no time spent inside a call
-    seqs = sorted(r[0] for r in recs)
-    assert len(set(seqs)) == len(seqs) and pre.info.missing == 0
+    assert all(r[6] == 0 for r in recs)                # no time spent inside a call (not recorded since version 3)
+    for tid in pre.info.threads:                       # version 4: each thread's clocks rise
+        mine = [r[0] for r in recs if r[2] == tid]
+        assert mine == sorted(set(mine)), tid
+    assert pre.info.missing == 0 and pre.info.made == len(recs)
     times = [e.time_s for e in parse_preload_log(pre.path)]
     assert times == sorted(times) or len(pre.info.threads) > 1     # per thread, times never go back
     assert 0 <= min(times) and max(times) <= pre.wall_s
@@ -158,11 +165,12 @@ def test_a_log_cut_at_any_byte_is_read_up_to_its_last_whole_record(tmp_path):
     assert pre.ok, pre.warnings
     data = pre.path.read_bytes()
     full = [(e.line, e.kind, e.size, e.old_ptr, e.result_ptr) for e in parse_preload_log(pre.path)]
-    first_bytes = int.from_bytes(data[HEADER.size:HEADER.size + 4], "little")
-    payload = HEADER.size + CHUNK_HEADER
+    start = first_chunk(data[:HEADER.size])            # after the header and the counters
+    first_bytes = int.from_bytes(data[start:start + 4], "little")
+    payload = start + CHUNK_HEADER
     # a byte with its high bit set continues a varint: cut right after it
     inside_varint = next(i for i in range(payload + 50, payload + first_bytes) if data[i] & 0x80) + 1
-    cuts = {"inside a chunk header": HEADER.size + 30, "inside a varint": inside_varint,
+    cuts = {"inside a chunk header": start + 30, "inside a varint": inside_varint,
             "inside the first chunk": payload + first_bytes // 2, "at the census": payload + first_bytes + 1,
             "inside the second chunk": payload + first_bytes + 300, "in the end mark": len(data) - 5}
     counts = []
@@ -180,6 +188,8 @@ def test_a_log_cut_at_any_byte_is_read_up_to_its_last_whole_record(tmp_path):
     with pytest.raises(TraceFormatError, match="too short"):
         (tmp_path / "head.trace").write_bytes(data[:HEADER.size - 1])
         parse_preload_log(tmp_path / "head.trace")
+    counters = parse_preload_log(_write(tmp_path / "counters.trace", data[:start - 100]))   # cut in the counters
+    assert counters.info.records == 0 and list(counters) == [] and counters.info.stopped_at == start - 100
 
 
 def test_a_pool_loop_costs_few_bytes_per_call(tmp_path):

@@ -25,7 +25,7 @@ from ...system.process import process_name, run_in_own_session, signal_name
 from . import CaptureError, locate
 from . import shim as shims
 from ..ltrace import TraceFormatError
-from ..tracerlog import PreloadLog, PreloadLogInfo, stop_sentence
+from ..tracerlog import PreloadLog, PreloadLogInfo, missing_sentence, stop_sentence
 from ..native import tracer_library
 
 __all__ = ["capture_preload", "PreloadCapture"]
@@ -197,7 +197,7 @@ def _check(r: PreloadCapture, timeout) -> None:
         w.append(f"the program was stopped after {timeout} s (timeout): the calls it made last are not in the log")
     elif r.signal:
         w.append(f"the program was killed by {r.signal}: the calls still buffered in its threads (a 32 KiB chunk, "
-                 f"some 5000 calls, per thread) are not in the log; if it also dies without the tracer, the crash "
+                 f"thousands of calls, per thread) are not in the log; if it also dies without the tracer, the crash "
                  f"is its own")
     elif r.tracee_status:
         w.append(f"the program exited with status {r.tracee_status} (the log is complete; the program may have "
@@ -214,9 +214,9 @@ def _check(r: PreloadCapture, timeout) -> None:
     info = r.info
     if info is not None:
         if info.missing:
-            w.append(f"{info.missing} call(s) are missing from the log (sequence numbers never written, last number "
-                     f"{info.last_seq}): the process lost buffered records (killed, or it called exit from a signal "
-                     f"handler) or threads were inside an allocator call when it exited")
+            w.append(f"{info.missing} call(s) are missing from the log ({missing_sentence(info)}): the process lost "
+                     f"buffered records (killed, or it called exit from a signal handler) or threads were inside an "
+                     f"allocator call when it exited")
         if not info.ended and info.stopped_at is None and r.tracee_status is not None and r.tracee_status >= 0:
             w.append("the log has no end mark: the process left without running the tracer's exit code (it was "
                      "killed by SIGKILL from outside, or a process image it exec'ed without the tracer); calls made "

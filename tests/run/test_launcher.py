@@ -1,0 +1,171 @@
+"""The launcher that stays up for a session (run/program/runner.py's Launcher, runtime/tools/spawn.c --serve).
+
+One launcher serves every run of a session: each run's figures must still be the program's own (its
+wait4, not the launcher's nor the run before's), a program that crashes or is killed must leave it
+serving, a launcher that dies must cost one run and no more, and Ctrl-C or a timeout must kill the
+program's process group and nothing else."""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from scenc.allocators import registry
+from scenc.run.program.runner import LauncherRunner, make_program_record
+from scenc.run.program.target import ProgramTarget
+
+pytestmark = pytest.mark.slow  # builds and runs programs
+
+# burn MS: MS ms of CPU; sleep MS; hold MB: touch MB MiB and keep them; child MS: a child burns MS ms, waited
+# for; crash: SIGSEGV; exit N
+WORK_C = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+/* the process's CPU time: a burn of MS ms uses MS ms of CPU however busy the machine is */
+static double now(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+static void burn(double ms) { volatile unsigned long x = 0; double end = now() + ms / 1000; while (now() < end) x++; }
+int main(int argc, char **argv) {
+    const char *what = argv[1];
+    long n = argc > 2 ? atol(argv[2]) : 0;
+    if (!strcmp(what, "burn")) burn((double)n);
+    else if (!strcmp(what, "sleep")) usleep((useconds_t)(n * 1000));
+    else if (!strcmp(what, "hold")) { char *p = malloc((size_t)n << 20); memset(p, 1, (size_t)n << 20); printf("%d\n", p[n]); }
+    else if (!strcmp(what, "child")) { pid_t pid = fork(); if (!pid) { burn((double)n); _exit(0); } waitpid(pid, NULL, 0); }
+    else if (!strcmp(what, "crash")) raise(SIGSEGV);
+    else if (!strcmp(what, "exit")) return (int)n;
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("launcher")
+    (folder / "work.c").write_text(WORK_C)
+    subprocess.run(["gcc", "-O1", "-Wall", "-o", str(folder / "work"), str(folder / "work.c")], check=True)
+    return str(folder / "work")
+
+
+@pytest.fixture
+def runner():
+    r = LauncherRunner()
+    yield r
+    r.close()
+
+
+def glibc():
+    return registry.resolve("glibc")[0]
+
+
+def run(runner, work, *args, timeout=30.0):
+    return runner.run_program(ProgramTarget((work, *map(str, args))), glibc(), dict(os.environ), timeout)
+
+
+def figures(outcome):
+    assert outcome.launched is not None, outcome.problem
+    return outcome.launched
+
+
+def test_each_run_reports_its_own_wait4_figures_from_one_launcher(runner, work):
+    burn = figures(run(runner, work, "burn", 120))
+    launcher = runner._launcher.proc.pid
+    sleep = figures(run(runner, work, "sleep", 150))
+    hold = figures(run(runner, work, "hold", 64))
+    quick = figures(run(runner, work, "exit", 0))
+    child = figures(run(runner, work, "child", 120))
+    assert runner._launcher.proc.pid == launcher          # one launcher served them all
+    # Wall time from fork to wait4 of this run's program only.
+    assert burn["wall_ns"] >= 120e6 and sleep["wall_ns"] >= 150e6 and quick["wall_ns"] < 100e6
+    # CPU: the burner's, not the sleeper's; the child a program waited for is counted with it.
+    assert burn["user_us"] + burn["sys_us"] >= 80_000
+    assert sleep["user_us"] + sleep["sys_us"] < 50_000
+    assert child["user_us"] + child["sys_us"] >= 80_000
+    # Peak RSS: the holder's 64 MiB, and the next program's own small peak (neither the launcher's nor the
+    # run before's: the launcher stays small).
+    assert hold["maxrss_kib"] >= 64 * 1024 and quick["maxrss_kib"] < 16 * 1024
+    assert hold["minflt"] >= 64 * 256 and quick["minflt"] < 2000
+
+
+def test_a_program_that_crashes_mid_session_leaves_the_launcher_serving(runner, work):
+    assert figures(run(runner, work, "exit", 0))["status"] == 0
+    launcher = runner._launcher.proc.pid
+    crashed = run(runner, work, "crash")
+    failed = run(runner, work, "exit", 3)
+    missing = run(runner, work[:-1] + "no-such-program")
+    after = run(runner, work, "burn", 20)
+    assert runner._launcher.proc.pid == launcher and runner._launcher.proc.poll() is None
+    assert os.WIFSIGNALED(figures(crashed)["status"]) and os.WTERMSIG(crashed.launched["status"]) == signal.SIGSEGV
+    assert os.WEXITSTATUS(figures(failed)["status"]) == 3
+    assert figures(missing)["exec_errno"] == 2                           # ENOENT, said by the launcher
+    assert figures(after)["status"] == 0 and after.launched["wall_ns"] >= 20e6
+    record = make_program_record(_config(), glibc(), 1, crashed, ProgramTarget((work, "crash")), 30.0)
+    assert record.status == "crashed" and record.signal == "SIGSEGV"
+
+
+def _config():
+    from scenc.run.plan import COMMAND, RunConfig
+    return RunConfig.make("glibc", {}, target=COMMAND)
+
+
+def test_a_launcher_that_dies_costs_one_run_and_the_next_run_starts_another(runner, work):
+    figures(run(runner, work, "exit", 0))
+    first = runner._launcher.proc.pid
+
+    def kill_the_launcher_once_the_program_runs():     # not after a fixed delay: a loaded machine may be late
+        deadline = time.monotonic() + 30
+        while runner._pid is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(first, signal.SIGKILL)
+    threading.Thread(target=kill_the_launcher_once_the_program_runs).start()
+    lost = run(runner, work, "sleep", 2000)
+    assert lost.launched is None and "launcher" in lost.problem
+    again = run(runner, work, "burn", 10)
+    assert figures(again)["status"] == 0 and runner._launcher.proc.pid != first
+
+
+def test_a_timeout_and_ctrl_c_kill_the_program_and_its_group_not_the_launcher(runner, work, tmp_path):
+    figures(run(runner, work, "exit", 0))
+    launcher = runner._launcher.proc.pid
+    started = time.monotonic()
+    late = run(runner, work, "sleep", 30_000, timeout=0.5)
+    assert late.timed_out and time.monotonic() - started < 10
+    script = tmp_path / "group.sh"
+    marker = tmp_path / "child-alive"
+    script.write_text(f"#!/bin/sh\n(sleep 5; touch {marker}) &\nsleep 30\n")
+    script.chmod(0o755)
+    threading.Timer(0.5, runner.interrupt, (signal.SIGINT, None)).start()
+    started = time.monotonic()
+    stopped = runner.run_program(ProgramTarget((str(script),)), glibc(), dict(os.environ), 60)
+    assert runner.interrupted and time.monotonic() - started < 10
+    assert stopped.launched is not None and os.WIFSIGNALED(stopped.launched["status"])
+    assert runner._launcher.proc.pid == launcher and runner._launcher.proc.poll() is None
+    time.sleep(5.5)
+    assert not marker.exists()                     # the script's child went with its process group
+
+
+def test_the_launcher_ends_with_its_session(work):
+    r = LauncherRunner()
+    figures(run(r, work, "exit", 0))
+    proc = r._launcher.proc
+    r.close()
+    assert proc.poll() is not None
+
+
+def test_a_swept_program_runs_with_each_runs_own_arguments(runner, work):
+    """The request is made once per program, allocator and environment, by content: the targets of a sweep
+    (one made per run, with its {n} filled) each get their own arguments, whatever ids they had."""
+    template = ProgramTarget((work, "exit", "{n}"))
+    codes = []
+    for n in (3, 5, 3, 7, 5):
+        outcome = runner.run_program(template.for_params({"n": n}), glibc(), dict(os.environ), 30.0)
+        codes.append(os.WEXITSTATUS(figures(outcome)["status"]))
+    assert codes == [3, 5, 3, 7, 5]
