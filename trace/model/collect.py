@@ -535,29 +535,7 @@ class Collector:
                 h[0] += 1
                 h[1] += lifetime
             cls = _bisect_right(SIZE_CLASS_BOUNDS, nbytes)  # size_class(nbytes)
-            entry = acell.lives_by_class.get(cls)           # _add_to_class(acell.lives_by_class, cls, ...)
-            if entry is None:
-                _add_to_class(acell.lives_by_class, cls, bucket, lifetime, nbytes)
-            else:
-                h = entry[0].get(bucket)
-                if h is None:
-                    entry[0][bucket] = [1, lifetime]
-                else:
-                    h[0] += 1
-                    h[1] += lifetime
-                entry[1] += nbytes
-                entry[2] += nbytes * lifetime
-                if nbytes < 1024:
-                    sb = nbytes
-                else:
-                    x = nbytes.bit_length() - 1
-                    sb = 1024 + (x - 10) * 16 + ((nbytes >> (x - 4)) & 15)
-                h = entry[3].get(sb)
-                if h is None:
-                    entry[3][sb] = [1, nbytes]
-                else:
-                    h[0] += 1
-                    h[1] += nbytes
+            _add_to_class(acell.lives_by_class, cls, bucket, lifetime, nbytes)
             if w != w_alloc:
                 _add_to_class(self._dies(acell, w), cls, bucket, lifetime, nbytes, kinds=True)[4][mk] += 1
             ac = acell.c
