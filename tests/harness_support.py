@@ -56,6 +56,11 @@ def read_lines(path: Path):
     return [header, *(RunRecord.from_json(run) for run in runs)]
 
 
+def measured(runs):
+    """The measured runs of a result file's runs: its warm-ups left out."""
+    return [r for r in runs if not r.warmup]
+
+
 def fixture_builder():
     """tests/fixtures/build_fixtures.py (the fixtures' own build helper), loaded by path once.
 

@@ -11,14 +11,10 @@ import pytest
 from scenc.allocators import registry
 from scenc.run import plan as plan_module
 from scenc.stats.summary import relative_ci_halfwidth
-from harness_support import (build_fault_allocator, build_library_without_malloc, processes_mapping,
+from harness_support import (build_fault_allocator, build_library_without_malloc, measured, processes_mapping,
                              read_lines, scenc, write_scenario)
 
 ALL_FOUR = "glibc,tcmalloc,jemalloc,mimalloc"
-
-
-def measured(runs):
-    return [r for r in runs if not r.warmup]
 
 
 @pytest.mark.slow

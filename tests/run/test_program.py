@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from scenc.allocators import registry
-from harness_support import build_library_without_malloc, read_lines, scenc, start_scenc, write_scenario
+from harness_support import build_library_without_malloc, measured, read_lines, scenc, start_scenc, write_scenario
 from locations import TESTS
 
 pytestmark = pytest.mark.slow  # builds and runs programs: seconds each
@@ -22,18 +22,6 @@ pytestmark = pytest.mark.slow  # builds and runs programs: seconds each
 
 FIXTURES = TESTS / "fixtures"
 TWO = "glibc,jemalloc"
-
-
-def measured(runs):
-    return [r for r in runs if not r.warmup]
-
-
-@pytest.fixture(scope="module")
-def threaded(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("prog") / "threaded_alloc"
-    subprocess.run(["gcc", "-O2", "-pthread", "-Wall", "-Wextra", "-Werror", "-o", str(out),
-                    str(FIXTURES / "threaded_alloc.c")], check=True)
-    return out
 
 
 def _library(name):

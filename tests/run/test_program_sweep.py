@@ -12,23 +12,11 @@ import pytest
 
 from scenc.run.plan import RunConfig
 from scenc.run.program.target import ProgramTarget
-from harness_support import read_lines, scenc, write_scenario
+from harness_support import measured, read_lines, scenc, write_scenario
 from locations import REPO, TESTS
 
 FIXTURES = TESTS / "fixtures"
 TWO = "glibc,jemalloc"
-
-
-def measured(runs):
-    return [r for r in runs if not r.warmup]
-
-
-@pytest.fixture(scope="module")
-def threaded(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("prog") / "threaded_alloc"
-    subprocess.run(["gcc", "-O2", "-pthread", "-Wall", "-Wextra", "-Werror", "-o", str(out),
-                    str(FIXTURES / "threaded_alloc.c")], check=True)
-    return out
 
 
 # --------------------------------------------------------------------------- the placeholders, alone

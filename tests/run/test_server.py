@@ -18,7 +18,7 @@ import pytest
 
 from scenc.run.program.server import Readiness, ServerSpec, ServerSpecError, parse_signal
 from scenc.run.program.target import ProgramError, ProgramTarget
-from harness_support import read_lines, scenc, start_scenc
+from harness_support import measured, read_lines, scenc, start_scenc
 from locations import TESTS
 
 FIXTURES = TESTS / "fixtures"
@@ -30,10 +30,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def measured(runs):
-    return [r for r in runs if not r.warmup]
 
 
 @pytest.fixture(scope="module")
