@@ -55,6 +55,7 @@ class _ConfigState:
     dropped: Optional[str] = None      # why no further runs are made
     warm: bool = False
     durations: List[float] = field(default_factory=list)
+    duration_sum: float = 0.0          # of `durations`: the estimates read it before every run
     warmup_duration: Optional[float] = None
 
 
@@ -98,6 +99,7 @@ class Session:
             st.failures_in_row = 0
             if not record.warmup:
                 st.durations.append(record.duration_s)
+                st.duration_sum += record.duration_s
             return
         st.failures_in_row += 1
         status = record.status.words
@@ -117,11 +119,13 @@ class Session:
     def _estimate(self, config: RunConfig) -> float:
         st = self.state[config]
         if st.durations:
-            return sum(st.durations) / len(st.durations)
+            return st.duration_sum / len(st.durations)
         if st.warmup_duration is not None:
             return st.warmup_duration
-        known = [d for s in self.state.values() for d in s.durations] or \
-                [s.warmup_duration for s in self.state.values() if s.warmup_duration is not None]
+        measured = sum(len(s.durations) for s in self.state.values())
+        if measured:
+            return sum(s.duration_sum for s in self.state.values()) / measured
+        known = [s.warmup_duration for s in self.state.values() if s.warmup_duration is not None]
         return sum(known) / len(known) if known else 1.0
 
     def _timeout(self, config: RunConfig) -> float:
@@ -275,8 +279,17 @@ class Session:
         if dropped:
             self.progress.note(f"scenc: no more runs of {config.label()}: {dropped}")
 
-    def _tick(self, config: RunConfig, label: str) -> None:
-        done, remaining = self.runs_this_session, self.remaining_runs()
+    def _tick(self, config: RunConfig, round_: int) -> None:
+        """The progress bar before a run of `config` in `round_` (0: its warm-up): redrawn when it is due,
+        and before the last run (which a short session would otherwise never show)."""
+        if not self.progress.shows_bar:
+            return
+        remaining = self.remaining_runs()
+        if remaining > 1 and not self.progress.due():
+            return
+        label = (f"round {round_}/{self.plan.max_rounds}  {config.label()}" if round_
+                 else f"warm-up {config.label()}")
+        done = self.runs_this_session
         planned = self._eta_of_plan()
         eta = self._within_budget(planned)
         if eta < planned:
@@ -290,7 +303,7 @@ class Session:
             for config in self.plan.round_order(-i, self.active()):
                 if self.state[config].dropped is not None:
                     continue
-                self._tick(config, f"warm-up {config.label()}")
+                self._tick(config, 0)
                 if self.run_one(config, 0, warmup=True) is None:
                     return False
         return True
@@ -342,7 +355,7 @@ class Session:
             for config in plan.round_order(round_, todo):
                 if self.state[config].dropped is not None:
                     continue
-                self._tick(config, f"round {round_}/{plan.max_rounds}  {config.label()}")
+                self._tick(config, round_)
                 if self.run_one(config, round_) is None:
                     return False
             self.progress.round_done(
