@@ -55,7 +55,8 @@ class _ConfigState:
     dropped: Optional[str] = None      # why no further runs are made
     warm: bool = False
     durations: List[float] = field(default_factory=list)
-    duration_sum: float = 0.0          # of `durations`: the estimates read it before every run
+    duration_sum: float = 0.0          # of `durations`, and their largest: read before every run
+    duration_max: float = 0.0
     warmup_duration: Optional[float] = None
 
 
@@ -100,6 +101,7 @@ class Session:
             if not record.warmup:
                 st.durations.append(record.duration_s)
                 st.duration_sum += record.duration_s
+                st.duration_max = max(st.duration_max, record.duration_s)
             return
         st.failures_in_row += 1
         status = record.status.words
@@ -134,11 +136,11 @@ class Session:
         st = self.state[config]
         reference = st.warmup_duration
         if reference is None and st.durations:
-            reference = max(st.durations)
+            reference = st.duration_max
         if reference is None:
             # Before this configuration ran at all: judge by the slowest run of
             # the same program under another allocator, if any.
-            same = [s.warmup_duration or max(s.durations, default=0.0)
+            same = [s.warmup_duration or s.duration_max
                     for c, s in self.state.items() if c.program_key == config.program_key]
             same = [d for d in same if d]
             if not same:
