@@ -18,16 +18,17 @@
  * is a u32 length, then that many bytes of NUL-terminated strings:
  *     cwd ("": the launcher's), stdin ("": /dev/null), RLIMIT_DATA bytes ("": none),
  *     argc, argv[0..argc), envc, env[0..envc) ("NAME=value", LD_PRELOAD included)
- * For each request the launcher empties OUT_FD, ERR_FD and PROOF_FD (the files the
- * program's stdout, stderr and preload proof go to), forks the program and writes two
+ * For each request the launcher empties OUT_FD and ERR_FD (the files the program's
+ * stdout and stderr go to), notes where PROOF_FD (the preload proof's file, which each
+ * process of the program appends a line to) ends, forks the program and writes two
  * fixed binary records (native byte order; struct started and struct ended below) to
  * REPLY_FD: the program's pid as soon as it is forked (scenc kills its process group,
  * the program's own session, on a timeout or Ctrl-C), then, when it has ended, its
- * wait status and rusage, the sizes of its stdout and stderr, and the proof file's
- * bytes after the record (what proof.c's lines say). Records rather than text lines,
- * and the proof in the reply rather than a file scenc opens: between two runs scenc's
- * own work is a share of a short program's time, and parsing and file calls were most
- * of it. A program that crashes, or is killed, is only a report; the launcher ends
+ * wait status and rusage, the sizes of its stdout and stderr, and after the record the
+ * proof file's bytes written during the run (proof.c's lines). Records rather than text
+ * lines, and the proof in the reply rather than a file scenc opens: between two runs
+ * scenc's own work is a share of a short program's time, and parsing and file calls
+ * were most of it. A program that crashes, or is killed, is only a report; the launcher ends
  * when REQUEST_FD reaches its end (scenc is done, or gone).
  *
  * The launcher itself runs without LD_PRELOAD; the program's comes in its request.
@@ -153,11 +154,12 @@ static int64_t file_bytes(int fd) {
     return fstat(fd, &st) == 0 ? (int64_t)st.st_size : 0;
 }
 
-/* The proof file's lines, whole (one per process that loaded the proof library). */
-static char *read_proof(int fd, uint32_t *len) {
+/* The proof file's lines from `from` on: those of this run's processes. */
+static char *read_proof(int fd, int64_t from, uint32_t *len) {
     static char *buf;
     static size_t cap;
-    int64_t size = file_bytes(fd);
+    int64_t size = file_bytes(fd) - from;
+    if (size < 0) size = 0;
     if (size > (int64_t)UINT32_MAX / 2) size = (int64_t)UINT32_MAX / 2;
     if ((size_t)size > cap) {
         char *grown = realloc(buf, (size_t)size);
@@ -166,7 +168,7 @@ static char *read_proof(int fd, uint32_t *len) {
     }
     size_t got = 0;
     while (got < (size_t)size) {
-        ssize_t n = pread(fd, buf + got, (size_t)size - got, (off_t)got);
+        ssize_t n = pread(fd, buf + got, (size_t)size - got, (off_t)(from + (int64_t)got));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         got += (size_t)n;
@@ -175,8 +177,20 @@ static char *read_proof(int fd, uint32_t *len) {
     return buf;
 }
 
+/* Where this run's proof lines will start. The file is emptied only now and then: on ext4, a file
+ * truncated to nothing has its blocks written out when a process that wrote it closes it (the
+ * auto_da_alloc safeguard), and the next truncation then waits for that write, a few milliseconds
+ * every run on a busy disk. */
+#define PROOF_KEPT_BYTES (1 << 20)
+static int64_t proof_start(int fd) {
+    int64_t size = file_bytes(fd);
+    if (size < PROOF_KEPT_BYTES) return size;
+    return ftruncate(fd, 0) == 0 ? 0 : size;
+}
+
 /* Waits for the program, then writes its record: its wait status and rusage, nothing else's. */
-static int report(int fd, pid_t pid, long long t0, int errpipe, int out, int err, int proof) {
+static int report(int fd, pid_t pid, long long t0, int errpipe, int out, int err, int proof,
+                  int64_t proof_from) {
     int status = 0;
     struct rusage ru;
     siginfo_t ended;
@@ -202,7 +216,7 @@ static int report(int fd, pid_t pid, long long t0, int errpipe, int out, int err
     close(errpipe);
     struct ended r = {ENDED, status, wall, tv_us(ru.ru_utime), tv_us(ru.ru_stime), ru.ru_maxrss, ru.ru_minflt,
                       ru.ru_majflt, exec_errno, 0, file_bytes(out), file_bytes(err)};
-    char *lines = read_proof(proof, &r.proof_bytes);
+    char *lines = read_proof(proof, proof_from, &r.proof_bytes);
     struct iovec iov[2] = {{&r, sizeof r}, {lines, r.proof_bytes}};
     return write_all(fd, iov, r.proof_bytes ? 2 : 1);
 }
@@ -259,7 +273,8 @@ static int serve_one(char *req, char *end, int reply, int out, int err, int proo
         return -1;
     }
     int errpipe[2];
-    if (empty(out) != 0 || empty(err) != 0 || empty(proof) != 0) {
+    int64_t proof_from = proof_start(proof);
+    if (empty(out) != 0 || empty(err) != 0) {
         perror("scenc-spawn: emptying the output files");
         return -1;
     }
@@ -295,7 +310,7 @@ static int serve_one(char *req, char *end, int reply, int out, int err, int proo
     struct started started = {STARTED, (int32_t)pid};
     struct iovec iov = {&started, sizeof started};
     if (write_all(reply, &iov, 1) != 0) return -1;
-    return report(reply, pid, t0, errpipe[0], out, err, proof);
+    return report(reply, pid, t0, errpipe[0], out, err, proof, proof_from);
 }
 
 static int serve(int request, int reply, int out, int err, int proof) {
