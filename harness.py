@@ -34,8 +34,8 @@ from .probes import rundata
 from .report import metrics as metric_defs
 from .report.progress import Progress, format_duration
 from .run.record import RunRecord, Status
-from .run.plan import (COMMAND, FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan, RunConfig,
-                       params_key)
+from .run.plan import (COMMAND, FIRST_WARMUP_TIMEOUT_S, IDLE_LIMIT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan,
+                       RunConfig, params_key)
 from .run.program.hooks import hook_failure, run_hook
 from .run.program.runner import make_program_record
 from .run.program.serving import make_served_record
@@ -130,23 +130,36 @@ class Session:
         known = [s.warmup_duration for s in self.state.values() if s.warmup_duration is not None]
         return sum(known) / len(known) if known else 1.0
 
+    def _reference(self, config: RunConfig) -> Optional[float]:
+        """How long a run of the configuration takes, as far as known: its warm-up, its slowest run, or
+        before it ran at all the slowest run of the same program under another allocator; None before any."""
+        st = self.state[config]
+        if st.warmup_duration is not None:
+            return st.warmup_duration
+        if st.durations:
+            return st.duration_max
+        same = [s.warmup_duration or s.duration_max
+                for c, s in self.state.items() if c.program_key == config.program_key]
+        return max((d for d in same if d), default=None)
+
     def _timeout(self, config: RunConfig) -> float:
         if self.plan.timeout_s is not None:
             return self.plan.timeout_s
-        st = self.state[config]
-        reference = st.warmup_duration
-        if reference is None and st.durations:
-            reference = st.duration_max
+        reference = self._reference(config)
         if reference is None:
-            # Before this configuration ran at all: judge by the slowest run of
-            # the same program under another allocator, if any.
-            same = [s.warmup_duration or s.duration_max
-                    for c, s in self.state.items() if c.program_key == config.program_key]
-            same = [d for d in same if d]
-            if not same:
-                return FIRST_WARMUP_TIMEOUT_S
-            reference = max(same)
+            return FIRST_WARMUP_TIMEOUT_S
         return max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * reference)
+
+    def _idle_limit(self, config: RunConfig) -> Optional[float]:
+        """Seconds without CPU time after which a run is stuck, or None: not watched. Only without --timeout
+        (with it, the user's timeout alone ends a run). A scenario's program never waits on purpose, so each of
+        its runs is watched; a real program may (a sleep, the network), so only until one of its runs has ended
+        and its timeout is a multiple of that run rather than FIRST_WARMUP_TIMEOUT_S."""
+        if self.plan.timeout_s is not None:
+            return None
+        if config.target == COMMAND and self._reference(config) is not None:
+            return None
+        return IDLE_LIMIT_S
 
     def _runs_left(self, st: _ConfigState) -> int:
         return max(0, self.plan.max_rounds - st.done) + (0 if st.warm else self.plan.warmup)
@@ -191,7 +204,7 @@ class Session:
             env.update(probes.environment(config.probe_set, run_dir))
         env = allocator.preload_env(env)
         outcome = self.runner.run([str(self.programs[config.program_key])], env, timeout,
-                                  self.plan.memory_limit)
+                                  self.plan.memory_limit, idle_s=self._idle_limit(config))
         if self.runner.interrupted:
             if run_dir:
                 rundata.discard(run_dir)
@@ -225,7 +238,8 @@ class Session:
             record = make_served_record(config, allocator, round_, outcome, program, timeout, warmup,
                                         self.plan.memory_limit)
         else:
-            outcome = self.runner.run_program(program, allocator, self.base_env, timeout, self.plan.memory_limit)
+            outcome = self.runner.run_program(program, allocator, self.base_env, timeout, self.plan.memory_limit,
+                                              self._idle_limit(config))
             if self.runner.interrupted:
                 return None
             record = make_program_record(config, allocator, round_, outcome, program, timeout, warmup,

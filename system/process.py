@@ -161,33 +161,42 @@ def group_cpu_ticks(pgid: int) -> int:
 
 
 class IdleWatch:
-    """Has a process group used no CPU time for `idle_s` seconds? `stuck()` is asked now and then (about
-    once a second) while the group's leader runs.
+    """Has a process group used almost no CPU time (under IDLE_SHARE of one CPU) for `idle_s` seconds?
+    `stuck()` is asked now and then (about once a second) while the group's leader runs.
 
     A program whose threads all wait on one another (a deadlocked scenario), or that waits for input
-    that never comes, uses none; a program at work uses some, in one process or another of its group.
-    The leader's own figure (its threads and reaped children) is read each time; all of /proc is read
-    for the rest of the group only while the leader's figure stands still (a shell waiting for the child
-    that does the work)."""
+    that never comes, uses next to none: a wait that polls with a growing back-off still takes a clock
+    tick now and then, so "none at all" would never be reached. A program at work uses some, in one
+    process or another of its group. The leader's own figure (its threads and reaped children) is read
+    each time; all of /proc is read for the rest of the group only while the leader is quiet (a shell
+    waiting for the child that does the work)."""
+
+    IDLE_SHARE = 0.01
+    _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
     def __init__(self, pgid: int, idle_s: float, clock: Callable[[], float] = time.monotonic):
         self.pgid, self.idle_s, self.clock = pgid, idle_s, clock
-        self._since = clock()             # when the last CPU time was seen used
-        self._leader: Optional[int] = None
-        self._group: Optional[int] = None
+        # Since when the group has been quiet: (that time, the leader's ticks then, the group's then or None)
+        self._quiet: Optional[tuple] = None
 
     def stuck(self) -> bool:
         now = self.clock()
         fields = _stat_fields(self.pgid)
         leader = None if fields is None else sum(int(v) for v in fields[11:15])
-        if leader != self._leader:
-            self._leader, self._group, self._since = leader, None, now
+        if self._quiet is None or leader is None:
+            self._quiet = (now, leader, None)
+            return False
+        since, leader_then, group_then = self._quiet
+        allowed = self.IDLE_SHARE * self._TICKS_PER_S * max(now - since, self.idle_s)
+        if leader - leader_then >= allowed:
+            self._quiet = (now, leader, None)
             return False
         group = group_cpu_ticks(self.pgid)
-        if self._group is not None and group != self._group:
-            self._since = now
-        self._group = group
-        return now - self._since >= self.idle_s
+        if group_then is None or group - group_then >= allowed:
+            # From the first reading of the group too: what its other processes used before is unknown.
+            self._quiet = (now, leader, group)
+            return False
+        return now - since >= self.idle_s
 
 
 def run_watched(cmd: Sequence[str], timeout: float, idle_s: float, **popen) -> tuple:

@@ -39,8 +39,9 @@ from typing import List, Mapping, Optional, Tuple
 
 from ..record import RunRecord, Status
 from .target import ProgramTarget
-from ...system.process import signal_name, wait_and_clear_group
-from ..runner import STDERR_TAIL_CHARS, ProgramRunner
+from ...system.process import IdleWatch, signal_name, wait_and_clear_group
+from ..plan import WATCH_EVERY_S
+from ..runner import STDERR_TAIL_CHARS, ProgramRunner, stuck_problem
 
 SPAWN_SOURCE = "spawn.c"
 PROOF_SOURCE = "proof.c"
@@ -98,6 +99,7 @@ class ProgramOutcome:
     proof: Proof = field(default_factory=Proof)
     problem: Optional[str] = None     # the launcher itself failed
     checks: Optional["ProofChecks"] = None   # the session's checks of proofs so far (None: a check of its own)
+    stuck: Optional[float] = None     # it timed out sooner: no CPU time in its group for this idle limit
 
     @property
     def wait_status(self) -> Optional[int]:
@@ -348,8 +350,11 @@ class LauncherRunner(ProgramRunner):
         return cached[0]
 
     def run_program(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
-                    timeout_s: float, memory_limit: Optional[int] = None) -> ProgramOutcome:
-        outcome = self._launch(self._request(target, allocator, base_env, memory_limit), timeout_s)
+                    timeout_s: float, memory_limit: Optional[int] = None,
+                    idle_s: Optional[float] = None) -> ProgramOutcome:
+        """One run; ended after `timeout_s`, or sooner when `idle_s` is given and the program's process group
+        uses no CPU time that long."""
+        outcome = self._launch(self._request(target, allocator, base_env, memory_limit), timeout_s, idle_s)
         outcome.checks = self._proven
         if target.reported or self.show_output:
             return self._finish(target, outcome)
@@ -383,7 +388,7 @@ class LauncherRunner(ProgramRunner):
             _echo(self._err, sys.stderr)
         return outcome
 
-    def _launch(self, request: bytes, timeout_s: float) -> ProgramOutcome:
+    def _launch(self, request: bytes, timeout_s: float, idle_s: Optional[float] = None) -> ProgramOutcome:
         """One run through the launcher (started for the first run, and again after one died): the program's pid,
         then its report, or a kill of its process group when `timeout_s` passed first."""
         if self._launcher is None:
@@ -391,13 +396,16 @@ class LauncherRunner(ProgramRunner):
         launcher = self._launcher
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         t0 = time.perf_counter()
-        timed_out = False
+        timed_out, stuck = False, None
         try:
             launcher.send(request)
             self._pid = launcher.started()
             if self.interrupted:
                 kill_program(self._pid)
-            ended = launcher.ended(timeout_s)
+            if idle_s is None:
+                ended = launcher.ended(timeout_s)
+            else:
+                ended, stuck = self._watched(launcher, timeout_s, idle_s)
             if ended is None:
                 timed_out = True
                 kill_program(self._pid)
@@ -413,10 +421,24 @@ class LauncherRunner(ProgramRunner):
         launched, out_bytes, err_bytes, proof = ended
         outcome = ProgramOutcome(started, time.perf_counter() - t0, timed_out, None if timed_out else launched,
                                  _tail_of(self._out.fileno(), out_bytes, STDERR_TAIL_CHARS),
-                                 _tail_of(self._err.fileno(), err_bytes, STDERR_TAIL_CHARS))
+                                 _tail_of(self._err.fileno(), err_bytes, STDERR_TAIL_CHARS), stuck=stuck)
         if proof:
             outcome.proof = Proof.parse(proof)
         return outcome
+
+    def _watched(self, launcher: Launcher, timeout_s: float, idle_s: float) -> Tuple[Optional[tuple],
+                                                                                    Optional[float]]:
+        """(the launcher's report, or None after `timeout_s`; `idle_s` when it was stuck: its process group
+        used no CPU time that long, read about once a second)."""
+        watch = IdleWatch(self._pid, idle_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            ended = launcher.ended(min(left, WATCH_EVERY_S)) if left > 0 else None
+            if ended is not None or left <= WATCH_EVERY_S:
+                return ended, None
+            if watch.stuck():
+                return None, idle_s
 
     def _launch_once(self, target: ProgramTarget, env: Mapping[str, str], stdin, timeout_s: float) -> ProgramOutcome:
         """Start a launcher with the program alone, wait, and read its report."""
@@ -547,7 +569,8 @@ def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome,
     record.provider = outcome.proof.lines[0][1] if outcome.proof.lines else None
     record.proof = outcome.proof.to_json()
     if outcome.timed_out:
-        record.fail(Status.TIMEOUT, problem=f"no result after {timeout_s:g} s; killed (process group)")
+        record.fail(Status.TIMEOUT, problem=stuck_problem(outcome.stuck, timeout_s) if outcome.stuck
+                    else f"no result after {timeout_s:g} s; killed (process group)")
         return _with_stdout(record, outcome)
     if outcome.launched is None:
         record.fail(Status.CRASHED, problem=outcome.problem or "the launcher was killed")
