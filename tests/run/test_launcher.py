@@ -169,3 +169,38 @@ def test_a_swept_program_runs_with_each_runs_own_arguments(runner, work):
         outcome = runner.run_program(template.for_params({"n": n}), glibc(), dict(os.environ), 30.0)
         codes.append(os.WEXITSTATUS(figures(outcome)["status"]))
     assert codes == [3, 5, 3, 7, 5]
+
+
+def test_each_run_gets_its_own_proof_lines_from_the_launcher(runner, work, tmp_path):
+    """The proof file is appended to across a session's runs: each run's reply holds only the lines of its own
+    processes, and a file grown past its limit is emptied (here filled beforehand, as a long session would)."""
+    three = runner.run_program(ProgramTarget(("sh", "-c", f"{work} exit 0; {work} exit 0; true")), glibc(),
+                               dict(os.environ), 30.0)                   # the shell and its two children
+    one = run(runner, work, "exit", 0)
+    with open(runner._proof, "ab") as f:
+        f.write(b"1\t/not/this/run.so\t/not/this/run.so\n" * 40_000)     # 1.4 MB of someone else's lines
+    after = run(runner, work, "exit", 0)
+    pids = [{pid for pid, _, _ in o.proof.lines} for o in (three, one, after)]
+    assert [len(p) for p in pids] == [3, 1, 1], pids
+    assert not pids[0] & pids[1] and not pids[1] & pids[2]
+    assert after.proof.objects() == one.proof.objects() and "/not/this/run.so" not in after.proof.objects()
+    assert os.path.getsize(runner._proof) < 1_000_000
+
+
+def test_a_process_under_another_allocator_is_caught_after_proven_runs(runner, work):
+    """The proof's checks are worked out once per session and object, and every process of every run is still
+    checked: a run in which one child process gets its malloc from jemalloc is wrong-allocator under glibc, after
+    runs that were proven and before one that is proven again."""
+    jemalloc = registry.resolve("jemalloc")[0].library
+    if jemalloc is None:
+        pytest.skip("jemalloc is not installed")
+    plain = ProgramTarget(("sh", "-c", f"{work} exit 0; true"))
+    mixed = ProgramTarget(("sh", "-c", f'LD_PRELOAD="{jemalloc} $LD_PRELOAD" {work} exit 0; true'))
+    records = []
+    for target in (plain, plain, mixed, plain, mixed):
+        outcome = runner.run_program(target, glibc(), dict(os.environ), 30.0)
+        records.append(make_program_record(_config(), glibc(), 1, outcome, target, 30.0))
+    assert [r.status for r in records] == ["ok", "ok", "wrong-allocator", "ok", "wrong-allocator"]
+    assert all(r.proof["processes"] == 2 for r in records)
+    for wrong in (records[2], records[4]):
+        assert wrong.problem.startswith("process ") and "jemalloc" in wrong.problem
