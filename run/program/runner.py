@@ -7,9 +7,9 @@ process it waited for. Forking from the launcher rather than from Python
 keeps the interpreter's own size out of the peak RSS (Linux carries a
 process's peak over from the address space it was forked from). The launcher
 stays up for the whole session (`Launcher`): a run is a request on a pipe and
-two lines back (the program's pid, then its report), so scenc spends no fork and
-exec of its own between runs; a launcher that dies is started again for the next
-run.
+two fixed binary records back (the program's pid, then its report with the proof's
+lines), so scenc spends no fork and exec of its own between runs, and little parsing;
+a launcher that dies is started again for the next run.
 
 The program's stdout and stderr go to anonymous files, never to the
 terminal; their tails are kept in the record of a failed run. Every process
@@ -17,7 +17,8 @@ of the program that loads the proof library (runtime/tools/proof.c, preloaded
 after the allocator) writes which shared objects serve its malloc and free;
 a run in which any of them names another object than the allocator's, or
 in which none wrote, is recorded as "wrong-allocator", never under the
-allocator's name.
+allocator's name (`ProofChecks`: every run's every line, each object compared with
+the allocator's library once per session).
 
 Statuses are those of run/runner.py, plus "no-metric": the program ended well but
 its output has no match for `--metric`.
