@@ -101,6 +101,8 @@ class ProgramOutcome:
     problem: Optional[str] = None     # the launcher itself failed
     checks: Optional["ProofChecks"] = None   # the session's checks of proofs so far (None: a check of its own)
     stuck: Optional[float] = None     # it timed out sooner: no CPU time in its group for this idle limit
+    out_span: Tuple[int, int] = (0, 0)    # where its stdout is in the runner's file: (start, bytes)
+    err_span: Tuple[int, int] = (0, 0)
 
     @property
     def wait_status(self) -> Optional[int]:
@@ -125,23 +127,30 @@ def _tail(f, chars: int) -> str:
     return f.read().decode("utf-8", "replace")[-chars:]
 
 
-def _tail_of(fd: int, size: int, chars: int) -> str:
-    """The last `chars` characters of a file of `size` bytes (the launcher said its size)."""
+def _tail_of(fd: int, span: Tuple[int, int], chars: int) -> str:
+    """The last `chars` characters of the `span` (start, bytes) of a file (the launcher said where a run's are)."""
+    start, size = span
     if size <= 0:
         return ""
-    start = max(0, size - chars * 2)
-    return os.pread(fd, size - start, start).decode("utf-8", "replace")[-chars:]
+    skip = max(0, size - chars * 2)
+    return os.pread(fd, size - skip, start + skip).decode("utf-8", "replace")[-chars:]
 
 
-def _echo(f, stream) -> None:
-    """A run's whole output file onto scenc's own stream (--show-output)."""
-    f.seek(0)
+def _read_span(fd: int, span: Tuple[int, int]) -> bytes:
+    start, size = span
+    return os.pread(fd, size, start) if size > 0 else b""
+
+
+def _echo(f, stream, span: Optional[Tuple[int, int]] = None) -> None:
+    """A run's output (the whole file, or its `span`) onto scenc's own stream (--show-output)."""
+    start, size = span if span is not None else (0, os.fstat(f.fileno()).st_size)
     stream.flush()
     out = getattr(stream, "buffer", None)
-    while True:
-        chunk = f.read(1 << 16)
+    while size > 0:
+        chunk = os.pread(f.fileno(), min(size, 1 << 16), start)
         if not chunk:
             break
+        start, size = start + len(chunk), size - len(chunk)
         if out is not None:
             out.write(chunk)
         else:
@@ -165,7 +174,7 @@ class LauncherGone(Exception):
 
 # spawn.c's records to scenc (native byte order): `struct started`, then `struct ended` and the proof's bytes.
 _STARTED = struct.Struct("=Ii")
-_ENDED = struct.Struct("=Ii6qiI2q")
+_ENDED = struct.Struct("=Ii6qiI4q")
 _STARTED_KIND, _ENDED_KIND = 0x50435353, 0x45435353
 _REPORT_KEYS = ("status", "wall_ns", "user_us", "sys_us", "maxrss_kib", "minflt", "majflt", "exec_errno")
 
@@ -240,16 +249,17 @@ class Launcher:
             raise LauncherGone(f"it sent {kind:#x} instead of the program's pid")
         return pid
 
-    def ended(self, timeout_s: Optional[float]) -> Optional[Tuple[dict, int, int, bytes]]:
-        """(the report of wait4, stdout's and stderr's sizes, the proof's lines) of the program, or None when
-        `timeout_s` passed first."""
+    def ended(self, timeout_s: Optional[float]) -> Optional[Tuple[dict, Tuple[int, int], Tuple[int, int], bytes]]:
+        """(the report of wait4, where the run's stdout and stderr are in their files, the proof's lines) of the
+        program, or None when `timeout_s` passed first."""
         data = self.read(_ENDED.size, timeout_s)
         if data is None:
             return None
-        kind, *figures, proof_bytes, out_bytes, err_bytes = _ENDED.unpack(data)
+        kind, *figures, proof_bytes, out_from, out_bytes, err_from, err_bytes = _ENDED.unpack(data)
         if kind != _ENDED_KIND:
             raise LauncherGone(f"it sent {kind:#x} instead of the program's report")
-        return dict(zip(_REPORT_KEYS, figures)), out_bytes, err_bytes, self.read(proof_bytes, None)
+        return (dict(zip(_REPORT_KEYS, figures)), (out_from, out_bytes), (err_from, err_bytes),
+                self.read(proof_bytes, None))
 
     def close(self) -> None:
         self._closer()
@@ -289,8 +299,8 @@ class LauncherRunner(ProgramRunner):
         self.cc = cc
         self._helpers: Optional[Tuple[Path, Path]] = None
         self._scratch = tempfile.TemporaryDirectory(prefix="scenc-program-")
-        # The program's stdout and stderr: two files the launcher empties before each run (making new ones
-        # costs more than a short program's 1%). Unbuffered: the launcher moves their offset.
+        # The program's stdout and stderr: two files the launcher appends each run's to (making new ones costs
+        # more than a short program's 1%; spawn.c says when it empties them). Unbuffered: it moves their offset.
         self._out = tempfile.TemporaryFile(dir=self._scratch.name, buffering=0)
         self._err = tempfile.TemporaryFile(dir=self._scratch.name, buffering=0)
         self._proof = Path(self._scratch.name) / "proof"
@@ -373,20 +383,20 @@ class LauncherRunner(ProgramRunner):
         finally:
             if stdin is not subprocess.DEVNULL:
                 stdin.close()
-        out_bytes, err_bytes = os.fstat(self._out.fileno()).st_size, os.fstat(self._err.fileno()).st_size
-        outcome.stdout = _tail_of(self._out.fileno(), out_bytes, STDERR_TAIL_CHARS)
-        outcome.stderr = _tail_of(self._err.fileno(), err_bytes, STDERR_TAIL_CHARS)
+        outcome.out_span = (0, os.fstat(self._out.fileno()).st_size)
+        outcome.err_span = (0, os.fstat(self._err.fileno()).st_size)
+        outcome.stdout = _tail_of(self._out.fileno(), outcome.out_span, STDERR_TAIL_CHARS)
+        outcome.stderr = _tail_of(self._err.fileno(), outcome.err_span, STDERR_TAIL_CHARS)
         return self._finish(target, outcome)
 
     def _finish(self, target: ProgramTarget, outcome: ProgramOutcome) -> ProgramOutcome:
         """The run's output whole for --metric, and on scenc's own streams with --show-output."""
         if target.reported and outcome.launched is not None:
-            self._out.seek(0)
-            self._err.seek(0)
-            outcome.output = (self._out.read() + b"\n" + self._err.read()).decode("utf-8", "replace")
+            outcome.output = (_read_span(self._out.fileno(), outcome.out_span) + b"\n"
+                              + _read_span(self._err.fileno(), outcome.err_span)).decode("utf-8", "replace")
         if self.show_output:
-            _echo(self._out, sys.stdout)
-            _echo(self._err, sys.stderr)
+            _echo(self._out, sys.stdout, outcome.out_span)
+            _echo(self._err, sys.stderr, outcome.err_span)
         return outcome
 
     def _launch(self, request: bytes, timeout_s: float, idle_s: Optional[float] = None) -> ProgramOutcome:
@@ -419,10 +429,11 @@ class LauncherRunner(ProgramRunner):
             return outcome
         finally:
             self._pid = None
-        launched, out_bytes, err_bytes, proof = ended
+        launched, out_span, err_span, proof = ended
         outcome = ProgramOutcome(started, time.perf_counter() - t0, timed_out, None if timed_out else launched,
-                                 _tail_of(self._out.fileno(), out_bytes, STDERR_TAIL_CHARS),
-                                 _tail_of(self._err.fileno(), err_bytes, STDERR_TAIL_CHARS), stuck=stuck)
+                                 _tail_of(self._out.fileno(), out_span, STDERR_TAIL_CHARS),
+                                 _tail_of(self._err.fileno(), err_span, STDERR_TAIL_CHARS), stuck=stuck,
+                                 out_span=out_span, err_span=err_span)
         if proof:
             outcome.proof = Proof.parse(proof)
         return outcome

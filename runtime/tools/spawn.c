@@ -18,14 +18,14 @@
  * is a u32 length, then that many bytes of NUL-terminated strings:
  *     cwd ("": the launcher's), stdin ("": /dev/null), RLIMIT_DATA bytes ("": none),
  *     argc, argv[0..argc), envc, env[0..envc) ("NAME=value", LD_PRELOAD included)
- * For each request the launcher empties OUT_FD and ERR_FD (the files the program's
- * stdout and stderr go to), notes where PROOF_FD (the preload proof's file, which each
- * process of the program appends a line to) ends, forks the program and writes two
+ * For each request the launcher notes where OUT_FD, ERR_FD and PROOF_FD end (the files
+ * the program's stdout and stderr go to, and the preload proof's, which each process of
+ * the program appends a line to), forks the program and writes two
  * fixed binary records (native byte order; struct started and struct ended below) to
  * REPLY_FD: the program's pid as soon as it is forked (scenc kills its process group,
  * the program's own session, on a timeout or Ctrl-C), then, when it has ended, its
- * wait status and rusage, the sizes of its stdout and stderr, and after the record the
- * proof file's bytes written during the run (proof.c's lines). Records rather than text
+ * wait status and rusage, where its stdout and stderr are in their files, and after the
+ * record the proof file's bytes written during the run (proof.c's lines). Records rather than text
  * lines, and the proof in the reply rather than a file scenc opens: between two runs
  * scenc's own work is a share of a short program's time, and parsing and file calls
  * were most of it. A program that crashes, or is killed, is only a report; the launcher ends
@@ -127,9 +127,9 @@ struct ended {
     int64_t wall_ns, user_us, sys_us, maxrss_kib, minflt, majflt;
     int32_t exec_errno;       /* exec failed with this errno (0: it did not) */
     uint32_t proof_bytes;     /* the proof file's bytes that follow the record */
-    int64_t out_bytes, err_bytes;
+    int64_t out_from, out_bytes, err_from, err_bytes;   /* where in OUT_FD, ERR_FD the run's output is */
 };
-_Static_assert(sizeof(struct started) == 8 && sizeof(struct ended) == 80, "run/program/runner.py reads these sizes");
+_Static_assert(sizeof(struct started) == 8 && sizeof(struct ended) == 96, "run/program/runner.py reads these sizes");
 
 static int write_all(int fd, struct iovec *iov, int n) {
     while (n > 0) {
@@ -177,20 +177,22 @@ static char *read_proof(int fd, int64_t from, uint32_t *len) {
     return buf;
 }
 
-/* Where this run's proof lines will start. The file is emptied only now and then: on ext4, a file
- * truncated to nothing has its blocks written out when a process that wrote it closes it (the
- * auto_da_alloc safeguard), and the next truncation then waits for that write, a few milliseconds
- * every run on a busy disk. */
-#define PROOF_KEPT_BYTES (1 << 20)
-static int64_t proof_start(int fd) {
-    int64_t size = file_bytes(fd);
-    if (size < PROOF_KEPT_BYTES) return size;
-    return ftruncate(fd, 0) == 0 ? 0 : size;
+/* Where a run's bytes of a file the program writes to (its stdout, stderr, the proof's lines) will
+ * start: its end. The files are emptied only once they hold KEPT_BYTES: truncating a file is a
+ * journal update on ext4 that may wait for another process's fsync, and a file truncated to nothing
+ * has its blocks written out when a process that wrote it closes it (the auto_da_alloc safeguard),
+ * which the next truncation then waits for: a few milliseconds every run on a busy disk. */
+#define KEPT_BYTES (1 << 20)
+static int64_t run_start(int fd) {
+    off_t end = lseek(fd, 0, SEEK_END);       /* where the program's writes (sharing the offset) go */
+    if (end < 0) return -1;
+    if (end < KEPT_BYTES) return (int64_t)end;
+    return ftruncate(fd, 0) == 0 && lseek(fd, 0, SEEK_SET) == 0 ? 0 : -1;
 }
 
 /* Waits for the program, then writes its record: its wait status and rusage, nothing else's. */
 static int report(int fd, pid_t pid, long long t0, int errpipe, int out, int err, int proof,
-                  int64_t proof_from) {
+                  const int64_t from[3]) {
     int status = 0;
     struct rusage ru;
     siginfo_t ended;
@@ -215,15 +217,11 @@ static int report(int fd, pid_t pid, long long t0, int errpipe, int out, int err
         exec_errno = 0;
     close(errpipe);
     struct ended r = {ENDED, status, wall, tv_us(ru.ru_utime), tv_us(ru.ru_stime), ru.ru_maxrss, ru.ru_minflt,
-                      ru.ru_majflt, exec_errno, 0, file_bytes(out), file_bytes(err)};
-    char *lines = read_proof(proof, proof_from, &r.proof_bytes);
+                      ru.ru_majflt, exec_errno, 0, from[0], file_bytes(out) - from[0], from[1],
+                      file_bytes(err) - from[1]};
+    char *lines = read_proof(proof, from[2], &r.proof_bytes);
     struct iovec iov[2] = {{&r, sizeof r}, {lines, r.proof_bytes}};
     return write_all(fd, iov, r.proof_bytes ? 2 : 1);
-}
-
-/* Empty a file the program writes to, for its next run. */
-static int empty(int fd) {
-    return lseek(fd, 0, SEEK_SET) < 0 || ftruncate(fd, 0) != 0 ? -1 : 0;
 }
 
 static int read_all(int fd, void *buf, size_t n) {
@@ -273,9 +271,9 @@ static int serve_one(char *req, char *end, int reply, int out, int err, int proo
         return -1;
     }
     int errpipe[2];
-    int64_t proof_from = proof_start(proof);
-    if (empty(out) != 0 || empty(err) != 0) {
-        perror("scenc-spawn: emptying the output files");
+    int64_t from[3] = {run_start(out), run_start(err), run_start(proof)};
+    if (from[0] < 0 || from[1] < 0 || from[2] < 0) {
+        perror("scenc-spawn: the output files");
         return -1;
     }
     if (pipe2(errpipe, O_CLOEXEC) != 0) {
@@ -310,7 +308,7 @@ static int serve_one(char *req, char *end, int reply, int out, int err, int proo
     struct started started = {STARTED, (int32_t)pid};
     struct iovec iov = {&started, sizeof started};
     if (write_all(reply, &iov, 1) != 0) return -1;
-    return report(reply, pid, t0, errpipe[0], out, err, proof, proof_from);
+    return report(reply, pid, t0, errpipe[0], out, err, proof, from);
 }
 
 static int serve(int request, int reply, int out, int err, int proof) {

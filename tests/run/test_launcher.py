@@ -16,7 +16,7 @@ import pytest
 
 from scenc.allocators import registry
 from scenc.run.program.runner import LauncherRunner, make_program_record
-from scenc.run.program.target import ProgramTarget
+from scenc.run.program.target import ProgramTarget, ReportedMetric
 
 pytestmark = pytest.mark.slow  # builds and runs programs
 
@@ -204,3 +204,19 @@ def test_a_process_under_another_allocator_is_caught_after_proven_runs(runner, w
     assert all(r.proof["processes"] == 2 for r in records)
     for wrong in (records[2], records[4]):
         assert wrong.problem.startswith("process ") and "jemalloc" in wrong.problem
+
+
+def test_each_run_gets_its_own_output_from_the_files_the_launcher_appends_to(runner):
+    """The program's stdout and stderr files are appended to across runs too (emptied past their limit): each run's
+    tails and --metric output are its own."""
+    def said(script):
+        return runner.run_program(ProgramTarget(("sh", "-c", script), metric=ReportedMetric.parse(r"took (\d+)")),
+                                  glibc(), dict(os.environ), 30.0)
+    first = said("echo took 1; echo first >&2")
+    second = said("echo took 2; echo second >&2")
+    big = said("head -c 1100000 /dev/zero | tr '\\0' x; echo; echo took 3")
+    third = said("echo took 4")
+    assert (first.stdout, first.stderr, second.stdout, second.stderr) == ("took 1\n", "first\n", "took 2\n", "second\n")
+    assert [o.output.split()[:2] for o in (first, second, third)] == [["took", "1"], ["took", "2"], ["took", "4"]]
+    assert big.stdout.endswith("xxx\ntook 3\n") and len(big.stdout) == 2000 and third.stderr == ""
+    assert os.path.getsize(f"/proc/self/fd/{runner._out.fileno()}") < 1000
