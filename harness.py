@@ -151,7 +151,7 @@ class Session:
         return max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * reference)
 
     def _idle_limit(self, config: RunConfig) -> Optional[float]:
-        """Seconds without CPU time after which a run is stuck, or None: not watched. Only without --timeout
+        """Seconds of almost no CPU time after which a run is stuck, or None: not watched. Only without --timeout
         (with it, the user's timeout alone ends a run). A scenario's program never waits on purpose, so each of
         its runs is watched; a real program may (a sleep, the network), so only until one of its runs has ended
         and its timeout is a multiple of that run rather than FIRST_WARMUP_TIMEOUT_S."""

@@ -11,7 +11,7 @@ recorded as "wrong-allocator", never under the allocator's name.
 A run ends in one of these statuses (run/record.py's Status):
 * ok: the program did all the scenario says; its figures enter the statistics;
 * crashed, timeout, wrong-allocator: see make_record (a timeout is also a run
-  that used no CPU time for the idle limit: stuck, see communicate_watched);
+  that used almost no CPU time for the idle limit: stuck, see communicate_watched);
 * failed-allocs: the program finished, but some allocations returned NULL.
   It is a failure, not "ok with a footnote": a NULL is not used, written or
   freed, so the run did less work than the scenario and its time would make
@@ -50,24 +50,24 @@ class Outcome:
     stderr: str
     timed_out: bool = False
     over_limit: Optional[int] = None    # bytes in use when the memory limit was set, if over it
-    stuck: Optional[float] = None       # it timed out sooner: no CPU time for this idle limit (seconds)
+    stuck: Optional[float] = None       # it timed out sooner: almost no CPU time for this idle limit (seconds)
 
 
 class _Stuck(Exception):
-    """A watched run's process group used no CPU time for its idle limit."""
+    """A watched run's process group used almost no CPU time for its idle limit."""
 
 
 def stuck_problem(idle_s: float, timeout_s: float) -> str:
     """The record's sentence for a run ended by the idle limit."""
     return (f"almost no CPU time used for {idle_s:g} s (under {IdleWatch.IDLE_SHARE:.0%} of a CPU, by it and "
-            f"every process it started): it is stuck (threads that wait on one another, or a wait for input that never comes); "
-            f"killed (process group) without waiting for its timeout of {timeout_s:g} s (with --timeout, only "
-            f"the timeout ends a run)")
+            f"every process it started): it is stuck (threads that wait on one another, or a wait for input "
+            f"that never comes); killed (process group) without waiting for its timeout of {timeout_s:g} s "
+            f"(with --timeout, only the timeout ends a run)")
 
 
 def communicate_watched(proc: subprocess.Popen, timeout_s: Optional[float], idle_s: Optional[float]):
     """proc.communicate(), ended by TimeoutExpired after `timeout_s`, or by _Stuck when its process group
-    (it leads one) uses no CPU time for `idle_s` seconds (None: not watched)."""
+    (it leads one) uses almost no CPU time for `idle_s` seconds (None: not watched; system/process.py's IdleWatch)."""
     if idle_s is None:
         return proc.communicate(timeout=timeout_s)
     watch = IdleWatch(proc.pid, idle_s)
@@ -100,7 +100,7 @@ class ProgramRunner:
             memory_limit: Optional[int] = None, capture_stderr: bool = True,
             idle_s: Optional[float] = None) -> Outcome:
         """Run once; `timeout_s` None waits for ever, `idle_s` ends it sooner when its process group uses
-        no CPU time that long (communicate_watched). Without `capture_stderr` the program writes to scenc's
+        almost no CPU time that long (communicate_watched). Without `capture_stderr` the program writes to scenc's
         own stderr (`scenc exec`) and `Outcome.stderr` is empty."""
         # The imports inside this module's functions wait until a run is made:
         # every command's parser imports it, and `scenc check` must start fast.

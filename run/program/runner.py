@@ -100,7 +100,7 @@ class ProgramOutcome:
     proof: Proof = field(default_factory=Proof)
     problem: Optional[str] = None     # the launcher itself failed
     checks: Optional["ProofChecks"] = None   # the session's checks of proofs so far (None: a check of its own)
-    stuck: Optional[float] = None     # it timed out sooner: no CPU time in its group for this idle limit
+    stuck: Optional[float] = None     # it timed out sooner: almost no CPU time in its group for this idle limit
     out_span: Tuple[int, int] = (0, 0)    # where its stdout is in the runner's file: (start, bytes)
     err_span: Tuple[int, int] = (0, 0)
 
@@ -364,7 +364,7 @@ class LauncherRunner(ProgramRunner):
                     timeout_s: float, memory_limit: Optional[int] = None,
                     idle_s: Optional[float] = None) -> ProgramOutcome:
         """One run; ended after `timeout_s`, or sooner when `idle_s` is given and the program's process group
-        uses no CPU time that long."""
+        uses almost no CPU time that long (system/process.py's IdleWatch)."""
         outcome = self._launch(self._request(target, allocator, base_env, memory_limit), timeout_s, idle_s)
         outcome.checks = self._proven
         if target.reported or self.show_output:
@@ -441,7 +441,7 @@ class LauncherRunner(ProgramRunner):
     def _watched(self, launcher: Launcher, timeout_s: float, idle_s: float) -> Tuple[Optional[tuple],
                                                                                     Optional[float]]:
         """(the launcher's report, or None after `timeout_s`; `idle_s` when it was stuck: its process group
-        used no CPU time that long, read about once a second)."""
+        used almost no CPU time that long, read about once a second)."""
         watch = IdleWatch(self._pid, idle_s)
         deadline = time.monotonic() + timeout_s
         while True:
