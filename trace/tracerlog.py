@@ -29,9 +29,11 @@ __all__ = ["parse_preload_log", "raw_records", "stop_sentence", "is_preload_log"
            "MAGIC", "EXTRA_KINDS", "CHUNK_HEADER", "first_chunk", "missing_sentence"]
 
 MAGIC = PRELOAD_MAGIC
-VERSION = 4
-READS = (1, 2, 3, 4)   # 1 has no thread records; 3 is compact (chunks of encoded records); 4 numbers them by
-                       # per-thread clocks, keeps times in marks and counts the records made at the log's head
+VERSION = 5
+READS = (1, 2, 3, 4, 5)   # 1 has no thread records; 3 is compact (chunks of encoded records); 4 numbers them by
+                          # per-thread clocks, keeps times in marks and counts the records made at the log's head;
+                          # 5 may hold window marks (K_WINDOW, capture --server)
+K_WINDOW = 45          # a window mark's record: (1 opens / 2 closes, a thread's tid, its last clock before it)
 HEADER = struct.Struct("<8sIIIIQQ24x")
 RECORD = struct.Struct("<QQIBBHIIQQQQ")
 _INDEX = struct.Struct("<QQIB7xI32x")          # seq, ns, tid, kind, span: what the indexing pass needs
@@ -112,6 +114,8 @@ class PreloadLogInfo:
     tracer_pages: int = 0              # of them, pages of the tracer's own buffers
     fresh_pages: int = 0               # inner pages of sampled blocks not resident at their malloc
     written_pages: int = 0             # of them, resident at their free: the program wrote them
+    #: version 5: window marks (capture --server): {1 (opens) or 2 (closes): {tid: its last clock before the mark}}
+    window: Dict[int, Dict[int, int]] = field(default_factory=dict)
 
     @property
     def span_s(self) -> float:
@@ -200,14 +204,19 @@ class _ChunkCursor:
 class PreloadLog(EventSource):
     """The events of a tracer log in causal global order; ``.info`` is the indexing pass's summary."""
 
-    def __init__(self, path, block_records: int = 256, extra_events: bool = False):
+    def __init__(self, path, block_records: int = 256, extra_events: bool = False, window: bool = False):
         self.path = str(path)
         self.block = max(1, block_records)
         self.extra_events = extra_events
         self.info = PreloadLogInfo(self.path)
         self._runs: Dict[int, list] = {}
         self._index()
+        # With window (and a log with marks): "window" events where each mark falls (trace/window.py).
+        self._watch = _Watch(self.info.window) if window and 1 in self.info.window else None
         self._events = self._merge()
+        if self._watch is not None:
+            from .window import windowed_events
+            self._events = windowed_events(self._events)
 
     @property
     def report(self) -> ParseReport:
@@ -244,7 +253,7 @@ class PreloadLog(EventSource):
             _, version, rsize, info.pid, info.ppid, _, info.start_realtime_ns = HEADER.unpack(head)
             info.version = version
             info.size = os.fstat(f.fileno()).st_size
-            if version in (3, 4) and rsize == 0:
+            if version in (3, 4, 5) and rsize == 0:
                 at = first_chunk(head)
                 if at is None:
                     self._error(1, f"a version 4 header whose chunks start at byte "
@@ -356,12 +365,20 @@ class PreloadLog(EventSource):
         try:
             s = scan.contents
             counts: Dict[int, Counter] = {}
+            control, last = set(), {}
             for t in s.threads[:s.nthreads]:
+                if t.records and t.counts[K_WINDOW] == t.records:   # the tracer's control thread: marks only
+                    control.add(t.tid)
+                    self._runs[t.tid] = []
+                    continue
                 info.threads.append(t.tid)
+                last[t.tid] = t.last_seq
                 counts[t.tid] = Counter({c: n for c, n in enumerate(t.counts) if n and c in KIND_CODES})
                 self._runs[t.tid] = []
             for ch in s.chunks[:s.nchunks]:
                 self._runs[s.threads[ch.thread].tid].append((ch.offset, ch.bytes, ch.count))
+            for tid in control:
+                self._read_marks(f, self._runs.pop(tid), last)
             info.moved_reallocs, info.thread_records, info.ended = s.moved, s.extra, bool(s.ended)
             if s.any:
                 info.first_ns, info.last_ns = s.first_ns, s.last_ns
@@ -376,6 +393,19 @@ class PreloadLog(EventSource):
             self._totals(counts, s.max_seq if s.any else -1, s.end_seq)
         finally:
             lib.scn_tl_scan_free(scan)
+
+    def _read_marks(self, f, chunks: list, last: Dict[int, int]) -> None:
+        """The control thread's chunks: each K_WINDOW record names a thread and its last clock before the mark
+        (a clock past the thread's last record, whose last records were lost, becomes that record's)."""
+        c = _ChunkCursor(f, chunks, 256)
+        while c.head is not None:
+            r = c.head
+            which, tid, seq = r[8], r[9], r[10]
+            if r[3] == K_WINDOW and which in (1, 2):
+                cuts = self.info.window.setdefault(which, {})
+                if tid in last:
+                    cuts[tid] = min(seq, last[tid])
+            c.advance()
 
     # ---------------------------------------------------------------- pass 2
     def _merge(self) -> Iterator[AllocEvent]:
@@ -400,6 +430,9 @@ class PreloadLog(EventSource):
                 if c.head is not None and c.head[7]:
                     inflight[c.head[8]] = i
             last = -1
+            watch = self._watch
+            if watch is not None:
+                yield from watch.marks(merged)
             while heap:
                 seq, i = heappop(heap)
                 c = cursors[i]
@@ -418,6 +451,8 @@ class PreloadLog(EventSource):
                             info.reordered_reallocs += 1
                             merged += 1
                             yield _event(o, base, merged if clocks else None)
+                            if watch is not None and watch.see(o[2], o[0]):
+                                yield from watch.marks(merged)
                             _advance(cursors[j], j, heap, inflight)
                             bound = heap[0]
                     if seq < last + (not clocks):       # version 4: threads' clocks may be equal
@@ -429,6 +464,8 @@ class PreloadLog(EventSource):
                         yield _event(r, base, merged if clocks else None)
                     elif self.extra_events:
                         yield _extra_event(r, base, merged if clocks else None)
+                    if watch is not None and watch.see(r[2], seq):
+                        yield from watch.marks(merged)
                     if r[7] and inflight.get(r[8]) == i:
                         del inflight[r[8]]
                     pos = c.pos                  # c.advance(), its commonest case written out
@@ -450,7 +487,9 @@ class PreloadLog(EventSource):
         """The merge of a log of one thread: its records in their order, a block at a time (no other thread's
         realloc can take a block out of turn); `clocks` (version 4): an event's line is its place, every record
         counted, as in _merge."""
-        last, extra_events, merged = -1, self.extra_events, 0
+        last, extra_events, merged, watch = -1, self.extra_events, 0, self._watch
+        if watch is not None:
+            yield from watch.marks(merged)
         while c.head is not None:
             buf = c.buf
             for r in buf[c.pos - 1:] if c.pos > 1 else buf:
@@ -464,11 +503,35 @@ class PreloadLog(EventSource):
                     yield _event(r, base, merged if clocks else None)
                 elif extra_events:
                     yield _extra_event(r, base, merged if clocks else None)
+                if watch is not None and watch.see(r[2], seq):
+                    yield from watch.marks(merged)
             c.pos = len(buf)
             c.advance()
 
 
 _NO_BOUND = (float("inf"), 0)
+
+
+class _Watch:
+    """Where a log's window marks fall in the merged order, as trace_read.h's tr_window_see: a mark comes right
+    after the last record of every thread it names up to that thread's clock."""
+
+    def __init__(self, window: Dict[int, Dict[int, int]]):
+        self.cuts = {w: dict(window[w]) for w in (1, 2) if w in window}
+        self.phase = 0
+
+    def see(self, tid: int, seq: int) -> bool:
+        """After thread tid's record at clock seq: True when a mark is now due."""
+        for cuts in self.cuts.values():
+            cut = cuts.get(tid)
+            if cut is not None and seq >= cut:
+                del cuts[tid]
+        return self.phase < 2 and self.phase + 1 in self.cuts and not self.cuts[self.phase + 1]
+
+    def marks(self, line: int) -> Iterator[AllocEvent]:
+        while self.phase < 2 and self.phase + 1 in self.cuts and not self.cuts[self.phase + 1]:
+            self.phase += 1
+            yield AllocEvent(line, 0, None, "window", self.phase, 1, None, None, None, False, line, None)
 
 
 def _advance(c: _Cursor, i: int, heap: list, inflight: Dict[int, int]) -> None:
@@ -630,7 +693,8 @@ def raw_records(path) -> Iterator[tuple]:
                 cursor.advance()
 
 
-def parse_preload_log(path, block_records: int = 256, extra_events: bool = False) -> PreloadLog:
+def parse_preload_log(path, block_records: int = 256, extra_events: bool = False, window: bool = False
+                      ) -> PreloadLog:
     """The AllocEvents of a tracer log, in global sequence order (what their fields hold: docs/architecture.md,
     "Inside the subsystems").
 
@@ -638,4 +702,4 @@ def parse_preload_log(path, block_records: int = 256, extra_events: bool = False
     threads' records lazily. Raises TraceFormatError (file:record:1: message)
     for a file that is not a tracer log, is truncated mid-record or is damaged.
     """
-    return PreloadLog(path, block_records, extra_events)
+    return PreloadLog(path, block_records, extra_events, window)
