@@ -271,7 +271,7 @@ def test_a_captured_server_replays_its_window_from_ready_to_the_clients_end(tmp_
     the client's 200 requests malloc 4000 bytes each (a ring of 50 live); at SIGTERM, after the client's end, the
     server frees the ring and the kept blocks. The window's replay: no 1111, the 2222s made by the set-up and
     never freed, every request's malloc, none of the frees made after the client's end."""
-    from scenc.trace.opsfile import read_header, read_ops
+    from scenc.trace.opsfile import SETUP, read_header, read_ops
     from scenc.trace.source import TraceSource
     port, log = free_port(), tmp_path / "server.trace"
     done = scenc("capture", "-o", log, "--server", f"{server} {port} 50 0 30", "--ready", f"tcp:{port}",
@@ -284,11 +284,11 @@ def test_a_captured_server_replays_its_window_from_ready_to_the_clients_end(tmp_
     ops_path = tmp_path / "window.ops"
     flags = read_header(ops_path.read_bytes(), ops_path).flags
     _, ops = read_ops(ops_path)
-    setup = [ops[i] for i, f in enumerate(flags) if f & 4]
+    setup = [ops[i] for i, f in enumerate(flags) if f & SETUP]
     assert len(setup) == 1 and all(op[0] == "malloc" for op in setup[0])
     made = [op[8] for op in setup[0]]
     assert made.count(2222) == 30 and 1111 not in made
-    window = [op for i, t in enumerate(ops) if not flags[i] & 4 for op in t]
+    window = [op for i, t in enumerate(ops) if not flags[i] & SETUP for op in t]
     mallocs = [op[8] for op in window if op[0] == "malloc"]
     assert mallocs.count(4000) == 200 and 1111 not in mallocs and 2222 not in mallocs
     kept = {op[3] for op in setup[0] if op[8] == 2222}
