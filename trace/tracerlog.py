@@ -114,7 +114,8 @@ class PreloadLogInfo:
     tracer_pages: int = 0              # of them, pages of the tracer's own buffers
     fresh_pages: int = 0               # inner pages of sampled blocks not resident at their malloc
     written_pages: int = 0             # of them, resident at their free: the program wrote them
-    #: version 5: window marks (capture --server): {1 (opens) or 2 (closes): {tid: its last clock before the mark}}
+    #: version 5: window marks (capture --server): {1 (opens) or 2 (closes): {tid: its last clock before the mark,
+    #: 0: the mark's own time}}
     window: Dict[int, Dict[int, int]] = field(default_factory=dict)
 
     @property
@@ -158,10 +159,11 @@ class _Cursor:
 class _ChunkCursor:
     """One thread's records of a version 3 log: its chunks read back and decoded in C, ``block`` at a time."""
 
-    __slots__ = ("f", "chunks", "next", "left", "block", "buf", "pos", "head", "data", "reader", "out")
+    __slots__ = ("f", "chunks", "next", "left", "block", "buf", "pos", "head", "data", "reader", "out", "shift")
 
-    def __init__(self, f, chunks, block: int):
+    def __init__(self, f, chunks, block: int, shift=None):
         self.f, self.chunks, self.next, self.left, self.block = f, chunks, 0, 0, block
+        self.shift = shift           # a window's epochs put into the records' clocks (_Watch.shift)
         self.buf: list = []
         self.pos = 0
         self.head = None
@@ -186,6 +188,8 @@ class _ChunkCursor:
                                                               f"was indexed")
                 n = self._decode()
             self.buf = list(RECORD.iter_unpack(memoryview(self.out)[:n * RECORD.size]))
+            if self.shift is not None:
+                self.buf = self.shift(self.buf)
             self.pos = 0
         self.head = self.buf[self.pos]
         self.pos += 1
@@ -211,8 +215,9 @@ class PreloadLog(EventSource):
         self.info = PreloadLogInfo(self.path)
         self._runs: Dict[int, list] = {}
         self._index()
-        # With window (and a log with marks): "window" events where each mark falls (trace/window.py).
-        self._watch = _Watch(self.info.window) if window and 1 in self.info.window else None
+        # With window (and a log with marks): merged by (epoch, clock), a "window" event between the epochs,
+        # and what was live at the open made there (trace/window.py).
+        self._watch = _Watch(self.info.window) if window and 1 in self.info.window and self.info.version >= 3 else None
         self._events = self._merge()
         if self._watch is not None:
             from .window import windowed_events
@@ -395,16 +400,17 @@ class PreloadLog(EventSource):
             lib.scn_tl_scan_free(scan)
 
     def _read_marks(self, f, chunks: list, last: Dict[int, int]) -> None:
-        """The control thread's chunks: each K_WINDOW record names a thread and its last clock before the mark
-        (a clock past the thread's last record, whose last records were lost, becomes that record's)."""
+        """The control thread's chunks: each K_WINDOW record names a thread and its last clock before the mark;
+        under tid 0, the mark's own time (the clock it was written at)."""
         c = _ChunkCursor(f, chunks, 256)
         while c.head is not None:
             r = c.head
             which, tid, seq = r[8], r[9], r[10]
             if r[3] == K_WINDOW and which in (1, 2):
                 cuts = self.info.window.setdefault(which, {})
+                cuts[0] = min(cuts.get(0, r[0]), r[0])     # the mark's own time: for the threads it did not name
                 if tid in last:
-                    cuts[tid] = min(seq, last[tid])
+                    cuts[tid] = seq
             c.advance()
 
     # ---------------------------------------------------------------- pass 2
@@ -418,9 +424,15 @@ class PreloadLog(EventSource):
         heappush, heappop = heapq.heappush, heapq.heappop
         with open(self.path, "rb") as f:
             cursor = _ChunkCursor if info.version >= 3 else _Cursor
-            cursors = [cursor(f, self._runs[tid], self.block) for tid in info.threads]
+            watch = self._watch
+            cursors = [cursor(f, self._runs[tid], self.block) if watch is None else
+                       _ChunkCursor(f, self._runs[tid], self.block, watch.shift(tid)) for tid in info.threads]
             if len(cursors) == 1:
                 yield from self._one_thread(cursors[0], base, clocks)
+                return
+            if not cursors:
+                if watch is not None:
+                    yield from watch.marks(None, merged)
                 return
             heap = [(c.head[0], i) for i, c in enumerate(cursors) if c.head is not None]
             heapq.heapify(heap)
@@ -430,9 +442,6 @@ class PreloadLog(EventSource):
                 if c.head is not None and c.head[7]:
                     inflight[c.head[8]] = i
             last = -1
-            watch = self._watch
-            if watch is not None:
-                yield from watch.marks(merged)
             while heap:
                 seq, i = heappop(heap)
                 c = cursors[i]
@@ -449,23 +458,23 @@ class PreloadLog(EventSource):
                             # (its first number is older) but took its final number later.
                             o = cursors[j].head
                             info.reordered_reallocs += 1
+                            if watch is not None and o[0] >> _EPOCH_SHIFT > watch.phase:
+                                yield from watch.marks(o[0], merged)
                             merged += 1
                             yield _event(o, base, merged if clocks else None)
-                            if watch is not None and watch.see(o[2], o[0]):
-                                yield from watch.marks(merged)
                             _advance(cursors[j], j, heap, inflight)
                             bound = heap[0]
                     if seq < last + (not clocks):       # version 4: threads' clocks may be equal
                         self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
                                        f"is damaged")
                     last = seq
+                    if watch is not None and seq >> _EPOCH_SHIFT > watch.phase:
+                        yield from watch.marks(seq, merged)
                     merged += 1
                     if r[3] not in EXTRA_KINDS:
                         yield _event(r, base, merged if clocks else None)
                     elif self.extra_events:
                         yield _extra_event(r, base, merged if clocks else None)
-                    if watch is not None and watch.see(r[2], seq):
-                        yield from watch.marks(merged)
                     if r[7] and inflight.get(r[8]) == i:
                         del inflight[r[8]]
                     pos = c.pos                  # c.advance(), its commonest case written out
@@ -482,14 +491,14 @@ class PreloadLog(EventSource):
                     if (r[0], i) > bound:
                         heappush(heap, (r[0], i))
                         break
+            if watch is not None:
+                yield from watch.marks(None, merged)
 
     def _one_thread(self, c, base: int, clocks: bool) -> Iterator[AllocEvent]:
         """The merge of a log of one thread: its records in their order, a block at a time (no other thread's
         realloc can take a block out of turn); `clocks` (version 4): an event's line is its place, every record
         counted, as in _merge."""
         last, extra_events, merged, watch = -1, self.extra_events, 0, self._watch
-        if watch is not None:
-            yield from watch.marks(merged)
         while c.head is not None:
             buf = c.buf
             for r in buf[c.pos - 1:] if c.pos > 1 else buf:
@@ -498,38 +507,44 @@ class PreloadLog(EventSource):
                     self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
                                    f"is damaged")
                 last = seq
+                if watch is not None and seq >> _EPOCH_SHIFT > watch.phase:
+                    yield from watch.marks(seq, merged)
                 merged += 1
                 if r[3] not in EXTRA_KINDS:
                     yield _event(r, base, merged if clocks else None)
                 elif extra_events:
                     yield _extra_event(r, base, merged if clocks else None)
-                if watch is not None and watch.see(r[2], seq):
-                    yield from watch.marks(merged)
             c.pos = len(buf)
             c.advance()
+        if watch is not None:
+            yield from watch.marks(None, merged)
 
 
 _NO_BOUND = (float("inf"), 0)
 
 
+_EPOCH_SHIFT = 58      # a window's epoch, above any clock (trace_read.h's TR_EPOCH_SHIFT)
+
+
 class _Watch:
-    """Where a log's window marks fall in the merged order, as trace_read.h's tr_window_see: a mark comes right
-    after the last record of every thread it names up to that thread's clock."""
+    """A log's window marks in the merge, as trace_read.h's: records are merged by (epoch, clock), the epoch (0
+    before the window, 1 in it, 2 after) being the marks their thread had passed where the mark found it (its
+    clock named; a thread not named, by the mark's time), and a "window" event comes between the epochs."""
 
     def __init__(self, window: Dict[int, Dict[int, int]]):
-        self.cuts = {w: dict(window[w]) for w in (1, 2) if w in window}
+        self.cuts = window
         self.phase = 0
 
-    def see(self, tid: int, seq: int) -> bool:
-        """After thread tid's record at clock seq: True when a mark is now due."""
-        for cuts in self.cuts.values():
-            cut = cuts.get(tid)
-            if cut is not None and seq >= cut:
-                del cuts[tid]
-        return self.phase < 2 and self.phase + 1 in self.cuts and not self.cuts[self.phase + 1]
+    def shift(self, tid: int):
+        """The function that puts thread tid's epochs into a buffer of its records' clocks."""
+        inf = float("inf")
+        cut1, cut2 = (self.cuts[w].get(tid, self.cuts[w].get(0, inf)) if w in self.cuts else inf for w in (1, 2))
+        return lambda buf: [(r[0] + (((r[0] > cut1) + (r[0] > cut2)) << _EPOCH_SHIFT),) + r[1:] for r in buf]
 
-    def marks(self, line: int) -> Iterator[AllocEvent]:
-        while self.phase < 2 and self.phase + 1 in self.cuts and not self.cuts[self.phase + 1]:
+    def marks(self, key: Optional[int], line: int) -> Iterator[AllocEvent]:
+        """The marks due before a record of this clock (None: after the last record)."""
+        epoch = 2 if key is None else key >> _EPOCH_SHIFT
+        while self.phase < epoch and self.phase + 1 in self.cuts:
             self.phase += 1
             yield AllocEvent(line, 0, None, "window", self.phase, 1, None, None, None, False, line, None)
 

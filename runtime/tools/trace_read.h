@@ -137,7 +137,7 @@ typedef struct {
   uint32_t tid;
   uint64_t last_seq;
   uint64_t cut[3];            /* version 5: its last clock before window mark 1 (opens), 2 (closes) */
-  uint8_t cut_pending[3];     /* the merge has not passed that clock yet */
+  uint8_t named[3];           /* the mark named it (else its records are placed by the mark's time) */
   tr_run *runs;
   size_t nruns, cap;
   /* merge cursor */
@@ -178,10 +178,10 @@ typedef struct {
   int extra;                  /* yield the records that are not allocator calls (thread, mapping records) */
   uint64_t merged;            /* records merged so far: version 4's lines */
   /* version 5: window marks (runtime/tracer/tracer_window.h). marks: bit w set when mark w (1 opens, 2 closes)
-   * was found; windowed: the merge yields EV_WINDOW where each one falls; pending[w]: threads not past mark w;
-   * phase: marks yielded so far */
+   * was found, at clock mark_time[w]; windowed: records are merged by (epoch, clock), the epoch being the marks
+   * their thread had passed, and the merge yields EV_WINDOW between the epochs; phase: marks yielded so far */
   int marks, windowed, phase;
-  uint64_t pending[3];
+  uint64_t mark_time[3];
 } tr_log;
 
 static uint32_t tr_hash32(uint32_t x) { return (x * 2654435769u); }
@@ -434,29 +434,38 @@ static int tr_read_marks(tr_log *log, const struct scn_tl_ref *ref, tr_error *e)
     for (size_t k = 0; k < n; k++) {
       uint64_t which = rec[k].arg[0];
       if (rec[k].kind != K_WINDOW || (which != 1 && which != 2)) continue;
+      if (!(log->marks & (1 << which)) || rec[k].seq < log->mark_time[which]) log->mark_time[which] = rec[k].seq;
       log->marks |= 1 << which;
       tr_thread *t = rec[k].arg[1] ? tr_thread_find(log, (uint32_t)rec[k].arg[1]) : NULL;
       if (!t) continue;                              /* no thread had recorded, or none of its records is here */
       t->cut[which] = rec[k].arg[2];
-      t->cut_pending[which] = 1;
+      t->named[which] = 1;
     }
   free(chunk);
   return 0;
 }
 
-/* Clocks named past a thread's last record (its last records were lost) become its last one; the threads each
- * mark waits for are counted. */
+/* Every thread's cut: its clock the mark named, or for a thread the mark did not name (it had not recorded yet,
+ * or it had ended and another thread took its buffer) the mark's own time. */
 static void tr_settle_marks(tr_log *log) {
-  for (int w = 1; w <= 2; w++) {
-    log->pending[w] = 0;
+  for (int w = 1; w <= 2; w++)
     for (size_t i = 0; i < log->nthreads; i++) {
       tr_thread *t = &log->threads[i];
-      if (!t->cut_pending[w]) continue;
-      if (!t->nruns) { t->cut_pending[w] = 0; continue; }
-      if (t->cut[w] > t->last_seq) t->cut[w] = t->last_seq;
-      log->pending[w]++;
+      if (!t->named[w]) t->cut[w] = (log->marks & (1 << w)) ? log->mark_time[w] : UINT64_MAX;
     }
+}
+
+/* A windowed merge orders records by (epoch, clock): the epoch (0 before the window, 1 in it, 2 after) in the bits
+ * above any clock (a clock is the time-stamp counter >> 6: 2^58 is decades of uptime). Each thread's records
+ * are cut where the mark found it, whatever its clock said of the time (a thread that waited for its client
+ * takes clocks behind the time until its next time mark, and would sort before the mark by clock alone). */
+#define TR_EPOCH_SHIFT 58
+static void tr_epochs(const tr_log *log, const tr_thread *t, tr_rec *r, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    uint64_t e = (r[k].seq > t->cut[1]) + (r[k].seq > t->cut[2]);
+    r[k].seq += e << TR_EPOCH_SHIFT;
   }
+  (void)log;
 }
 
 /* --------------------------------------------------------------- the merge pass */
@@ -476,7 +485,6 @@ static int tr_fill_v2(tr_log *log, tr_thread *t, tr_error *e) {
 
 /* Version 3: the thread's next records decoded from its current chunk (read when the run began). */
 static int tr_fill_v3(tr_log *log, tr_thread *t, tr_error *e) {
-  (void)log;
   struct scn_tl_error err;
   size_t n = scn_tl_decode(&t->cur, t->buf, t->left < TR_BLOCK ? (size_t)t->left : TR_BLOCK, &err);
   if (n < (t->left < TR_BLOCK ? t->left : TR_BLOCK)) {     /* the index counted records it cannot decode */
@@ -486,6 +494,7 @@ static int tr_fill_v3(tr_log *log, tr_thread *t, tr_error *e) {
   t->left -= n;
   t->n = (uint32_t)n;
   t->pos = 0;
+  if (log->windowed) tr_epochs(log, t, t->buf, n);
   return 0;
 }
 
@@ -606,17 +615,12 @@ static void tr_flight_drop_if(tr_inflight *m, uint64_t block, uint32_t t) {
 
 typedef int (*tr_sink)(void *arg, const tr_event *ev);
 
-/* After thread t's record at clock seq was merged: the marks whose every thread is now past its clock are
- * yielded, in order (a mark's place is the first place after every record that came before it). */
-static int tr_window_see(tr_log *log, tr_thread *t, uint64_t seq, tr_sink sink, void *arg) {
+/* Before a record of epoch `key >> TR_EPOCH_SHIFT` (UINT64_MAX: the merge's end): the marks between the epochs
+ * merged so far and it, to the sink. */
+static int tr_window_see(tr_log *log, uint64_t key, tr_sink sink, void *arg) {
   if (!log->windowed) return 0;
-  if (t)
-    for (int w = 1; w <= 2; w++)
-      if (t->cut_pending[w] && seq >= t->cut[w]) {
-        t->cut_pending[w] = 0;
-        log->pending[w]--;
-      }
-  while (log->phase < 2 && (log->marks & (2 << log->phase)) && !log->pending[log->phase + 1]) {
+  uint64_t epoch = key == UINT64_MAX ? 2 : key >> TR_EPOCH_SHIFT;
+  while ((uint64_t)log->phase < epoch && (log->marks & (2 << log->phase))) {
     log->phase++;
     tr_event ev = {log->merged, (uint64_t)log->phase, 1, 0, 0, 0, 0, EV_WINDOW, 0, 0};
     int rc = sink(arg, &ev);
@@ -624,7 +628,6 @@ static int tr_window_see(tr_log *log, tr_thread *t, uint64_t seq, tr_sink sink, 
   }
   return 0;
 }
-
 
 /* Yields one record to the sink, as an event (allocator calls; the others only with log->extra). Version 4: its
  * line is its place in the merged order, every record counted. */
@@ -668,8 +671,8 @@ static int tr_run_thread(tr_log *log, uint32_t i, tr_heap *h, tr_inflight *m, in
           /* Another thread's realloc released this block before we got it (its first number is older) but
            * took its final number later. */
           log->info.reordered++;
-          int rc = tr_yield(log, o, sink, arg);
-          if (!rc) rc = tr_window_see(log, &log->threads[j], o->seq, sink, arg);
+          int rc = tr_window_see(log, o->seq, sink, arg);
+          if (!rc) rc = tr_yield(log, o, sink, arg);
           if (rc) return rc;
           if (tr_step(log, j, h, m, e)) return -1;
           bound = h->e[0];
@@ -680,8 +683,8 @@ static int tr_run_thread(tr_log *log, uint32_t i, tr_heap *h, tr_inflight *m, in
       return tr_fail(e, 1, "sequence number %" PRIu64 " appears twice (threads' chunks overlap): the log is damaged",
                      seq);
     *last = (int64_t)seq;
-    int rc = tr_yield(log, r, sink, arg);
-    if (!rc) rc = tr_window_see(log, c, seq, sink, arg);
+    int rc = tr_window_see(log, seq, sink, arg);
+    if (!rc) rc = tr_yield(log, r, sink, arg);
     if (rc) return rc;
     if (r->span) tr_flight_drop_if(m, r->arg[0], i);
     if (tr_advance(log, c, e)) return -1;
@@ -708,13 +711,13 @@ static int tr_merge(tr_log *log, tr_sink sink, void *arg, tr_error *e) {
   for (uint32_t i = 0; i < log->nthreads; i++)
     if (log->threads[i].head && log->threads[i].head->span) tr_flight_set(&m, log->threads[i].head->arg[0], i);
   int64_t last = -1;
-  rc = tr_window_see(log, NULL, 0, sink, arg);      /* a mark before every record */
   while (h.n && !rc) {
     tr_entry top = tr_pop(&h);
     const tr_rec *r = log->threads[top.t].head;
     if (!r || r->seq != top.seq) continue;        /* taken out of turn */
     rc = tr_run_thread(log, top.t, &h, &m, &last, sink, arg, e);
   }
+  if (!rc) rc = tr_window_see(log, UINT64_MAX, sink, arg);   /* marks after the last record */
 out:
   free(h.e);
   free(m.f);

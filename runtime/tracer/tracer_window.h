@@ -9,12 +9,12 @@
  * a call's path: the control thread reads what the recording threads leave in their buffers anyway.
  *
  * A mark is a chunk of K_WINDOW records, one per thread buffer that holds a record: (which: 1 opens, 2 closes;
- * the tid of the buffer's last record; that record's clock). A thread's records up to that clock came before
- * the mark, the later ones after it: a cut through every thread's own order, exact whatever the threads' clocks
- * (a thread that waited for its client takes clocks behind the time until its next time mark). The reader turns
- * the cut into a place in its merged order: the window opens once every thread named has passed its clock
- * (trace_read.h, trace/tracerlog.py). The control thread never records (its guard stays up), so a
- * one-thread program stays one thread to the tracer.
+ * the tid of the buffer's last record; that record's clock); the chunk's own clock is the mark's time. A
+ * thread's records up to that clock came before the mark, the later ones after it: a cut through every thread's
+ * own order, exact whatever the threads' clocks (a thread that waited for its client takes clocks behind the
+ * time until its next time mark). The readers merge by (epoch, clock), the epoch being the marks a record's
+ * thread had passed (trace_read.h, trace/tracerlog.py). The control thread never records (its guard stays up),
+ * so a one-thread program stays one thread to the tracer.
  * Part of tracer.c's one translation unit (it includes the parts in order; see there). */
 #ifndef SCN_TRACER_WINDOW_H
 #define SCN_TRACER_WINDOW_H
