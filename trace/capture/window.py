@@ -29,6 +29,9 @@ ANSWER_S = 10.0        # how long the tracer may take to write a mark (it writes
 class WindowControl:
     def __init__(self):
         self._folder = tempfile.mkdtemp(prefix="scenc-window-")
+        if len(os.path.join(self._folder, "control")) > 100:     # a socket's path holds 107 bytes at most
+            os.rmdir(self._folder)
+            self._folder = tempfile.mkdtemp(prefix="scenc-window-", dir="/tmp")
         self.path = os.path.join(self._folder, "control")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.path)
