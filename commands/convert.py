@@ -12,7 +12,7 @@ from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..scenario.errors import ScenarioError
 from ..system.process import Terminated, signals_raise
 from ..trace.model import ModelRunError, calibrate_peak, ensure_finishes, measure_peak, remove_model, write_model
-from ..trace.replay import auto_touch, threads_line, touch_line, write_replay
+from ..trace.replay import auto_touch, threads_line, touch_line, window_line, write_replay
 from ..trace.source import TraceInputError, TraceSource
 from .tracing import anomaly_lines, guarded, kinds_line, refuse_scenario
 
@@ -24,7 +24,7 @@ def convert(args) -> int:
     # The exact replay's converter reads a tracer log itself (runtime/tools/convert.c): no indexing here; nor does it
     # use an ltrace log's timestamps: not read.
     refuse_scenario("convert", args.file)
-    source = TraceSource(args.file, extra_events=True, index=args.model, times=args.model)
+    source = TraceSource(args.file, extra_events=True, index=args.model, times=args.model, window=not args.whole)
     default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
     out = Path(args.output or default)
     if out.suffix != ".scn":
@@ -64,7 +64,7 @@ def convert(args) -> int:
     else:
         if source.format == "preload":
             report = write_replay(source.path, out, source.path.name, touch=args.touch, main_tid=source.main_tid(),
-                                  found=source.adopt_log_info)
+                                  found=source.adopt_log_info, whole=args.whole)
         else:
             report = write_replay(source.events, out, source.path.name, touch=args.touch, main_tid=source.main_tid())
         _check_calls(source, report.calls, [out, out.with_suffix(".ops")])
@@ -158,14 +158,17 @@ def replay_summary(report) -> list:
             totals[k] = totals.get(k, 0) + n
     kinds = sorted(totals, key=lambda k: (-totals[k], k))
     renamed = {k: n for k, n in sorted(report.trace_kinds.items()) if k not in totals}
-    out.append(f"calls: {kinds_line(totals)} ({report.calls} in all, every captured call replayed"
+    if report.window and report.window.get("opened"):
+        out.append(f"window: {window_line(report)}")
+    out.append(f"calls: {kinds_line(totals)} ({report.calls} in all, every "
+               f"{'call of the window' if report.window and report.window.get('opened') else 'captured call'} replayed"
                + (f"; replayed under the runtime's names: {kinds_line(renamed)}" if renamed else "") + ")")
     out.append(f"threads: {report.threads} ({threads_line(report)})")
     if report.touch_auto:
         out.append(f"touch: {touch_line(report)}")
     for i, (tid, counts) in enumerate(zip(report.tids[:SHOWN_THREADS], report.counts)):
         per = "  ".join(f"{k} {counts.get(k, 0)}" for k in kinds)
-        out.append(f"  trace[{i}]  tid {tid:<8} {per}")
+        out.append(f"  trace[{i}]  {'set-up' if tid == 0 and report.window else f'tid {tid:<8}'} {per}")
     if report.threads > SHOWN_THREADS:
         out.append(f"  ... and {report.threads - SHOWN_THREADS} more thread(s) (scenc exec on the scenario lists "
                    f"them all)")

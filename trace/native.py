@@ -14,7 +14,7 @@ TRACER_FLAGS = ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fexcep
 # tracer is rebuilt when any of them changes.
 TRACER_PARTS = ("tracer_os.h", "tracer_next.h", "tracer_file.h", "tracer_order.h", "tracer_buffer.h", "tracer_sample.h",
                 "tracer_record.h", "tracer_alloc.h", "tracer_cxx.h", "tracer_thread.h", "tracer_mmap.h",
-                "tracer_exit.h")
+                "tracer_exit.h", "tracer_window.h")
 TRACELOG_HEADER = TRACER / "tracelog.h"
 TRACER_HEADERS = (RUNTIME / "clock.h", TRACELOG_HEADER, *(TRACER / name for name in TRACER_PARTS))
 CONVERTER_SOURCE = TOOLS / "convert.c"
