@@ -173,6 +173,7 @@ typedef struct {
   size_t slot_cap;
   int extra;                  /* yield the records that are not allocator calls (thread, mapping records) */
   uint64_t merged;            /* records merged so far: version 4's lines */
+  const tr_rec **current;     /* when set, the record of the event being yielded (its clock, its code) */
 } tr_log;
 
 static uint32_t tr_hash32(uint32_t x) { return (x * 2654435769u); }
@@ -534,6 +535,7 @@ typedef int (*tr_sink)(void *arg, const tr_event *ev);
 static int tr_yield(tr_log *log, const tr_rec *r, tr_sink sink, void *arg) {
   tr_event ev;
   log->merged++;
+  if (log->current) *log->current = r;
   if (tr_is_call(r->kind)) tr_call_event(r, &ev);
   else if (log->extra) tr_extra_event(r, &ev);
   else return 0;
