@@ -385,7 +385,8 @@ static uint32_t thread_index(uint32_t tid) {
 }
 
 static void born_setdefault(uint32_t tid) {      /* born.setdefault(tid, ordinal) */
-  thread_t *t = &S.th[thread_index(tid)];
+  uint32_t ti = thread_index(tid);           /* first: it may move S.th */
+  thread_t *t = &S.th[ti];
   if (t->born) return;
   t->born = 1;
   om_get(&S.born, tid)->a = S.ordinal;
@@ -1023,7 +1024,7 @@ static void finish(void) {
   S.live_at_end = (int64_t)S.live_n;
   /* kept: the mappings still mapped, in the pieces' dict order, then those unmapped at a thread's teardown */
   piece_t *ps = xalloc(S.npieces * sizeof *ps);
-  memcpy(ps, S.pieces, S.npieces * sizeof *ps);
+  if (S.npieces) memcpy(ps, S.pieces, S.npieces * sizeof *ps);
   qsort(ps, S.npieces, sizeof *ps, cmp_piece);
   int64_t *kept = xalloc((S.npieces + S.nmaps + 1) * sizeof *kept);
   uint8_t *in_kept = xalloc(S.nmaps + 1);
