@@ -1134,6 +1134,12 @@ static void put_tw(const tw_t *t) {
   }
   fputc('}', out);
 }
+static void put_float(double x) {     /* exactly this double, read back by Python as a float (never an int) */
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.17g", x);
+  fputs(buf, out);
+  if (!strpbrk(buf, ".en")) fputs(".0", out);
+}
 static void put_opt(int has, int64_t v) { if (has) fprintf(out, "%" PRId64, v); else fputs("null", out); }
 static void put_tid_counter(const char *name, const omap *m) {   /* keys are tids */
   fprintf(out, ",\"%s\":", name);
@@ -1172,10 +1178,14 @@ static void emit(FILE *spans_file) {
   put_tid_counter("big_dropped", &S.big_dropped);
   put_tid_counter("big_maps_dropped", &S.big_maps_dropped);
   fputs(",\"wins\":[", out);
-  for (size_t i = 0; i < S.nwins; i++)
-    fprintf(out, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%.17g,%.17g,%" PRId64 "]", i ? "," : "",
-            S.wins[i].events, S.wins[i].allocs, S.wins[i].frees, S.wins[i].log_sizes, S.wins[i].t_first,
-            S.wins[i].t_last, S.wins[i].first_line);
+  for (size_t i = 0; i < S.nwins; i++) {
+    fprintf(out, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",", i ? "," : "", S.wins[i].events,
+            S.wins[i].allocs, S.wins[i].frees, S.wins[i].log_sizes);
+    put_float(S.wins[i].t_first);
+    fputc(',', out);
+    put_float(S.wins[i].t_last);
+    fprintf(out, ",%" PRId64 "]", S.wins[i].first_line);
+  }
   fputs("],\"thread_windows\":[", out);
   for (size_t k = 0; k < S.ntw_order; k++) {
     const thread_t *t = &S.th[S.tw_order[k]];

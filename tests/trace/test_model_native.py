@@ -40,6 +40,8 @@ def plain(x):
         return (type(x).__name__, [(s, plain(getattr(x, s, None))) for s in x.__slots__])
     if hasattr(x, "tolist"):
         return x.tolist()
+    if isinstance(x, float):          # 2.0 is not 2: a float printed by the writer must stay one
+        return ("float", x)
     return x
 
 
