@@ -12,6 +12,7 @@ from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..scenario.errors import ScenarioError
 from ..system.process import Terminated, signals_raise
 from ..trace.model import ModelRunError, calibrate_peak, ensure_finishes, measure_peak, remove_model, write_model
+from ..trace.model.native import collect_tracer_log
 from ..trace.replay import auto_touch, threads_line, touch_line, window_line, write_replay
 from ..trace.source import TraceInputError, TraceSource
 from .tracing import anomaly_lines, guarded, kinds_line, refuse_scenario
@@ -32,8 +33,16 @@ def convert(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
         touch = _model_touch(source, args.touch)
-        model = write_model(_with_progress(source.events), out, source_name=source.path.name,
-                            max_phases=args.max_phases, touch=touch)
+        windowed = source.format == "preload" and not args.whole and 1 in source.events.info.window
+        if source.format == "preload" and not windowed:
+            # The collector's pass in C (trace/model/native.py), its own progress line. A window (capture --server)
+            # is cut by the Python reader (trace/window.py), which the C collector does not repeat.
+            collector = collect_tracer_log(source.path, progress=sys.stderr.isatty())
+            model = write_model(None, out, source_name=source.path.name, max_phases=args.max_phases, touch=touch,
+                                collector=collector)
+        else:
+            model = write_model(_with_progress(source.events), out, source_name=source.path.name,
+                                max_phases=args.max_phases, touch=touch)
         _check_calls(source, model.calls, [out, *model.data_files])
         try:
             # The model runs in a session of its own (killed with its group when it stops or times out): SIGTERM
@@ -62,7 +71,7 @@ def convert(args) -> int:
             print("  " + line)
         _print_losses(source)
     else:
-        if source.format == "preload":
+        if source.format == "preload" and not windowed:
             report = write_replay(source.path, out, source.path.name, touch=args.touch, main_tid=source.main_tid(),
                                   found=source.adopt_log_info, whole=args.whole)
         else:

@@ -182,6 +182,7 @@ typedef struct {
    * their thread had passed, and the merge yields EV_WINDOW between the epochs; phase: marks yielded so far */
   int marks, windowed, phase;
   uint64_t mark_time[3];
+  const tr_rec **current;     /* when set, the record of the event being yielded (its clock, its code) */
 } tr_log;
 
 static uint32_t tr_hash32(uint32_t x) { return (x * 2654435769u); }
@@ -634,6 +635,7 @@ static int tr_window_see(tr_log *log, uint64_t key, tr_sink sink, void *arg) {
 static int tr_yield(tr_log *log, const tr_rec *r, tr_sink sink, void *arg) {
   tr_event ev;
   log->merged++;
+  if (log->current) *log->current = r;
   if (tr_is_call(r->kind)) tr_call_event(r, &ev);
   else if (log->extra) tr_extra_event(r, &ev);
   else return 0;
