@@ -9,8 +9,8 @@
  * trace/capture/preload.py builds it, runs programs under it and reads
  * the log back as AllocEvents.
  *
- * Log format (version 4, runtime/tracer/tracelog.h says it byte by byte): a 64-byte header and the
- * counters (8 KiB), then chunks, each one thread's records in order: a 72-byte chunk header (thread,
+ * Log format (version 5: version 4 and window marks, tracer_window.h; runtime/tracer/tracelog.h says it byte
+ * by byte): a 64-byte header and the counters (8 KiB), then chunks, each one thread's records in order: a 72-byte chunk header (thread,
  * first and last clock, two clock readings), the records (a kind byte, then deltas and sizes as varints:
  * about 3-5 bytes a call) and a census (records by kind, so a summary reads no record).
  *
@@ -97,6 +97,7 @@
  *   tracer_thread.h  thread starts (pthread_create), ends (the key destructor) and joins
  *   tracer_mmap.h    the program's own anonymous mappings
  *   tracer_exit.h    the end mark at exit; _exit and exec
+ *   tracer_window.h  window marks on scenc's word (SCENC_TRACE_CONTROL: a control thread, off by default)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -191,6 +192,7 @@ static void unlock_tid(_Atomic uint32_t *lock) {
 #include "tracer_thread.h"
 #include "tracer_mmap.h"
 #include "tracer_exit.h"
+#include "tracer_window.h"
 
 /* -------------------------------------------------------------- lifecycle */
 static void at_fork_child(void) {
@@ -257,6 +259,7 @@ __attribute__((constructor)) static void tracer_init(void) {
   pthread_atfork(NULL, NULL, at_fork_child);
   atexit(flush_all);
   atomic_store(&g_state, ST_ENABLED);
+  if (g_fd >= 0) start_control();   /* the launched process only: it owns the main log */
   T.guard--;
 }
 
