@@ -71,7 +71,7 @@ def convert(args) -> int:
             print("  " + line)
         _print_losses(source)
     else:
-        if source.format == "preload" and not windowed:
+        if source.format == "preload":
             report = write_replay(source.path, out, source.path.name, touch=args.touch, main_tid=source.main_tid(),
                                   found=source.adopt_log_info, whole=args.whole)
         else:
