@@ -42,8 +42,8 @@
  * Time: a record carries the time-stamp counter only when its clock crosses a multiple of 64 (a time mark);
  * the reader gives the others the last mark's time plus the chunk's mean time per record since.
  *
- * Buffers: each thread encodes into its own 32 KiB buffer (mmap'ed, so the tracer
- * never allocates through the allocator it watches; about 8000 calls) and writes it
+ * Buffers: each thread encodes into its own 128 KiB buffer (mmap'ed, so the tracer
+ * never allocates through the allocator it watches; about 40000 calls) and writes it
  * whole as one chunk with write(2) under a spin lock on an O_APPEND descriptor: chunks
  * of different threads never interleave mid-chunk. Buffers are flushed when full, at
  * thread exit (pthread key destructor), and at process exit (atexit handler and

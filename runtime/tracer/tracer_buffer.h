@@ -6,7 +6,10 @@
 #ifndef SCN_TRACER_BUFFER_H
 #define SCN_TRACER_BUFFER_H
 
-#define BUF_BYTES (32 * 1024)   /* a chunk's records: about 8000 calls */
+/* A chunk's records: about 40000 calls. The write(2) of a chunk costs the process more than its bytes' copy into the
+ * page cache: cfrac (183M calls, 553 MB) spent 0.40-0.46 s of system time with 32 KiB, 0.17-0.27 s with 128 KiB
+ * (bench/results/2026-11-27-tracerfast.md). */
+#define BUF_BYTES (128 * 1024)
 #define MARK_BYTES 256          /* a time mark every 256 bytes of records: about one record in 64 */
 
 /* One thread's chunk being filled; data holds the chunk header, then the records. Only its owner touches it,

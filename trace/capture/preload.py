@@ -196,7 +196,7 @@ def _check(r: PreloadCapture, timeout) -> None:
     if r.tracee_status is None:
         w.append(f"the program was stopped after {timeout} s (timeout): the calls it made last are not in the log")
     elif r.signal:
-        w.append(f"the program was killed by {r.signal}: the calls still buffered in its threads (a 32 KiB chunk, "
+        w.append(f"the program was killed by {r.signal}: the calls still buffered in its threads (a 128 KiB chunk, "
                  f"thousands of calls, per thread) are not in the log; if it also dies without the tracer, the crash "
                  f"is its own")
     elif r.tracee_status:
