@@ -228,6 +228,7 @@ static void at_fork_child(void) {
   atomic_store(&g_mode, atomic_load(&g_mode) & (M_FENCED | M_SLOW));
   shadow_forget();
   g_faults_start = minor_faults();   /* a child's count starts at the fork */
+  g_pid = (pid_t)syscall(SYS_getpid);
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   g_name[0] = 0;
@@ -237,6 +238,7 @@ static void at_fork_child(void) {
 __attribute__((constructor)) static void tracer_init(void) {
   T.guard++;
   g_key_base = now_key() - (1u << 20);
+  g_pid = (pid_t)syscall(SYS_getpid);
   g_faults_start = minor_faults();
   resolve();
   const char *path = getenv("SCENC_TRACE_OUT");

@@ -81,12 +81,24 @@ static void close_process(void) {
  * recorded nothing. After a failed exec, records are written one by one: the flush cannot hand the other
  * threads their buffers back. */
 
+/* _exit and exec. A vfork child (another pid sharing this process's memory, whose other threads go on when it is
+ * gone) writes the buffers out and the end mark, as before, but does not close the process. */
+static pid_t g_pid;                       /* this process's (the constructor's, a fork's child's) */
+static void before_leaving(void) {
+  if ((pid_t)syscall(SYS_getpid) == g_pid) {
+    close_process();
+  } else {
+    flush_buffers();
+    write_end();
+  }
+}
+
 #define LEAVING_WRAPPER(sym)                                                  \
   EXPORT __attribute__((noreturn)) void sym(int status) {                     \
     static _Atomic(void *) real;                                              \
     void (*f)(int) = (void (*)(int))libc_symbol(&real, #sym);                 \
     if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED) \
-      close_process();                                                        \
+      before_leaving();                                                       \
     if (f) f(status);                                                         \
     syscall(SYS_exit_group, status);                                          \
     __builtin_unreachable();                                                  \
@@ -103,7 +115,7 @@ LEAVING_WRAPPER(_Exit)
       return -1;                                                               \
     }                                                                          \
     if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED) \
-      close_process();                                                         \
+      before_leaving();                                                        \
     int rc = f ARGS;                                                           \
     atomic_store(&g_closer, 0);   /* a failed exec: the other threads go on */ \
     return rc;                                                                 \
