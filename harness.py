@@ -34,8 +34,8 @@ from .probes import rundata
 from .report import metrics as metric_defs
 from .report.progress import Progress, format_duration
 from .run.record import RunRecord, Status
-from .run.plan import (COMMAND, FIRST_WARMUP_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan, RunConfig,
-                       params_key)
+from .run.plan import (COMMAND, FIRST_WARMUP_TIMEOUT_S, IDLE_LIMIT_S, MIN_TIMEOUT_S, TIMEOUT_FACTOR, Plan,
+                       RunConfig, params_key)
 from .run.program.hooks import hook_failure, run_hook
 from .run.program.runner import make_program_record
 from .run.program.serving import make_served_record
@@ -55,6 +55,8 @@ class _ConfigState:
     dropped: Optional[str] = None      # why no further runs are made
     warm: bool = False
     durations: List[float] = field(default_factory=list)
+    duration_sum: float = 0.0          # of `durations`, and their largest: read before every run
+    duration_max: float = 0.0
     warmup_duration: Optional[float] = None
 
 
@@ -98,6 +100,8 @@ class Session:
             st.failures_in_row = 0
             if not record.warmup:
                 st.durations.append(record.duration_s)
+                st.duration_sum += record.duration_s
+                st.duration_max = max(st.duration_max, record.duration_s)
             return
         st.failures_in_row += 1
         status = record.status.words
@@ -117,30 +121,45 @@ class Session:
     def _estimate(self, config: RunConfig) -> float:
         st = self.state[config]
         if st.durations:
-            return sum(st.durations) / len(st.durations)
+            return st.duration_sum / len(st.durations)
         if st.warmup_duration is not None:
             return st.warmup_duration
-        known = [d for s in self.state.values() for d in s.durations] or \
-                [s.warmup_duration for s in self.state.values() if s.warmup_duration is not None]
+        measured = sum(len(s.durations) for s in self.state.values())
+        if measured:
+            return sum(s.duration_sum for s in self.state.values()) / measured
+        known = [s.warmup_duration for s in self.state.values() if s.warmup_duration is not None]
         return sum(known) / len(known) if known else 1.0
+
+    def _reference(self, config: RunConfig) -> Optional[float]:
+        """How long a run of the configuration takes, as far as known: its warm-up, its slowest run, or
+        before it ran at all the slowest run of the same program under another allocator; None before any."""
+        st = self.state[config]
+        if st.warmup_duration is not None:
+            return st.warmup_duration
+        if st.durations:
+            return st.duration_max
+        same = [s.warmup_duration or s.duration_max
+                for c, s in self.state.items() if c.program_key == config.program_key]
+        return max((d for d in same if d), default=None)
 
     def _timeout(self, config: RunConfig) -> float:
         if self.plan.timeout_s is not None:
             return self.plan.timeout_s
-        st = self.state[config]
-        reference = st.warmup_duration
-        if reference is None and st.durations:
-            reference = max(st.durations)
+        reference = self._reference(config)
         if reference is None:
-            # Before this configuration ran at all: judge by the slowest run of
-            # the same program under another allocator, if any.
-            same = [s.warmup_duration or max(s.durations, default=0.0)
-                    for c, s in self.state.items() if c.program_key == config.program_key]
-            same = [d for d in same if d]
-            if not same:
-                return FIRST_WARMUP_TIMEOUT_S
-            reference = max(same)
+            return FIRST_WARMUP_TIMEOUT_S
         return max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * reference)
+
+    def _idle_limit(self, config: RunConfig) -> Optional[float]:
+        """Seconds of almost no CPU time after which a run is stuck, or None: not watched. Only without --timeout
+        (with it, the user's timeout alone ends a run). A scenario's program never waits on purpose, so each of
+        its runs is watched; a real program may (a sleep, the network), so only until one of its runs has ended
+        and its timeout is a multiple of that run rather than FIRST_WARMUP_TIMEOUT_S."""
+        if self.plan.timeout_s is not None:
+            return None
+        if config.target == COMMAND and self._reference(config) is not None:
+            return None
+        return IDLE_LIMIT_S
 
     def _runs_left(self, st: _ConfigState) -> int:
         return max(0, self.plan.max_rounds - st.done) + (0 if st.warm else self.plan.warmup)
@@ -185,7 +204,7 @@ class Session:
             env.update(probes.environment(config.probe_set, run_dir))
         env = allocator.preload_env(env)
         outcome = self.runner.run([str(self.programs[config.program_key])], env, timeout,
-                                  self.plan.memory_limit)
+                                  self.plan.memory_limit, idle_s=self._idle_limit(config))
         if self.runner.interrupted:
             if run_dir:
                 rundata.discard(run_dir)
@@ -219,7 +238,8 @@ class Session:
             record = make_served_record(config, allocator, round_, outcome, program, timeout, warmup,
                                         self.plan.memory_limit)
         else:
-            outcome = self.runner.run_program(program, allocator, self.base_env, timeout, self.plan.memory_limit)
+            outcome = self.runner.run_program(program, allocator, self.base_env, timeout, self.plan.memory_limit,
+                                              self._idle_limit(config))
             if self.runner.interrupted:
                 return None
             record = make_program_record(config, allocator, round_, outcome, program, timeout, warmup,
@@ -275,8 +295,17 @@ class Session:
         if dropped:
             self.progress.note(f"scenc: no more runs of {config.label()}: {dropped}")
 
-    def _tick(self, config: RunConfig, label: str) -> None:
-        done, remaining = self.runs_this_session, self.remaining_runs()
+    def _tick(self, config: RunConfig, round_: int) -> None:
+        """The progress bar before a run of `config` in `round_` (0: its warm-up): redrawn when it is due,
+        and before the last run (which a short session would otherwise never show)."""
+        if not self.progress.shows_bar:
+            return
+        remaining = self.remaining_runs()
+        if remaining > 1 and not self.progress.due():
+            return
+        label = (f"round {round_}/{self.plan.max_rounds}  {config.label()}" if round_
+                 else f"warm-up {config.label()}")
+        done = self.runs_this_session
         planned = self._eta_of_plan()
         eta = self._within_budget(planned)
         if eta < planned:
@@ -290,7 +319,7 @@ class Session:
             for config in self.plan.round_order(-i, self.active()):
                 if self.state[config].dropped is not None:
                     continue
-                self._tick(config, f"warm-up {config.label()}")
+                self._tick(config, 0)
                 if self.run_one(config, 0, warmup=True) is None:
                     return False
         return True
@@ -342,7 +371,7 @@ class Session:
             for config in plan.round_order(round_, todo):
                 if self.state[config].dropped is not None:
                     continue
-                self._tick(config, f"round {round_}/{plan.max_rounds}  {config.label()}")
+                self._tick(config, round_)
                 if self.run_one(config, round_) is None:
                     return False
             self.progress.round_done(

@@ -13,7 +13,10 @@ launcher's wait4 figures of each program). Printed per program, beside its mean 
       scenc wall = start-up + sum of program wall times + runs x per-run cost,
   which takes in every disturbance of the machine, and `start-up` its intercept;
 * `CPU/run`: the same slope with CPU time (scenc's process tree minus the programs' user+sys), which other
-  load disturbs less.
+  load disturbs less;
+* `Py CPU/run`: the same slope with scenc's own process's CPU time (getrusage of itself: not the launcher's,
+  not the programs') from its first run to its last, read in the process (Session.measure wrapped): what
+  scenc's Python costs a run, with nothing of start-up (nor of the launcher's start, in both sessions) in it.
 
     .venv/bin/python bench/bench_commands.py [--repeat 3] [--few 2] [--many 10] [--nice -10] [--against DIR]
 
@@ -38,12 +41,29 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from bench_harness import SCENC, environment   # bench/bench_harness.py, beside this file
+from bench_harness import environment   # bench/bench_harness.py, beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLOCATORS = "glibc,jemalloc"
 MAX_PER_RUN_S = 0.001
 TARGETS_S = (0.01, 0.1)
+# `scenc` with Session.measure wrapped: scenc's own CPU time over its runs, written to $BENCH_MEASURE_CPU.
+SCENC = [sys.executable, "-c", """
+import os, resource, sys
+from scenc import harness
+from scenc.cli import main
+measure = harness.Session.measure
+def timed(self):
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    try:
+        return measure(self)
+    finally:
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        with open(os.environ["BENCH_MEASURE_CPU"], "w") as f:
+            f.write(repr(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
+harness.Session.measure = timed
+sys.exit(main())
+"""]
 
 
 def _build_threaded(folder: Path) -> Path:
@@ -72,6 +92,7 @@ def _calibrate(prog: Path, target_s: float) -> list:
 def _session(command: list, runs: int, folder: Path, tree) -> dict:
     out = folder / f"r-{time.monotonic_ns()}.json"
     env = environment(tree=tree, bytecode_dir=folder / ("pycache-" + ("this" if tree is None else "other")))
+    env["BENCH_MEASURE_CPU"] = str(out) + ".cpu"
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen([*SCENC, "run", "--allocators", ALLOCATORS, "--runs", str(runs), "--warmup", "0",
@@ -89,6 +110,7 @@ def _session(command: list, runs: int, folder: Path, tree) -> dict:
             "gaps": [b - a - r["metrics"]["wall_s"] for a, b, r in zip(starts, starts[1:], runs_)],
             "prog_wall": sum(r["metrics"]["wall_s"] for r in runs_),
             "prog_cpu": sum(r["metrics"]["user_s"] + r["metrics"]["sys_s"] for r in runs_),
+            "py_cpu": float(Path(env["BENCH_MEASURE_CPU"]).read_text()),
             "n": len(runs_)}
 
 
@@ -121,10 +143,10 @@ def main(argv=None) -> int:
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; allocators {ALLOCATORS}; "
               f"sessions of {args.few} and {args.many} runs per allocator, --warmup 0, x{args.repeat}, "
               f"interleaved; nice {os.nice(0)}" + (f"; against: {trees['against']}" if args.against else ""))
-        heads = ("mean run", "gap", "gap/run", "fit/run", "start-up", "CPU/run", "load")
-        print(f"{'program':<24}{'scenc':<9}" + "".join(f"{h:>10}" for h in heads) + "  verdict")
+        heads = ("mean run", "gap", "gap/run", "fit/run", "start-up", "CPU/run", "Py CPU/run", "load")
+        print(f"{'program':<24}{'scenc':<9}" + "".join(f"{h:>11}" for h in heads) + "  verdict")
         for name, command in programs.items():
-            got = {t: {"fits": [], "cpu": [], "runs": [], "gaps": [], "load": []} for t in trees}
+            got = {t: {"fits": [], "cpu": [], "runs": [], "gaps": [], "load": [], "py": []} for t in trees}
             for _ in range(args.repeat):
                 for t, tree in trees.items():           # interleaved: each scenc in turn
                     few, many = _session(command, args.few, folder, tree), _session(command, args.many, folder, tree)
@@ -133,6 +155,7 @@ def main(argv=None) -> int:
                     g["gaps"] += many["gaps"]
                     g["fits"].append(_fit(few, many, "wall"))
                     g["cpu"].append(_fit(few, many, "cpu"))
+                    g["py"].append((many["py_cpu"] - few["py_cpu"]) / (many["n"] - few["n"]))
                     g["load"] += [few["load"], many["load"]]
             for t in trees:
                 g = got[t]
@@ -145,8 +168,9 @@ def main(argv=None) -> int:
                 if t == "this":
                     failed |= not ok
                 cells = (f"{run * 1e3:.1f} ms", f"{gap * 1e3:.2f} ms", f"{gap / run:.2%}", f"{per_run * 1e3:.2f} ms",
-                         f"{startup:.2f} s", f"{cpu * 1e3:.2f} ms", f"{statistics.median(g['load']):.2f}")
-                print(f"{name:<24}{t:<9}" + "".join(f"{c:>10}" for c in cells) + f"  {'PASS' if ok else 'FAIL'}")
+                         f"{startup:.2f} s", f"{cpu * 1e3:.2f} ms", f"{statistics.median(g['py']) * 1e3:.2f} ms",
+                         f"{statistics.median(g['load']):.2f}")
+                print(f"{name:<24}{t:<9}" + "".join(f"{c:>11}" for c in cells) + f"  {'PASS' if ok else 'FAIL'}")
         print(f"target: scenc's cost between two runs (the median gap) at most {MAX_PER_RUN_S * 1e3:g} ms; "
               f"load average now {os.getloadavg()[0]:.2f}")
     return 1 if failed else 0

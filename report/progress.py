@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 BAR_FORMAT = "{n}/{total} runs |{bar}| {elapsed} elapsed{postfix}"
 PIPE_INTERVAL_S = 10.0   # on a pipe, at most a line this often (and the last at the end)
+BAR_INTERVAL_S = 0.1     # on a terminal, the bar redrawn at most this often (as tqdm's own default)
 MIN_BAR = 10  # columns the bar keeps at least: the label of the run in progress is shortened first
 
 
@@ -44,6 +45,7 @@ class Progress:
         self.started = clock()
         self._bar = None
         self._shown_at = self.started      # on a pipe: when the last round's line was written
+        self._drawn_at = None              # on a terminal: when the bar was last drawn
         self._pending = None               # on a pipe: the last round's line, not written yet
 
     def note(self, text: str) -> None:
@@ -57,6 +59,17 @@ class Progress:
     def info(self, text: str) -> None:
         if not self.quiet:
             self.note(text)
+
+    @property
+    def shows_bar(self) -> bool:
+        """Is there a bar for `update` to draw (a terminal, not --quiet)?"""
+        return self.tty and not self.quiet
+
+    def due(self) -> bool:
+        """Is it time to redraw the bar? At most every BAR_INTERVAL_S: a session of short runs would
+        otherwise spend a share of each run redrawing it (and what `update` is given costs the session
+        a little to work out, so it asks first)."""
+        return self.shows_bar and (self._drawn_at is None or self.clock() - self._drawn_at >= BAR_INTERVAL_S)
 
     def update(self, done: int, total: int, label: str, eta_s=None) -> None:
         """The line after `done` of `total` runs, `label` the run starting now; on a pipe
@@ -73,6 +86,7 @@ class Progress:
         self._bar.n = done
         self._bar.set_postfix_str(self._postfix(done, total, left, label), refresh=False)
         self._bar.refresh()
+        self._drawn_at = self.clock()
 
     def _postfix(self, done: int, total: int, left: str, label: str) -> str:
         """What follows the bar, shortened so that the bar keeps MIN_BAR columns of the line

@@ -28,6 +28,10 @@ DEFAULT_TIME_BUDGET_S = 45.0
 TIMEOUT_FACTOR = 20
 MIN_TIMEOUT_S = 10.0
 FIRST_WARMUP_TIMEOUT_S = 120.0
+# Without --timeout, a run whose process group uses almost no CPU time this long is stuck (system/process.py's
+# IdleWatch): every scenario run, and a program's runs until one of them has ended (harness.py).
+IDLE_LIMIT_S = 10.0
+WATCH_EVERY_S = 1.0          # how often a watched run's CPU time is read
 
 # A probe set is the probes measured in one run, joined by "+" (probes/__init__.py);
 # probes/planner.py turns `--probes` into the sets, each built into its own program.

@@ -123,7 +123,7 @@ class RunRecord:
 
     @classmethod
     def from_json(cls, data: Any) -> "RunRecord":
-        _check(data)
+        check_run(data)
         known = {name: data[name] for name in (*_ALWAYS, *_WHEN_SET, "target") if name in data}
         known["status"] = Status(data["status"])
         known.setdefault("probe_set", DEFAULT_PROBE_SET)
@@ -147,7 +147,8 @@ def _require(data: Mapping, key: str, types: tuple) -> Any:
     return value
 
 
-def _check(data: Any) -> None:
+def check_run(data: Any) -> None:
+    """RecordError naming the key of `data` that is wrong for a run record, if one is."""
     if not isinstance(data, dict):
         raise RecordError("run record is not a JSON object")
     _require(data, "allocator", (str,))

@@ -38,7 +38,7 @@ import sys
 import tempfile
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .record import RecordError, RunRecord, select
+from .record import RecordError, RunRecord, check_run, select
 
 __all__ = [
     "SCHEMA",
@@ -152,10 +152,12 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
 
+# ensure_ascii keeps lone surrogates from undecodable stderr writable; allow_nan=False because NaN is not JSON.
+_ENCODER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+
+
 def _json_line(obj: Any) -> bytes:
-    # ensure_ascii keeps lone surrogates from undecodable stderr writable;
-    # allow_nan=False because NaN is not JSON.
-    return (json.dumps(obj, allow_nan=False, separators=(",", ":")) + "\n").encode("ascii")
+    return (_ENCODER.encode(obj) + "\n").encode("ascii")
 
 
 def _checked_line(obj: Any, check, what: str) -> Tuple[bytes, Any]:
@@ -388,11 +390,21 @@ class ResultFile:
     # -- writing
 
     def append_run(self, record: RunRecord) -> None:
-        """Validate ``record`` and make it durable on disk before returning.
+        """Validate ``record``, write its line, and keep it in ``runs``.
 
-        Raises ValueError (file untouched) if the record is invalid.
+        Raises ValueError (file untouched) if the record is invalid. The record itself is kept, not its line
+        read back (as the header is): a record's fields are JSON's own types, so :func:`load` reads an equal
+        one, and a session of many short runs spent a share of each run parsing what it had just written.
         """
-        line, run = _checked_line(record.to_json(), _read_run, "run record")
+        data = record.to_json()
+        try:
+            line = _json_line(data)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"run record is not JSON-serialisable: {error}") from None
+        try:
+            check_run(data)
+        except RecordError as error:
+            raise ValueError(f"invalid run record: {error}") from None
 
         fd = self._writable_fd()
         if os.fstat(fd).st_size != self._size:
@@ -416,7 +428,7 @@ class ResultFile:
                 pass
             raise
         self._size += len(line)
-        self.runs.append(run)
+        self.runs.append(record)
 
     def set_status(self, status: str) -> None:
         """Record "running", "interrupted" or "complete" in the header (atomic rewrite), with the

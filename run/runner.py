@@ -10,7 +10,8 @@ recorded as "wrong-allocator", never under the allocator's name.
 
 A run ends in one of these statuses (run/record.py's Status):
 * ok: the program did all the scenario says; its figures enter the statistics;
-* crashed, timeout, wrong-allocator: see make_record;
+* crashed, timeout, wrong-allocator: see make_record (a timeout is also a run
+  that used almost no CPU time for the idle limit: stuck, see communicate_watched);
 * failed-allocs: the program finished, but some allocations returned NULL.
   It is a failure, not "ok with a footnote": a NULL is not used, written or
   freed, so the run did less work than the scenario and its time would make
@@ -34,8 +35,8 @@ from typing import Mapping, Optional, Sequence
 
 from .. import probes
 from .record import RunRecord, Status
-from .plan import RunConfig
-from ..system.process import kill_group, signal_name
+from .plan import WATCH_EVERY_S, RunConfig
+from ..system.process import IdleWatch, kill_group, signal_name
 
 STDERR_TAIL_CHARS = 2000
 
@@ -49,6 +50,37 @@ class Outcome:
     stderr: str
     timed_out: bool = False
     over_limit: Optional[int] = None    # bytes in use when the memory limit was set, if over it
+    stuck: Optional[float] = None       # it timed out sooner: almost no CPU time for this idle limit (seconds)
+
+
+class _Stuck(Exception):
+    """A watched run's process group used almost no CPU time for its idle limit."""
+
+
+def stuck_problem(idle_s: float, timeout_s: float) -> str:
+    """The record's sentence for a run ended by the idle limit."""
+    return (f"almost no CPU time used for {idle_s:g} s (under {IdleWatch.IDLE_SHARE:.0%} of a CPU, by it and "
+            f"every process it started): it is stuck (threads that wait on one another, or a wait for input "
+            f"that never comes); killed (process group) without waiting for its timeout of {timeout_s:g} s "
+            f"(with --timeout, only the timeout ends a run)")
+
+
+def communicate_watched(proc: subprocess.Popen, timeout_s: Optional[float], idle_s: Optional[float]):
+    """proc.communicate(), ended by TimeoutExpired after `timeout_s`, or by _Stuck when its process group
+    (it leads one) uses almost no CPU time for `idle_s` seconds (None: not watched; system/process.py's IdleWatch)."""
+    if idle_s is None:
+        return proc.communicate(timeout=timeout_s)
+    watch = IdleWatch(proc.pid, idle_s)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        step = WATCH_EVERY_S if deadline is None else max(0.0, min(WATCH_EVERY_S, deadline - time.monotonic()))
+        try:
+            return proc.communicate(timeout=step)
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            if watch.stuck():
+                raise _Stuck() from None
 
 
 class ProgramRunner:
@@ -65,9 +97,11 @@ class ProgramRunner:
         self._current: Optional[subprocess.Popen] = None
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], timeout_s: Optional[float],
-            memory_limit: Optional[int] = None, capture_stderr: bool = True) -> Outcome:
-        """Run once; `timeout_s` None waits for ever. Without `capture_stderr` the
-        program writes to scenc's own stderr (`scenc exec`) and `Outcome.stderr` is empty."""
+            memory_limit: Optional[int] = None, capture_stderr: bool = True,
+            idle_s: Optional[float] = None) -> Outcome:
+        """Run once; `timeout_s` None waits for ever, `idle_s` ends it sooner when its process group uses
+        almost no CPU time that long (communicate_watched). Without `capture_stderr` the program writes to scenc's
+        own stderr (`scenc exec`) and `Outcome.stderr` is empty."""
         # The imports inside this module's functions wait until a run is made:
         # every command's parser imports it, and `scenc check` must start fast.
         from . import memlimit
@@ -78,16 +112,16 @@ class ProgramRunner:
                                 stderr=subprocess.PIPE if capture_stderr else None,
                                 start_new_session=True)
         self._current = proc
-        timed_out = False
+        timed_out, stuck = False, None
         over_limit = None
         try:
             if memory_limit is not None:
                 over_limit = memlimit.apply(proc.pid, memory_limit)
             if self.interrupted or over_limit is not None:
                 self._kill(proc)
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            out, err = communicate_watched(proc, timeout_s, idle_s)
+        except (subprocess.TimeoutExpired, _Stuck) as exc:
+            timed_out, stuck = True, (idle_s if isinstance(exc, _Stuck) else None)
             self._kill(proc)
             out, err = proc.communicate()
         except BaseException:
@@ -101,7 +135,7 @@ class ProgramRunner:
         duration = time.perf_counter() - t0
         return Outcome(started, duration, proc.returncode,
                        out.decode("utf-8", "replace"), (err or b"").decode("utf-8", "replace"), timed_out,
-                       over_limit)
+                       over_limit, stuck)
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
@@ -169,7 +203,8 @@ def make_record(config: RunConfig, allocator, round_: int, outcome: Outcome,
         return record
     if outcome.timed_out:
         record.fail(Status.TIMEOUT, exit_code=None,
-                    problem=f"no result after {timeout_s:g} s; killed (process group)")
+                    problem=stuck_problem(outcome.stuck, timeout_s) if outcome.stuck
+                    else f"no result after {timeout_s:g} s; killed (process group)")
         return record
     if outcome.returncode is not None and outcome.returncode < 0:
         record.fail(Status.CRASHED, signal=signal_name(-outcome.returncode), exit_code=None,

@@ -1,7 +1,8 @@
 """Child processes as scenc sees them: finding a program, running one in a session of its own, how one
 ended in words, and killing one with all it started (on a timeout, and after it ended: what it forked and
 left running goes too). SIGTERM and SIGHUP can be turned into an exception (signals_raise) so that scenc
-kills its child's group before it exits; a run can be watched for progress (run_watched: no CPU time).
+kills its child's group before it exits; a run can be watched for progress (run_watched, IdleWatch: no CPU
+time).
 
 Stdlib only: the runner, `scenc exec`, `scenc run`, the trace capture and convert --model all use it.
 """
@@ -135,6 +136,67 @@ def cpu_ticks(pid: int) -> Optional[int]:
     except (OSError, IndexError):
         return None
     return int(fields[11]) + int(fields[12])     # utime, stime: fields 14 and 15 of proc(5)
+
+
+def _stat_fields(pid) -> Optional[list]:
+    """/proc/PID/stat's fields after the command's name (state first), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def group_cpu_ticks(pgid: int) -> int:
+    """Clock ticks of CPU time of process group `pgid`: every process in it, all its threads, with the
+    children each has reaped (so a child that ends and is reaped moves its time within the group)."""
+    total = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        fields = _stat_fields(name)
+        if fields is not None and len(fields) > 14 and int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+    return total
+
+
+class IdleWatch:
+    """Has a process group used almost no CPU time (under IDLE_SHARE of one CPU) for `idle_s` seconds?
+    `stuck()` is asked now and then (about once a second) while the group's leader runs.
+
+    A program whose threads all wait on one another (a deadlocked scenario), or that waits for input
+    that never comes, uses next to none: a wait that polls with a growing back-off still takes a clock
+    tick now and then, so "none at all" would never be reached. A program at work uses some, in one
+    process or another of its group. The leader's own figure (its threads and reaped children) is read
+    each time; all of /proc is read for the rest of the group only while the leader is quiet (a shell
+    waiting for the child that does the work)."""
+
+    IDLE_SHARE = 0.01
+    _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, pgid: int, idle_s: float, clock: Callable[[], float] = time.monotonic):
+        self.pgid, self.idle_s, self.clock = pgid, idle_s, clock
+        # Since when the group has been quiet: (that time, the leader's ticks then, the group's then or None)
+        self._quiet: Optional[tuple] = None
+
+    def stuck(self) -> bool:
+        now = self.clock()
+        fields = _stat_fields(self.pgid)
+        leader = None if fields is None else sum(int(v) for v in fields[11:15])
+        if self._quiet is None or leader is None:
+            self._quiet = (now, leader, None)
+            return False
+        since, leader_then, group_then = self._quiet
+        allowed = self.IDLE_SHARE * self._TICKS_PER_S * max(now - since, self.idle_s)
+        if leader - leader_then >= allowed:
+            self._quiet = (now, leader, None)
+            return False
+        group = group_cpu_ticks(self.pgid)
+        if group_then is None or group - group_then >= allowed:
+            # From the first reading of the group too: what its other processes used before is unknown.
+            self._quiet = (now, leader, group)
+            return False
+        return now - since >= self.idle_s
 
 
 def run_watched(cmd: Sequence[str], timeout: float, idle_s: float, **popen) -> tuple:

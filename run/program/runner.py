@@ -7,9 +7,9 @@ process it waited for. Forking from the launcher rather than from Python
 keeps the interpreter's own size out of the peak RSS (Linux carries a
 process's peak over from the address space it was forked from). The launcher
 stays up for the whole session (`Launcher`): a run is a request on a pipe and
-two lines back (the program's pid, then its report), so scenc spends no fork and
-exec of its own between runs; a launcher that dies is started again for the next
-run.
+two fixed binary records back (the program's pid, then its report with the proof's
+lines), so scenc spends no fork and exec of its own between runs, and little parsing;
+a launcher that dies is started again for the next run.
 
 The program's stdout and stderr go to anonymous files, never to the
 terminal; their tails are kept in the record of a failed run. Every process
@@ -17,7 +17,8 @@ of the program that loads the proof library (runtime/tools/proof.c, preloaded
 after the allocator) writes which shared objects serve its malloc and free;
 a run in which any of them names another object than the allocator's, or
 in which none wrote, is recorded as "wrong-allocator", never under the
-allocator's name.
+allocator's name (`ProofChecks`: every run's every line, each object compared with
+the allocator's library once per session).
 
 Statuses are those of run/runner.py, plus "no-metric": the program ended well but
 its output has no match for `--metric`.
@@ -39,8 +40,9 @@ from typing import List, Mapping, Optional, Tuple
 
 from ..record import RunRecord, Status
 from .target import ProgramTarget
-from ...system.process import signal_name, wait_and_clear_group
-from ..runner import STDERR_TAIL_CHARS, ProgramRunner
+from ...system.process import IdleWatch, signal_name, wait_and_clear_group
+from ..plan import WATCH_EVERY_S
+from ..runner import STDERR_TAIL_CHARS, ProgramRunner, stuck_problem
 
 SPAWN_SOURCE = "spawn.c"
 PROOF_SOURCE = "proof.c"
@@ -64,12 +66,16 @@ class Proof:
 
     @classmethod
     def read(cls, path: Path) -> "Proof":
-        proof = cls()
         try:
-            text = path.read_text("utf-8", "replace")
+            return cls.parse(path.read_bytes())
         except FileNotFoundError:
-            return proof
-        for line in text.splitlines():
+            return cls()
+
+    @classmethod
+    def parse(cls, data: bytes) -> "Proof":
+        """proof.c's lines, as the launcher sends them after a run's record (or as its file holds them)."""
+        proof = cls()
+        for line in data.decode("utf-8", "replace").splitlines():
             parts = line.split("\t")
             if len(parts) == 3 and parts[0].isdigit():
                 proof.lines.append((int(parts[0]), parts[1], parts[2]))
@@ -93,6 +99,10 @@ class ProgramOutcome:
     output: str = ""                  # stdout and stderr whole, when a figure is taken from them
     proof: Proof = field(default_factory=Proof)
     problem: Optional[str] = None     # the launcher itself failed
+    checks: Optional["ProofChecks"] = None   # the session's checks of proofs so far (None: a check of its own)
+    stuck: Optional[float] = None     # it timed out sooner: almost no CPU time in its group for this idle limit
+    out_span: Tuple[int, int] = (0, 0)    # where its stdout is in the runner's file: (start, bytes)
+    err_span: Tuple[int, int] = (0, 0)
 
     @property
     def wait_status(self) -> Optional[int]:
@@ -117,15 +127,30 @@ def _tail(f, chars: int) -> str:
     return f.read().decode("utf-8", "replace")[-chars:]
 
 
-def _echo(f, stream) -> None:
-    """A run's whole output file onto scenc's own stream (--show-output)."""
-    f.seek(0)
+def _tail_of(fd: int, span: Tuple[int, int], chars: int) -> str:
+    """The last `chars` characters of the `span` (start, bytes) of a file (the launcher said where a run's are)."""
+    start, size = span
+    if size <= 0:
+        return ""
+    skip = max(0, size - chars * 2)
+    return os.pread(fd, size - skip, start + skip).decode("utf-8", "replace")[-chars:]
+
+
+def _read_span(fd: int, span: Tuple[int, int]) -> bytes:
+    start, size = span
+    return os.pread(fd, size, start) if size > 0 else b""
+
+
+def _echo(f, stream, span: Optional[Tuple[int, int]] = None) -> None:
+    """A run's output (the whole file, or its `span`) onto scenc's own stream (--show-output)."""
+    start, size = span if span is not None else (0, os.fstat(f.fileno()).st_size)
     stream.flush()
     out = getattr(stream, "buffer", None)
-    while True:
-        chunk = f.read(1 << 16)
+    while size > 0:
+        chunk = os.pread(f.fileno(), min(size, 1 << 16), start)
         if not chunk:
             break
+        start, size = start + len(chunk), size - len(chunk)
         if out is not None:
             out.write(chunk)
         else:
@@ -135,6 +160,7 @@ def _echo(f, stream) -> None:
 
 
 def _parse_launcher_report(text: str) -> Optional[dict]:
+    """The one-run launcher's report line (`scenc-spawn REPORT_FD PROGRAM`: a server and its client)."""
     fields = dict(item.split("=", 1) for item in text.split() if "=" in item)
     try:
         return {k: int(v) for k, v in fields.items()}
@@ -146,22 +172,28 @@ class LauncherGone(Exception):
     """The launcher ended (killed, or a bug) before it reported on a run."""
 
 
+# spawn.c's records to scenc (native byte order): `struct started`, then `struct ended` and the proof's bytes.
+_STARTED = struct.Struct("=Ii")
+_ENDED = struct.Struct("=Ii6qiI4q")
+_STARTED_KIND, _ENDED_KIND = 0x50435353, 0x45435353
+_REPORT_KEYS = ("status", "wall_ns", "user_us", "sys_us", "maxrss_kib", "minflt", "majflt", "exec_errno")
+
+
 class Launcher:
     """runtime/tools/spawn.c serving a session: one request per run (spawn.c says the protocol).
 
-    The launcher runs in a session of its own, without LD_PRELOAD, with the command's stdout and
-    stderr files; each program it forks is a session of its own too, whose process group
-    `kill_program` kills."""
+    The launcher runs in a session of its own, without LD_PRELOAD, with the command's stdout, stderr and proof
+    files; each program it forks is a session of its own too, whose process group `kill_program` kills."""
 
-    def __init__(self, path: Path, out, err):
+    def __init__(self, path: Path, out: int, err: int, proof: int):
         req_r, self._req = os.pipe()
         self._rep, rep_w = os.pipe()
         os.set_inheritable(self._req, False)
         os.set_inheritable(self._rep, False)
         try:
             self.proc = subprocess.Popen(
-                [str(path), "--serve", str(req_r), str(rep_w), str(out.fileno()), str(err.fileno())],
-                pass_fds=(req_r, rep_w, out.fileno(), err.fileno()), stdin=subprocess.DEVNULL,
+                [str(path), "--serve", str(req_r), str(rep_w), str(out), str(err), str(proof)],
+                pass_fds=(req_r, rep_w, out, err, proof), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, env={"PATH": os.environ.get("PATH", os.defpath)},
                 start_new_session=True)
         except BaseException:
@@ -190,23 +222,44 @@ class Launcher:
         except (BrokenPipeError, OSError) as exc:
             raise LauncherGone(f"cannot send it the run: {exc.strerror or exc}") from None
 
-    def line(self, timeout_s: Optional[float]) -> Optional[str]:
-        """The next line of the launcher; None when `timeout_s` passed first. LauncherGone at its end."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
+    def read(self, size: int, timeout_s: Optional[float]) -> Optional[bytes]:
+        """The launcher's next `size` bytes; None when `timeout_s` passed first. LauncherGone at its end."""
+        deadline = None
+        while len(self._buffer) < size:
+            if timeout_s is not None:
                 # poll is retried after a signal handler (PEP 475) with the time left.
-                if not select.select([self._rep], [], [], left)[0]:
+                if deadline is None:
+                    deadline = time.monotonic() + timeout_s
+                    left = timeout_s
+                else:
+                    left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self._rep], [], [], left)[0]:
                     return None
-            chunk = os.read(self._rep, 4096)
+            chunk = os.read(self._rep, max(size - len(self._buffer), 4096))
             if not chunk:
                 raise LauncherGone(f"it ended with status {self.proc.wait()} without a report")
             self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode("ascii", "replace")
+        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data
+
+    def started(self) -> int:
+        """The pid of the program forked for the request sent."""
+        kind, pid = _STARTED.unpack(self.read(_STARTED.size, None))
+        if kind != _STARTED_KIND:
+            raise LauncherGone(f"it sent {kind:#x} instead of the program's pid")
+        return pid
+
+    def ended(self, timeout_s: Optional[float]) -> Optional[Tuple[dict, Tuple[int, int], Tuple[int, int], bytes]]:
+        """(the report of wait4, where the run's stdout and stderr are in their files, the proof's lines) of the
+        program, or None when `timeout_s` passed first."""
+        data = self.read(_ENDED.size, timeout_s)
+        if data is None:
+            return None
+        kind, *figures, proof_bytes, out_from, out_bytes, err_from, err_bytes = _ENDED.unpack(data)
+        if kind != _ENDED_KIND:
+            raise LauncherGone(f"it sent {kind:#x} instead of the program's report")
+        return (dict(zip(_REPORT_KEYS, figures)), (out_from, out_bytes), (err_from, err_bytes),
+                self.read(proof_bytes, None))
 
     def close(self) -> None:
         self._closer()
@@ -246,14 +299,18 @@ class LauncherRunner(ProgramRunner):
         self.cc = cc
         self._helpers: Optional[Tuple[Path, Path]] = None
         self._scratch = tempfile.TemporaryDirectory(prefix="scenc-program-")
-        # The program's stdout and stderr: two files emptied before each run
-        # (making new ones costs more than a short program's 1%).
-        self._out = tempfile.TemporaryFile(dir=self._scratch.name)
-        self._err = tempfile.TemporaryFile(dir=self._scratch.name)
+        # The program's stdout and stderr: two files the launcher appends each run's to (making new ones costs
+        # more than a short program's 1%; spawn.c says when it empties them). Unbuffered: it moves their offset.
+        self._out = tempfile.TemporaryFile(dir=self._scratch.name, buffering=0)
+        self._err = tempfile.TemporaryFile(dir=self._scratch.name, buffering=0)
         self._proof = Path(self._scratch.name) / "proof"
+        self._proof_fd = os.open(self._proof, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        weakref.finalize(self, os.close, self._proof_fd)
         self._launcher: Optional[Launcher] = None
         self._pid: Optional[int] = None          # the program running now
         self._requests: dict = {}                # (program, allocator, memory limit, env) -> (request, env)
+        self._last: tuple = (None, None, None, None, b"")   # the last run's (target, allocator, limit, env, request)
+        self._proven = ProofChecks()
         self.show_output = False      # --show-output: the program's stdout and stderr on scenc's, after each run
 
     @property
@@ -286,8 +343,12 @@ class LauncherRunner(ProgramRunner):
             env.pop("SCENC_SPAWN_DATA_LIMIT", None)
         return env
 
-    def run_program(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
-                    timeout_s: float, memory_limit: Optional[int] = None) -> ProgramOutcome:
+    def _request(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
+                 memory_limit: Optional[int]) -> bytes:
+        """The launcher's request for a run, made once per program, allocator, limit and environment."""
+        last = self._last
+        if last[0] is target and last[1] is allocator and last[2] == memory_limit and last[3] is base_env:
+            return last[4]
         # The program by content (a swept program's target is made anew for each run, by for_params); the
         # environment by identity, kept alive with its request so that its id stays its own.
         key = (target, getattr(allocator, "name", None) or id(allocator), memory_limit, id(base_env))
@@ -296,16 +357,18 @@ class LauncherRunner(ProgramRunner):
             env = self.served_environment(target, allocator, base_env, self._proof)
             cached = self._requests[key] = (Launcher.request(target.argv, env, target.cwd, target.stdin,
                                                              memory_limit), base_env)
-        request = cached[0]
-        try:
-            os.unlink(self._proof)
-        except FileNotFoundError:
-            pass
-        for f in (self._out, self._err):
-            f.seek(0)
-            f.truncate()
-        outcome = self._finish(target, self._launch(request, timeout_s))
-        outcome.proof = Proof.read(self._proof)
+        self._last = (target, allocator, memory_limit, base_env, cached[0])
+        return cached[0]
+
+    def run_program(self, target: ProgramTarget, allocator, base_env: Mapping[str, str],
+                    timeout_s: float, memory_limit: Optional[int] = None,
+                    idle_s: Optional[float] = None) -> ProgramOutcome:
+        """One run; ended after `timeout_s`, or sooner when `idle_s` is given and the program's process group
+        uses almost no CPU time that long (system/process.py's IdleWatch)."""
+        outcome = self._launch(self._request(target, allocator, base_env, memory_limit), timeout_s, idle_s)
+        outcome.checks = self._proven
+        if target.reported or self.show_output:
+            return self._finish(target, outcome)
         return outcome
 
     def run_with_env(self, target: ProgramTarget, env: Mapping[str, str], timeout_s: float) -> ProgramOutcome:
@@ -320,43 +383,44 @@ class LauncherRunner(ProgramRunner):
         finally:
             if stdin is not subprocess.DEVNULL:
                 stdin.close()
+        outcome.out_span = (0, os.fstat(self._out.fileno()).st_size)
+        outcome.err_span = (0, os.fstat(self._err.fileno()).st_size)
+        outcome.stdout = _tail_of(self._out.fileno(), outcome.out_span, STDERR_TAIL_CHARS)
+        outcome.stderr = _tail_of(self._err.fileno(), outcome.err_span, STDERR_TAIL_CHARS)
         return self._finish(target, outcome)
 
     def _finish(self, target: ProgramTarget, outcome: ProgramOutcome) -> ProgramOutcome:
-        """The run's output: tails, the whole of it for --metric, and on scenc's own streams with --show-output."""
-        outcome.stdout = _tail(self._out, STDERR_TAIL_CHARS)
-        outcome.stderr = _tail(self._err, STDERR_TAIL_CHARS)
+        """The run's output whole for --metric, and on scenc's own streams with --show-output."""
         if target.reported and outcome.launched is not None:
-            self._out.seek(0)
-            self._err.seek(0)
-            outcome.output = (self._out.read() + b"\n" + self._err.read()).decode("utf-8", "replace")
+            outcome.output = (_read_span(self._out.fileno(), outcome.out_span) + b"\n"
+                              + _read_span(self._err.fileno(), outcome.err_span)).decode("utf-8", "replace")
         if self.show_output:
-            _echo(self._out, sys.stdout)
-            _echo(self._err, sys.stderr)
+            _echo(self._out, sys.stdout, outcome.out_span)
+            _echo(self._err, sys.stderr, outcome.err_span)
         return outcome
 
-    def _launch(self, request: bytes, timeout_s: float) -> ProgramOutcome:
+    def _launch(self, request: bytes, timeout_s: float, idle_s: Optional[float] = None) -> ProgramOutcome:
         """One run through the launcher (started for the first run, and again after one died): the program's pid,
         then its report, or a kill of its process group when `timeout_s` passed first."""
         if self._launcher is None:
-            self._launcher = Launcher(self.helpers[0], self._out, self._err)
+            self._launcher = Launcher(self.helpers[0], self._out.fileno(), self._err.fileno(), self._proof_fd)
         launcher = self._launcher
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         t0 = time.perf_counter()
-        timed_out = False
+        timed_out, stuck = False, None
         try:
             launcher.send(request)
-            pid = launcher.line(None)
-            if not pid or not pid.startswith("pid="):
-                raise LauncherGone(f"it said {pid!r} instead of the program's pid")
-            self._pid = int(pid[4:])
+            self._pid = launcher.started()
             if self.interrupted:
                 kill_program(self._pid)
-            text = launcher.line(timeout_s)
-            if text is None:
+            if idle_s is None:
+                ended = launcher.ended(timeout_s)
+            else:
+                ended, stuck = self._watched(launcher, timeout_s, idle_s)
+            if ended is None:
                 timed_out = True
                 kill_program(self._pid)
-                text = launcher.line(None)
+                ended = launcher.ended(None)
         except LauncherGone as exc:
             self._drop_launcher()
             outcome = ProgramOutcome(started, time.perf_counter() - t0)
@@ -365,11 +429,28 @@ class LauncherRunner(ProgramRunner):
             return outcome
         finally:
             self._pid = None
-        launched = _parse_launcher_report(text)
-        outcome = ProgramOutcome(started, time.perf_counter() - t0, timed_out, None if timed_out else launched)
-        if not timed_out and launched is None and not self.interrupted:
-            outcome.problem = f"the scenc launcher {self.helpers[0]} reported {text!r}"
+        launched, out_span, err_span, proof = ended
+        outcome = ProgramOutcome(started, time.perf_counter() - t0, timed_out, None if timed_out else launched,
+                                 _tail_of(self._out.fileno(), out_span, STDERR_TAIL_CHARS),
+                                 _tail_of(self._err.fileno(), err_span, STDERR_TAIL_CHARS), stuck=stuck,
+                                 out_span=out_span, err_span=err_span)
+        if proof:
+            outcome.proof = Proof.parse(proof)
         return outcome
+
+    def _watched(self, launcher: Launcher, timeout_s: float, idle_s: float) -> Tuple[Optional[tuple],
+                                                                                    Optional[float]]:
+        """(the launcher's report, or None after `timeout_s`; `idle_s` when it was stuck: its process group
+        used almost no CPU time that long, read about once a second)."""
+        watch = IdleWatch(self._pid, idle_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            ended = launcher.ended(min(left, WATCH_EVERY_S)) if left > 0 else None
+            if ended is not None or left <= WATCH_EVERY_S:
+                return ended, None
+            if watch.stuck():
+                return None, idle_s
 
     def _launch_once(self, target: ProgramTarget, env: Mapping[str, str], stdin, timeout_s: float) -> ProgramOutcome:
         """Start a launcher with the program alone, wait, and read its report."""
@@ -434,25 +515,59 @@ def _metrics(launched: Mapping) -> dict:
             "minflt": float(launched["minflt"]), "majflt": float(launched["majflt"])}
 
 
-def _proof_problem(allocator, proof: Proof) -> Optional[str]:
-    """Why the proof does not show the allocator serving every process's malloc and free."""
+_UNCHECKED = object()
+
+
+class ProofChecks:
+    """A session's checks of its runs' proofs: every run's proof is checked whole, each process's line in it,
+    but whether the objects a line names are the allocator's is worked out once per session.
+
+    Deciding it takes a stat of the allocator's library and of the object, or the object's real path for the
+    system malloc (allocators/registry.py's provider_matches): a few directory walks, which were a share of a
+    short program's run when made for every run. A line naming the same objects as one checked before under
+    the same allocator gets the same answer; a line naming anything else is checked afresh, so a run in which
+    any process's malloc or free came from another object is still found, whatever the runs before it said.
+    """
+
+    def __init__(self):
+        self._verdicts: dict = {}     # (allocator's name and library, malloc's object, free's) -> problem or None
+
+    def problem(self, allocator, proof: Proof) -> Optional[str]:
+        """Why the proof does not show the allocator serving every process's malloc and free."""
+        if not proof.lines:
+            return ("no process of the program reported where malloc came from (the proof library "
+                    "was not loaded: a static or setuid program, or one that clears LD_PRELOAD), so "
+                    "the allocator in use is unknown")
+        which = (getattr(allocator, "name", None), allocator.library)
+        for pid, malloc_from, free_from in proof.lines:
+            key = (which, malloc_from, free_from)
+            verdict = self._verdicts.get(key, _UNCHECKED)
+            if verdict is _UNCHECKED:
+                verdict = self._verdicts[key] = _objects_problem(allocator, malloc_from, free_from)
+            if verdict is not None:
+                return f"process {pid}: {verdict}"
+        return None
+
+
+def _objects_problem(allocator, malloc_from: str, free_from: str) -> Optional[str]:
+    """Why a process whose malloc and free came from these objects did not run under the allocator."""
     from ...allocators import registry
-    if not proof.lines:
-        return ("no process of the program reported where malloc came from (the proof library "
-                "was not loaded: a static or setuid program, or one that clears LD_PRELOAD), so "
-                "the allocator in use is unknown")
-    for pid, malloc_from, free_from in proof.lines:
-        for what, obj in (("malloc", malloc_from), ("free", free_from)):
-            if registry.provider_matches(allocator, obj):
-                continue
-            if allocator.library is None and obj != "?":
-                # The launcher sets LD_PRELOAD itself, so no preload left over: the program brings it.
-                return (f"process {pid}: {what} came from {obj}, not from libc.so: the program (or a library "
-                        f"it links) brings that allocator itself, so the run labelled {allocator.name!r} would "
-                        f"measure {os.path.basename(obj)}; to measure the system malloc, preload a library that "
-                        f"forwards to it (docs/servers.md)")
-            return f"process {pid}: {what}: " + registry.explain_mismatch(allocator, obj)
+    for what, obj in (("malloc", malloc_from), ("free", free_from)):
+        if registry.provider_matches(allocator, obj):
+            continue
+        if allocator.library is None and obj != "?":
+            # The launcher sets LD_PRELOAD itself, so no preload left over: the program brings it.
+            return (f"{what} came from {obj}, not from libc.so: the program (or a library "
+                    f"it links) brings that allocator itself, so the run labelled {allocator.name!r} would "
+                    f"measure {os.path.basename(obj)}; to measure the system malloc, preload a library that "
+                    f"forwards to it (docs/servers.md)")
+        return f"{what}: " + registry.explain_mismatch(allocator, obj)
     return None
+
+
+def _proof_problem(allocator, proof: Proof) -> Optional[str]:
+    """Why the proof does not show the allocator serving every process's malloc and free (checked alone)."""
+    return ProofChecks().problem(allocator, proof)
 
 
 def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome, target: ProgramTarget,
@@ -466,7 +581,8 @@ def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome,
     record.provider = outcome.proof.lines[0][1] if outcome.proof.lines else None
     record.proof = outcome.proof.to_json()
     if outcome.timed_out:
-        record.fail(Status.TIMEOUT, problem=f"no result after {timeout_s:g} s; killed (process group)")
+        record.fail(Status.TIMEOUT, problem=stuck_problem(outcome.stuck, timeout_s) if outcome.stuck
+                    else f"no result after {timeout_s:g} s; killed (process group)")
         return _with_stdout(record, outcome)
     if outcome.launched is None:
         record.fail(Status.CRASHED, problem=outcome.problem or "the launcher was killed")
@@ -475,21 +591,21 @@ def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome,
     record.metrics = _metrics(launched)
     record.duration_s = round(launched["wall_ns"] / 1e9, 6)
     status = outcome.wait_status
-    under_limit = (f" (under a memory limit of {fmt_bytes(memory_limit)} per run)"
-                   if memory_limit is not None else "")
     if launched.get("exec_errno"):
         record.fail(Status.CRASHED, exit_code=127,
                     problem=f"cannot start {target.argv[0]}: {os.strerror(launched['exec_errno'])}")
         return _with_stdout(record, outcome)
     if os.WIFSIGNALED(status):
         name = signal_name(os.WTERMSIG(status))
+        under_limit = (f" (under a memory limit of {fmt_bytes(memory_limit)} per run)"
+                       if memory_limit is not None else "")
         record.fail(Status.CRASHED, signal=name, problem=f"killed by {name}{under_limit}")
         return _with_stdout(record, outcome)
     record.exit_code = os.WEXITSTATUS(status)
     if record.exit_code != 0 and not target.ignore_failure:     # --ignore-failure: still a measured run
         record.fail(Status.CRASHED, problem=f"exit status {record.exit_code}")
         return _with_stdout(record, outcome)
-    problem = _proof_problem(allocator, outcome.proof) if prove else None
+    problem = (outcome.checks or ProofChecks()).problem(allocator, outcome.proof) if prove else None
     if problem:
         record.fail(Status.WRONG_ALLOCATOR, problem=problem)
         return record

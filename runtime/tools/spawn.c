@@ -1,6 +1,6 @@
 /* scenc-spawn: start commands and report what wait4 says about each.
  *
- * usage: scenc-spawn --serve REQUEST_FD REPLY_FD OUT_FD ERR_FD    every run of a session, one request each
+ * usage: scenc-spawn --serve REQUEST_FD REPLY_FD OUT_FD ERR_FD PROOF_FD   every run of a session
  *        scenc-spawn REPORT_FD PROGRAM [ARGS...]                   one run (a server, and its client)
  *
  * scenc runs real programs through this launcher rather than forking them
@@ -18,12 +18,18 @@
  * is a u32 length, then that many bytes of NUL-terminated strings:
  *     cwd ("": the launcher's), stdin ("": /dev/null), RLIMIT_DATA bytes ("": none),
  *     argc, argv[0..argc), envc, env[0..envc) ("NAME=value", LD_PRELOAD included)
- * For each request the launcher writes two lines to REPLY_FD: "pid=N" as soon as
- * the program is forked (scenc kills its process group, the program's own session,
- * on a timeout or Ctrl-C), then the report below when it has ended. The program's
- * stdout and stderr are OUT_FD and ERR_FD (scenc empties them between runs). A
- * program that crashes, or is killed, is only a report; the launcher ends when
- * REQUEST_FD reaches its end (scenc is done, or gone).
+ * For each request the launcher notes where OUT_FD, ERR_FD and PROOF_FD end (the files
+ * the program's stdout and stderr go to, and the preload proof's, which each process of
+ * the program appends a line to), forks the program and writes two
+ * fixed binary records (native byte order; struct started and struct ended below) to
+ * REPLY_FD: the program's pid as soon as it is forked (scenc kills its process group,
+ * the program's own session, on a timeout or Ctrl-C), then, when it has ended, its
+ * wait status and rusage, where its stdout and stderr are in their files, and after the
+ * record the proof file's bytes written during the run (proof.c's lines). Records rather than text
+ * lines, and the proof in the reply rather than a file scenc opens: between two runs
+ * scenc's own work is a share of a short program's time, and parsing and file calls
+ * were most of it. A program that crashes, or is killed, is only a report; the launcher ends
+ * when REQUEST_FD reaches its end (scenc is done, or gone).
  *
  * The launcher itself runs without LD_PRELOAD; the program's comes in its request.
  *
@@ -43,7 +49,7 @@
  *                           The launcher and the server die with their parent
  *                           (PR_SET_PDEATHSIG): a killed scenc leaves no server.
  *
- * The report, one line:
+ * The report of one run (REPORT_FD), one line:
  *   status=<wait status> wall_ns=N user_us=N sys_us=N maxrss_kib=N minflt=N majflt=N exec_errno=N
  */
 #define _GNU_SOURCE
@@ -56,6 +62,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -104,8 +112,87 @@ static void prepare_child(void) {
     unsetenv("SCENC_SPAWN_SERVER");
 }
 
-/* Waits for the program, then writes the report: its wait status and rusage, nothing else's. */
-static int report(int fd, pid_t pid, long long t0, int errpipe) {
+/* --------------------------------------------------------------- serving */
+#define STARTED 0x50435353u   /* "SSCP": the program is forked */
+#define ENDED 0x45435353u     /* "SSCE": the program has ended */
+
+struct started {
+    uint32_t kind;
+    int32_t pid;
+};
+
+struct ended {
+    uint32_t kind;
+    int32_t status;           /* wait status */
+    int64_t wall_ns, user_us, sys_us, maxrss_kib, minflt, majflt;
+    int32_t exec_errno;       /* exec failed with this errno (0: it did not) */
+    uint32_t proof_bytes;     /* the proof file's bytes that follow the record */
+    int64_t out_from, out_bytes, err_from, err_bytes;   /* where in OUT_FD, ERR_FD the run's output is */
+};
+_Static_assert(sizeof(struct started) == 8 && sizeof(struct ended) == 96, "run/program/runner.py reads these sizes");
+
+static int write_all(int fd, struct iovec *iov, int n) {
+    while (n > 0) {
+        ssize_t put = writev(fd, iov, n);
+        if (put < 0 && errno == EINTR) continue;
+        if (put <= 0) return -1;
+        while (n > 0 && (size_t)put >= iov->iov_len) {
+            put -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + put;
+            iov->iov_len -= (size_t)put;
+        }
+    }
+    return 0;
+}
+
+static int64_t file_bytes(int fd) {
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
+/* The proof file's lines from `from` on: those of this run's processes. */
+static char *read_proof(int fd, int64_t from, uint32_t *len) {
+    static char *buf;
+    static size_t cap;
+    int64_t size = file_bytes(fd) - from;
+    if (size < 0) size = 0;
+    if (size > (int64_t)UINT32_MAX / 2) size = (int64_t)UINT32_MAX / 2;
+    if ((size_t)size > cap) {
+        char *grown = realloc(buf, (size_t)size);
+        if (!grown) size = (int64_t)cap;
+        else buf = grown, cap = (size_t)size;
+    }
+    size_t got = 0;
+    while (got < (size_t)size) {
+        ssize_t n = pread(fd, buf + got, (size_t)size - got, (off_t)(from + (int64_t)got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    *len = (uint32_t)got;
+    return buf;
+}
+
+/* Where a run's bytes of a file the program writes to (its stdout, stderr, the proof's lines) will
+ * start: its end. The files are emptied only once they hold KEPT_BYTES: truncating a file is a
+ * journal update on ext4 that may wait for another process's fsync, and a file truncated to nothing
+ * has its blocks written out when a process that wrote it closes it (the auto_da_alloc safeguard),
+ * which the next truncation then waits for: a few milliseconds every run on a busy disk. */
+#define KEPT_BYTES (1 << 20)
+static int64_t run_start(int fd) {
+    off_t end = lseek(fd, 0, SEEK_END);       /* where the program's writes (sharing the offset) go */
+    if (end < 0) return -1;
+    if (end < KEPT_BYTES) return (int64_t)end;
+    return ftruncate(fd, 0) == 0 && lseek(fd, 0, SEEK_SET) == 0 ? 0 : -1;
+}
+
+/* Waits for the program, then writes its record: its wait status and rusage, nothing else's. */
+static int report(int fd, pid_t pid, long long t0, int errpipe, int out, int err, int proof,
+                  const int64_t from[3]) {
     int status = 0;
     struct rusage ru;
     siginfo_t ended;
@@ -129,12 +216,14 @@ static int report(int fd, pid_t pid, long long t0, int errpipe) {
     if (read(errpipe, &exec_errno, sizeof exec_errno) != (ssize_t)sizeof exec_errno)
         exec_errno = 0;
     close(errpipe);
-    return dprintf(fd, "status=%d wall_ns=%lld user_us=%lld sys_us=%lld maxrss_kib=%ld minflt=%ld "
-                       "majflt=%ld exec_errno=%d\n", status, wall, tv_us(ru.ru_utime), tv_us(ru.ru_stime),
-                   ru.ru_maxrss, ru.ru_minflt, ru.ru_majflt, exec_errno) < 0 ? -1 : 0;
+    struct ended r = {ENDED, status, wall, tv_us(ru.ru_utime), tv_us(ru.ru_stime), ru.ru_maxrss, ru.ru_minflt,
+                      ru.ru_majflt, exec_errno, 0, from[0], file_bytes(out) - from[0], from[1],
+                      file_bytes(err) - from[1]};
+    char *lines = read_proof(proof, from[2], &r.proof_bytes);
+    struct iovec iov[2] = {{&r, sizeof r}, {lines, r.proof_bytes}};
+    return write_all(fd, iov, r.proof_bytes ? 2 : 1);
 }
 
-/* --------------------------------------------------------------- serving */
 static int read_all(int fd, void *buf, size_t n) {
     char *p = buf;
     while (n) {
@@ -171,7 +260,7 @@ static char **strings(char **at, char *end) {
 }
 
 /* One request: fork the program, tell its pid, wait, report. -1 when the request or a reply cannot be made. */
-static int serve_one(char *req, char *end, int reply, int out, int err) {
+static int serve_one(char *req, char *end, int reply, int out, int err, int proof) {
     char *at = req;
     char *cwd = field(&at, end), *in = field(&at, end), *limit = field(&at, end);
     char **argv = cwd && in && limit ? strings(&at, end) : NULL;
@@ -182,6 +271,11 @@ static int serve_one(char *req, char *end, int reply, int out, int err) {
         return -1;
     }
     int errpipe[2];
+    int64_t from[3] = {run_start(out), run_start(err), run_start(proof)};
+    if (from[0] < 0 || from[1] < 0 || from[2] < 0) {
+        perror("scenc-spawn: the output files");
+        return -1;
+    }
     if (pipe2(errpipe, O_CLOEXEC) != 0) {
         perror("scenc-spawn: pipe");
         return -1;
@@ -211,16 +305,19 @@ static int serve_one(char *req, char *end, int reply, int out, int err) {
     close(errpipe[1]);
     free(argv);
     free(envp);
-    if (dprintf(reply, "pid=%d\n", (int)pid) < 0) return -1;
-    return report(reply, pid, t0, errpipe[0]);
+    struct started started = {STARTED, (int32_t)pid};
+    struct iovec iov = {&started, sizeof started};
+    if (write_all(reply, &iov, 1) != 0) return -1;
+    return report(reply, pid, t0, errpipe[0], out, err, proof, from);
 }
 
-static int serve(int request, int reply, int out, int err) {
+static int serve(int request, int reply, int out, int err, int proof) {
     signal(SIGPIPE, SIG_IGN);                 /* scenc gone: a failed write ends the loop */
     fcntl(request, F_SETFD, FD_CLOEXEC);
     fcntl(reply, F_SETFD, FD_CLOEXEC);
     fcntl(out, F_SETFD, FD_CLOEXEC);
     fcntl(err, F_SETFD, FD_CLOEXEC);
+    fcntl(proof, F_SETFD, FD_CLOEXEC);
     char *buf = NULL;
     size_t cap = 0;
     for (;;) {
@@ -233,14 +330,14 @@ static int serve(int request, int reply, int out, int err) {
             if (!(buf = malloc(cap))) return 2;
         }
         if (read_all(request, buf, len) != 1) return 2;
-        if (serve_one(buf, buf + len, reply, out, err) != 0) return 2;
+        if (serve_one(buf, buf + len, reply, out, err, proof) != 0) return 2;
     }
 }
 
 /* One run: `scenc-spawn REPORT_FD PROGRAM [ARGS...]`. */
 static int run_once(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: scenc-spawn REPORT_FD PROGRAM [ARGS...] | --serve REQUEST_FD REPLY_FD OUT_FD ERR_FD\n");
+        fprintf(stderr, "usage: scenc-spawn REPORT_FD PROGRAM [ARGS...] | --serve REQUEST_FD REPLY_FD OUT_FD ERR_FD PROOF_FD\n");
         return 2;
     }
     int report = atoi(argv[1]);
@@ -299,7 +396,7 @@ static int run_once(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 6 && strcmp(argv[1], "--serve") == 0)
-        return serve(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    if (argc == 7 && strcmp(argv[1], "--serve") == 0)
+        return serve(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
     return run_once(argc, argv);
 }

@@ -16,7 +16,7 @@ import pytest
 
 from scenc.allocators import registry
 from scenc.run.program.runner import LauncherRunner, make_program_record
-from scenc.run.program.target import ProgramTarget
+from scenc.run.program.target import ProgramTarget, ReportedMetric
 
 pytestmark = pytest.mark.slow  # builds and runs programs
 
@@ -169,3 +169,54 @@ def test_a_swept_program_runs_with_each_runs_own_arguments(runner, work):
         outcome = runner.run_program(template.for_params({"n": n}), glibc(), dict(os.environ), 30.0)
         codes.append(os.WEXITSTATUS(figures(outcome)["status"]))
     assert codes == [3, 5, 3, 7, 5]
+
+
+def test_each_run_gets_its_own_proof_lines_from_the_launcher(runner, work, tmp_path):
+    """The proof file is appended to across a session's runs: each run's reply holds only the lines of its own
+    processes, and a file grown past its limit is emptied (here filled beforehand, as a long session would)."""
+    three = runner.run_program(ProgramTarget(("sh", "-c", f"{work} exit 0; {work} exit 0; true")), glibc(),
+                               dict(os.environ), 30.0)                   # the shell and its two children
+    one = run(runner, work, "exit", 0)
+    with open(runner._proof, "ab") as f:
+        f.write(b"1\t/not/this/run.so\t/not/this/run.so\n" * 40_000)     # 1.4 MB of someone else's lines
+    after = run(runner, work, "exit", 0)
+    pids = [{pid for pid, _, _ in o.proof.lines} for o in (three, one, after)]
+    assert [len(p) for p in pids] == [3, 1, 1], pids
+    assert not pids[0] & pids[1] and not pids[1] & pids[2]
+    assert after.proof.objects() == one.proof.objects() and "/not/this/run.so" not in after.proof.objects()
+    assert os.path.getsize(runner._proof) < 1_000_000
+
+
+def test_a_process_under_another_allocator_is_caught_after_proven_runs(runner, work):
+    """The proof's checks are worked out once per session and object, and every process of every run is still
+    checked: a run in which one child process gets its malloc from jemalloc is wrong-allocator under glibc, after
+    runs that were proven and before one that is proven again."""
+    jemalloc = registry.resolve("jemalloc")[0].library
+    if jemalloc is None:
+        pytest.skip("jemalloc is not installed")
+    plain = ProgramTarget(("sh", "-c", f"{work} exit 0; true"))
+    mixed = ProgramTarget(("sh", "-c", f'LD_PRELOAD="{jemalloc} $LD_PRELOAD" {work} exit 0; true'))
+    records = []
+    for target in (plain, plain, mixed, plain, mixed):
+        outcome = runner.run_program(target, glibc(), dict(os.environ), 30.0)
+        records.append(make_program_record(_config(), glibc(), 1, outcome, target, 30.0))
+    assert [r.status for r in records] == ["ok", "ok", "wrong-allocator", "ok", "wrong-allocator"]
+    assert all(r.proof["processes"] == 2 for r in records)
+    for wrong in (records[2], records[4]):
+        assert wrong.problem.startswith("process ") and "jemalloc" in wrong.problem
+
+
+def test_each_run_gets_its_own_output_from_the_files_the_launcher_appends_to(runner):
+    """The program's stdout and stderr files are appended to across runs too (emptied past their limit): each run's
+    tails and --metric output are its own."""
+    def said(script):
+        return runner.run_program(ProgramTarget(("sh", "-c", script), metric=ReportedMetric.parse(r"took (\d+)")),
+                                  glibc(), dict(os.environ), 30.0)
+    first = said("echo took 1; echo first >&2")
+    second = said("echo took 2; echo second >&2")
+    big = said("head -c 1100000 /dev/zero | tr '\\0' x; echo; echo took 3")
+    third = said("echo took 4")
+    assert (first.stdout, first.stderr, second.stdout, second.stderr) == ("took 1\n", "first\n", "took 2\n", "second\n")
+    assert [o.output.split()[:2] for o in (first, second, third)] == [["took", "1"], ["took", "2"], ["took", "4"]]
+    assert big.stdout.endswith("xxx\ntook 3\n") and len(big.stdout) == 2000 and third.stderr == ""
+    assert os.path.getsize(f"/proc/self/fd/{runner._out.fileno()}") < 1000

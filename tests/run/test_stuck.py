@@ -1,4 +1,5 @@
-"""A scenario or program that stops making progress is ended by its timeout, and nothing it started is left.
+"""A scenario or program that stops making progress is ended by its timeout, or sooner when it uses almost no
+CPU time, and nothing it started is left.
 
 Real scenc processes, a real compiled scenario that deadlocks (a channel receive before a barrier the sender
 waits at: the checker cannot see it), a real shell that forks a sleeping child; what is left is read from /proc.
@@ -10,6 +11,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 SCENC = [sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit(main())"]
 
@@ -120,3 +123,69 @@ def test_sighup_to_scenc_run_kills_the_program_and_saves_the_session(tmp_path):
     assert "interrupted by SIGHUP" in err
     time.sleep(0.2)
     assert not _processes_running(marker), "the program outlived a SIGHUP to scenc run"
+
+
+@pytest.mark.slow   # about 12 s: the idle limit is 10 s
+def test_a_stuck_scenario_is_ended_by_the_idle_limit_not_the_first_warmups_timeout(tmp_path):
+    """Without --timeout the first warm-up may take 120 s; a scenario whose threads wait on one another uses almost
+    no CPU time (its waits poll with a growing back-off), and is ended after about 10 s of that."""
+    scenario = tmp_path / "stuck.scn"
+    scenario.write_text(STUCK)
+    t0 = time.monotonic()
+    done = subprocess.run([*SCENC, "run", str(scenario), "--allocators", "glibc", "--runs", "2",
+                           "-o", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=200,
+                          cwd=tmp_path, env=_own_cache(tmp_path))
+    took = time.monotonic() - t0
+    assert "warm-up run of glibc timed out: almost no CPU time used for 10 s" in done.stderr, done.stderr
+    assert "no more runs of glibc" in done.stderr
+    assert took < 60, f"{took:.0f} s: the idle limit did not end the run"
+    assert not _processes_running(f"{tmp_path}/cache/scenc/builds/"), "the program outlived its run"
+
+
+def test_a_program_that_waits_forever_is_ended_by_the_idle_limit(tmp_path):
+    """A real program's run through the session's launcher, watched with a 1 s idle limit: a shell waiting on a
+    sleeping child is stuck, and its group goes."""
+    from scenc.allocators import registry
+    from scenc.run.program.runner import LauncherRunner, make_program_record
+    from scenc.run.program.target import ProgramTarget
+    from scenc.run.plan import COMMAND, RunConfig
+    glibc = registry.resolve("glibc")[0]
+    waits = ProgramTarget(("sh", "-c", "sleep 987605; true"))
+    runner = LauncherRunner()
+    try:
+        t0 = time.monotonic()
+        stuck = runner.run_program(waits, glibc, dict(os.environ), 60.0, idle_s=1.0)
+        took = time.monotonic() - t0
+    finally:
+        runner.close()
+    assert stuck.timed_out and stuck.stuck == 1.0 and took < 30
+    record = make_program_record(RunConfig.make("glibc", {}, target=COMMAND), glibc, 1, stuck, waits, 60.0)
+    assert record.status == "timeout" and "almost no CPU time used for 1 s" in record.problem
+    time.sleep(0.2)
+    assert not _processes_running("sleep 987605")
+
+
+def test_the_idle_watch_reads_the_whole_process_group():
+    """Real process groups read from /proc; only the clock is faked (5 s a reading, so that a 10 s idle limit is
+    reached in seconds of real time). A shell waiting on a child that burns CPU is not stuck (its leader is quiet,
+    its child is not: watching the leader alone would say stuck at the fourth reading); a shell waiting on a
+    sleeping child is, at the fourth (the leader's first reading, the group's, then 10 s)."""
+    from scenc.system.process import IdleWatch
+    burn = f"{sys.executable} -c 'import time\nend = time.process_time() + 30\nwhile time.process_time() < end: pass'"
+    now = [0.0]
+    groups = {name: subprocess.Popen(["sh", "-c", f"{child}; true"], start_new_session=True)
+              for name, child in (("works", burn), ("waits", "sleep 987606"))}
+    try:
+        watches = {name: IdleWatch(proc.pid, 10.0, lambda: now[0]) for name, proc in groups.items()}
+        said = {name: [] for name in groups}
+        for _ in range(4):
+            time.sleep(0.6)                 # the burner uses up to 0.6 s of CPU (60 ticks) between readings
+            now[0] += 5.0
+            for name, watch in watches.items():
+                said[name].append(watch.stuck())
+    finally:
+        for proc in groups.values():
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert said["works"] == [False] * 4, said
+    assert said["waits"] == [False, False, False, True], said
