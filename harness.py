@@ -153,11 +153,9 @@ class Session:
     def _idle_limit(self, config: RunConfig) -> Optional[float]:
         """Seconds of almost no CPU time after which a run is stuck, or None: not watched. Only without --timeout
         (with it, the user's timeout alone ends a run). A scenario's program never waits on purpose, so each of
-        its runs is watched; a real program may (a sleep, the network), so only until one of its runs has ended
-        and its timeout is a multiple of that run rather than FIRST_WARMUP_TIMEOUT_S."""
-        if self.plan.timeout_s is not None:
-            return None
-        if config.target == COMMAND and self._reference(config) is not None:
+        its runs is watched; a real program may (a sleep, a lock file, the network), from its very first run, so
+        only its timeout ends it."""
+        if self.plan.timeout_s is not None or config.target == COMMAND:
             return None
         return IDLE_LIMIT_S
 

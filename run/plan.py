@@ -29,7 +29,7 @@ TIMEOUT_FACTOR = 20
 MIN_TIMEOUT_S = 10.0
 FIRST_WARMUP_TIMEOUT_S = 120.0
 # Without --timeout, a run whose process group uses almost no CPU time this long is stuck (system/process.py's
-# IdleWatch): every scenario run, and a program's runs until one of them has ended (harness.py).
+# IdleWatch): every scenario run; never a real program's, which may wait on purpose (harness.py).
 IDLE_LIMIT_S = 10.0
 WATCH_EVERY_S = 1.0          # how often a watched run's CPU time is read
 

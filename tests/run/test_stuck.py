@@ -189,3 +189,16 @@ def test_the_idle_watch_reads_the_whole_process_group():
             proc.wait()
     assert said["works"] == [False] * 4, said
     assert said["waits"] == [False, False, False, True], said
+
+
+def test_only_a_scenarios_runs_are_watched_for_idleness():
+    """The decision alone (harness.py): a real program may wait on purpose from its first run on, so it is never
+    ended as stuck; a scenario's runs are, unless --timeout is given."""
+    from types import SimpleNamespace
+    from scenc.harness import Session
+    from scenc.run.plan import COMMAND, IDLE_LIMIT_S, RunConfig
+    session = SimpleNamespace(plan=SimpleNamespace(timeout_s=None), _reference=lambda config: None)
+    assert Session._idle_limit(session, RunConfig.make("glibc", {})) == IDLE_LIMIT_S
+    assert Session._idle_limit(session, RunConfig.make("glibc", {}, target=COMMAND)) is None
+    session.plan.timeout_s = 30.0
+    assert Session._idle_limit(session, RunConfig.make("glibc", {})) is None
