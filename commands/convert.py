@@ -11,7 +11,8 @@ from ..compiler.pipeline import load
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..scenario.errors import ScenarioError
 from ..system.process import Terminated, signals_raise
-from ..trace.model import ModelRunError, calibrate_peak, ensure_finishes, measure_peak, remove_model, write_model
+from ..trace.model import (ModelRunError, calibrate_peak, ensure_finishes, finishes_unrun, measure_peak, remove_model,
+                           write_model)
 from ..trace.replay import auto_touch, threads_line, touch_line, write_replay
 from ..trace.source import TraceInputError, TraceSource
 from .tracing import anomaly_lines, guarded, kinds_line, refuse_scenario
@@ -39,6 +40,8 @@ def convert(args) -> int:
             # The model runs in a session of its own (killed with its group when it stops or times out): SIGTERM
             # and SIGHUP to scenc must reach it too (system/process.py, signals_raise).
             with signals_raise():
+                if args.no_measure:
+                    finishes_unrun(model, say=lambda line: print(f"scenc: {line}", file=sys.stderr))
                 _self_check(out)
                 if not args.no_measure:
                     if not args.no_calibrate:

@@ -203,6 +203,9 @@ class _Lowerer:
                 tmp = self._temp("o")
                 pre += [f"scn_obj {tmp} = {obj};", f"{self.clear(source, pre)};"]
                 obj = tmp
+            if st.lifetime is None and self.r.scenario.leaks == "keep":
+                # `leaks keep`: kept to the end of the process, never freed (a program that exits holding it)
+                return CStmt("line", f"(void)({obj});", pre, line=line)
             if st.lifetime is None:
                 return CStmt("line", f"scn_lives_add_forever(t, {obj});", pre, line=line)
             tmp = self._temp("o")

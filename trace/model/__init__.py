@@ -21,8 +21,8 @@ from .fit import Phase
 from .shape import Group
 from .write import NOT_MEASURED, ModelWriter
 
-__all__ = ["write_model", "measure_peak", "calibrate_peak", "ensure_finishes", "ModelResult", "ModelRunError",
-           "remove_model"]
+__all__ = ["write_model", "measure_peak", "calibrate_peak", "ensure_finishes", "finishes_unrun", "ModelResult",
+           "ModelRunError", "remove_model"]
 
 CALIBRATION_SEEDS = 3        # the model's peak is the mean of its peaks with seeds 1 .. this
 CALIBRATION_TOLERANCE = 0.05  # left alone when that mean is within 5% of the capture's peak
@@ -144,6 +144,36 @@ def ensure_finishes(result: ModelResult, check, say=lambda line: None):
             say(f"{exc}; rewriting it {how}")
             rewrite()
             _rewrite(result)
+
+
+def has_channels(text: str) -> bool:
+    """Whether a model's text declares a channel (between groups or a group's ring): the only thing a
+    model's thread can wait on besides barriers."""
+    return any(line.startswith("channel ") for line in text.splitlines())
+
+
+def finishes_unrun(result: ModelResult, say=lambda line: None) -> None:
+    """A model that is not run (`convert --model --no-measure`) is made to finish by construction, and its
+    header says so. Its threads may wait only at barriers, at a `recv` on an empty channel and at a `send`
+    on a full one; a barrier waits only for the threads still running (a finished thread leaves the count),
+    and every thread meets the same barriers in the same order, so a model without channels cannot wait
+    forever. A model with channels could (a producer filling a channel whose receivers take its objects
+    after the next barrier), and only a run shows whether it does: unrun, it is written without channels
+    (ModelShape.drop_handoffs: every handed object freed by its maker)."""
+    shape = result.writer.shape if result.writer is not None else None
+    if shape is None:
+        return
+    if has_channels(result.text):
+        say("the model is not run (--no-measure): written without channels between its threads, which cannot "
+            "wait forever (convert without --no-measure keeps them and runs it to show it finishes)")
+        shape.drop_handoffs()
+        shape.notes.append("not run by scenc convert (--no-measure): written without channels so that it cannot "
+                           "wait forever (its threads wait only at barriers, which every running thread meets); "
+                           "convert without --no-measure keeps the channels and runs the model to show it finishes")
+    else:
+        shape.notes.append("not run by scenc convert (--no-measure); it cannot wait forever all the same: it has "
+                           "no channel, and its threads wait only at barriers, which every running thread meets")
+    _rewrite(result)
 
 
 def _rewrite(result: ModelResult) -> None:

@@ -68,9 +68,11 @@ class _Tally:
         total = s.total(threads)
         for kind, n in s.calls.items():
             self.calls[kind] += n * total
-        self.calls["free"] += s.lives * total
+        # `lives forever` under `leaks keep`: never freed, as the capture never freed it
+        lives = 0 if s.text.endswith("lives forever") else s.lives
+        self.calls["free"] += lives * total
         self.sent += s.sent * total
-        self.known_frees += (s.lives + s.sent + s.local_frees) * total
+        self.known_frees += (lives + s.sent + s.local_frees) * total
         self.draws += s.draws * total
         self.maps += s.maps * total
         self.bytes += s.draws * total * (s.mean if s.mean is not None else kept_mean if s.kept and s.handed
@@ -125,6 +127,8 @@ class ModelWriter:
         text += [f'scenario "{safe_name(self.stem)}"', "seed 1"]
         if self.touch != "none":
             text += [f"touch_new {self.touch}    # every new block, as the program wrote them (convert --touch)"]
+        if any(line.rstrip().endswith("lives forever") or "lives forever " in line for line in body):
+            text += ["leaks keep    # what `lives forever` is never freed, as the program exited holding it"]
         if self.life_scale is not None:
             text += _wrap(self.calibration, "# ", "#   ") + [f"param life_scale = {self.life_scale}"]
         text += self._channels(rings) + [""] + body
@@ -409,7 +413,7 @@ class ModelWriter:
                          f"(realloc(p, 0) frees only under some allocators)")
         if left["censored"]:
             notes.append(f"{left['censored']} objects still live at the end of the capture are `lives forever` "
-                         f"(freed at the end of their thread), with their own sizes")
+                         f"(never freed: `leaks keep`, as the program never freed them), with their own sizes")
         return notes
 
 
