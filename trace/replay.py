@@ -62,7 +62,8 @@ class ReplayReport:
 
 # --------------------------------------------------------------------------- the converter (runtime/tools/convert.c)
 #: Event kinds as the converter numbers them (runtime/tools/trace_read.h, EV_*): the allocator calls, then the rest.
-EVENT_CODE = {k: i for i, k in enumerate((*REPLAY_KIND, "thread_start", "thread_exit", "mmap", "munmap", "mremap"))}
+EVENT_CODE = {k: i for i, k in enumerate((*REPLAY_KIND, "thread_start", "thread_exit", "mmap", "munmap", "mremap",
+                                                          "mprotect"))}
 #: One event on the converter's stdin (runtime/tools/trace_read.h, tr_event).
 EVENT = struct.Struct("<QQQQQQIBB2x")
 _BATCH = 4096

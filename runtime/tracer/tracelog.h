@@ -86,6 +86,7 @@ enum scn_trace_kind {   /* record kinds; trace/tracerlog.py KIND_CODES mirrors t
   K_MMAP = 42,           /* the program's own anonymous mmap (len, prot, flags) */
   K_MUNMAP = 43,         /* the program's own munmap (addr, len); result = its return value */
   K_MREMAP = 44,         /* the program's own mremap (old, old len, new len); flags = mremap's flags */
+  K_MPROTECT = 45,       /* the program's own mprotect (addr, len, prot); result = its return value */
   K_END = 255   /* not a call: the process is leaving (exit, _exit, exec); seq = records made (3: numbers taken) */
 };
 
@@ -173,7 +174,7 @@ static const uint16_t scn_tl_layout[64] = {
   [K_DELETE_ARRAY_NOTHROW] = SCN_TL_L(P, _, _, _), [K_DELETE_ARRAY_ALIGNED_NOTHROW] = SCN_TL_L(P, S, _, _),
   [K_THREAD_START] = SCN_TL_L(S, _, _, _), [K_THREAD_EXIT] = SCN_TL_L(_, _, _, _),
   [K_MMAP] = SCN_TL_L(S, S, S, P), [K_MUNMAP] = SCN_TL_L(P, S, _, S),
-  [K_MREMAP] = SCN_TL_L(P, S, S, P),
+  [K_MREMAP] = SCN_TL_L(P, S, S, P), [K_MPROTECT] = SCN_TL_L(P, S, S, S),
 };
 
 /* An end mark's page-fault reading, for `convert --touch auto`: the process's minor faults when tracing

@@ -332,16 +332,18 @@ class ModelWriter:
             one_by_one = sum(len(self.shape.map_records(g) or self.shape.big_maps.get(g.name, ()))
                              for g in self.groups)
             out.append(f"mappings: kept: {made} writable mapping(s) of the program's own (mmap outside the "
-                       f"allocator) as `map(n) lives L` (`forever` when still mapped at the end), {one_by_one} "
+                       f"allocator; {col.maps_protected} of them parts of reservations that mprotect made "
+                       f"writable) as `map(n) lives L` (`forever` when still mapped at the end), {one_by_one} "
                        f"one by one with their sizes and lifetimes where they came (a thread alone in its group: all of "
                        f"its mappings when {MAX_MAP_RECORDS} at most, else its big ones, of 1/64 of the mapped peak "
                        f"or more), the others drawn from histograms of sizes and "
                        f"lifetimes per group and phase; a mapping trimmed before its thread's next call keeps what it kept, one grown by "
                        "mremap its largest size, and it lives until its last page is unmapped; dropped: "
-                       f"{left['reserved']} never-writable reservation(s) (address space, not memory), "
+                       f"{left['reserved']} reservation(s) mapped never writable (address space, not memory: "
+                       f"but the parts mprotect made writable), "
                        f"{left['failed']} failed call(s), later partial munmaps (a mapping stays whole until its "
-                       f"last page goes), mprotect and madvise, file mappings, thread stacks and the allocator's "
-                       f"own mappings (not recorded)")
+                       f"last page goes), mprotect taking the write permission away (the pages stay resident), "
+                       f"madvise, file mappings, thread stacks and the allocator's own mappings (not recorded)")
         else:
             out.append("mappings: none of the program's own in the capture (an ltrace capture records none)")
         sizes: dict = {}
