@@ -145,6 +145,9 @@ class ModelWriter:
             batch = shape.batch.get((src, dst), 0)
             most = f"at most {cap + batch} in flight at once{each}: {batch} received at a time, {cap} more waiting" \
                 if batch else f"at most {cap} in flight at once{each}"
+            if (src, dst) in shape.carry:
+                most = (f"as many as its statements leave in it at a barrier{each}, where its receivers hold no "
+                        f"batch" + (f" ({batch} received at a time)" if batch else ""))
             if shape.unbounded:
                 most = f"room for all of them{each} (no back-pressure: see the notes)"
             decls.append(f"channel {src}_to_{dst}{array} capacity {cap}    # {total} objects allocated by {src}{i}, "
