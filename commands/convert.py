@@ -13,7 +13,7 @@ from ..scenario.errors import ScenarioError
 from ..system.process import Terminated, signals_raise
 from ..trace.model import (ModelRunError, calibrate_peak, ensure_finishes, finishes_unrun, measure_peak, remove_model,
                            write_model)
-from ..trace.replay import auto_touch, threads_line, touch_line, write_replay
+from ..trace.replay import threads_line, touch_figures, touch_line, write_replay
 from ..trace.source import TraceInputError, TraceSource
 from .tracing import anomaly_lines, guarded, kinds_line, refuse_scenario
 
@@ -32,9 +32,9 @@ def convert(args) -> int:
         raise TraceInputError(f"{out}: the output is a scenario and must end in .scn")
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
-        touch = _model_touch(source, args.touch)
+        touch, figures = _model_touch(source, args.touch)
         model = write_model(_with_progress(source.events), out, source_name=source.path.name,
-                            max_phases=args.max_phases, touch=touch)
+                            max_phases=args.max_phases, touch=touch, touch_figures=figures)
         _check_calls(source, model.calls, [out, *model.data_files])
         try:
             # The model runs in a session of its own (killed with its group when it stops or times out): SIGTERM
@@ -113,14 +113,17 @@ def _calibrate_and_measure(model, args) -> None:
     measure_peak(model, cc=args.cc)
 
 
-def _model_touch(source, touch: str) -> str:
+def _model_touch(source, touch: str):
     """A model's `touch_new`: the mode given, or for auto the one the exact replay's converter chooses from the
-    same capture (a tracer log's sampled pages and faults; pages without a reading, as for an ltrace log)."""
+    same capture (a tracer log's sampled pages and faults; pages without a reading, as for an ltrace log);
+    with auto, what the converter saw (trace/replay.py, touch_figures: the share of its own mappings the program
+    wrote is estimated from them, trace/model/fit.py, map_written_percent), else None."""
     if touch != "auto":
-        return touch
+        return touch, None
     if source.format != "preload":
-        return "pages"
-    return auto_touch(source.path, source.main_tid())
+        return "pages", None
+    figures = touch_figures(source.path, source.main_tid())
+    return figures["touch"], figures
 
 
 def _note_losses(scn: Path, losses: list) -> None:

@@ -349,6 +349,9 @@ class _Lowerer:
             return f"scn_{f}(t, (size_t)({a[0]}), (size_t)({a[1]}))"
         if f == "recv":
             return f"scn_recv(t, {a[0]})"
+        if f == "map" and c.kwargs:
+            written = self.expr(dict(c.kwargs)["percent_written"], pre)
+            return f"scn_map_written(t, (size_t)({a[0]}), (int64_t)({written}))"
         if f == "map":
             return f"scn_map(t, (size_t)({a[0]}))"
         if f == "random":

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from .collect import Collector
-from .fit import Phase
+from .fit import Phase, map_written_percent
 from .shape import Group
 from .write import NOT_MEASURED, ModelWriter
 
@@ -275,13 +275,17 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
 
 
 def write_model(events: Iterable, scn_path, source_name: str, max_phases: int = 4,
-                touch: str = "none") -> ModelResult:
+                touch: str = "none", touch_figures: Optional[dict] = None) -> ModelResult:
     """Fit a model to a stream of AllocEvents; write the scenario and its histogram files beside it. touch:
-    what every new block gets (`touch_new`; an exact replay's --touch modes)."""
+    what every new block gets (`touch_new`; an exact replay's --touch modes); touch_figures: what `--touch
+    auto` saw in the capture (trace/replay.py, touch_figures), from which the share of its own mappings the
+    program wrote is estimated (fit.map_written_percent); without, its mappings are written as touch_new
+    writes a block."""
     col = Collector().consume(events)
     col.finish()
     scn_path = Path(scn_path)
-    writer = ModelWriter(col, scn_path, source_name, max_phases, touch)
+    map_written = map_written_percent(touch_figures, touch, col.map_bytes_made // 4096) if touch_figures else None
+    writer = ModelWriter(col, scn_path, source_name, max_phases, touch, map_written)
     text = writer.write()
     scn_path.write_text(text)
     return ModelResult(scn_path, text, writer.data_files, col.ordinal, dict(writer.tally_calls), writer.groups,

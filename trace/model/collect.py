@@ -342,6 +342,7 @@ class Collector:
         self.maps_made = 0                          # writable mappings (MapRecords), all threads
         self.maps_left_out: Counter = Counter()     # 'reserved' (never writable), 'failed'
         self.maps_protected = 0                     # parts of reservations made writable by mprotect (MapRecords)
+        self.map_bytes_made = 0                     # bytes of every writable mapping (or part) made, each once
         # per thread the MAX_BIG_MAPS largest mappings once ended or at the end (a heap), and the largest dropped
         self.big_maps: Dict[int, list] = {}
         self.big_maps_dropped: Counter = Counter()
@@ -599,6 +600,7 @@ class Collector:
             if (ev.nmemb or 0) & PROT_WRITE:
                 rec = MapRecord(tid, (self.ordinal, self.tick[tid]), size)
                 self.maps_made += 1
+                self.map_bytes_made += size
                 self._map_window(tid)               # the thread has windows, even with no call of its own
                 records = self.map_records.setdefault(tid, [])
                 if records is not None:
@@ -652,6 +654,7 @@ class Collector:
             self._cut(a, b)
             rec = MapRecord(tid, (self.ordinal, self.tick[tid]), b - a)
             self.maps_made += 1
+            self.map_bytes_made += b - a
             self.maps_protected += 1
             self._map_window(tid)
             records = self.map_records.setdefault(tid, [])

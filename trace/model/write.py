@@ -82,9 +82,13 @@ class _Tally:
 class ModelWriter:
     """Collected figures -> the .scn text and its .csv files (write(), again after each calibration step)."""
 
-    def __init__(self, col: Collector, scn_path: Path, source_name: str, max_phases: int, touch: str = "none"):
+    def __init__(self, col: Collector, scn_path: Path, source_name: str, max_phases: int, touch: str = "none",
+                 map_written: Optional[Tuple[int, str]] = None):
         self.col = col
         self.touch = touch                    # `touch_new`: what the program did to its new blocks
+        # (percent of the pages of each of the program's own mappings written, how it was estimated), or None:
+        # its mappings get touch_new as blocks do
+        self.map_written = map_written
         self.scn_path = scn_path
         self.stem = scn_path.stem
         self.source_name = source_name
@@ -109,7 +113,8 @@ class ModelWriter:
         tally = _Tally()
         body: List[str] = []
         rings: Dict[str, int] = {}
-        planners = [(g, GroupPlanner(self.shape, files, g, self.life_scale)) for g in self.groups]
+        written = self.map_written[0] if self.map_written else None
+        planners = [(g, GroupPlanner(self.shape, files, g, self.life_scale, written)) for g in self.groups]
         plans = [(g, planner.plan()) for g, planner in planners]
         # A churning group's threads never meet at a last barrier: those waiting there would hold the slots
         # the group's later threads need (docs/language.md, `at most`), and the model would hang.
@@ -346,7 +351,10 @@ class ModelWriter:
                        f"but the parts mprotect made writable), "
                        f"{left['failed']} failed call(s), later partial munmaps (a mapping stays whole until its "
                        f"last page goes), mprotect taking the write permission away (the pages stay resident), "
-                       f"madvise, file mappings, thread stacks and the allocator's own mappings (not recorded)")
+                       f"madvise, file mappings, thread stacks and the allocator's own mappings (not recorded)"
+                       + (f"; written: {self.map_written[0]}% of each mapping's pages (`percent_written`), "
+                          f"{self.map_written[1]}" if self.map_written else
+                          "; written: as `touch_new` writes a new block"))
         else:
             out.append("mappings: none of the program's own in the capture (an ltrace capture records none)")
         sizes: dict = {}
