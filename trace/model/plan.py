@@ -122,6 +122,8 @@ class GroupPlanner:
                     f.ends["ring"] += v
                 elif k[1] == "send" and (g.name, dest.name) in edges:
                     f.ends[dest.name] += v
+                elif k[1] == "end":
+                    f.ends["kept"] += v       # still grown at the end: never freed (ChainPlanner._chain_ends)
                 else:
                     f.ends["local"] += v
         return f
