@@ -105,7 +105,7 @@ def split_command_tail(argv: list):
 PARAM_HELP = {
     "one": "override a param",
     "sweep": "override a param; several values sweep it (several --param: all combinations); `{NAME}` in the "
-             "arguments of a program after `--` takes its values",
+             "arguments of a program after `--` takes its values (numbers, or any words for a program alone)",
     "pick": "with several param sets in RESULT: which one",
 }
 

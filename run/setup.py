@@ -198,7 +198,7 @@ def prepare_new(args, progress, check=lambda: None):
     max_runs = args.max_runs or AUTO_MAX_RUNS
     if auto and min_runs > max_runs:
         raise UsageError(f"--min-runs {min_runs} is more than --max-runs {max_runs}")
-    sweep_params = parse_params(args.param, sweep=True)
+    sweep_params = parse_params(args.param, sweep=True, words=scenario_path is None)
     try:
         probe_plan = planner.plan_spec(args.probes)
     except ProbeError as exc:

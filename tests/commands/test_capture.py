@@ -6,7 +6,8 @@ program's stdout holds exactly its own bytes; --stdin feeds the program as in `s
 run as printed from another folder, writes the replay beside the trace; a `#!/bin/sh` shim that runs helper
 commands and then execs the program is followed to it (the trace holds the program's calls only, the
 helpers' logs are gone, stderr says so); a shim that does not exec, or execs a static program, is reported
-with exit status 4; a static program is refused saying what works.
+with exit status 4; a static program is refused saying what works; a failing program's last stderr
+lines are shown.
 """
 import json
 import shlex
@@ -87,6 +88,17 @@ def test_the_default_is_the_preload_tracer_and_stdout_is_the_programs_own(progra
     assert trace.read_bytes()[:8] == b"SCNTRACE"
     kinds = calls_by_kind(trace)
     assert kinds["malloc"] >= 40 and kinds["free"] >= 40
+
+
+def test_a_failing_programs_last_stderr_lines_are_shown(tmp_path):
+    # a succeeding program's stderr stays collected (above); one that fails must still be heard
+    trace = tmp_path / "fail.trace"
+    script = "for i in 1 2 3 4 5 6 7 8; do echo line$i >&2; done; echo 'app: cannot open config' >&2; exit 3"
+    done = scenc("capture", "-o", trace, "--", "/bin/sh", "-c", script)
+    err = done.stderr.decode()
+    assert "the program exited with status 3" in err, err
+    tail = err.split("the program's stderr ended with:\n", 1)[1].splitlines()
+    assert tail[:6] == [f"    | line{i}" for i in (4, 5, 6, 7, 8)] + ["    | app: cannot open config"], err
 
 
 def test_stdin_is_a_file_as_in_scenc_run(programs, tmp_path):

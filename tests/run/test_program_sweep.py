@@ -1,5 +1,5 @@
 """A real program swept (`scenc run --param n=1,2,4 -- ./prog {n}`), its --prepare and --cleanup, --ignore-failure,
---show-output, shards of a program's sweep; and `scenc exec --allocator`.
+--show-output, shards of a program's sweep, words as a program's values; and `scenc exec --allocator`.
 
 Real programs (tests/fixtures/threaded_alloc.c compiled here, /bin/sh), real allocators preloaded."""
 
@@ -144,6 +144,21 @@ def test_a_scenario_and_its_program_swept_together_are_paired_by_value(tmp_path,
     assert sorted((b["target"], b["params"]["threads"]) for b in data["blocks"]) == \
         [("command", 1), ("command", 2), ("scenario", 1), ("scenario", 2)]
     assert done.stdout.count("beside the program (same session, interleaved rounds)") == 2
+
+
+@pytest.mark.slow
+def test_a_programs_param_may_be_words_a_scenarios_may_not(tmp_path):
+    out = tmp_path / "r.json"
+    done = scenc("run", "--param", "word=small,large", "--allocators", "glibc", "--runs", 2, "--warmup", 0, "-o", out,
+                 "-q", "--", "sh", "-c", 'test "$0" = small || test "$0" = large', "{word}")
+    assert done.returncode == 0, done.stderr
+    header, *runs = read_lines(out)
+    assert sorted(r.params["word"] for r in measured(runs)) == ["large", "large", "small", "small"]
+    plots = tmp_path / "plots"
+    assert scenc("report", out, "--plots", plots, "--summary-csv", tmp_path / "s.csv").returncode == 0
+    assert {r["word"] for r in csv.DictReader((tmp_path / "s.csv").open())} == {"small", "large"}
+    refused = scenc("run", REPO / "examples" / "loop.scn", "--param", "iterations=many", "--allocators", "glibc")
+    assert refused.returncode == 64 and "'many' is not a number" in refused.stderr
 
 
 def test_a_param_the_program_does_not_use_is_refused(tmp_path):

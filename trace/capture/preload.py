@@ -202,6 +202,8 @@ def _check(r: PreloadCapture, timeout) -> None:
     elif r.tracee_status:
         w.append(f"the program exited with status {r.tracee_status} (the log is complete; the program may have "
                  f"failed before doing its usual work)")
+    if r.tracee_status != 0 and stderr_tail(r.stderr):
+        w.append("the program's stderr ended with:\n" + stderr_tail(r.stderr))
     if not r.path.exists():
         why = ("the loader refused the tracer: " + next(line for line in r.stderr.splitlines() if "ld.so" in line)
                if "ld.so" in r.stderr else "the program did not start, or it exec'ed another program at once")
@@ -230,6 +232,13 @@ def _check(r: PreloadCapture, timeout) -> None:
     if not _which_program(r) and r.child_logs:
         w.append(f"{len(r.child_logs)} child process(es) logged their own calls to {_names(r.child_logs)}; "
                  f"they are not part of this capture (capture a child directly to replay it)")
+
+
+def stderr_tail(stderr: str, lines: int = 6) -> str:
+    """The last lines of a failed program's stderr, indented: capture keeps the program's stderr off the
+    terminal (its own summary goes there), so a program that fails must still be heard."""
+    kept = [line for line in stderr.splitlines() if line.strip()][-lines:]
+    return "\n".join("    | " + line[:300] for line in kept)
 
 
 def _which_program(r: PreloadCapture) -> bool:
