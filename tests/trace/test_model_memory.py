@@ -119,3 +119,15 @@ def test_a_reservation_made_writable_by_mprotect_keeps_its_touched_bytes_in_the_
     above = (report["memory"]["peak_rss_kib"] - report["memory"]["baseline_rss_kib"]) << 10
     assert 0.9 * 24 * MIB <= above <= 1.2 * 24 * MIB + 4 * MIB, above
 
+
+
+def test_the_page_sample_sees_blocks_that_realloc_returns(tmp_path):
+    """lua allocates with realloc(NULL, n) and grows with realloc: the tracer sampled malloc's blocks only, saw
+    none of lua's, and `--touch auto` chose `first` from the fault count; lua's replay and model then named
+    tcmalloc fattest where lua names glibc (with `pages` they agree). The blocks realloc returns are sampled."""
+    from scenc.trace.replay import touch_figures
+    trace, _ = capture(tmp_path, "realloc_pages")
+    figures = touch_figures(trace, TraceSource(trace).main_tid())
+    auto = figures["touch_auto"]
+    assert auto["fresh_pages"] >= 16 and auto["written_pages"] >= 0.9 * auto["fresh_pages"], auto
+    assert figures["touch"] == "pages"
