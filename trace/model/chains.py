@@ -132,9 +132,7 @@ class ChainPlanner:
         reallocs, grow, pick = agg.c["realloc"], chains.grow, chains.pick
         few_rsizes = few_sizes(agg.rsizes) if self.g.n == 1 else None
         if chains.units:
-            ends = Counter(flows.ends)
-            ends["local"] += ends.pop("kept", 0)      # a brief chain is one statement: it ends in its thread
-            return self._chain_units(ends, chains.start_kinds, reallocs, sz, grow, counts, ring_send, ring_recv)
+            return self._chain_units(flows.ends, chains.start_kinds, reallocs, sz, grow, counts, ring_send, ring_recv)
         if reallocs and few_rsizes and len(few_rsizes) == reallocs:
             # a few reallocs, each to its own size (drawn at random, the one big size could come out twice)
             return [Stmt(f"{pick}{grow} = realloc({grow}, {nbytes})", per_thread=1, calls={"realloc": 1})
@@ -159,18 +157,15 @@ class ChainPlanner:
     def _chain_ends(self, pi: int, flows: Flows, sz: Sizes, chains: Chains, local_end_credit: int, counts: Counts,
                     ring_send: str, ring_recv: str) -> List[Stmt]:
         """A realloc chain ends (freed, or handed to the thread that freed it) and a new block starts, of
-        each kind as often as the capture's chains started with it. A chain still grown when the capture ended
-        was never freed: the next block starts in a slot picked at random, and what that slot held is kept
-        to the end (`leaks keep`), as the program kept it (perl: 100,021 chains still held at its end, each
-        freed by its model: 8% more calls than perl made)."""
+        each kind as often as the capture's chains started with it."""
         grow, pick, g = chains.grow, chains.pick, self.g
 
         def restart(mk):
             return f"  {grow} = {alloc_text(mk, sz.start or sz.size)}", {mk[0]: 1}, 1
 
         out = []
-        for where, v in sorted(flows.ends.items(), key=lambda kv: ("local", "kept", "ring").index(kv[0])
-                               if kv[0] in ("local", "kept", "ring") else 3):
+        for where, v in sorted(flows.ends.items(), key=lambda kv: ("local", "ring").index(kv[0])
+                               if kv[0] in ("local", "ring") else 2):
             parts = split(v, chains.start_kinds)
             if where == "local" and local_end_credit:        # the first block came before the phases
                 parts[chains.start_kinds[0][0]] -= local_end_credit
@@ -181,8 +176,6 @@ class ChainPlanner:
                 if where == "local":
                     out.append(Stmt(f"{pick}free({grow}){text}", **counts.per(part), calls={"free": 1, **calls},
                                     local_frees=1, draws=draws))
-                elif where == "kept":
-                    out.append(Stmt(f"{pick}{text.strip()}", **counts.per(part), calls=dict(calls), draws=draws))
                 elif where == "ring":
                     out.append(Stmt(f"{pick}{ring_send.format(grow)}{text}  {ring_recv}", **counts.per(part),
                                     calls={"free": 1, **calls}, sent=1, draws=draws))

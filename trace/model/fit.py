@@ -176,7 +176,7 @@ def fit_lifetimes(hist: dict) -> Optional[LifetimeFit]:
 def large_class(by_class: dict) -> Optional[int]:
     """The lowest size class from which on objects freed by their own thread are the model's large ones:
     at most LARGE_SHARE of them, with LARGE_MASS of their sum of size x lifetime (their expected live
-    bytes) at least, or at most HEAVY_SHARE with HEAVY_MASS (node's main thread at its end: 596 buffers of
+    bytes) at least, or, when there are none such, at most HEAVY_SHARE with HEAVY_MASS (node's main thread at its end: 596 buffers of
     16 KB to 535 KB, 12% of its objects, held 99% of their bytes x lifetimes; drawn with the small ones'
     lifetimes, its model peaked at 0.6x the capture); None when there is no such class (no few objects
     that weigh on the live bytes).
@@ -185,15 +185,18 @@ def large_class(by_class: dict) -> Optional[int]:
     classes = sorted(by_class)
     n_total = sum(hist_totals(by_class[c][0])[0] for c in classes)
     mass_total = sum(by_class[c][2] for c in classes)
-    found, n, mass = None, 0, 0
-    for c in reversed(classes[1:]):              # the smallest class stays small
-        n += hist_totals(by_class[c][0])[0]
-        mass += by_class[c][2]
-        if n > HEAVY_SHARE * n_total:
-            break
-        if mass_total and mass >= (LARGE_MASS if n <= LARGE_SHARE * n_total else HEAVY_MASS) * mass_total:
-            found = c
-    return found
+    for share, least in ((LARGE_SHARE, LARGE_MASS), (HEAVY_SHARE, HEAVY_MASS)):
+        found, n, mass = None, 0, 0
+        for c in reversed(classes[1:]):              # the smallest class stays small
+            n += hist_totals(by_class[c][0])[0]
+            mass += by_class[c][2]
+            if n > share * n_total:
+                break
+            if mass_total and mass >= least * mass_total:
+                found = c
+        if found is not None:
+            return found
+    return None
 
 
 def large_realloc_class(rsizes: dict) -> Optional[int]:
