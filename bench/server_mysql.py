@@ -9,19 +9,20 @@ with the preload proof), so every run starts from the same state, and `{threads}
         --metric 'transactions: +[0-9]+ +\\(([0-9.]+) per sec' --higher-is-better
         -- sysbench oltp_read_only --threads={threads} --time=T ... run
 
-The data (sysbench's tables) is made once, before any run, in a temporary data directory. The sizes are
-this 2-core machine's, not allocbench's (5 tables of a million rows): --tables and --table-size say them.
+The data (sysbench's tables) is made once, before any run, in a temporary data directory: by default
+allocbench's size, 5 tables of a million rows (about 1.2 GB; prepared in about 2 minutes on this project's
+2-core VM, and the session of 5 runs x 5 allocators x 3 thread counts then takes about 16 minutes), with a
+256 MiB buffer pool, so that the server reads most rows from the page cache as a database larger than its
+pool does. --tables and --table-size make it smaller.
 
-    .venv/bin/python bench/server_mysql.py [--runs 5] [--time 10] [--tables 4] [--table-size 20000] [--out DIR]
+    .venv/bin/python bench/server_mysql.py [--runs 5] [--time 10] [--tables 5] [--table-size 1000000] [--out DIR]
 
 mariadbd, mariadb-install-db and sysbench come from Debian's mariadb-server and sysbench, installed with
 apt-get when missing (as root, or through sudo). Traffic goes to 127.0.0.1 only.
 """
 
 import argparse
-import csv
 import getpass
-import os
 import shutil
 import signal
 import socket
@@ -31,40 +32,19 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SCENC = [sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit(main())"]
+from server_session import ensure_packages, free_port, run_session, summary_rows
+
 ALLOCATORS = "glibc,tcmalloc,jemalloc,mimalloc,tbbmalloc"
 TPS = r"transactions: +[0-9]+ +\(([0-9.]+) per sec"
 
 
 def ensure_installed() -> None:
-    if all(shutil.which(p) for p in ("mariadbd", "mariadb-install-db", "sysbench")) or \
-            (os.path.exists("/usr/sbin/mariadbd") and shutil.which("sysbench")):
-        return
-    apt = ["apt-get", "install", "-y", "-q", "mariadb-server", "sysbench"]
-    if os.geteuid() != 0:
-        if not shutil.which("sudo"):
-            sys.exit("server_mysql: mariadb-server and sysbench are missing, and neither root nor sudo is here to "
-                     "install them")
-        apt = ["sudo", *apt]
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    if subprocess.run(apt, env=env).returncode != 0:
-        subprocess.run([*(apt[:1] if apt[0] == "sudo" else []), "apt-get", "update", "-q"], env=env)
-        subprocess.run(apt, env=env, check=True)
+    ensure_packages({"mariadbd": "mariadb-server", "mariadb-install-db": "mariadb-server",
+                     "sysbench": "sysbench"}, "server_mysql")
 
 
 def program(name: str) -> str:
     return shutil.which(name) or f"/usr/sbin/{name}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def server_command(datadir: Path, port: int) -> list:
@@ -103,7 +83,8 @@ def prepare(datadir: Path, tables: int, size: int) -> None:
         wait_port(port, server)
         subprocess.run(["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(port), "-u", "root", "-e",
                         "CREATE DATABASE sbtest"], check=True)
-        subprocess.run(sysbench(port, tables, size, "prepare"), check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(sysbench(port, tables, size, f"--threads={min(tables, 4)}", "prepare"), check=True,
+                       stdout=subprocess.DEVNULL)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=120)
@@ -111,14 +92,11 @@ def prepare(datadir: Path, tables: int, size: int) -> None:
 
 def summarize(result: Path, work: Path, threads_swept: str, allocators: str) -> None:
     """One line per thread count and allocator: medians with their intervals, and the ratio to glibc."""
-    table = work / "summary.csv"
-    subprocess.run([*SCENC, "report", str(result), "--summary-csv", str(table)], capture_output=True, cwd=ROOT)
     rows = {}
-    with open(table) as f:
-        for row in csv.DictReader(f):
-            if row["metric"] in ("reported:transactions", "peak_rss_kib") and row["median"]:
-                rows[(row["threads"], row["allocator"], row["metric"])] = (
-                    float(row["mean"]), row["mean_ci_low"], row["mean_ci_high"])
+    for row in summary_rows(result, work):
+        if row["metric"] in ("reported:transactions", "peak_rss_kib") and row["median"]:
+            rows[(row["threads"], row["allocator"], row["metric"])] = (
+                float(row["mean"]), row["mean_ci_low"], row["mean_ci_high"])
     print("\n# means [95% CI]: transactions per second, server peak RSS (MiB); ratio to glibc")
     for threads in threads_swept.split(","):
         base = rows.get((threads, "glibc", "reported:transactions"))
@@ -141,8 +119,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--time", type=int, default=10, help="seconds of load per run (sysbench --time)")
     ap.add_argument("--threads", default="1,2,4")
-    ap.add_argument("--tables", type=int, default=4)
-    ap.add_argument("--table-size", type=int, default=20000)
+    ap.add_argument("--tables", type=int, default=5)
+    ap.add_argument("--table-size", type=int, default=1000000)
     ap.add_argument("--allocators", default=ALLOCATORS)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--summarize", type=Path, metavar="RESULT.json", help="only print the summary of a finished run")
@@ -158,22 +136,19 @@ def main() -> int:
     version = subprocess.run([program("mariadbd"), "--version"], capture_output=True, text=True).stdout.strip()
     print(f"# {version}; {subprocess.run(['sysbench', '--version'], capture_output=True, text=True).stdout.strip()}")
     print(f"# preparing {args.tables} tables of {args.table_size} rows in {datadir}", flush=True)
+    started = time.monotonic()
     prepare(datadir, args.tables, args.table_size)
+    print(f"# prepared in {time.monotonic() - started:.0f} s", flush=True)
     port = free_port()
     result = out / "mysql.json"
     server = " ".join(server_command(datadir, port))
-    command = [*SCENC, "run", "--param", f"threads={args.threads}", "--server", server, "--ready", f"tcp:{port}",
+    command = ["run", "--param", f"threads={args.threads}", "--server", server, "--ready", f"tcp:{port}",
                "--ready-timeout", "120s", "--stop-grace", "60s", "--allocators", args.allocators, "--runs",
                str(args.runs), "--metric", TPS, "--higher-is-better", "-o", str(result), "--plots",
                str(out / "plots"), "--",
                *sysbench(port, args.tables, args.table_size, "--threads={threads}", f"--time={args.time}",
                          "--report-interval=0", "run")]
-    print(f"# load before: {uptime()}")
-    print("# scenc " + " ".join(command[3:]), flush=True)
-    done = subprocess.run(command, cwd=ROOT, text=True, capture_output=True)
-    print(done.stdout)
-    print(done.stderr[-3000:], file=sys.stderr)
-    print(f"# load after: {uptime()}")
+    done = run_session(command)
     if not result.exists():
         return 1
     summarize(result, work, args.threads, args.allocators)

@@ -1,7 +1,9 @@
 """`scenc capture -o FILE [--method preload|ltrace] [--stdin FILE] -- COMMAND`: record a program's allocator calls.
 
 With `--server 'CMD' --ready ... -- CLIENT` (the tracer only): the server is traced while the client, not
-traced, drives it, then stopped as `scenc run --server` stops it (run/program/serving.py runs both).
+traced, drives it, then stopped as `scenc run --server` stops it (run/program/serving.py runs both); the
+tracer marks the window from ready to the client's end in the log (trace/capture/window.py), which convert
+replays (the objects live at ready as an untimed set-up).
 
 Everything scenc says goes to stderr: the program's stdout stays as the program wrote it. Exit status 0
 when the capture is complete, 4 when it is incomplete or saw nothing (errors.py).
@@ -133,15 +135,26 @@ def _capture_server(args, client: list, out: Path) -> int:
     except ProgramError as exc:
         raise UsageError(str(exc)) from None
     server = target.server
+    from ..trace.capture.window import WindowControl
     path, _, log, _, added, script = prepare_preload(server.argv, out, {}, cwd=target.cwd)
     runner = ServedRunner()
     runner.show_output = True         # the client's output is what a user of capture wants to see
     import signal
     previous = {s: signal.signal(s, runner.interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    window_problems = []
+
+    def mark(which: str):
+        problem = control.mark(which)
+        if problem:
+            window_problems.append(f"the window's {which} mark was not written: {problem}")
+
+    control = WindowControl()
     try:
         outcome = runner.run_served(target, None, dict(os.environ), args.timeout or 24 * 3600.0,
-                                    server_preload=added)
+                                    server_preload={**added, **control.env}, on_ready=lambda: mark("open"),
+                                    on_client_end=lambda: mark("close"))
     finally:
+        control.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
     if runner.interrupted:
@@ -163,8 +176,15 @@ def _capture_server(args, client: list, out: Path) -> int:
     ok = _print_preload_capture(result, log)
     if srv.ready_s is not None:
         ended = f", the client ended at {srv.client_ended_s:.2f} s" if srv.client_ended_s is not None else ""
+        if control.marked == ["open", "close"]:
+            held = ("the log marks the window from ready to the client's end, which convert replays (what was "
+                    "live at ready as an untimed set-up)")
+        else:
+            held = "the log holds its whole life: start-up, the load, and its stop"
         _say(f"  server {server.describe()}: ready at {srv.ready_s:.2f} s{ended}, stopped by {srv.stopped_by} "
-             f"({srv.ended()}); the log holds its whole life: start-up, the load, and its stop")
+             f"({srv.ended()}); {held}")
+    for problem in window_problems:
+        result.warnings.append(problem)
     for w in result.warnings:
         _say(f"warning: {w}")
     if result.events:

@@ -13,7 +13,8 @@ from ..scenario.errors import ScenarioError
 from ..system.process import Terminated, signals_raise
 from ..trace.model import (ModelRunError, calibrate_peak, ensure_finishes, finishes_unrun, measure_peak, remove_model,
                            write_model)
-from ..trace.replay import threads_line, touch_figures, touch_line, write_replay
+from ..trace.model.native import collect_tracer_log
+from ..trace.replay import threads_line, touch_figures, touch_line, window_line, write_replay
 from ..trace.source import TraceInputError, TraceSource
 from .tracing import anomaly_lines, guarded, kinds_line, refuse_scenario
 
@@ -25,7 +26,7 @@ def convert(args) -> int:
     # The exact replay's converter reads a tracer log itself (runtime/tools/convert.c): no indexing here; nor does it
     # use an ltrace log's timestamps: not read.
     refuse_scenario("convert", args.file)
-    source = TraceSource(args.file, extra_events=True, index=args.model, times=args.model)
+    source = TraceSource(args.file, extra_events=True, index=args.model, times=args.model, window=not args.whole)
     default = f"{source.path.stem}{'-model' if args.model else ''}.scn"
     out = Path(args.output or default)
     if out.suffix != ".scn":
@@ -33,8 +34,16 @@ def convert(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
         touch, figures = _model_touch(source, args.touch)
-        model = write_model(_with_progress(source.events), out, source_name=source.path.name,
-                            max_phases=args.max_phases, touch=touch, touch_figures=figures)
+        windowed = source.format == "preload" and not args.whole and 1 in source.events.info.window
+        if source.format == "preload" and not windowed:
+            # The collector's pass in C (trace/model/native.py), its own progress line. A window (capture --server)
+            # is cut by the Python reader (trace/window.py), which the C collector does not repeat.
+            collector = collect_tracer_log(source.path, progress=sys.stderr.isatty())
+            model = write_model(None, out, source_name=source.path.name, max_phases=args.max_phases, touch=touch,
+                                collector=collector, touch_figures=figures)
+        else:
+            model = write_model(_with_progress(source.events), out, source_name=source.path.name,
+                                max_phases=args.max_phases, touch=touch, touch_figures=figures)
         _check_calls(source, model.calls, [out, *model.data_files])
         try:
             # The model runs in a session of its own (killed with its group when it stops or times out): SIGTERM
@@ -67,7 +76,7 @@ def convert(args) -> int:
     else:
         if source.format == "preload":
             report = write_replay(source.path, out, source.path.name, touch=args.touch, main_tid=source.main_tid(),
-                                  found=source.adopt_log_info)
+                                  found=source.adopt_log_info, whole=args.whole)
         else:
             report = write_replay(source.events, out, source.path.name, touch=args.touch, main_tid=source.main_tid())
         _check_calls(source, report.calls, [out, out.with_suffix(".ops")])
@@ -164,14 +173,17 @@ def replay_summary(report) -> list:
             totals[k] = totals.get(k, 0) + n
     kinds = sorted(totals, key=lambda k: (-totals[k], k))
     renamed = {k: n for k, n in sorted(report.trace_kinds.items()) if k not in totals}
-    out.append(f"calls: {kinds_line(totals)} ({report.calls} in all, every captured call replayed"
+    if report.window and report.window.get("opened"):
+        out.append(f"window: {window_line(report)}")
+    out.append(f"calls: {kinds_line(totals)} ({report.calls} in all, every "
+               f"{'call of the window' if report.window and report.window.get('opened') else 'captured call'} replayed"
                + (f"; replayed under the runtime's names: {kinds_line(renamed)}" if renamed else "") + ")")
     out.append(f"threads: {report.threads} ({threads_line(report)})")
     if report.touch_auto:
         out.append(f"touch: {touch_line(report)}")
     for i, (tid, counts) in enumerate(zip(report.tids[:SHOWN_THREADS], report.counts)):
         per = "  ".join(f"{k} {counts.get(k, 0)}" for k in kinds)
-        out.append(f"  trace[{i}]  tid {tid:<8} {per}")
+        out.append(f"  trace[{i}]  {'set-up' if tid == 0 and report.window else f'tid {tid:<8}'} {per}")
     if report.threads > SHOWN_THREADS:
         out.append(f"  ... and {report.threads - SHOWN_THREADS} more thread(s) (scenc exec on the scenario lists "
                    f"them all)")

@@ -252,6 +252,9 @@ def _convert(sub) -> None:
                         "its first and last byte, one byte per page and its last byte, or every byte; auto: first "
                         "or pages, chosen from what a preload capture saw of the program's pages (default "
                         f"{DEFAULT_TOUCH}; docs/capture.md says why)")
+    p.add_argument("--whole", action="store_true",
+                   help="a capture of a server (capture --server) converted whole, start-up and stop included, "
+                        "not its window from ready to the client's end")
     p.add_argument("--max-phases", type=int, default=4, metavar="N",
                    help="--model: at most N phases (default 4; 1 turns phase detection off)")
     p.add_argument("--no-measure", action="store_true",

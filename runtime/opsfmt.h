@@ -53,7 +53,9 @@ enum { SCN_R_MALLOC, SCN_R_CALLOC, SCN_R_REALLOC, SCN_R_FREE, SCN_R_ALIGNED_ALLO
        SCN_R_REMAP };
 enum { SCN_R_WAIT = 1, SCN_R_WAIT_OLD = 2, SCN_R_LAST_PIECE = 4, SCN_R_WRITABLE = 8, SCN_R_SYNC = 16 };
 enum { SCN_R_TOUCH_NONE, SCN_R_TOUCH_FIRST, SCN_R_TOUCH_PAGES, SCN_R_TOUCH_ALL };
-enum { SCN_R_DEFERRED = 1, SCN_R_MAIN = 2 };   /* thread flags: started by a SPAWN op; the process's main thread */
+/* thread flags: started by a SPAWN op; the process's main thread; the set-up of a window (run to its end on the
+ * main thread before the clock starts: the objects live when the window opened) */
+enum { SCN_R_DEFERRED = 1, SCN_R_MAIN = 2, SCN_R_SETUP = 4 };
 #define SCN_R_NONE 0xffffffffu
 #define SCN_R_VERSION 5
 #define SCN_R_MAGIC "SCNOPS5"

@@ -21,7 +21,9 @@
  * the thread until the creations it outlived in the capture have happened.
  * So no more threads are alive at once than in the program, and threads that
  * overlapped still overlap. The captured main thread (flag SCN_R_MAIN) runs
- * on the process's main thread.
+ * on the process's main thread. The set-up of a window (flag SCN_R_SETUP: a capture of
+ * a server from ready to its client's end) runs on the main thread before the
+ * clock starts, and makes the objects and mappings live when the window opened.
  *
  * Back-pressure: in the program a producer blocked on its bounded queue; the
  * replay's handoffs alone would let it run ahead of its consumer and hold far
@@ -160,7 +162,8 @@ static void scn_replay_load(const char *path) {
 static int scn_replay_where(const scn_group *g, int index) {
   if (g->body != scn_replay_body) return SCN_START_NOW;
   uint32_t flags = scn_replay.thread_flags[index];
-  return flags & SCN_R_DEFERRED ? SCN_START_LATER : flags & SCN_R_MAIN ? SCN_START_ON_MAIN : SCN_START_NOW;
+  return flags & SCN_R_SETUP ? SCN_START_FIRST : flags & SCN_R_DEFERRED ? SCN_START_LATER
+         : flags & SCN_R_MAIN ? SCN_START_ON_MAIN : SCN_START_NOW;
 }
 
 /* Every index an op carries stays inside the file's tables, so a damaged file

@@ -448,6 +448,16 @@ int scn_main(const scn_program *p, int argc, char **argv) {
     if (t->index >= group_alive(p, t->group)) continue;  /* a churn successor */
     int where = g_life.where ? g_life.where(&p->groups[t->group], t->index) : SCN_START_NOW;
     if (where == SCN_START_LATER) continue;              /* a replay starts it */
+    if (where == SCN_START_FIRST) {                      /* untimed, before any other thread runs */
+      scn_thread *s = threads[i];
+      if (p->thread_start) p->thread_start(s);
+      s->start_ns = scn_clock_ns(CLOCK_MONOTONIC);
+      p->groups[s->group].body(s);
+      s->end_ns = s->start_ns;                           /* outside the timed run: no time of its own */
+      if (p->thread_end) p->thread_end(s);
+      g_life.state[i] = SCN_T_JOINED;
+      continue;
+    }
     running++;
     if (where == SCN_START_ON_MAIN && g_life.on_main < 0) {
       g_life.on_main = i;

@@ -120,7 +120,8 @@ extern int scn_uses_maps;       /* set by a scenario that maps (before scn_main)
 void scn_barrier_wait(scn_thread *t);
 /* Where a replay's threads start (`where` gives an enum scn_start per thread);
  * those started later are started and joined by the replay's own threads. */
-enum scn_start { SCN_START_NOW, SCN_START_LATER, SCN_START_ON_MAIN };
+/* SCN_START_FIRST: run to its end on the main thread before the clock starts (a replay's set-up) */
+enum scn_start { SCN_START_NOW, SCN_START_LATER, SCN_START_ON_MAIN, SCN_START_FIRST };
 void scn_threads_place(int (*where)(const scn_group *g, int index));
 void scn_thread_spawn(int group, int index);
 void scn_thread_join(int group, int index);

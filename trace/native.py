@@ -1,5 +1,6 @@
 """Building scenc's trace helpers into the scenc cache, once per source, compiler and flags: the LD_PRELOAD
-tracer (runtime/tracer/), the converter (runtime/tools/convert.c) and the tracer log's decoder library that
+tracer (runtime/tracer/), the converter (runtime/tools/convert.c), the model's collector
+(runtime/tools/modelcollect.c) and the tracer log's decoder library that
 trace/tracerlog.py loads (runtime/tools/tracelog.c)."""
 
 from pathlib import Path
@@ -14,7 +15,7 @@ TRACER_FLAGS = ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fexcep
 # tracer is rebuilt when any of them changes.
 TRACER_PARTS = ("tracer_os.h", "tracer_next.h", "tracer_file.h", "tracer_order.h", "tracer_buffer.h", "tracer_sample.h",
                 "tracer_record.h", "tracer_alloc.h", "tracer_cxx.h", "tracer_thread.h", "tracer_mmap.h",
-                "tracer_exit.h")
+                "tracer_exit.h", "tracer_window.h")
 TRACELOG_HEADER = TRACER / "tracelog.h"
 TRACER_HEADERS = (RUNTIME / "clock.h", TRACELOG_HEADER, *(TRACER / name for name in TRACER_PARTS))
 CONVERTER_SOURCE = TOOLS / "convert.c"
@@ -34,6 +35,17 @@ def converter_program(cc: str = "gcc", extra_flags: Sequence[str] = ()) -> Path:
     return helper_build(cc, CONVERTER_SOURCE, "scenc-convert", (*CONVERTER_FLAGS, *WARNINGS, *extra_flags),
                         headers=(TOOLS / "trace_read.h", TRACELOG_HEADER, TRACELOG_SOURCE, RUNTIME / "opsfmt.h"),
                         what="the trace converter (runtime/tools/convert.c)")
+
+
+MODEL_COLLECTOR_SOURCE = TOOLS / "modelcollect.c"
+
+
+def model_collector_program(cc: str = "gcc") -> Path:
+    """runtime/tools/modelcollect.c (the model's collector for a tracer log, with the log reader it includes)
+    compiled into the scenc cache."""
+    return helper_build(cc, MODEL_COLLECTOR_SOURCE, "scenc-modelcollect", (*CONVERTER_FLAGS, *WARNINGS),
+                        headers=(TOOLS / "trace_read.h", TRACELOG_HEADER, TRACELOG_SOURCE),
+                        what="the model's collector (runtime/tools/modelcollect.c)")
 
 
 def tracelog_library(cc: str = "gcc") -> Path:

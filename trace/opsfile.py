@@ -32,7 +32,7 @@ WAIT, WAIT_OLD = 1, 2
 LAST_PIECE, WRITABLE = 4, 8     # unmap: the slot's last mapped piece goes; map, remap: PROT_WRITE (touched)
 SYNC = 16                       # publish the position and wait for the window (back-pressure)
 MAX_SYNC_STEP = 1 << 48         # pos_hi:pos_lo
-DEFERRED, MAIN = 1, 2     # thread flags
+DEFERRED, MAIN, SETUP = 1, 2, 4     # thread flags (SETUP: a window's set-up, run before the clock starts)
 # The encoding (docs/capture.md, "The ops file"; runtime/opsfmt.h): header and ext bits, and the kinds whose aux is usually set,
 # whose slot is a thread, whose aux is a slot.
 E_WAIT, E_SYNC, E_SIZE, E_EXT = 0x10, 0x20, 0x40, 0x80
@@ -62,7 +62,7 @@ class OpsHeader:
     touch: str
     slots: int
     ops: int
-    flags: List[int]        # per thread: DEFERRED, MAIN
+    flags: List[int]        # per thread: DEFERRED, MAIN, SETUP
     ops_at: int             # file offset of op 0
     window: int = 0         # back-pressure window, in positions
 

@@ -58,12 +58,13 @@ class ReplayReport:
     mapped_peak: int = 0          # most bytes of them mapped at once
     touch: str = "none"
     touch_auto: Optional[dict] = None   # --touch auto: each mode's pages, the faults measured, why (convert.c)
+    window: Optional[dict] = None       # a capture's window (capture --server): convert.c's "window" object
 
 
 # --------------------------------------------------------------------------- the converter (runtime/tools/convert.c)
 #: Event kinds as the converter numbers them (runtime/tools/trace_read.h, EV_*): the allocator calls, then the rest.
 EVENT_CODE = {k: i for i, k in enumerate((*REPLAY_KIND, "thread_start", "thread_exit", "mmap", "munmap", "mremap",
-                                                          "mprotect"))}
+                                                          "window", "mprotect"))}
 #: One event on the converter's stdin (runtime/tools/trace_read.h, tr_event).
 EVENT = struct.Struct("<QQQQQQIBB2x")
 _BATCH = 4096
@@ -88,12 +89,13 @@ def convert_events(events: Iterable[AllocEvent], ops_path, touch: str = "none",
 
 
 def convert_log(path, ops_path, touch: str = "none", main_tid: Optional[int] = None,
-                extra: bool = True) -> Tuple[ReplayReport, dict]:
+                extra: bool = True, whole: bool = False) -> Tuple[ReplayReport, dict]:
     """Convert a tracer log (runtime/tracer/tracer.c) in C, reading and merging it there: (report, what the log held:
-    runtime/tools/convert.c's "log" object, PreloadLogInfo's fields). extra=False skips its thread and mapping records.
+    runtime/tools/convert.c's "log" object, PreloadLogInfo's fields). extra=False skips its thread and mapping records;
+    whole: a log with a window (capture --server) converted whole, not its window.
     Raises TraceFormatError for a log that is not one or is damaged (nothing is written then)."""
-    return _run(["--log", str(path)] + ([] if extra else ["--no-extra"]), ops_path, touch, main_tid, None,
-                error_path=str(path))
+    return _run(["--log", str(path)] + ([] if extra else ["--no-extra"]) + (["--whole"] if whole else []), ops_path,
+                touch, main_tid, None, error_path=str(path))
 
 
 def _feed(events: Iterable[AllocEvent], pipe) -> None:
@@ -197,7 +199,7 @@ def _convert(args: List[str], ops_path, touch: str, main_tid: Optional[int], fee
 
 
 def _report(data: dict, touch: str) -> ReplayReport:
-    report = ReplayReport(touch=data.get("touch", touch), touch_auto=data.get("touch_auto"))
+    report = ReplayReport(touch=data.get("touch", touch), touch_auto=data.get("touch_auto"), window=data.get("window"))
     for name in ("threads", "tids", "cross_thread_waits", "peak_live_bytes", "peak_line", "live_at_end", "slots",
                  "spawned", "joined", "peak_threads", "maps", "mapped_peak"):
         setattr(report, name, data[name])
@@ -227,6 +229,8 @@ def scenario_text(name: str, ops_file: str, source: str, report: ReplayReport) -
     ]
     if report.touch_auto:
         lines.append(f"# --touch auto: {touch_line(report)}.")
+    if report.window and report.window.get("opened"):
+        lines.append(f"# {window_line(report)}.")
     if report.maps:
         lines.append(f"# {report.maps} anonymous mapping(s) of the program's own, at most {report.mapped_peak} bytes "
                      f"mapped at once, are mapped, touched and unmapped as captured.")
@@ -235,6 +239,17 @@ def scenario_text(name: str, ops_file: str, source: str, report: ReplayReport) -
     safe_name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "replay"
     lines += [f'scenario "{safe_name}"', f'replay "{ops_file}"', ""]
     return "\n".join(lines)
+
+
+def window_line(report: ReplayReport) -> str:
+    """What a capture's window kept and left out, in one line."""
+    w = report.window
+    maps = (f" and {w['setup_maps']} mapping(s) ({w['setup_mapped']} bytes)" if w["setup_maps"] else "")
+    closed = (f", {w['after_calls']} after its client's end left out" if w["closed"] else
+              ", the window never closed (the client's end is not marked): the calls up to the log's end are kept")
+    return (f"the server's window from ready to its client's end: {w['setup_objects']} objects ({w['setup_bytes']} "
+            f"bytes){maps} live at ready are made by an untimed set-up; {w['before_calls']} calls before ready"
+            f"{closed}")
 
 
 #: What the replay does to each new block (and to the grown part of a realloc), per --touch mode.
@@ -263,14 +278,14 @@ def threads_line(report: ReplayReport) -> str:
 
 
 def write_replay(events, scn_path, source_name: str, ops_path: Optional[Path] = None, touch: str = "none",
-                 main_tid: Optional[int] = None, found=None) -> ReplayReport:
+                 main_tid: Optional[int] = None, found=None, whole: bool = False) -> ReplayReport:
     """events: AllocEvents, or the path of a tracer log (runtime/tools/convert.c reads it itself; `found` then gets
     what the log held, convert_log's second value). main_tid: the captured process's main thread (its pid),
     replayed on the replay's main thread."""
     scn_path = Path(scn_path)
     ops_path = Path(ops_path) if ops_path else scn_path.with_suffix(".ops")
     if isinstance(events, (str, Path)):
-        report, log = convert_log(events, ops_path, touch, main_tid)
+        report, log = convert_log(events, ops_path, touch, main_tid, whole=whole)
         if found:
             found(log)
     else:

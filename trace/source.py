@@ -63,12 +63,14 @@ def _other_format(head: bytes, path) -> str:
 class TraceSource:
     """The events of a capture file, whichever tool wrote it; ``report`` is final once they are consumed."""
 
-    def __init__(self, path, extra_events: bool = False, index: bool = True, times: bool = True):
+    def __init__(self, path, extra_events: bool = False, index: bool = True, times: bool = True,
+                 window: bool = False):
         """extra_events: also the events that are not allocator calls: thread starts and exits (both
         formats), the program's own mappings (tracer logs); the exact replay, the statistics and the
         model read them. index=False: a tracer log is not read here (the converter reads it:
         `adopt_log_info` then gives what it found). times=False: an ltrace log's timestamps are not read
-        (ltrace.parse's `times`: the exact replay has no use for them)."""
+        (ltrace.parse's `times`: the exact replay has no use for them). window: a tracer log with window marks
+        (capture --server) gives the window's events, what was live when it opened first (trace/window.py)."""
         self.path = Path(path)
         try:
             with open(self.path, "rb") as f:
@@ -86,7 +88,8 @@ class TraceSource:
             if index:
                 # The tracer log's reader (ctypes over a decoder built on first use) loads for tracer logs only.
                 from .tracerlog import parse_preload_log
-                log = parse_preload_log(self.path, extra_events=extra_events)   # indexes: format errors raise here
+                log = parse_preload_log(self.path, extra_events=extra_events, window=window)   # indexes: format
+                                                                                               # errors raise here
                 self._adopt(log, log.report)
         else:
             self.events = parse_file(self.path, extra_events=extra_events, times=times)

@@ -29,9 +29,11 @@ __all__ = ["parse_preload_log", "raw_records", "stop_sentence", "is_preload_log"
            "MAGIC", "EXTRA_KINDS", "CHUNK_HEADER", "first_chunk", "missing_sentence"]
 
 MAGIC = PRELOAD_MAGIC
-VERSION = 4
-READS = (1, 2, 3, 4)   # 1 has no thread records; 3 is compact (chunks of encoded records); 4 numbers them by
-                       # per-thread clocks, keeps times in marks and counts the records made at the log's head
+VERSION = 5
+READS = (1, 2, 3, 4, 5)   # 1 has no thread records; 3 is compact (chunks of encoded records); 4 numbers them by
+                          # per-thread clocks, keeps times in marks and counts the records made at the log's head;
+                          # 5 may hold window marks (K_WINDOW, capture --server)
+K_WINDOW = 45          # a window mark's record: (1 opens / 2 closes, a thread's tid, its last clock before it)
 HEADER = struct.Struct("<8sIIIIQQ24x")
 RECORD = struct.Struct("<QQIBBHIIQQQQ")
 _INDEX = struct.Struct("<QQIB7xI32x")          # seq, ns, tid, kind, span: what the indexing pass needs
@@ -44,7 +46,7 @@ KIND_END = 255       # not a call: the process was leaving (exit, _exit, exec); 
 #: munmap: ``old_ptr``, ``size``. mremap: ``old_ptr``, ``align`` the old length, ``size`` the new one,
 #: ``nmemb`` mremap's flags, ``result_ptr`` the new address (None: failed). mprotect: ``old_ptr``, ``size``,
 #: ``nmemb`` the protection (failed: it returned an error).
-EXTRA_KINDS = {40: "thread_start", 41: "thread_exit", 42: "mmap", 43: "munmap", 44: "mremap", 45: "mprotect"}
+EXTRA_KINDS = {40: "thread_start", 41: "thread_exit", 42: "mmap", 43: "munmap", 44: "mremap", 46: "mprotect"}
 
 # Argument layouts of arg[0..2].
 L_SIZE, L_NMEMB_SIZE, L_OLD_SIZE, L_OLD_NMEMB_SIZE, L_OLD, L_ALIGN_SIZE, L_SIZE_ALIGN, L_OLD_ALIGN, \
@@ -113,6 +115,9 @@ class PreloadLogInfo:
     tracer_pages: int = 0              # of them, pages of the tracer's own buffers
     fresh_pages: int = 0               # inner pages of sampled blocks not resident at their malloc
     written_pages: int = 0             # of them, resident at their free: the program wrote them
+    #: version 5: window marks (capture --server): {1 (opens) or 2 (closes): {tid: its last clock before the mark,
+    #: 0: the mark's own time}}
+    window: Dict[int, Dict[int, int]] = field(default_factory=dict)
 
     @property
     def span_s(self) -> float:
@@ -155,10 +160,11 @@ class _Cursor:
 class _ChunkCursor:
     """One thread's records of a version 3 log: its chunks read back and decoded in C, ``block`` at a time."""
 
-    __slots__ = ("f", "chunks", "next", "left", "block", "buf", "pos", "head", "data", "reader", "out")
+    __slots__ = ("f", "chunks", "next", "left", "block", "buf", "pos", "head", "data", "reader", "out", "shift")
 
-    def __init__(self, f, chunks, block: int):
+    def __init__(self, f, chunks, block: int, shift=None):
         self.f, self.chunks, self.next, self.left, self.block = f, chunks, 0, 0, block
+        self.shift = shift           # a window's epochs put into the records' clocks (_Watch.shift)
         self.buf: list = []
         self.pos = 0
         self.head = None
@@ -183,6 +189,8 @@ class _ChunkCursor:
                                                               f"was indexed")
                 n = self._decode()
             self.buf = list(RECORD.iter_unpack(memoryview(self.out)[:n * RECORD.size]))
+            if self.shift is not None:
+                self.buf = self.shift(self.buf)
             self.pos = 0
         self.head = self.buf[self.pos]
         self.pos += 1
@@ -201,14 +209,20 @@ class _ChunkCursor:
 class PreloadLog(EventSource):
     """The events of a tracer log in causal global order; ``.info`` is the indexing pass's summary."""
 
-    def __init__(self, path, block_records: int = 256, extra_events: bool = False):
+    def __init__(self, path, block_records: int = 256, extra_events: bool = False, window: bool = False):
         self.path = str(path)
         self.block = max(1, block_records)
         self.extra_events = extra_events
         self.info = PreloadLogInfo(self.path)
         self._runs: Dict[int, list] = {}
         self._index()
+        # With window (and a log with marks): merged by (epoch, clock), a "window" event between the epochs,
+        # and what was live at the open made there (trace/window.py).
+        self._watch = _Watch(self.info.window) if window and 1 in self.info.window and self.info.version >= 3 else None
         self._events = self._merge()
+        if self._watch is not None:
+            from .window import windowed_events
+            self._events = windowed_events(self._events)
 
     @property
     def report(self) -> ParseReport:
@@ -245,7 +259,7 @@ class PreloadLog(EventSource):
             _, version, rsize, info.pid, info.ppid, _, info.start_realtime_ns = HEADER.unpack(head)
             info.version = version
             info.size = os.fstat(f.fileno()).st_size
-            if version in (3, 4) and rsize == 0:
+            if version in (3, 4, 5) and rsize == 0:
                 at = first_chunk(head)
                 if at is None:
                     self._error(1, f"a version 4 header whose chunks start at byte "
@@ -357,12 +371,20 @@ class PreloadLog(EventSource):
         try:
             s = scan.contents
             counts: Dict[int, Counter] = {}
+            control, last = set(), {}
             for t in s.threads[:s.nthreads]:
+                if t.records and t.counts[K_WINDOW] == t.records:   # the tracer's control thread: marks only
+                    control.add(t.tid)
+                    self._runs[t.tid] = []
+                    continue
                 info.threads.append(t.tid)
+                last[t.tid] = t.last_seq
                 counts[t.tid] = Counter({c: n for c, n in enumerate(t.counts) if n and c in KIND_CODES})
                 self._runs[t.tid] = []
             for ch in s.chunks[:s.nchunks]:
                 self._runs[s.threads[ch.thread].tid].append((ch.offset, ch.bytes, ch.count))
+            for tid in control:
+                self._read_marks(f, self._runs.pop(tid), last)
             info.moved_reallocs, info.thread_records, info.ended = s.moved, s.extra, bool(s.ended)
             if s.any:
                 info.first_ns, info.last_ns = s.first_ns, s.last_ns
@@ -378,6 +400,20 @@ class PreloadLog(EventSource):
         finally:
             lib.scn_tl_scan_free(scan)
 
+    def _read_marks(self, f, chunks: list, last: Dict[int, int]) -> None:
+        """The control thread's chunks: each K_WINDOW record names a thread and its last clock before the mark;
+        under tid 0, the mark's own time (the clock it was written at)."""
+        c = _ChunkCursor(f, chunks, 256)
+        while c.head is not None:
+            r = c.head
+            which, tid, seq = r[8], r[9], r[10]
+            if r[3] == K_WINDOW and which in (1, 2):
+                cuts = self.info.window.setdefault(which, {})
+                cuts[0] = min(cuts.get(0, r[0]), r[0])     # the mark's own time: for the threads it did not name
+                if tid in last:
+                    cuts[tid] = seq
+            c.advance()
+
     # ---------------------------------------------------------------- pass 2
     def _merge(self) -> Iterator[AllocEvent]:
         """By sequence number (version 4: by (clock, thread), the threads in order of their first chunk, and an
@@ -389,9 +425,15 @@ class PreloadLog(EventSource):
         heappush, heappop = heapq.heappush, heapq.heappop
         with open(self.path, "rb") as f:
             cursor = _ChunkCursor if info.version >= 3 else _Cursor
-            cursors = [cursor(f, self._runs[tid], self.block) for tid in info.threads]
+            watch = self._watch
+            cursors = [cursor(f, self._runs[tid], self.block) if watch is None else
+                       _ChunkCursor(f, self._runs[tid], self.block, watch.shift(tid)) for tid in info.threads]
             if len(cursors) == 1:
                 yield from self._one_thread(cursors[0], base, clocks)
+                return
+            if not cursors:
+                if watch is not None:
+                    yield from watch.marks(None, merged)
                 return
             heap = [(c.head[0], i) for i, c in enumerate(cursors) if c.head is not None]
             heapq.heapify(heap)
@@ -417,6 +459,8 @@ class PreloadLog(EventSource):
                             # (its first number is older) but took its final number later.
                             o = cursors[j].head
                             info.reordered_reallocs += 1
+                            if watch is not None and o[0] >> _EPOCH_SHIFT > watch.phase:
+                                yield from watch.marks(o[0], merged)
                             merged += 1
                             yield _event(o, base, merged if clocks else None)
                             _advance(cursors[j], j, heap, inflight)
@@ -425,6 +469,8 @@ class PreloadLog(EventSource):
                         self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
                                        f"is damaged")
                     last = seq
+                    if watch is not None and seq >> _EPOCH_SHIFT > watch.phase:
+                        yield from watch.marks(seq, merged)
                     merged += 1
                     if r[3] not in EXTRA_KINDS:
                         yield _event(r, base, merged if clocks else None)
@@ -446,12 +492,14 @@ class PreloadLog(EventSource):
                     if (r[0], i) > bound:
                         heappush(heap, (r[0], i))
                         break
+            if watch is not None:
+                yield from watch.marks(None, merged)
 
     def _one_thread(self, c, base: int, clocks: bool) -> Iterator[AllocEvent]:
         """The merge of a log of one thread: its records in their order, a block at a time (no other thread's
         realloc can take a block out of turn); `clocks` (version 4): an event's line is its place, every record
         counted, as in _merge."""
-        last, extra_events, merged = -1, self.extra_events, 0
+        last, extra_events, merged, watch = -1, self.extra_events, 0, self._watch
         while c.head is not None:
             buf = c.buf
             for r in buf[c.pos - 1:] if c.pos > 1 else buf:
@@ -460,6 +508,8 @@ class PreloadLog(EventSource):
                     self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
                                    f"is damaged")
                 last = seq
+                if watch is not None and seq >> _EPOCH_SHIFT > watch.phase:
+                    yield from watch.marks(seq, merged)
                 merged += 1
                 if r[3] not in EXTRA_KINDS:
                     yield _event(r, base, merged if clocks else None)
@@ -467,9 +517,37 @@ class PreloadLog(EventSource):
                     yield _extra_event(r, base, merged if clocks else None)
             c.pos = len(buf)
             c.advance()
+        if watch is not None:
+            yield from watch.marks(None, merged)
 
 
 _NO_BOUND = (float("inf"), 0)
+
+
+_EPOCH_SHIFT = 58      # a window's epoch, above any clock (trace_read.h's TR_EPOCH_SHIFT)
+
+
+class _Watch:
+    """A log's window marks in the merge, as trace_read.h's: records are merged by (epoch, clock), the epoch (0
+    before the window, 1 in it, 2 after) being the marks their thread had passed where the mark found it (its
+    clock named; a thread not named, by the mark's time), and a "window" event comes between the epochs."""
+
+    def __init__(self, window: Dict[int, Dict[int, int]]):
+        self.cuts = window
+        self.phase = 0
+
+    def shift(self, tid: int):
+        """The function that puts thread tid's epochs into a buffer of its records' clocks."""
+        inf = float("inf")
+        cut1, cut2 = (self.cuts[w].get(tid, self.cuts[w].get(0, inf)) if w in self.cuts else inf for w in (1, 2))
+        return lambda buf: [(r[0] + (((r[0] > cut1) + (r[0] > cut2)) << _EPOCH_SHIFT),) + r[1:] for r in buf]
+
+    def marks(self, key: Optional[int], line: int) -> Iterator[AllocEvent]:
+        """The marks due before a record of this clock (None: after the last record)."""
+        epoch = 2 if key is None else key >> _EPOCH_SHIFT
+        while self.phase < epoch and self.phase + 1 in self.cuts:
+            self.phase += 1
+            yield AllocEvent(line, 0, None, "window", self.phase, 1, None, None, None, False, line, None)
 
 
 def _advance(c: _Cursor, i: int, heap: list, inflight: Dict[int, int]) -> None:
@@ -633,7 +711,8 @@ def raw_records(path) -> Iterator[tuple]:
                 cursor.advance()
 
 
-def parse_preload_log(path, block_records: int = 256, extra_events: bool = False) -> PreloadLog:
+def parse_preload_log(path, block_records: int = 256, extra_events: bool = False, window: bool = False
+                      ) -> PreloadLog:
     """The AllocEvents of a tracer log, in global sequence order (what their fields hold: docs/architecture.md,
     "Inside the subsystems").
 
@@ -641,4 +720,4 @@ def parse_preload_log(path, block_records: int = 256, extra_events: bool = False
     threads' records lazily. Raises TraceFormatError (file:record:1: message)
     for a file that is not a tracer log, is truncated mid-record or is damaged.
     """
-    return PreloadLog(path, block_records, extra_events)
+    return PreloadLog(path, block_records, extra_events, window)

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from ..record import RunRecord, Status
 from ..runner import STDERR_TAIL_CHARS
@@ -124,10 +124,13 @@ class ServedRunner(LauncherRunner):
     # -- one run
 
     def run_served(self, target: ProgramTarget, allocator, base_env: Mapping[str, str], timeout_s: float,
-                   memory_limit: Optional[int] = None, server_preload: Optional[Mapping[str, str]] = None
-                   ) -> ServedOutcome:
+                   memory_limit: Optional[int] = None, server_preload: Optional[Mapping[str, str]] = None,
+                   on_ready: Optional[Callable[[], None]] = None,
+                   on_client_end: Optional[Callable[[], None]] = None) -> ServedOutcome:
         """One run. `server_preload` (`scenc capture --server`): the server's LD_PRELOAD and variables
-        instead of the allocator's and the proof (`allocator` is then not used)."""
+        instead of the allocator's and the proof (`allocator` is then not used). `on_ready` is called once the
+        server is ready, before its client starts; `on_client_end` once the client has ended, before the
+        server is stopped (capture's window marks)."""
         spec = target.server
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         t0 = time.perf_counter()
@@ -156,8 +159,12 @@ class ServedRunner(LauncherRunner):
                 if problem:
                     server.problem, server.status = f"the server: {problem}", Status.WRONG_ALLOCATOR
             if server.problem is None and not self.interrupted:
+                if on_ready is not None:
+                    on_ready()
                 client = self._run_client(target, base_env, timeout_s)
                 server.client_ended_s = round(time.monotonic() - self._server_started, 6)
+                if on_client_end is not None and self._server_proc.poll() is None:
+                    on_client_end()
                 if client.wait_status != 0 and not self.interrupted:
                     # A client fails as soon as its server's socket closes, before the launcher has reaped
                     # the server: give it a moment, so that the server is blamed when it is the cause.

@@ -1,10 +1,11 @@
 /* scenc's exact-replay converter: a capture's events -> an ops file (version 5: docs/capture.md, "The ops file")
  * and a JSON report on stdout (trace/replay.py turns it into the summary and the .scn file).
  *
- *   scenc-convert --log app.trace [--no-extra] --ops app.ops [--touch N|auto] [--main-tid TID] [--touch-only]
+ *   scenc-convert --log app.trace [--no-extra] --ops app.ops [--touch N|auto] [--main-tid TID] [--touch-only] [--whole]
  *   scenc-convert --events --ops app.ops ...      (events packed by trace/replay.py on stdin: ltrace logs)
  *   (--touch-only with --touch auto: when the tracer's sample of pages decides, only {"touch", "touch_auto"},
- *    from the log's index, and no ops file; otherwise the whole conversion, as without it)
+ *    from the log's index, and no ops file; otherwise the whole conversion, as without it; --whole: a capture with
+ *    a window (capture --server) converted whole, set-up and all, not its window)
  *
  * The only implementation of the conversion (the rules: docs/capture.md, "scenc convert: exact replay"):
  * per thread its calls in order; pointers become slots, kept by the thread that freed them (take_slot); an op that must
@@ -48,7 +49,7 @@ static const uint8_t op_of[EV_CALLS] = {
 static const char *const kind_name[EV_KINDS] = {
   "malloc", "operator_new", "operator_new_array", "calloc", "realloc", "reallocarray", "free", "operator_delete",
   "operator_delete_array", "aligned_alloc", "memalign", "posix_memalign", "valloc", "pvalloc",
-  "thread_start", "thread_exit", "mmap", "munmap", "mremap", "mprotect" };
+  "thread_start", "thread_exit", "mmap", "munmap", "mremap", "window", "mprotect" };
 
 /* ---------------------------------------------------------------- state */
 typedef struct {
@@ -126,6 +127,13 @@ typedef struct {
   uint64_t faults[SEEN_MODES];
   uint64_t map_faults[SEEN_MODES];  /* of them, pages of the program's own writable mappings (for a model) */
   int in_map;                       /* counting a mapping's pages now */
+  /* a window (version 5 logs with marks, unless --whole): before it opens, only what is live is kept (the live
+   * hash, slots standing for the order of allocation; mappings as page ranges); when it opens, a set-up thread
+   * makes the live objects and mappings, untimed; after it closes, nothing is converted */
+  int windowed, phase;
+  uint64_t before_calls, after_calls, setup_objects, setup_bytes, setup_maps, setup_mapped, alloc_order;
+  uint64_t (*ranges)[3];           /* mappings live before the window: start, end, prot */
+  size_t nranges, ranges_cap;
   tr_error err;
 } cv;
 
@@ -898,11 +906,112 @@ static void alloc_call(cv *c, uint32_t i, const tr_event *ev) {
   if (c->live_bytes > c->peak) { c->peak = c->live_bytes; c->peak_line = ev->line; }
 }
 
+/* ---------------------------------------------------------------- a window (capture --server) */
+#define SETUP_TID 0                /* the set-up thread's: no captured thread has tid 0 */
+
+/* Mappings before the window: page ranges [start, end) with their protection; a range unmapped is cut out. */
+static void range_cut(cv *c, uint64_t lo, uint64_t hi) {
+  for (size_t k = 0; k < c->nranges; k++) {
+    uint64_t *r = c->ranges[k];
+    if (r[1] <= lo || r[0] >= hi) continue;
+    if (r[0] < lo && r[1] > hi) {                  /* a hole in the middle: the tail becomes a range of its own */
+      c->ranges = tr_grow(c->ranges, &c->ranges_cap, c->nranges + 1, sizeof *c->ranges);
+      r = c->ranges[k];
+      c->ranges[c->nranges][0] = hi, c->ranges[c->nranges][1] = r[1], c->ranges[c->nranges][2] = r[2];
+      c->nranges++;
+      r[1] = lo;
+    } else if (r[0] < lo) r[1] = lo;
+    else if (r[1] > hi) r[0] = hi;
+    else { memcpy(r, c->ranges[--c->nranges], sizeof *c->ranges); k--; }
+  }
+}
+
+static void range_add(cv *c, uint64_t lo, uint64_t hi, uint64_t prot) {
+  range_cut(c, lo, hi);
+  c->ranges = tr_grow(c->ranges, &c->ranges_cap, c->nranges + 1, sizeof *c->ranges);
+  c->ranges[c->nranges][0] = lo, c->ranges[c->nranges][1] = hi, c->ranges[c->nranges][2] = prot;
+  c->nranges++;
+}
+
+/* Before the window: what is live, nothing else. */
+static void before_window(cv *c, const tr_event *ev) {
+  if (ev->kind == EV_MMAP) {
+    if (!ev->failed && ev->res && !(ev->align & MAP_FIXED_FLAG)) range_add(c, ev->res, ev->res + pages(ev->size), ev->nmemb);
+    return;
+  }
+  if (ev->kind == EV_MUNMAP) { range_cut(c, ev->old, ev->old + pages(ev->size)); return; }
+  if (ev->kind == EV_MREMAP) {
+    uint64_t prot = PROT_WRITE_FLAG;
+    for (size_t k = 0; k < c->nranges; k++) if (c->ranges[k][0] == ev->old) prot = c->ranges[k][2];
+    if (ev->failed || !ev->res) return;
+    range_cut(c, ev->old, ev->old + pages(ev->align));
+    range_add(c, ev->res, ev->res + pages(ev->size), prot);
+    return;
+  }
+  if (ev->kind >= EV_CALLS) return;                /* thread starts and ends: the threads alive start with it */
+  c->before_calls++;
+  cv_live *entry = live_find(c, ev->old);
+  uint8_t op = op_of[ev->kind];
+  if (op == SCN_R_FREE || (op == SCN_R_REALLOC && !ev->failed)) { if (entry) live_del(c, entry); }
+  if (op == SCN_R_FREE || ev->failed || !ev->res) return;
+  cv_live *again = live_find(c, ev->res);
+  if (again) live_del(c, again);
+  uint64_t n = op == SCN_R_CALLOC ? ev->size * ev->nmemb : op == SCN_R_REALLOC ? ev->size * nmemb_or_1(ev) : ev->size;
+  live_put(c, ev->res, (uint32_t)c->alloc_order++, n);
+}
+
+static int by_order(const void *a, const void *b) {
+  uint32_t x = ((const cv_live *)a)->slot, y = ((const cv_live *)b)->slot;
+  return x < y ? -1 : x > y;
+}
+
+static int convert_event(void *arg, const tr_event *ev);
+
+/* The window opens: a set-up thread (run before the replay's clock starts) makes what was live, in the order
+ * it was made: each object as a malloc of its size, each mapping whole. */
+static void open_window(cv *c, uint64_t line) {
+  cv_live *objs = malloc((c->nlive ? c->nlive : 1) * sizeof *objs);
+  if (!objs) oom();
+  size_t n = 0;
+  for (size_t h = 0; h < c->live_cap; h++) if (c->live[h].ptr) objs[n++] = c->live[h];
+  qsort(objs, n, sizeof *objs, by_order);
+  memset(c->live, 0, c->live_cap * sizeof *c->live);
+  c->nlive = 0;
+  c->phase = 1;
+  uint32_t setup = new_thread(c, SETUP_TID, SCN_R_SETUP);
+  for (size_t k = 0; k < c->nranges; k++) {
+    tr_event ev = {line, c->ranges[k][1] - c->ranges[k][0], c->ranges[k][2], 0x22, 0, c->ranges[k][0], SETUP_TID,
+                   EV_MMAP, 0, 0};
+    other_event(c, &ev);
+    c->setup_maps++;
+    c->setup_mapped += ev.size;
+  }
+  for (size_t k = 0; k < n; k++) {
+    tr_event ev = {line, objs[k].nbytes, 1, 0, 0, objs[k].ptr, SETUP_TID, EV_MALLOC, 0, 0};
+    convert_event(c, &ev);
+    c->setup_bytes += objs[k].nbytes;
+  }
+  c->setup_objects = n;
+  memset(c->t[setup].by_kind, 0, sizeof c->t[setup].by_kind);   /* the window's calls are the ones counted */
+  alive(c, -1);                                                   /* it has ended before the others start */
+  free(objs);
+}
+
 /* One event. The order of effects (counts, returns, slots, notes) is the conversion's definition: the ops
  * files of tests/fixtures/trace/converted.json depend on it. */
 static int convert_event(void *arg, const tr_event *ev) {
   cv *c = arg;
   if (cv_stop) return -1;
+  if (ev->kind == EV_WINDOW) {
+    if (ev->size == 1 && c->windowed) open_window(c, ev->line);
+    else if (ev->size == 2 && c->windowed) c->phase = 2;
+    return 0;
+  }
+  if (c->windowed && c->phase != 1) {
+    if (c->phase == 0) before_window(c, ev);
+    else if (ev->kind < EV_CALLS) c->after_calls++;
+    return 0;
+  }
   if (ev->kind >= EV_CALLS) { other_event(c, ev); return 0; }
   uint32_t i = thread_for(c, ev->tid);
   c->t[i].by_kind[ev->kind]++;
@@ -959,7 +1068,14 @@ static void report(const cv *c, const tr_log *log, const char *why, int64_t heap
     for (int k = 0; k < EV_CALLS; k++) printf("%s%" PRIu64, k ? ", " : "", c->t[i].by_kind[k]);
     printf("]");
   }
-  printf("],\n \"notes\": [");
+  printf("],\n \"window\": ");
+  if (c->windowed)
+    printf("{\"opened\": %s, \"closed\": %s, \"before_calls\": %" PRIu64 ", \"after_calls\": %" PRIu64
+           ", \"setup_objects\": %" PRIu64 ", \"setup_bytes\": %" PRIu64 ", \"setup_maps\": %" PRIu64
+           ", \"setup_mapped\": %" PRIu64 "}", c->phase >= 1 ? "true" : "false", c->phase >= 2 ? "true" : "false",
+           c->before_calls, c->after_calls, c->setup_objects, c->setup_bytes, c->setup_maps, c->setup_mapped);
+  else printf("null");
+  printf(",\n \"notes\": [");
   for (int k = 0; k < c->norder; k++) {
     const cv_note *n = &c->notes[c->order[k]];
     char text[160];
@@ -1004,7 +1120,7 @@ static void on_signal(int sig) { (void)sig; cv_stop = 1; }
 
 static int usage(void) {
   fprintf(stderr, "usage: scenc-convert (--log TRACE [--no-extra] | --events) --ops OUT [--touch 0-3|auto] "
-                  "[--main-tid TID] [--touch-only]\n");
+                  "[--main-tid TID] [--touch-only] [--whole]\n");
   return 64;
 }
 
@@ -1028,13 +1144,14 @@ int main(int argc, char **argv) {
   static cv conv;
   cv *c = &conv;
   const char *log_path = NULL;
-  int events = 0, extra = 1, touch_only = 0;
+  int events = 0, extra = 1, touch_only = 0, whole = 0;
   c->main_tid = -1;
   for (int k = 1; k < argc; k++) {
     const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
     if (!strcmp(a, "--events")) events = 1;
     else if (!strcmp(a, "--no-extra")) extra = 0;
     else if (!strcmp(a, "--touch-only")) touch_only = 1;
+    else if (!strcmp(a, "--whole")) whole = 1;
     else if (!strcmp(a, "--log") && v) { log_path = v; k++; }
     else if (!strcmp(a, "--ops") && v) { c->path = v; k++; }
     else if (!strcmp(a, "--touch") && v) { c->touch = strcmp(v, "auto") ? atoi(v) : TOUCH_AUTO; k++; }
@@ -1065,6 +1182,7 @@ int main(int argc, char **argv) {
   /* An ltrace log or a tracer log without a fault reading: auto takes pages whatever the counts say. */
   c->count_pages = c->touch_auto && log_path && !rc && log.info.faulted;
   if (!rc) rc = prepare_output(c);
+  if (!rc && log_path && !whole && (log.marks & 2)) c->windowed = log.windowed = 1;   /* the window opens: mark 1 */
   if (!rc) rc = log_path ? tr_merge(&log, convert_event, c, &c->err) : read_events(c);
   const char *why = "";
   int64_t heap_faults = -1;

@@ -49,7 +49,10 @@ typedef struct scn_trace_record tr_rec;
 enum { EV_MALLOC, EV_OPERATOR_NEW, EV_OPERATOR_NEW_ARRAY, EV_CALLOC, EV_REALLOC, EV_REALLOCARRAY, EV_FREE,
        EV_OPERATOR_DELETE, EV_OPERATOR_DELETE_ARRAY, EV_ALIGNED_ALLOC, EV_MEMALIGN, EV_POSIX_MEMALIGN, EV_VALLOC,
        EV_PVALLOC, EV_CALLS,                      /* the allocator calls: trace/replay.py's REPLAY_KIND order */
-       EV_THREAD_START = EV_CALLS, EV_THREAD_EXIT, EV_MMAP, EV_MUNMAP, EV_MREMAP, EV_MPROTECT, EV_KINDS };
+       EV_THREAD_START = EV_CALLS, EV_THREAD_EXIT, EV_MMAP, EV_MUNMAP, EV_MREMAP,
+       EV_WINDOW,                                 /* not a record: a window mark's place (size 1 opens, 2 closes) */
+       EV_MPROTECT,                               /* record 46, after the window mark's 45 */
+       EV_KINDS };
 
 typedef struct {
   uint64_t line;          /* seq + 1, or the ltrace log's line */
@@ -65,7 +68,7 @@ enum { L_SIZE, L_NMEMB_SIZE, L_OLD_SIZE, L_OLD_NMEMB_SIZE, L_OLD, L_ALIGN_SIZE, 
        L_OLD_SIZE_ALIGN };
 #define TR_CODES 31
 #define TR_FIRST_EXTRA 40
-#define TR_LAST_EXTRA 45
+#define TR_LAST_EXTRA 46      /* but 45, a window mark (K_WINDOW): not an event of its own */
 static const struct { const char *function; uint8_t kind, layout; } tr_codes[TR_CODES] = {
   [1] = {"malloc", EV_MALLOC, L_SIZE}, [2] = {"calloc", EV_CALLOC, L_NMEMB_SIZE},
   [3] = {"realloc", EV_REALLOC, L_OLD_SIZE}, [4] = {"reallocarray", EV_REALLOCARRAY, L_OLD_NMEMB_SIZE},
@@ -91,7 +94,7 @@ static const struct { const char *function; uint8_t kind, layout; } tr_codes[TR_
 };
 
 static int tr_is_call(unsigned code) { return code > 0 && code < TR_CODES; }
-static int tr_is_extra(unsigned code) { return code >= TR_FIRST_EXTRA && code <= TR_LAST_EXTRA; }
+static int tr_is_extra(unsigned code) { return code >= TR_FIRST_EXTRA && code <= TR_LAST_EXTRA && code != 45; }
 static int tr_is_release(unsigned code) {
   if (!tr_is_call(code)) return 0;
   unsigned k = tr_codes[code].kind;
@@ -134,6 +137,8 @@ typedef struct {              /* version 1, 2: records [start, start+count) of t
 typedef struct {
   uint32_t tid;
   uint64_t last_seq;
+  uint64_t cut[3];            /* version 5: its last clock before window mark 1 (opens), 2 (closes) */
+  uint8_t named[3];           /* the mark named it (else its records are placed by the mark's time) */
   tr_run *runs;
   size_t nruns, cap;
   /* merge cursor */
@@ -173,6 +178,12 @@ typedef struct {
   size_t slot_cap;
   int extra;                  /* yield the records that are not allocator calls (thread, mapping records) */
   uint64_t merged;            /* records merged so far: version 4's lines */
+  /* version 5: window marks (runtime/tracer/tracer_window.h). marks: bit w set when mark w (1 opens, 2 closes)
+   * was found, at clock mark_time[w]; windowed: records are merged by (epoch, clock), the epoch being the marks
+   * their thread had passed, and the merge yields EV_WINDOW between the epochs; phase: marks yielded so far */
+  int marks, windowed, phase;
+  uint64_t mark_time[3];
+  const tr_rec **current;     /* when set, the record of the event being yielded (its clock, its code) */
 } tr_log;
 
 static uint32_t tr_hash32(uint32_t x) { return (x * 2654435769u); }
@@ -201,6 +212,13 @@ static tr_thread *tr_thread_of(tr_log *log, uint32_t tid, int *fresh) {
   log->slot_of[h] = (uint32_t)log->nthreads;
   *fresh = 1;
   return t;
+}
+
+static tr_thread *tr_thread_find(tr_log *log, uint32_t tid) {
+  if (!log->slot_cap) return NULL;
+  for (size_t h = tr_hash32(tid) & (log->slot_cap - 1); log->slot_of[h]; h = (h + 1) & (log->slot_cap - 1))
+    if (log->threads[log->slot_of[h] - 1].tid == tid) return &log->threads[log->slot_of[h] - 1];
+  return NULL;
 }
 
 typedef struct { int64_t max_seq; uint64_t end_total; tr_thread *prev; } tr_scan;
@@ -272,21 +290,37 @@ static int tr_index_v2(tr_log *log, tr_scan *s, tr_error *e) {
 /* Version 3: runtime/tools/tracelog.c's counting pass (chunk headers and censuses; the records are decoded when the
  * merge reaches them); a chunk is a run. A cut or damaged log is read up to where it stops (info.stopped_at),
  * as the Python reader does. */
+static int tr_read_marks(tr_log *log, const struct scn_tl_ref *ref, tr_error *e);
+static void tr_settle_marks(tr_log *log);
+
 static int tr_index_v3(tr_log *log, tr_scan *s, tr_error *e) {
   struct scn_tl_scan *scan = scn_tl_scan_file(log->fd, log->info.chunks_at, log->info.size);
   if (!scan) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
-  (void)e;
+  int64_t *index = malloc((scan->nthreads + 1) * sizeof *index);
+  if (!index) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
   for (uint32_t i = 0; i < scan->nthreads; i++) {
     int fresh;
-    tr_thread_of(log, scan->threads[i].tid, &fresh);
+    const struct scn_tl_thread *st = &scan->threads[i];
+    /* The tracer's control thread writes window marks and nothing else: not one of the program's threads. */
+    if (st->records && st->counts[K_WINDOW] == st->records) { index[i] = -1; continue; }
+    tr_thread_of(log, st->tid, &fresh);
+    index[i] = (int64_t)(log->nthreads - 1);
   }
   for (uint32_t i = 0; i < scan->nchunks; i++) {
     const struct scn_tl_ref *ref = &scan->chunks[i];
-    tr_thread *t = &log->threads[ref->thread];
     if (!ref->count) continue;
+    if (index[ref->thread] < 0) {
+      if (tr_read_marks(log, ref, e)) { free(index); scn_tl_scan_free(scan); return -1; }
+      continue;
+    }
+    tr_thread *t = &log->threads[index[ref->thread]];
     t->runs = tr_grow(t->runs, &t->cap, t->nruns + 1, sizeof *t->runs);
     t->runs[t->nruns++] = (tr_run){ref->offset, ref->count, ref->bytes};
   }
+  for (uint32_t i = 0; i < scan->nthreads; i++)
+    if (index[i] >= 0) log->threads[index[i]].last_seq = scan->threads[i].last_seq;
+  free(index);
+  tr_settle_marks(log);
   tr_info *info = &log->info;
   info->records = scan->calls;
   info->thread_records = scan->extra;
@@ -331,7 +365,7 @@ static int tr_header(tr_log *log, tr_error *e) {
   log->info.size = (uint64_t)st.st_size;
   log->info.chunks_at = TR_RECORD;
   if (log->info.version == 3 && rsize == 0) return 0;
-  if (log->info.version == SCN_TRACE_VERSION && rsize == 0) {
+  if ((log->info.version == 4 || log->info.version == SCN_TRACE_VERSION) && rsize == 0) {
     memcpy(&log->info.chunks_at, h + 40, 8);
     if (log->info.chunks_at < TR_RECORD || log->info.chunks_at % SCN_TL_LINE || log->info.chunks_at > (1u << 20))
       return tr_fail(e, 1, "a version 4 header whose chunks start at byte %" PRIu64 ": the log is damaged",
@@ -340,7 +374,7 @@ static int tr_header(tr_log *log, tr_error *e) {
   }
   if ((log->info.version != 1 && log->info.version != 2) || rsize != TR_RECORD)
     return tr_fail(e, 1, "tracer log version %" PRIu32 " with %" PRIu32 "-byte records; this scenc reads versions "
-                   "1, 2, 3, 4 with 64-byte records (rebuild the tracer and capture again)", log->info.version, rsize);
+                   "1, 2, 3, 4, 5 with 64-byte records (rebuild the tracer and capture again)", log->info.version, rsize);
   uint64_t body = (uint64_t)st.st_size - TR_RECORD;
   log->info.whole = body / TR_RECORD;
   log->info.cut = body % TR_RECORD;
@@ -382,6 +416,60 @@ static int tr_open(tr_log *log, const char *path, int extra, tr_error *e) {
   return 0;
 }
 
+/* --------------------------------------------------------------- window marks (version 5) */
+/* A chunk of K_WINDOW records (the control thread's): each names a thread and its last clock before the mark. */
+static int tr_read_marks(tr_log *log, const struct scn_tl_ref *ref, tr_error *e) {
+  size_t len = SCN_TL_CHUNK_SIZE + ref->bytes;
+  uint8_t *chunk = malloc(len);
+  tr_rec rec[64];
+  struct scn_tl_chunk ch;
+  struct scn_tl_cursor cur;
+  struct scn_tl_error err;
+  if (!chunk) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
+  if (pread(log->fd, chunk, len, (off_t)ref->offset) != (ssize_t)len || scn_tl_chunk_parse(chunk, len, &ch, &err) != 1) {
+    free(chunk);
+    return tr_fail(e, 1, "the chunk at byte %" PRIu64 " cannot be read", ref->offset);
+  }
+  scn_tl_cursor_init(&cur, &ch, chunk + SCN_TL_CHUNK_SIZE, ref->bytes);
+  size_t n;
+  while ((n = scn_tl_decode(&cur, rec, 64, &err)) > 0)
+    for (size_t k = 0; k < n; k++) {
+      uint64_t which = rec[k].arg[0];
+      if (rec[k].kind != K_WINDOW || (which != 1 && which != 2)) continue;
+      if (!(log->marks & (1 << which)) || rec[k].seq < log->mark_time[which]) log->mark_time[which] = rec[k].seq;
+      log->marks |= 1 << which;
+      tr_thread *t = rec[k].arg[1] ? tr_thread_find(log, (uint32_t)rec[k].arg[1]) : NULL;
+      if (!t) continue;                              /* no thread had recorded, or none of its records is here */
+      t->cut[which] = rec[k].arg[2];
+      t->named[which] = 1;
+    }
+  free(chunk);
+  return 0;
+}
+
+/* Every thread's cut: its clock the mark named, or for a thread the mark did not name (it had not recorded yet,
+ * or it had ended and another thread took its buffer) the mark's own time. */
+static void tr_settle_marks(tr_log *log) {
+  for (int w = 1; w <= 2; w++)
+    for (size_t i = 0; i < log->nthreads; i++) {
+      tr_thread *t = &log->threads[i];
+      if (!t->named[w]) t->cut[w] = (log->marks & (1 << w)) ? log->mark_time[w] : UINT64_MAX;
+    }
+}
+
+/* A windowed merge orders records by (epoch, clock): the epoch (0 before the window, 1 in it, 2 after) in the bits
+ * above any clock (a clock is the time-stamp counter >> 6: 2^58 is decades of uptime). Each thread's records
+ * are cut where the mark found it, whatever its clock said of the time (a thread that waited for its client
+ * takes clocks behind the time until its next time mark, and would sort before the mark by clock alone). */
+#define TR_EPOCH_SHIFT 58
+static void tr_epochs(const tr_log *log, const tr_thread *t, tr_rec *r, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    uint64_t e = (r[k].seq > t->cut[1]) + (r[k].seq > t->cut[2]);
+    r[k].seq += e << TR_EPOCH_SHIFT;
+  }
+  (void)log;
+}
+
 /* --------------------------------------------------------------- the merge pass */
 /* Version 1 and 2: the next block of a thread's records is read as it is. */
 static int tr_fill_v2(tr_log *log, tr_thread *t, tr_error *e) {
@@ -399,7 +487,6 @@ static int tr_fill_v2(tr_log *log, tr_thread *t, tr_error *e) {
 
 /* Version 3: the thread's next records decoded from its current chunk (read when the run began). */
 static int tr_fill_v3(tr_log *log, tr_thread *t, tr_error *e) {
-  (void)log;
   struct scn_tl_error err;
   size_t n = scn_tl_decode(&t->cur, t->buf, t->left < TR_BLOCK ? (size_t)t->left : TR_BLOCK, &err);
   if (n < (t->left < TR_BLOCK ? t->left : TR_BLOCK)) {     /* the index counted records it cannot decode */
@@ -409,6 +496,7 @@ static int tr_fill_v3(tr_log *log, tr_thread *t, tr_error *e) {
   t->left -= n;
   t->n = (uint32_t)n;
   t->pos = 0;
+  if (log->windowed) tr_epochs(log, t, t->buf, n);
   return 0;
 }
 
@@ -530,11 +618,26 @@ static void tr_flight_drop_if(tr_inflight *m, uint64_t block, uint32_t t) {
 
 typedef int (*tr_sink)(void *arg, const tr_event *ev);
 
+/* Before a record of epoch `key >> TR_EPOCH_SHIFT` (UINT64_MAX: the merge's end): the marks between the epochs
+ * merged so far and it, to the sink. */
+static int tr_window_see(tr_log *log, uint64_t key, tr_sink sink, void *arg) {
+  if (!log->windowed) return 0;
+  uint64_t epoch = key == UINT64_MAX ? 2 : key >> TR_EPOCH_SHIFT;
+  while ((uint64_t)log->phase < epoch && (log->marks & (2 << log->phase))) {
+    log->phase++;
+    tr_event ev = {log->merged, (uint64_t)log->phase, 1, 0, 0, 0, 0, EV_WINDOW, 0, 0};
+    int rc = sink(arg, &ev);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* Yields one record to the sink, as an event (allocator calls; the others only with log->extra). Version 4: its
  * line is its place in the merged order, every record counted. */
 static int tr_yield(tr_log *log, const tr_rec *r, tr_sink sink, void *arg) {
   tr_event ev;
   log->merged++;
+  if (log->current) *log->current = r;
   if (tr_is_call(r->kind)) tr_call_event(r, &ev);
   else if (log->extra) tr_extra_event(r, &ev);
   else return 0;
@@ -572,7 +675,8 @@ static int tr_run_thread(tr_log *log, uint32_t i, tr_heap *h, tr_inflight *m, in
           /* Another thread's realloc released this block before we got it (its first number is older) but
            * took its final number later. */
           log->info.reordered++;
-          int rc = tr_yield(log, o, sink, arg);
+          int rc = tr_window_see(log, o->seq, sink, arg);
+          if (!rc) rc = tr_yield(log, o, sink, arg);
           if (rc) return rc;
           if (tr_step(log, j, h, m, e)) return -1;
           bound = h->e[0];
@@ -583,7 +687,8 @@ static int tr_run_thread(tr_log *log, uint32_t i, tr_heap *h, tr_inflight *m, in
       return tr_fail(e, 1, "sequence number %" PRIu64 " appears twice (threads' chunks overlap): the log is damaged",
                      seq);
     *last = (int64_t)seq;
-    int rc = tr_yield(log, r, sink, arg);
+    int rc = tr_window_see(log, seq, sink, arg);
+    if (!rc) rc = tr_yield(log, r, sink, arg);
     if (rc) return rc;
     if (r->span) tr_flight_drop_if(m, r->arg[0], i);
     if (tr_advance(log, c, e)) return -1;
@@ -616,6 +721,7 @@ static int tr_merge(tr_log *log, tr_sink sink, void *arg, tr_error *e) {
     if (!r || r->seq != top.seq) continue;        /* taken out of turn */
     rc = tr_run_thread(log, top.t, &h, &m, &last, sink, arg, e);
   }
+  if (!rc) rc = tr_window_see(log, UINT64_MAX, sink, arg);   /* marks after the last record */
 out:
   free(h.e);
   free(m.f);

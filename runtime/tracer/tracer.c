@@ -9,8 +9,8 @@
  * trace/capture/preload.py builds it, runs programs under it and reads
  * the log back as AllocEvents.
  *
- * Log format (version 4, runtime/tracer/tracelog.h says it byte by byte): a 64-byte header and the
- * counters (8 KiB), then chunks, each one thread's records in order: a 72-byte chunk header (thread,
+ * Log format (version 5: version 4 and window marks, tracer_window.h; runtime/tracer/tracelog.h says it byte
+ * by byte): a 64-byte header and the counters (8 KiB), then chunks, each one thread's records in order: a 72-byte chunk header (thread,
  * first and last clock, two clock readings), the records (a kind byte, then deltas and sizes as varints:
  * about 3-5 bytes a call) and a census (records by kind, so a summary reads no record).
  *
@@ -42,16 +42,19 @@
  * Time: a record carries the time-stamp counter only when its clock crosses a multiple of 64 (a time mark);
  * the reader gives the others the last mark's time plus the chunk's mean time per record since.
  *
- * Buffers: each thread encodes into its own 32 KiB buffer (mmap'ed, so the tracer
- * never allocates through the allocator it watches; about 8000 calls) and writes it
+ * Buffers: each thread encodes into its own 128 KiB buffer (mmap'ed, so the tracer
+ * never allocates through the allocator it watches; about 40000 calls) and writes it
  * whole as one chunk with write(2) under a spin lock on an O_APPEND descriptor: chunks
  * of different threads never interleave mid-chunk. Buffers are flushed when full, at
  * thread exit (pthread key destructor), and at process exit (atexit handler and
  * ELF destructor), _exit and exec. The process-exit flush writes the other threads' buffers too: it raises
  * M_EXITING, makes every thread pass a memory barrier (membarrier), then waits until no thread is inside a
- * record (each buffer's `writing` flag, a plain store on either side of a record) and writes them; from then
- * on every record is written as soon as it is made (a chunk of one), so frees made by later destructors are
- * kept. Leaving, the process writes an end mark (a chunk of type END, seq = records made so far, with the minor
+ * call (each buffer's `writing` flag, a plain store before the real call and one after its record) and writes
+ * them; from then on every record is written as soon as it is made (a chunk of one), so frees made by later
+ * destructors are kept. Last (the ELF destructor, _exit, exec: exit_group or exec ends the other threads wherever
+ * they are next), the process closes: other threads' new calls wait before they take effect, the calls in flight
+ * are waited for, so that a call that took effect is in the log or counted as made (tracer_exit.h,
+ * close_process). Leaving, the process writes an end mark (a chunk of type END, seq = records made so far, with the minor
  * page faults it took since tracing started, the pages of the tracer's own buffers and what a sample of blocks'
  * inner pages became between malloc and free: `convert --touch auto` chooses with them). A program killed by a
  * signal loses the records still in its buffers and leaves no end mark; the counters at the head of the log
@@ -97,6 +100,7 @@
  *   tracer_thread.h  thread starts (pthread_create), ends (the key destructor) and joins
  *   tracer_mmap.h    the program's own anonymous mappings
  *   tracer_exit.h    the end mark at exit; _exit and exec
+ *   tracer_window.h  window marks on scenc's word (SCENC_TRACE_CONTROL: a control thread, off by default)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -141,21 +145,21 @@ struct tstate {
   uint64_t step;      /* what the clock advances a record (0: not started) */
   uint64_t mark_time; /* the time (now_key) of its last time mark */
   uint32_t tag;       /* its tag in the shadow's entries (tracer_order.h) */
-  struct buffer *buf;
+  int alone;          /* this call is recorded alone (a chunk of one) and counted in g_inflight */
+  struct buffer *buf; /* its own buffer, once it has one */
+  struct buffer *rec; /* what the call in progress records into: buf, or g_alone for a call recorded alone */
 };
 
 static __thread struct tstate T __attribute__((tls_model("initial-exec")));
 
 enum { ST_STARTUP, ST_ENABLED, ST_DISABLED };
 static _Atomic int g_state = ST_STARTUP;   /* STARTUP: constructor not run yet; calls are buffered */
-/* 1 once the real functions are known while the state is not DISABLED: with the guard down, the call is the
- * program's and is recorded (traced(), tracer_record.h: one load for what resolve() and tracing() test). */
-static _Atomic int g_fast;
 
-/* What every thread's record path reads: M_EXITING (the process is leaving: write each record at once),
- * M_FENCED (no membarrier: a record fences itself), M_THREADED (more than one thread: clocks follow blocks). */
-enum { M_EXITING = 1, M_FENCED = 2, M_THREADED = 4 };
-static _Atomic uint32_t g_mode;
+/* What every call reads as it begins (one load, tracer_record.h's begin): M_EXITING (the process is leaving: write
+ * each record at once), M_FENCED (no membarrier: a call fences itself), M_THREADED (more than one thread: clocks
+ * follow blocks), M_SLOW (the real functions are not known yet, or tracing is off). */
+enum { M_EXITING = 1, M_FENCED = 2, M_THREADED = 4, M_SLOW = 8 };
+static _Atomic uint32_t g_mode = M_SLOW;
 
 static inline uint32_t tid(void) {
   if (UNLIKELY(!T.tid)) T.tid = (uint32_t)syscall(SYS_gettid);
@@ -191,6 +195,7 @@ static void unlock_tid(_Atomic uint32_t *lock) {
 #include "tracer_thread.h"
 #include "tracer_mmap.h"
 #include "tracer_exit.h"
+#include "tracer_window.h"
 
 /* -------------------------------------------------------------- lifecycle */
 static void at_fork_child(void) {
@@ -212,15 +217,20 @@ static void at_fork_child(void) {
     b->lined = 0;
     atomic_store(&b->owned, b == T.buf);
   }
+  T.rec = T.buf;
+  T.alone = 0;
+  atomic_store(&g_inflight, 0);
+  atomic_store(&g_closer, 0);
   T.tid = 0;
   T.step = 0;                        /* its next record starts its clock: the first thread's */
   atomic_store(&g_first_tid, 0);
   atomic_store(&g_clock, 0);
   atomic_store(&g_exact, 0);
   atomic_store(&g_solo_clock, 0);
-  atomic_store(&g_mode, atomic_load(&g_mode) & M_FENCED);
+  atomic_store(&g_mode, atomic_load(&g_mode) & (M_FENCED | M_SLOW));
   shadow_forget();
   g_faults_start = minor_faults();   /* a child's count starts at the fork */
+  g_pid = (pid_t)syscall(SYS_getpid);
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   g_name[0] = 0;
@@ -230,13 +240,14 @@ static void at_fork_child(void) {
 __attribute__((constructor)) static void tracer_init(void) {
   T.guard++;
   g_key_base = now_key() - (1u << 20);
+  g_pid = (pid_t)syscall(SYS_getpid);
   g_faults_start = minor_faults();
   resolve();
   const char *path = getenv("SCENC_TRACE_OUT");
   if (!path || !*path || strlen(path) >= sizeof g_path) {
     if (path && *path) note_stderr("SCENC_TRACE_OUT is too long, not tracing: ", path);
     atomic_store(&g_state, ST_DISABLED);
-    atomic_store(&g_fast, 0);
+    atomic_fetch_or(&g_mode, M_SLOW);
     T.guard--;
     return;
   }
@@ -257,9 +268,11 @@ __attribute__((constructor)) static void tracer_init(void) {
   pthread_atfork(NULL, NULL, at_fork_child);
   atexit(flush_all);
   atomic_store(&g_state, ST_ENABLED);
+  if (g_fd >= 0) start_control();   /* the launched process only: it owns the main log */
   T.guard--;
 }
 
+/* The last destructor: what runs after it (libc's stdio cleanup) is short, then exit_group ends every thread. */
 __attribute__((destructor)) static void tracer_fini(void) {
-  flush_all();
+  close_process();
 }

@@ -7,11 +7,8 @@
 #define SCN_TRACER_ALLOC_H
 
 EXPORT void *malloc(size_t size) {
-  if (UNLIKELY(!traced())) {
-    if (UNLIKELY(!resolve())) return boot_alloc(size, 16);
-    if (!tracing()) return real_malloc(size);
-  }
-  T.guard = 1;
+  int how = begin();
+  if (UNLIKELY(how <= 0)) return how ? boot_alloc(size, 16) : real_malloc(size);
   void *p = real_malloc(size);
   sample_malloc(p, size);
   put(K_MALLOC, take_key((uintptr_t)p), size, 0, 0, (uintptr_t)p, 0, 0, 0);   /* leaves errno alone */
@@ -21,14 +18,12 @@ EXPORT void *malloc(size_t size) {
 
 EXPORT void free(void *p) {
   if (UNLIKELY(is_boot(p))) return;
-  if (UNLIKELY(!traced())) {
-    if (UNLIKELY(!resolve())) return;
-    if (!tracing()) {
-      real_free(p);
-      return;
-    }
+  int how = begin();
+  if (UNLIKELY(how <= 0)) {
+    if (how) return;
+    real_free(p);
+    return;
   }
-  T.guard = 1;
   uint64_t key = take_key((uintptr_t)p);   /* before the real free: whoever gets the address next comes after */
   sample_free(p);
   real_free(p);
@@ -37,14 +32,12 @@ EXPORT void free(void *p) {
 }
 
 EXPORT void *calloc(size_t nmemb, size_t size) {
-  if (UNLIKELY(!traced())) {
-    if (UNLIKELY(!resolve())) {
-      if (size && nmemb > SIZE_MAX / size) return NULL;
-      return boot_alloc(nmemb * size, 16);   /* the arena is static, hence zeroed, and never reused */
-    }
-    if (!tracing()) return real_calloc(nmemb, size);
+  int how = begin();
+  if (UNLIKELY(how <= 0)) {
+    if (!how) return real_calloc(nmemb, size);
+    if (size && nmemb > SIZE_MAX / size) return NULL;
+    return boot_alloc(nmemb * size, 16);   /* the arena is static, hence zeroed, and never reused */
   }
-  T.guard = 1;
   void *p = real_calloc(nmemb, size);
   put(K_CALLOC, take_key((uintptr_t)p), nmemb, size, 0, (uintptr_t)p, 0, 0, 0);
   T.guard = 0;
@@ -53,7 +46,6 @@ EXPORT void *calloc(size_t nmemb, size_t size) {
 
 /* A realloc that moves its block both releases and acquires: see tracer.c's opening comment. */
 static void *traced_realloc(int kind, void *old, size_t nmemb, size_t size, int array) {
-  T.guard = 1;
   sample_free(old);
   uint64_t before = old ? take_key((uintptr_t)old) : 0;   /* the old block may be released inside the call */
   void *p = array ? real_reallocarray(old, nmemb, size) : real_realloc(old, size);
@@ -77,17 +69,18 @@ static void *traced_realloc(int kind, void *old, size_t nmemb, size_t size, int 
 
 EXPORT void *realloc(void *old, size_t size) {
   if (UNLIKELY(is_boot(old))) return boot_realloc(old, size);
-  if (UNLIKELY(!resolve())) return boot_realloc(old, size);
-  if (!tracing()) return real_realloc(old, size);
+  int how = begin();
+  if (UNLIKELY(how <= 0)) return how ? boot_realloc(old, size) : real_realloc(old, size);
   return traced_realloc(K_REALLOC, old, 1, size, 0);
 }
 
 EXPORT void *reallocarray(void *old, size_t nmemb, size_t size) {
-  if (UNLIKELY(is_boot(old) || !resolve())) {
+  int how = is_boot(old) ? -1 : begin();
+  if (UNLIKELY(how < 0)) {
     if (size && nmemb > SIZE_MAX / size) return NULL;
     return boot_realloc(old, nmemb * size);
   }
-  if (!tracing()) return real_reallocarray(old, nmemb, size);
+  if (!how) return real_reallocarray(old, nmemb, size);
   return traced_realloc(K_REALLOCARRAY, old, nmemb, size, 1);
 }
 
@@ -97,8 +90,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     return *out ? 0 : ENOMEM;
   }
   if (!real_posix_memalign) return ENOSYS;
-  if (!tracing()) return real_posix_memalign(out, align, size);
-  T.guard = 1;
+  if (!begin()) return real_posix_memalign(out, align, size);
   int rc = real_posix_memalign(out, align, size);
   int err = errno;
   uintptr_t p = rc == 0 ? (uintptr_t)*out : 0;
@@ -115,8 +107,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size) {
       errno = ENOSYS;                                                      \
       return NULL;                                                         \
     }                                                                      \
-    if (!tracing()) return real_##name(align, size);                       \
-    T.guard = 1;                                                           \
+    if (!begin()) return real_##name(align, size);                         \
     void *p = real_##name(align, size);                                    \
     put(kind, take_key((uintptr_t)p), align, size, 0, (uintptr_t)p, 0, 0, 0); \
     T.guard = 0;                                                           \
@@ -132,8 +123,7 @@ ALIGNED_WRAPPER(memalign, K_MEMALIGN)
       errno = ENOSYS;                                                      \
       return NULL;                                                         \
     }                                                                      \
-    if (!tracing()) return real_##name(size);                              \
-    T.guard = 1;                                                           \
+    if (!begin()) return real_##name(size);                                \
     void *p = real_##name(size);                                           \
     put(kind, take_key((uintptr_t)p), size, 0, 0, (uintptr_t)p, 0, 0, 0);  \
     T.guard = 0;                                                           \

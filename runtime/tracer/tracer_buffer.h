@@ -6,13 +6,16 @@
 #ifndef SCN_TRACER_BUFFER_H
 #define SCN_TRACER_BUFFER_H
 
-#define BUF_BYTES (32 * 1024)   /* a chunk's records: about 8000 calls */
+/* A chunk's records: about 40000 calls. The write(2) of a chunk costs the process more than its bytes' copy into the
+ * page cache: cfrac (183M calls, 553 MB) spent 0.40-0.46 s of system time with 32 KiB, 0.17-0.27 s with 128 KiB
+ * (bench/results/2026-11-27-tracerfast.md). */
+#define BUF_BYTES (128 * 1024)
 #define MARK_BYTES 256          /* a time mark every 256 bytes of records: about one record in 64 */
 
 /* One thread's chunk being filled; data holds the chunk header, then the records. Only its owner touches it,
  * but for the process-exit flush (below, "Leaving"). */
 struct buffer {
-  _Alignas(64) _Atomic uint32_t writing;   /* the owner is inside a record (or a flush): the exit flush waits */
+  _Alignas(64) _Atomic int writing;   /* the owner is inside a call (the real call and its record) or a flush */
   uint32_t used;                   /* bytes of records in data */
   uint32_t limit;                  /* at `used` this high the next record takes the slow path (mark, full, start) */
   uint64_t mark_made;              /* records made at its last time mark */
@@ -36,13 +39,13 @@ static _Atomic int g_key_ok;
 
 /* ------------------------------------------------------------------ leaving
  * The process-exit flush writes every thread's buffer, while other threads may still be recording. An owner
- * enters its buffer with a plain store (writing = 1) and then reads g_mode; the flush raises M_EXITING in
- * g_mode, runs membarrier (every running thread passes a full barrier: so either the owner's store is seen, or
- * the owner sees M_EXITING), then waits for each buffer's writing to drop to 0 before writing it out. An owner
- * that sees M_EXITING leaves its buffer alone from then on and writes each record at once, once its buffer is
- * written out (give_up: it writes it itself if the flush has not come to it yet), so that its chunks stay in
- * order in the file. Without membarrier (M_FENCED) the owner's store and read are sequentially consistent
- * (fenced_mode). */
+ * enters its buffer with a plain store (writing = 1) before the real call and then reads g_mode (begin,
+ * tracer_record.h); the flush raises M_EXITING in g_mode, runs membarrier (every running thread passes a full
+ * barrier: so either the owner's store is seen, or the owner sees M_EXITING), then waits for each buffer's writing
+ * to drop to 0 (the call finished and recorded) before writing it out. An owner that sees M_EXITING leaves its
+ * buffer alone from then on and writes each record at once, once its buffer is written out (give_up: it writes it
+ * itself if the flush has not come to it yet), so that its chunks stay in order in the file. Without membarrier
+ * (M_FENCED) the owner's store and read are sequentially consistent (fenced_mode). */
 /* Without membarrier: the store again as a read-modify-write, sequentially consistent, then the read: the
  * exit flush's fetch-or and reads are too, so one of the two sees the other. */
 static inline uint32_t fenced_mode(struct buffer *b) {
@@ -133,10 +136,10 @@ static void write_record(const struct scn_trace_record *r) {
   size_t n = (size_t)(scn_tl_encode(&enc, chunk + SCN_TL_CHUNK_SIZE, r, 0) - (chunk + SCN_TL_CHUNK_SIZE));
   counts[r->kind & SCN_TL_CODE]++;
   h.moved = r->span != 0;
-  write_bytes(chunk, seal_chunk(&h, &enc, chunk, (uint32_t)n, counts));
-  /* Counted once written: a thread still recording while the process exits (CPython's join returns before
-   * its thread has ended) can be killed between the two, and a record counted first would be reported lost. */
+  /* Counted before it is written: the call has taken effect. The process ends only after close_process has seen
+   * the calls in flight finish (tracer_exit.h), so a count without its record is a call the log truly lacks. */
   count_direct();
+  write_bytes(chunk, seal_chunk(&h, &enc, chunk, (uint32_t)n, counts));
 }
 
 /* The process is leaving: b written out once, by whoever comes first; the others wait until it is (the owner's
@@ -174,17 +177,28 @@ static struct buffer *claim_buffer(void) {
   return b;
 }
 
+/* Waits (yielding) until *flag is `until`, for about a second at most (WAIT_TICKS): a thread inside a call may wait
+ * for a lock the waiting thread holds (exit from a signal handler inside the allocator). 0 when it gave up. */
+#define WAIT_TICKS (1ull << 31)
+static int wait_for(_Atomic int *flag, int until) {
+  uint64_t start = now_tick();
+  while (atomic_load_explicit(flag, memory_order_seq_cst) != until) {
+    if (now_tick() - start > WAIT_TICKS) return 0;
+    sched_yield();
+  }
+  return 1;
+}
+
 static void give_up(struct buffer *b, int mine) {
   int none = 0;
   if (atomic_compare_exchange_strong(&b->given, &none, 1)) {
-    if (!mine)
-      while (atomic_load_explicit(&b->writing, memory_order_seq_cst)) sched_yield();
-    flush_locked(b);
+    /* An owner still inside after the wait keeps its chunk: its records are counted as made, so missing. */
+    if (mine || wait_for(&b->writing, 0)) flush_locked(b);
     atomic_store_explicit(&b->given, 2, memory_order_release);
     return;
   }
   if (mine) leave(b);
-  while (atomic_load_explicit(&b->given, memory_order_acquire) != 2) sched_yield();
+  (void)wait_for(&b->given, 2);
 }
 
 /* The process is leaving (exit, _exit, exec): every buffer written out, and from now on each record at once. A

@@ -40,9 +40,8 @@ static void new_unwound(struct new_call *n) {
   EXPORT void *sym PARAMS {                                                              \
     static _Atomic(void *) real;                                                         \
     void *(*f) PARAMS = (void *(*) PARAMS)cxx_symbol(&real, #sym);                       \
-    if (!tracing()) return f ARGS;                                                       \
+    if (begin() <= 0) return f ARGS;                                                     \
     struct new_call n __attribute__((cleanup(new_unwound))) = {kind, 0, size, ALIGN};    \
-    T.guard = 1;                                                                         \
     void *p = f ARGS;                                                                    \
     n.done = 1;                                                                          \
     put(kind, take_key((uintptr_t)p), size, ALIGN, 0, (uintptr_t)p, 0, 0, 0);           \
@@ -65,11 +64,10 @@ NEW_WRAPPER(_ZnamSt11align_val_tRKSt9nothrow_t, K_NEW_ARRAY_ALIGNED_NOTHROW,
   EXPORT void sym PARAMS {                                                               \
     static _Atomic(void *) real;                                                         \
     void (*f) PARAMS = (void (*) PARAMS)cxx_symbol(&real, #sym);                         \
-    if (!tracing()) {                                                                    \
+    if (begin() <= 0) {                                                                  \
       f ARGS;                                                                            \
       return;                                                                            \
     }                                                                                    \
-    T.guard = 1;                                                                         \
     uint64_t key = take_key((uintptr_t)p);                                               \
     f ARGS;                                                                              \
     put(kind, key, (uintptr_t)p, A1, A2, 0, 0, 0, 0);                                    \

@@ -32,10 +32,45 @@ static void write_end(void) {
   if (mine) unlock_writes();
 }
 
-/* At process exit: every buffer written out, and from now on every record as it is made. */
+/* At process exit (the atexit handler): every buffer written out, and from now on every record as it is made. */
 static void flush_all(void) {
   flush_buffers();
   write_end();
+}
+
+/* The process is about to end (the last destructor, _exit, exec): exit_group will stop the other threads wherever
+ * they are. A call that took effect must be in the log or counted as made by then: from now on another thread's new
+ * call waits before it takes effect (begin_record, for about a second at most; then it goes on, recorded after the
+ * end mark); the calls in flight are waited for (their buffers' writing flags, g_inflight; a second at most each,
+ * as a thread inside a call may wait for a lock this one holds); then the end mark goes last, with every record made.
+ * This thread's own calls go on, recorded alone. */
+#define QUIET_TICKS (1ull << 21)   /* about 1 ms at 2-3 GHz */
+#define GRACE_TICKS (1ull << 26)   /* about 25 ms */
+static void close_process(void) {
+  flush_buffers();
+  /* Threads still ending (a thread that CPython's join has returned for is still freeing its state) get the moment
+   * they would have had during the rest of the exit: until no record has been written alone for QUIET_TICKS,
+   * GRACE_TICKS at most. A process that never had a second thread has none. */
+  uint64_t start = now_tick(), quiet = start, seen = atomic_load(&g_direct);
+  int others = (atomic_load(&g_mode) & M_THREADED) != 0;
+  while (others && now_tick() - start < GRACE_TICKS && now_tick() - quiet < QUIET_TICKS) {
+    struct timespec pause = {0, 50000};
+    nanosleep(&pause, NULL);
+    uint64_t n = atomic_load(&g_direct);
+    if (n != seen) {
+      seen = n;
+      quiet = now_tick();
+    }
+  }
+  uint32_t me = tid(), none = 0;
+  atomic_store(&g_close_tick, now_tick());
+  if (!atomic_compare_exchange_strong(&g_closer, &none, me) && none != me) return;   /* another thread closes */
+  T.guard++;
+  start = now_tick();
+  while (atomic_load_explicit(&g_inflight, memory_order_seq_cst) > (uint32_t)T.alone && now_tick() - start < WAIT_TICKS)
+    sched_yield();
+  write_end();
+  T.guard--;
 }
 
 /* ------------------------------------------- leaving without exit handlers
@@ -46,14 +81,24 @@ static void flush_all(void) {
  * recorded nothing. After a failed exec, records are written one by one: the flush cannot hand the other
  * threads their buffers back. */
 
+/* _exit and exec. A vfork child (another pid sharing this process's memory, whose other threads go on when it is
+ * gone) writes the buffers out and the end mark, as before, but does not close the process. */
+static pid_t g_pid;                       /* this process's (the constructor's, a fork's child's) */
+static void before_leaving(void) {
+  if ((pid_t)syscall(SYS_getpid) == g_pid) {
+    close_process();
+  } else {
+    flush_buffers();
+    write_end();
+  }
+}
+
 #define LEAVING_WRAPPER(sym)                                                  \
   EXPORT __attribute__((noreturn)) void sym(int status) {                     \
     static _Atomic(void *) real;                                              \
     void (*f)(int) = (void (*)(int))libc_symbol(&real, #sym);                 \
-    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED) { \
-      flush_buffers();                                                        \
-      write_end();                                                            \
-    }                                                                         \
+    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED) \
+      before_leaving();                                                       \
     if (f) f(status);                                                         \
     syscall(SYS_exit_group, status);                                          \
     __builtin_unreachable();                                                  \
@@ -69,11 +114,11 @@ LEAVING_WRAPPER(_Exit)
       errno = ENOSYS;                                                          \
       return -1;                                                               \
     }                                                                          \
-    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED) { \
-      flush_buffers();                                                        \
-      write_end();                                                            \
-    }                                                                          \
-    return f ARGS;                                                             \
+    if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED) \
+      before_leaving();                                                        \
+    int rc = f ARGS;                                                           \
+    atomic_store(&g_closer, 0);   /* a failed exec: the other threads go on */ \
+    return rc;                                                                 \
   }
 EXEC_WRAPPER(execve, (const char *path, char *const argv[], char *const envp[]), (path, argv, envp))
 EXEC_WRAPPER(execv, (const char *path, char *const argv[]), (path, argv))

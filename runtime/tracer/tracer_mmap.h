@@ -16,9 +16,8 @@ static void *traced_mmap(_Atomic(void *) *real, const char *name, void *addr, si
                          int fd, off_t off) {
   mmap_fn f = (mmap_fn)libc_symbol(real, name);
   if (!f) return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-  if (!(flags & MAP_ANONYMOUS) || !recording())
+  if (!(flags & MAP_ANONYMOUS) || !recording() || begin() <= 0)
     return f(addr, len, prot, flags, fd, off);
-  T.guard = 1;
   void *p = f(addr, len, prot, flags, fd, off);
   int err = errno;
   put(K_MMAP, take_global_key(), len, (uint64_t)prot, (uint64_t)(unsigned)flags,
@@ -42,8 +41,7 @@ EXPORT int munmap(void *addr, size_t len) {
   static _Atomic(void *) real;
   int (*f)(void *, size_t) = (int (*)(void *, size_t))libc_symbol(&real, "munmap");
   if (!f) return (int)syscall(SYS_munmap, addr, len);
-  if (!recording()) return f(addr, len);
-  T.guard = 1;
+  if (!recording() || begin() <= 0) return f(addr, len);
   uint64_t key = take_global_key();   /* before the real call: a mapping there later comes after */
   int rc = f(addr, len);
   int err = errno;
@@ -86,9 +84,8 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
     errno = ENOSYS;
     return MAP_FAILED;
   }
-  if (!recording())
+  if (!recording() || begin() <= 0)
     return f(old, old_len, new_len, flags, want);
-  T.guard = 1;
   void *p = f(old, old_len, new_len, flags, want);
   int err = errno;
   put(K_MREMAP, take_global_key(), (uintptr_t)old, old_len, new_len, p == MAP_FAILED ? 0 : (uintptr_t)p, 0,

@@ -83,8 +83,8 @@ static __attribute__((noinline)) int resolve_slow(void) {
       abort();
     }
     atomic_store_explicit(&g_resolved, 2, memory_order_release);
-    atomic_store(&g_fast, 1);
-    if (atomic_load(&g_state) == ST_DISABLED) atomic_store(&g_fast, 0);   /* the constructor may disable it meanwhile */
+    atomic_fetch_and(&g_mode, ~(uint32_t)M_SLOW);
+    if (atomic_load(&g_state) == ST_DISABLED) atomic_fetch_or(&g_mode, M_SLOW);   /* the constructor may disable it meanwhile */
     return 1;
   }
   while (atomic_load_explicit(&g_resolved, memory_order_acquire) != 2) sched_yield();

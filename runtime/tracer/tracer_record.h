@@ -1,15 +1,10 @@
-/* tracer_record.h -- a call's record: the guard that keeps the calls made inside a wrapper out of the log, and
- * put, which encodes the record into its thread's buffer: on the hot path a few plain stores (the record, the
- * census, the counter, the buffer's writing flag), no atomic read-modify-write, no lock, no clock reading.
+/* tracer_record.h -- a call's record: begin, before the real call (the guard that keeps the calls made inside a
+ * wrapper out of the log, the thread's buffer entered), and put, after it, which encodes the record into the
+ * buffer: on the hot path a few plain stores (the record, the census, the counter, the buffer's writing flag), no
+ * atomic read-modify-write, no lock, no clock reading.
  * Part of tracer.c's one translation unit (it includes the parts in order; see there). */
 #ifndef SCN_TRACER_RECORD_H
 #define SCN_TRACER_RECORD_H
-
-/* The common case of every allocation wrapper: the real functions are known, tracing is on and the call is the
- * program's. Otherwise the wrapper asks resolve() and tracing() one at a time. */
-static inline int traced(void) {
-  return LIKELY(atomic_load_explicit(&g_fast, memory_order_relaxed)) && LIKELY(!T.guard);
-}
 
 static inline int tracing(void) {
   return !T.guard && atomic_load_explicit(&g_state, memory_order_relaxed) != ST_DISABLED;
@@ -26,33 +21,95 @@ static inline uint32_t sat32(uint64_t v) {
 
 /* The thread's buffer, once it has one (its first record claims it). */
 static struct buffer *thread_buffer(void) {
-  return T.buf ? T.buf : (T.buf = claim_buffer());
+  if (!T.buf) T.rec = T.buf = claim_buffer();
+  return T.buf;
 }
 
-/* Everything but the common case: no buffer yet, the thread or the process leaving, a chunk to start or to
- * write out, a time mark (MARK_BYTES of records since the last: read the time, set the step, publish the clock). */
+/* ---------------------------------------------------------------- a call's window
+ * A call is recorded between begin (before the real call) and put (after it): from the moment the call can take
+ * effect until its record is in the thread's buffer or written, the thread is seen as inside a call, either by its
+ * buffer's `writing` flag (the common case: a plain store) or, for a call recorded alone, by g_inflight. The
+ * process-exit flush waits for the first, close_process (tracer_exit.h) for both: so a call that took effect is in
+ * the log, or was counted as made (missing) when the process ended. */
+static _Atomic uint32_t g_inflight;        /* calls being recorded alone (a chunk of one) right now */
+static _Atomic uint32_t g_closer;          /* the thread closing the process (close_process), 0: none */
+static _Atomic uint64_t g_close_tick;      /* when it began closing (the tick counter) */
+#define PARK_TICKS (1ull << 31)            /* about a second at 2-3 GHz: how long another thread's call may wait */
+
+/* The stand-in buffer of a call recorded alone: full, so that put takes put_slow. */
+static struct buffer g_alone;
+
+/* The rest of begin: the real functions are not known (-1), the call is not recorded (0, the guard as it was),
+ * or it is (1, the guard up). Claims the thread's buffer; once the process is leaving, the call is recorded alone,
+ * counted in g_inflight before it can take effect, and once it is closing it waits (another thread's call only:
+ * it would take effect and then end with the process before its record is written). */
+static int begin_record(void);
+
+static __attribute__((noinline)) int begin_slow(void) {
+  if (UNLIKELY(!resolve())) return -1;
+  if (!tracing()) return 0;
+  T.guard = 1;
+  return begin_record();
+}
+
+static int begin_record(void) {
+  struct buffer *b = T.exiting ? NULL : thread_buffer();
+  if (b) {
+    atomic_store_explicit(&b->writing, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    uint32_t m = atomic_load_explicit(&g_mode, memory_order_acquire);
+    if (m & M_FENCED) m = fenced_mode(b);
+    if (!(m & M_EXITING)) {
+      T.rec = b;
+      return 1;
+    }
+    atomic_store_explicit(&b->writing, 0, memory_order_release);
+  }
+  for (;;) {   /* alone: counted in flight, then the closing checked (close_process does the two the other way) */
+    atomic_fetch_add_explicit(&g_inflight, 1, memory_order_seq_cst);
+    uint32_t closer = atomic_load_explicit(&g_closer, memory_order_seq_cst);
+    if (!closer || closer == tid() || now_tick() - atomic_load(&g_close_tick) > PARK_TICKS) break;
+    atomic_fetch_sub_explicit(&g_inflight, 1, memory_order_seq_cst);
+    struct timespec pause = {0, 1000000};   /* the process is ending: exit_group will end this thread here */
+    nanosleep(&pause, NULL);
+  }
+  if (b) give_up(b, 0);   /* its buffer's chunk written before its records alone */
+  T.alone = 1;
+  T.rec = &g_alone;
+  return 1;
+}
+
+/* Before the real call. The common case, one branch: the thread has a buffer, the call is the program's (the guard
+ * is down), the process is not leaving and the real functions are known (g_mode). The guard and the buffer's
+ * writing flag go up before g_mode is read: the exit flush raises M_EXITING and then reads the flags (tracer_buffer.h,
+ * "Leaving"). */
+__attribute__((always_inline)) static inline int begin(void) {
+  struct buffer *b = T.rec;
+  if (LIKELY(b != NULL) && LIKELY(!T.guard)) {
+    T.guard = 1;
+    atomic_store_explicit(&b->writing, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    if (LIKELY(!(atomic_load_explicit(&g_mode, memory_order_acquire) & (M_SLOW | M_EXITING | M_FENCED)))) return 1;
+    atomic_store_explicit(&b->writing, 0, memory_order_release);
+    T.guard = 0;
+  }
+  return begin_slow();
+}
+
+/* Everything but the common case: a call recorded alone, a chunk to start or to write out, a time mark (MARK_BYTES
+ * of records since the last: read the time, set the step, publish the clock). */
 static __attribute__((noinline)) void put_slow(struct buffer *b, int kind, uint64_t key, uint64_t a0, uint64_t a1,
                                                uint64_t a2, uint64_t result, int err, int flags, uint64_t span) {
   const struct scn_trace_record rec = {
       .seq = key, .ns = 0, .tid = 0, .kind = (uint8_t)kind, .flags = (uint8_t)flags,
       .err = (uint16_t)err, .span = sat32(span), .arg = {a0, a1, a2}, .result = result};
   const struct scn_trace_record *r = &rec;
-  if (!b) {
-    b = T.exiting ? NULL : thread_buffer();
-    if (b && !enter(b)) give_up(b, 0);
-    if (!b || atomic_load_explicit(&b->given, memory_order_acquire)) {
-      write_record(r);
-      return;
-    }
-  } else {
-    uint32_t m = atomic_load_explicit(&g_mode, memory_order_acquire);
-    if (m & M_FENCED) m = fenced_mode(b);
-    if (m & M_EXITING) {              /* the process is leaving: this buffer's chunk first, then the record */
-      give_up(b, 1);
-      if (atomic_load_explicit(&b->writing, memory_order_relaxed)) leave(b);
-      write_record(r);
-      return;
-    }
+  if (b == &g_alone) {
+    write_record(r);
+    T.rec = T.buf;
+    T.alone = 0;
+    atomic_fetch_sub_explicit(&g_inflight, 1, memory_order_seq_cst);
+    return;
   }
   uint64_t since = made(b) - b->mark_made;   /* records since the last time mark */
   if (buffer_full(b)) {
@@ -83,20 +140,13 @@ static __attribute__((noinline)) void put_slow(struct buffer *b, int kind, uint6
   leave(b);
 }
 
-/* Encodes a record into the thread's buffer. Inlined into each wrapper, where the kind is a constant: the encoder
- * then has no loop over the layout. The common case is one branch: a buffer, not leaving, a chunk started and
- * not full, no time mark due (b->limit). */
+/* After the real call, begin having returned 1: encodes the record into the thread's buffer and leaves it (the
+ * guard is the caller's to drop). Inlined into each wrapper, where the kind is a constant: the encoder then has no
+ * loop over the layout. The common case is one branch: the chunk started and not full, no time mark due (b->limit). */
 __attribute__((always_inline)) static inline void put(int kind, uint64_t key, uint64_t a0, uint64_t a1, uint64_t a2,
                                                       uint64_t result, int err, int flags, uint64_t span) {
-  struct buffer *b = T.buf;
-  if (UNLIKELY(!b)) {
-    put_slow(NULL, kind, key, a0, a1, a2, result, err, flags, span);
-    return;
-  }
-  atomic_store_explicit(&b->writing, 1, memory_order_relaxed);
-  atomic_signal_fence(memory_order_seq_cst);
-  uint32_t m = atomic_load_explicit(&g_mode, memory_order_acquire);
-  if (UNLIKELY(m & (M_EXITING | M_FENCED)) || UNLIKELY(b->used >= b->limit)) {   /* leaving: b is the flush's */
+  struct buffer *b = T.rec;
+  if (UNLIKELY(b->used >= b->limit)) {
     put_slow(b, kind, key, a0, a1, a2, result, err, flags, span);
     return;
   }

@@ -36,8 +36,7 @@ static void *traced_start(void *p) {
   T.key = key;
   T.step = step;
   T.tag = new_tag();
-  if (tracing()) {
-    T.guard = 1;
+  if (begin() > 0) {
     put(K_THREAD_START, key, creator, 0, 0, 0, 0, 0, 0);
     T.guard = 0;
   }
@@ -122,7 +121,7 @@ static void thread_gone(void *arg) {
     T.guard--;
     return;
   }
-  if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED) {
+  if (atomic_load_explicit(&g_state, memory_order_relaxed) == ST_ENABLED && begin_record()) {
     uint64_t key = take_key(0);
     put(K_THREAD_EXIT, key, 0, 0, 0, 0, 0, 0, 0);
     raise_to(&g_exact, key);         /* for its joiner */
@@ -133,7 +132,7 @@ static void thread_gone(void *arg) {
   } else {                           /* the process is leaving: written out once, by whoever comes first */
     give_up(b, 0);
   }
-  T.buf = NULL;
+  T.rec = T.buf = NULL;
   T.exiting = 1;
   atomic_store_explicit(&b->owned, 0, memory_order_release);
   T.guard--;

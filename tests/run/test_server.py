@@ -263,3 +263,60 @@ def test_capture_of_a_server_that_never_gets_ready_says_so(tmp_path):
     assert "the server was not ready after 1 s" in done.stderr
     refused = scenc("capture", "--method", "ltrace", "-o", log, "--server", "sleep 30", "--ready", f"tcp:{port}", "--", *client(port))
     assert refused.returncode == 64 and "needs --method preload" in refused.stderr
+
+
+@pytest.mark.slow
+def test_a_captured_server_replays_its_window_from_ready_to_the_clients_end(tmp_path, server):
+    """The server (STARTUP 30) mallocs and frees 30 blocks of 1111 bytes and keeps 30 of 2222 before it listens;
+    the client's 200 requests malloc 4000 bytes each (a ring of 50 live); at SIGTERM, after the client's end, the
+    server frees the ring and the kept blocks. The window's replay: no 1111, the 2222s made by the set-up and
+    never freed, every request's malloc, none of the frees made after the client's end."""
+    from scenc.trace.opsfile import SETUP, read_header, read_ops
+    from scenc.trace.source import TraceSource
+    port, log = free_port(), tmp_path / "server.trace"
+    done = scenc("capture", "-o", log, "--server", f"{server} {port} 50 0 30", "--ready", f"tcp:{port}",
+                 "--", *client(port, 200))
+    assert done.returncode == 0, done.stderr
+    assert "the log marks the window from ready to the client's end" in done.stderr
+    converted = scenc("convert", log, "-o", tmp_path / "window.scn")
+    assert converted.returncode == 0, converted.stderr
+    assert "live at ready are made by an untimed set-up" in converted.stdout
+    ops_path = tmp_path / "window.ops"
+    flags = read_header(ops_path.read_bytes(), ops_path).flags
+    _, ops = read_ops(ops_path)
+    setup = [ops[i] for i, f in enumerate(flags) if f & SETUP]
+    assert len(setup) == 1 and all(op[0] == "malloc" for op in setup[0])
+    made = [op[8] for op in setup[0]]
+    assert made.count(2222) == 30 and 1111 not in made
+    window = [op for i, t in enumerate(ops) if not flags[i] & SETUP for op in t]
+    mallocs = [op[8] for op in window if op[0] == "malloc"]
+    assert mallocs.count(4000) == 200 and 1111 not in mallocs and 2222 not in mallocs
+    kept = {op[3] for op in setup[0] if op[8] == 2222}
+    freed = {op[3] for op in window if op[0] == "free"}
+    assert not kept & freed                                     # their frees came after the client's end
+    size_of, ring = {}, 0
+    for op in window:                                           # the ring's frees under load, not its last 50
+        if op[0] == "malloc":
+            size_of[op[3]] = op[8]
+        elif op[0] == "free":
+            ring += size_of.pop(op[3], None) == 4000
+    assert ring == 200 - 50
+    whole = scenc("convert", "--whole", log, "-o", tmp_path / "whole.scn")
+    assert whole.returncode == 0 and "window" not in whole.stdout.split("calls:")[0]
+    _, all_ops = read_ops(tmp_path / "whole.ops")
+    assert [op[8] for t in all_ops for op in t if op[0] == "malloc"].count(1111) == 30
+    # The model reads the same window: the set-up's objects first, then the requests, nothing after the end.
+    events = list(TraceSource(log, extra_events=True, window=True).events)
+    sizes = [e.size for e in events if e.kind == "malloc"]
+    assert 1111 not in sizes and sizes.count(2222) == 30 and sizes.count(4000) == 200
+    assert sizes.index(4000) > max(i for i, s in enumerate(sizes) if s == 2222)
+    request = {e.result_ptr for e in events if e.kind == "malloc" and e.size == 4000}
+    assert sum(e.kind == "free" and e.old_ptr in request for e in events) == 200 - 50
+    # convert --model reads that window too (the Python reader; a log without marks goes to the C collector)
+    model = scenc("convert", "--model", "--no-measure", log, "-o", tmp_path / "model.scn")
+    whole_model = scenc("convert", "--model", "--no-measure", "--whole", log, "-o", tmp_path / "whole-model.scn")
+    assert model.returncode == 0 and whole_model.returncode == 0, model.stderr + whole_model.stderr
+    def captured_calls(text):
+        return int(next(line.split()[1] for line in text.splitlines() if line.split()[:1] == ["calls"]))
+    # the 30 mallocs and frees of 1111 bytes before ready and the frees after the client's end are not modelled
+    assert captured_calls(model.stdout) <= captured_calls(whole_model.stdout) - 60

@@ -115,6 +115,13 @@ def test_a_reservation_made_writable_by_mprotect_keeps_its_touched_bytes_in_the_
     assert "24 of them parts of reservations that mprotect made writable" in header
     out = subprocess.run([str(build(m.scn_path).binary)], stdout=subprocess.PIPE, check=True, timeout=120).stdout
     report = json.loads(out)
+    # `scenc convert --model` reads a tracer log with the C collector (runtime/tools/modelcollect.c): the same
+    from scenc.cli import main
+    out = tmp_path / "cli-model.scn"
+    assert main(["convert", str(trace), "--model", "--no-measure", "-o", str(out)]) == 0
+    cli_header = " ".join(line[1:].strip() for line in out.read_text().splitlines() if line.startswith("#"))
+    assert "24 of them parts of reservations that mprotect made writable" in cli_header
+    assert "written: 100% of each mapping's pages" in cli_header      # reserved.c writes every part whole
     # the program wrote every part it made writable: 24 MiB of RSS above its heap of a few hundred bytes
     above = (report["memory"]["peak_rss_kib"] - report["memory"]["baseline_rss_kib"]) << 10
     assert 0.9 * 24 * MIB <= above <= 1.2 * 24 * MIB + 4 * MIB, above

@@ -196,7 +196,7 @@ def _check(r: PreloadCapture, timeout) -> None:
     if r.tracee_status is None:
         w.append(f"the program was stopped after {timeout} s (timeout): the calls it made last are not in the log")
     elif r.signal:
-        w.append(f"the program was killed by {r.signal}: the calls still buffered in its threads (a 32 KiB chunk, "
+        w.append(f"the program was killed by {r.signal}: the calls still buffered in its threads (a 128 KiB chunk, "
                  f"thousands of calls, per thread) are not in the log; if it also dies without the tracer, the crash "
                  f"is its own")
     elif r.tracee_status:
@@ -217,8 +217,8 @@ def _check(r: PreloadCapture, timeout) -> None:
     if info is not None:
         if info.missing:
             w.append(f"{info.missing} call(s) are missing from the log ({missing_sentence(info)}): the process lost "
-                     f"buffered records (killed, or it called exit from a signal handler) or threads were inside an "
-                     f"allocator call when it exited")
+                     f"buffered records (killed, or it called exit from a signal handler) or a thread stayed inside "
+                     f"an allocator call for over a second while the process exited")
         if not info.ended and info.stopped_at is None and r.tracee_status is not None and r.tracee_status >= 0:
             w.append("the log has no end mark: the process left without running the tracer's exit code (it was "
                      "killed by SIGKILL from outside, or a process image it exec'ed without the tracer); calls made "

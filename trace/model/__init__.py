@@ -6,8 +6,9 @@
     print("\n".join(model.summary_lines()))
 
 `scenc convert --model` runs these three (without --model, convert writes the exact replay:
-trace/replay.py). The model is made in one streaming pass (collect.py), then fit.py -> shape.py ->
-sizes.py and files.py -> plan.py (with chains.py, held.py, stmt.py) -> write.py; this module holds the
+trace/replay.py). The model is made in one streaming pass (collect.py; for a tracer log the same pass in C,
+native.py), then fit.py -> shape.py -> sizes.py and files.py -> plan.py (with chains.py, held.py, stmt.py)
+-> write.py; this module holds the
 entry points and the calibration. What a model keeps and leaves out: docs/capture.md, "scenc convert
 --model"; how the modules fit together: docs/architecture.md, "Inside the subsystems".
 """
@@ -274,15 +275,18 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
     return scale
 
 
-def write_model(events: Iterable, scn_path, source_name: str, max_phases: int = 4,
-                touch: str = "none", touch_figures: Optional[dict] = None) -> ModelResult:
-    """Fit a model to a stream of AllocEvents; write the scenario and its histogram files beside it. touch:
-    what every new block gets (`touch_new`; an exact replay's --touch modes); touch_figures: what `--touch
-    auto` saw in the capture (trace/replay.py, touch_figures), from which the share of its own mappings the
-    program wrote is estimated (fit.map_written_percent); without, its mappings are written as touch_new
-    writes a block."""
-    col = Collector().consume(events)
-    col.finish()
+def write_model(events: Optional[Iterable], scn_path, source_name: str, max_phases: int = 4,
+                touch: str = "none", collector: Optional[Collector] = None,
+                touch_figures: Optional[dict] = None) -> ModelResult:
+    """Fit a model to a stream of AllocEvents, or to a finished Collector (a tracer log's, from the C collector:
+    native.collect_tracer_log); write the scenario and its histogram files beside it. touch: what every new
+    block gets (`touch_new`; an exact replay's --touch modes); touch_figures: what `--touch auto` saw in the
+    capture (trace/replay.py, touch_figures), from which the share of its own mappings the program wrote is
+    estimated (fit.map_written_percent); without, its mappings are written as touch_new writes a block."""
+    col = collector
+    if col is None:
+        col = Collector().consume(events)
+        col.finish()
     scn_path = Path(scn_path)
     map_written = map_written_percent(touch_figures, touch, col.map_bytes_made // 4096) if touch_figures else None
     writer = ModelWriter(col, scn_path, source_name, max_phases, touch, map_written)

@@ -134,11 +134,12 @@ class MapRecord:
     thread's next call are done: a program that maps more to align and cuts the rest off at once keeps
     what it kept; grown by mremap, its largest), the bytes still mapped, and its lifetime on the owner's
     `lives` clock once its last page is unmapped (None while mapped)."""
-    __slots__ = ("tid", "at", "size", "bytes", "life")
+    __slots__ = ("tid", "at", "size", "bytes", "life", "seq")
 
-    def __init__(self, tid: int, at: tuple, size: int):
+    def __init__(self, tid: int, at: tuple, size: int, seq: int = 0):
         self.tid, self.at, self.size, self.bytes = tid, at, size, 0
         self.life: Optional[int] = None
+        self.seq = seq                       # the writable mappings made before it: orders equal ones
 
 
 def _pages(n: int) -> int:
@@ -598,7 +599,7 @@ class Collector:
             self._cut(ev.result_ptr, ev.result_ptr + size)      # MAP_FIXED over earlier pieces
             rec = None
             if (ev.nmemb or 0) & PROT_WRITE:
-                rec = MapRecord(tid, (self.ordinal, self.tick[tid]), size)
+                rec = MapRecord(tid, (self.ordinal, self.tick[tid]), size, self.maps_made)
                 self.maps_made += 1
                 self.map_bytes_made += size
                 self._map_window(tid)               # the thread has windows, even with no call of its own
@@ -752,7 +753,7 @@ class Collector:
     def _big_map(self, rec: MapRecord) -> None:
         """A mapping whose size and lifetime are final among its thread's largest (a heap of MAX_BIG_MAPS)."""
         heap = self.big_maps.setdefault(rec.tid, [])
-        item = (rec.size, rec.at[0], id(rec), rec)
+        item = (rec.size, rec.at[0], rec.seq, rec)
         if len(heap) < MAX_BIG_MAPS:
             heapq.heappush(heap, item)
         else:

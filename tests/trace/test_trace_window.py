@@ -1,0 +1,96 @@
+"""A window marked in a threaded program's log: the marks cut each thread's own order where it was.
+
+Real parts: a C program with two threads, the tracer preloaded, its control thread driven through
+trace/capture/window.py as `scenc capture --server` drives it, the C converter and the Python reader. The
+program's threads wait (on a pipe) at each mark, as a server waits for its client: their first records
+after a wait carry clocks behind the time, which a window by time alone would put before the mark.
+"""
+
+import subprocess
+
+from scenc.trace.capture.preload import prepare_preload
+from scenc.trace.capture.window import WindowControl
+from scenc.trace.opsfile import SETUP, read_header, read_ops
+from scenc.trace.replay import convert_log
+from scenc.trace.source import TraceSource
+
+# Each thread: 40 blocks of 100 bytes made, 20 of them freed (before); the program says "waiting" and reads a
+# line; 30 blocks of 200 made and freed, and the other thread's first 10 blocks of 100 freed (the window);
+# "waiting" and a line again; everything freed (after).
+PROGRAM = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static char *kept[2][40];
+static pthread_barrier_t gate;
+static void step(int me) {
+    pthread_barrier_wait(&gate);
+    if (me == 0) {
+        char line[8];
+        printf("waiting\n");
+        fflush(stdout);
+        if (!fgets(line, sizeof line, stdin)) exit(1);
+    }
+    pthread_barrier_wait(&gate);
+}
+static void *work(void *arg) {
+    int me = (int)(long)arg;
+    for (int i = 0; i < 40; i++) kept[me][i] = malloc(100);
+    for (int i = 20; i < 40; i++) { free(kept[me][i]); kept[me][i] = NULL; }
+    step(me);
+    for (int i = 0; i < 30; i++) { char *p = malloc(200); *p = 1; free(p); }
+    pthread_barrier_wait(&gate);
+    for (int i = 0; i < 10; i++) { free(kept[1 - me][i]); kept[1 - me][i] = NULL; }
+    step(me);
+    for (int i = 0; i < 40; i++) free(kept[me][i]);
+    return NULL;
+}
+int main(void) {
+    static char in[4096], out[4096];      /* stdio's buffers not from malloc: every call is the threads' */
+    setvbuf(stdin, in, _IOFBF, sizeof in);
+    setvbuf(stdout, out, _IOFBF, sizeof out);
+    pthread_t t[2];
+    pthread_barrier_init(&gate, NULL, 2);
+    for (long i = 0; i < 2; i++) pthread_create(&t[i], NULL, work, (void *)i);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    return 0;
+}
+"""
+
+
+def test_two_waiting_threads_are_cut_where_each_one_was(tmp_path):
+    source = tmp_path / "window.c"
+    source.write_text(PROGRAM)
+    prog = tmp_path / "window"
+    subprocess.run(["gcc", "-O1", "-pthread", "-fno-builtin", "-o", str(prog), str(source)], check=True)
+    log = tmp_path / "window.trace"
+    with WindowControl() as control:
+        _, _, _, env, _, _ = prepare_preload([str(prog)], log, None)
+        proc = subprocess.Popen([str(prog)], env={**env, **control.env}, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE)
+        assert proc.stdout.readline() == b"waiting\n"
+        assert control.mark("open") is None
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == b"waiting\n"          # the window's work is done
+        assert control.mark("close") is None
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    ops_path = tmp_path / "window.ops"
+    report, _ = convert_log(log, ops_path, "none")
+    assert report.window["opened"] and report.window["closed"]
+    assert report.window["setup_objects"] >= 40               # 20 of 100 bytes left in each thread, and libc's
+    flags = read_header(ops_path.read_bytes(), ops_path).flags
+    _, ops = read_ops(ops_path)
+    setup = [op for i, t in enumerate(ops) if flags[i] & SETUP for op in t]
+    window = [op for i, t in enumerate(ops) if not flags[i] & SETUP for op in t]
+    assert [op[8] for op in setup].count(100) == 40
+    assert sorted(op[8] for op in window if op[0] == "malloc") == [200] * 60
+    # the window's frees: the 60 blocks of 200, and 10 of 100 per thread freed by the other one
+    assert sum(op[0] == "free" for op in window) == 60 + 20
+    events = list(TraceSource(log, extra_events=True, window=True).events)
+    sizes = [e.size for e in events if e.kind == "malloc"]
+    assert sizes.count(100) == 40 and sizes.count(200) == 60
+    assert sum(e.kind == "free" for e in events) == 80
