@@ -11,9 +11,10 @@ from ..compiler.pipeline import load
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..scenario.errors import ScenarioError
 from ..system.process import Terminated, signals_raise
-from ..trace.model import ModelRunError, calibrate_peak, ensure_finishes, measure_peak, remove_model, write_model
+from ..trace.model import (ModelRunError, calibrate_peak, ensure_finishes, finishes_unrun, measure_peak, remove_model,
+                           write_model)
 from ..trace.model.native import collect_tracer_log
-from ..trace.replay import auto_touch, threads_line, touch_line, window_line, write_replay
+from ..trace.replay import threads_line, touch_figures, touch_line, window_line, write_replay
 from ..trace.source import TraceInputError, TraceSource
 from .tracing import anomaly_lines, guarded, kinds_line, refuse_scenario
 
@@ -32,22 +33,24 @@ def convert(args) -> int:
         raise TraceInputError(f"{out}: the output is a scenario and must end in .scn")
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
-        touch = _model_touch(source, args.touch)
+        touch, figures = _model_touch(source, args.touch)
         windowed = source.format == "preload" and not args.whole and 1 in source.events.info.window
         if source.format == "preload" and not windowed:
             # The collector's pass in C (trace/model/native.py), its own progress line. A window (capture --server)
             # is cut by the Python reader (trace/window.py), which the C collector does not repeat.
             collector = collect_tracer_log(source.path, progress=sys.stderr.isatty())
             model = write_model(None, out, source_name=source.path.name, max_phases=args.max_phases, touch=touch,
-                                collector=collector)
+                                collector=collector, touch_figures=figures)
         else:
             model = write_model(_with_progress(source.events), out, source_name=source.path.name,
-                                max_phases=args.max_phases, touch=touch)
+                                max_phases=args.max_phases, touch=touch, touch_figures=figures)
         _check_calls(source, model.calls, [out, *model.data_files])
         try:
             # The model runs in a session of its own (killed with its group when it stops or times out): SIGTERM
             # and SIGHUP to scenc must reach it too (system/process.py, signals_raise).
             with signals_raise():
+                if args.no_measure:
+                    finishes_unrun(model, say=lambda line: print(f"scenc: {line}", file=sys.stderr))
                 _self_check(out)
                 if not args.no_measure:
                     if not args.no_calibrate:
@@ -119,14 +122,17 @@ def _calibrate_and_measure(model, args) -> None:
     measure_peak(model, cc=args.cc)
 
 
-def _model_touch(source, touch: str) -> str:
+def _model_touch(source, touch: str):
     """A model's `touch_new`: the mode given, or for auto the one the exact replay's converter chooses from the
-    same capture (a tracer log's sampled pages and faults; pages without a reading, as for an ltrace log)."""
+    same capture (a tracer log's sampled pages and faults; pages without a reading, as for an ltrace log);
+    with auto, what the converter saw (trace/replay.py, touch_figures: the share of its own mappings the program
+    wrote is estimated from them, trace/model/fit.py, map_written_percent), else None."""
     if touch != "auto":
-        return touch
+        return touch, None
     if source.format != "preload":
-        return "pages"
-    return auto_touch(source.path, source.main_tid())
+        return "pages", None
+    figures = touch_figures(source.path, source.main_tid())
+    return figures["touch"], figures
 
 
 def _note_losses(scn: Path, losses: list) -> None:

@@ -203,6 +203,9 @@ class _Lowerer:
                 tmp = self._temp("o")
                 pre += [f"scn_obj {tmp} = {obj};", f"{self.clear(source, pre)};"]
                 obj = tmp
+            if st.lifetime is None and self.r.scenario.leaks == "keep":
+                # `leaks keep`: kept to the end of the process, never freed (a program that exits holding it)
+                return CStmt("line", f"(void)({obj});", pre, line=line)
             if st.lifetime is None:
                 return CStmt("line", f"scn_lives_add_forever(t, {obj});", pre, line=line)
             tmp = self._temp("o")
@@ -346,6 +349,9 @@ class _Lowerer:
             return f"scn_{f}(t, (size_t)({a[0]}), (size_t)({a[1]}))"
         if f == "recv":
             return f"scn_recv(t, {a[0]})"
+        if f == "map" and c.kwargs:
+            written = self.expr(dict(c.kwargs)["percent_written"], pre)
+            return f"scn_map_written(t, (size_t)({a[0]}), (int64_t)({written}))"
         if f == "map":
             return f"scn_map(t, (size_t)({a[0]}))"
         if f == "random":

@@ -32,7 +32,7 @@ BUILTINS = {b.name: b for b in [
     # swap(shared[i], p): p's object into the slot, the slot's (maybe none) out
     Builtin("swap", "alloc", ("shared", "ptr"), "ptr"),
     # the program's own memory: an anonymous mapping, mmap'ed directly (never through malloc)
-    Builtin("map", "alloc", ("int",), "map"),
+    Builtin("map", "alloc", ("int",), "map", options=("percent_written",)),
     # statements
     Builtin("free", "action", ("ptr",), "none"),
     Builtin("free_all", "action", ("pool",), "none"),

@@ -432,7 +432,7 @@ class _ThreadFlow:
             if not live:
                 continue
             self.facts.live_at_end.add(p)
-            if self.r.scenario.leaks == "free":
+            if self.r.scenario.leaks != "warn":
                 continue
             may = len(live) != len(facts)
             if self._is_map(p):
@@ -445,7 +445,7 @@ class _ThreadFlow:
             if not any(f.atom == FILLED for f in facts):
                 continue
             self.facts.live_at_end.add(pool)
-            if self.r.scenario.leaks == "free":
+            if self.r.scenario.leaks != "warn":
                 continue
             may = any(f.atom != FILLED for f in facts)
             decl = next(st for st, _ in walk(self.g.node.body, self.params)

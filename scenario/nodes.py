@@ -207,6 +207,9 @@ class Replay:
 #: `touch_new MODE`, in the order of runtime/ops.h's SCN_TOUCH_* (and of an ops file's touch modes).
 TOUCH_NEW_MODES = ("none", "first", "pages", "all")
 
+#: `leaks MODE`: what becomes of what a thread still holds when it ends (docs/language.md, "Leaks").
+LEAKS_MODES = ("warn", "free", "keep")
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -216,7 +219,7 @@ class Scenario:
     channels: Tuple[Channel, ...]
     threads: Tuple[Thread, ...]
     replays: Tuple[Replay, ...] = ()
-    leaks: str = "warn"  # "warn": report pointers live at the end; "free": free them
+    leaks: str = "warn"  # "warn": report pointers live at the end; "free": free them; "keep": keep them, unsaid
     shared: Tuple[SharedPool, ...] = ()
     touch_new: str = "none"  # what every new block gets: none, first (its two ends), pages (a byte a page), all
     filename: str = "<scenario>"

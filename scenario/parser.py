@@ -432,8 +432,8 @@ def _assemble(decls, filename: str, source: str) -> n.Scenario:
             elif kind == "seed":
                 seed = value
             elif kind == "leaks":
-                if value not in ("warn", "free"):
-                    errors.append(Diagnostic("error", f"'leaks' takes 'warn' or 'free', not {value!r}",
+                if value not in n.LEAKS_MODES:
+                    errors.append(Diagnostic("error", f"'leaks' takes 'warn', 'free' or 'keep', not {value!r}",
                                              filename, pos))
                 leaks = value
             elif kind == "touch_new":

@@ -63,7 +63,8 @@ class ReplayReport:
 
 # --------------------------------------------------------------------------- the converter (runtime/tools/convert.c)
 #: Event kinds as the converter numbers them (runtime/tools/trace_read.h, EV_*): the allocator calls, then the rest.
-EVENT_CODE = {k: i for i, k in enumerate((*REPLAY_KIND, "thread_start", "thread_exit", "mmap", "munmap", "mremap"))}
+EVENT_CODE = {k: i for i, k in enumerate((*REPLAY_KIND, "thread_start", "thread_exit", "mmap", "munmap", "mremap",
+                                                          "window", "mprotect"))}
 #: One event on the converter's stdin (runtime/tools/trace_read.h, tr_event).
 EVENT = struct.Struct("<QQQQQQIBB2x")
 _BATCH = 4096
@@ -137,6 +138,17 @@ def auto_touch(path, main_tid: Optional[int] = None) -> str:
     with tempfile.TemporaryDirectory(prefix="scenc-touch-") as tmp:
         return _convert(["--log", str(path), "--touch-only"], Path(tmp) / "auto.ops", "auto", main_tid, None,
                         error_path=str(path))["touch"]
+
+
+def touch_figures(path, main_tid: Optional[int] = None) -> dict:
+    """What `--touch auto` sees in a tracer log, from a whole conversion (into a folder removed afterwards):
+    the mode it chooses ("touch") and its figures ("touch_auto": each mode's pages, of them the program's
+    own writable mappings' pages ("map_pages"), the faults measured). A model's touch_new and the share of
+    its mappings written (trace/model/fit.py, map_written_percent)."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="scenc-touch-") as tmp:
+        data = _convert(["--log", str(path)], Path(tmp) / "auto.ops", "auto", main_tid, None, error_path=str(path))
+    return {"touch": data["touch"], **({"touch_auto": data["touch_auto"]} if "touch_auto" in data else {})}
 
 
 def _run(args: List[str], ops_path, touch: str, main_tid: Optional[int], feed, error_path: str = ""):

@@ -44,8 +44,9 @@ KIND_END = 255       # not a call: the process was leaving (exit, _exit, exec); 
 #: thread_start: ``size`` is the creating thread's tid. mmap (the program's own anonymous mapping): ``size``
 #: its length, ``nmemb`` its protection, ``align`` mmap's flags, ``result_ptr`` its address (None: failed).
 #: munmap: ``old_ptr``, ``size``. mremap: ``old_ptr``, ``align`` the old length, ``size`` the new one,
-#: ``nmemb`` mremap's flags, ``result_ptr`` the new address (None: failed).
-EXTRA_KINDS = {40: "thread_start", 41: "thread_exit", 42: "mmap", 43: "munmap", 44: "mremap"}
+#: ``nmemb`` mremap's flags, ``result_ptr`` the new address (None: failed). mprotect: ``old_ptr``, ``size``,
+#: ``nmemb`` the protection (failed: it returned an error).
+EXTRA_KINDS = {40: "thread_start", 41: "thread_exit", 42: "mmap", 43: "munmap", 44: "mremap", 46: "mprotect"}
 
 # Argument layouts of arg[0..2].
 L_SIZE, L_NMEMB_SIZE, L_OLD_SIZE, L_OLD_NMEMB_SIZE, L_OLD, L_ALIGN_SIZE, L_SIZE_ALIGN, L_OLD_ALIGN, \
@@ -611,7 +612,9 @@ def _extra_event(r, base: int, line: Optional[int] = None) -> AllocEvent:
         size, old = a1, a0
     elif kind == "mremap":
         size, nmemb, align, old, res = a2, flags, a1, a0, result or None
-    failed = kind in ("mmap", "mremap") and res is None
+    elif kind == "mprotect":
+        size, nmemb, old = a1, a2, a0
+    failed = (kind in ("mmap", "mremap") and res is None) or (kind == "mprotect" and result != 0)
     return AllocEvent(line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, res, failed, line,
                       dur / 1e9 if dur else None)
 

@@ -49,7 +49,7 @@ static const uint8_t op_of[EV_CALLS] = {
 static const char *const kind_name[EV_KINDS] = {
   "malloc", "operator_new", "operator_new_array", "calloc", "realloc", "reallocarray", "free", "operator_delete",
   "operator_delete_array", "aligned_alloc", "memalign", "posix_memalign", "valloc", "pvalloc",
-  "thread_start", "thread_exit", "mmap", "munmap", "mremap", "window" };
+  "thread_start", "thread_exit", "mmap", "munmap", "mremap", "window", "mprotect" };
 
 /* ---------------------------------------------------------------- state */
 typedef struct {
@@ -125,6 +125,8 @@ typedef struct {
   cv_page *page;
   size_t npages, pages_cap;
   uint64_t faults[SEEN_MODES];
+  uint64_t map_faults[SEEN_MODES];  /* of them, pages of the program's own writable mappings (for a model) */
+  int in_map;                       /* counting a mapping's pages now */
   /* a window (version 5 logs with marks, unless --whole): before it opens, only what is live is kept (the live
    * hash, slots standing for the order of allocation; mappings as page ranges); when it opens, a set-up thread
    * makes the live objects and mappings, untimed; after it closes, nothing is converted */
@@ -517,7 +519,11 @@ static cv_page *page_slot(cv *c, uint64_t page, int add) {
 static void fault_in(cv *c, uint64_t page, unsigned modes) {    /* modes: bits of SEEN_* */
   cv_page *e = page_slot(c, page, 1);
   for (int m = 0; m < SEEN_MODES; m++)
-    if (modes >> m & 1 && !(e->backed >> m & 1)) { e->backed |= (uint8_t)(1u << m); c->faults[m]++; }
+    if (modes >> m & 1 && !(e->backed >> m & 1)) {
+      e->backed |= (uint8_t)(1u << m);
+      c->faults[m]++;
+      c->map_faults[m] += (uint64_t)c->in_map;
+    }
 }
 
 static void fault_span(cv *c, uint64_t lo, uint64_t hi, unsigned modes) {   /* the pages of [lo, hi) */
@@ -723,7 +729,12 @@ static void map_event(cv *c, uint32_t i, const tr_event *ev) {
   uint8_t flags = ev->nmemb & PROT_WRITE_FLAG ? SCN_R_WRITABLE : 0;
   emit(c, i, SCN_R_MAP, flags, slot, SCN_R_NONE, 0, 0, length);
   piece_insert(c, piece_after(c, start), start, start + length, slot, start);
-  if (flags) { set_writable(c, slot); first_touch(c, start, 0, length); }
+  if (flags) {
+    set_writable(c, slot);
+    c->in_map = 1;
+    first_touch(c, start, 0, length);
+    c->in_map = 0;
+  }
   c->maps++;
   mapped_add(c, (int64_t)length);
 }
@@ -746,7 +757,9 @@ static void remap_event(cv *c, uint32_t i, const tr_event *ev) {
   if (is_writable(c, old_slot)) {
     flags |= SCN_R_WRITABLE;
     set_writable(c, slot);
+    c->in_map = 1;
     first_touch(c, ev->res, end - ev->old, length);
+    c->in_map = 0;
   }
   c->last[old_slot] = (int32_t)i;
   emit(c, i, SCN_R_REMAP, flags, slot, old_slot, 0, c->gen[old_slot], length);
@@ -766,6 +779,8 @@ static void other_event(cv *c, const tr_event *ev) {
   } else if (ev->kind == EV_THREAD_EXIT) {
     if (known >= 0) thread_exit(c, (uint32_t)known);
   } else {
+    /* mprotect: a reservation made writable holds memory, which the ops format cannot say yet (left out) */
+    if (ev->kind == EV_MPROTECT) return;
     uint32_t i = known >= 0 ? (uint32_t)known : new_thread(c, ev->tid, 0);
     if (ev->kind != EV_MUNMAP) pace(c, i);
     if (ev->kind == EV_MMAP) map_event(c, i, ev);
@@ -1036,10 +1051,10 @@ static void report(const cv *c, const tr_log *log, const char *why, int64_t heap
     printf("\"touch_auto\": {\"why\": \"%s\", \"pages\": {\"none\": %" PRIu64 ", \"first\": %" PRIu64 ", \"pages\": %" PRIu64 ", "
            "\"all\": %" PRIu64 "}, \"measured\": %s, \"page_faults\": %" PRIu64 ", \"tracer_pages\": %" PRIu64
            ", \"allowance\": %d, \"heap_faults\": %" PRId64 ", \"fresh_pages\": %" PRIu64 ", \"written_pages\": %"
-           PRIu64 "},\n ", why, c->faults[SEEN_NONE],
+           PRIu64 ", \"map_pages\": {\"first\": %" PRIu64 ", \"pages\": %" PRIu64 "}},\n ", why, c->faults[SEEN_NONE],
            c->faults[SEEN_FIRST], c->faults[SEEN_PAGES], c->faults[SEEN_PAGES], f && f->faulted ? "true" : "false",
            f ? f->page_faults : 0, f ? f->tracer_pages : 0, FAULT_ALLOWANCE, heap_faults, f ? f->fresh_pages : 0,
-           f ? f->written_pages : 0);
+           f ? f->written_pages : 0, c->map_faults[SEEN_FIRST], c->map_faults[SEEN_PAGES]);
   }
   printf("\"threads\": %zu, \"slots\": %zu, \"window\": %" PRIu64 ", \"cross_thread_waits\": %" PRIu64
          ", \"peak_live_bytes\": %" PRIu64 ", \"peak_line\": %" PRIu64 ", \"live_at_end\": %zu, \"spawned\": %"

@@ -32,7 +32,7 @@ static const int64_t class_bounds[NCLS - 1] = {64, 256, 1024, 4096, 16384, 65536
 static const char *const kind_name[EV_KINDS] = {
   "malloc", "operator_new", "operator_new_array", "calloc", "realloc", "reallocarray", "free", "operator_delete",
   "operator_delete_array", "aligned_alloc", "memalign", "posix_memalign", "valloc", "pvalloc",
-  "thread_start", "thread_exit", "mmap", "munmap", "mremap" };
+  "thread_start", "thread_exit", "mmap", "munmap", "mremap", "window", "mprotect" };
 /* MODEL_KIND of collect.py, by event kind (-1: not an allocation) */
 static const char *const model_kind_name[EV_CALLS] = {
   "malloc", "malloc", "malloc", "calloc", NULL, NULL, NULL, NULL, NULL, "aligned_alloc", "memalign",
@@ -369,6 +369,7 @@ static struct {
   map_rec *maps;
   size_t nmaps, capmaps;
   int64_t mapped_now, mapped_peak, mapped_writable, mapped_writable_peak, maps_made;
+  int64_t maps_protected, map_bytes_made;   /* collect.py's: parts of reservations made writable; bytes made */
   const tr_rec *rec;
   int64_t kind_count[EV_KINDS];     /* trace_kinds' counts (its keys' order: the omap) */
 } S;
@@ -856,6 +857,7 @@ static void mapping(const tr_event *ev) {
       rec = (int64_t)S.nmaps++;
       S.maps[rec] = (map_rec){ti, S.ordinal, S.th[ti].tick, (int64_t)size, 0, 0, S.maps_made, 0};
       S.maps_made++;
+      S.map_bytes_made += (int64_t)size;
       map_window(ti);
       thread_t *t = &S.th[ti];
       t->has_records = 1;
@@ -878,6 +880,49 @@ static void mapping(const tr_event *ev) {
       if (S.maps[rec].bytes == 0) end_map(rec);
       else resize_map(&S.maps[rec]);
     }
+  }
+  if (S.mapped_now > S.mapped_peak) S.mapped_peak = S.mapped_now;
+  if (S.mapped_writable > S.mapped_writable_peak) S.mapped_writable_peak = S.mapped_writable;
+}
+
+/* mprotect: the parts of reservations (pieces without a record) it makes writable become mappings of their
+ * own (collect.py's Collector._protect, which says why) */
+static void protect(const tr_event *ev) {
+  static int64_t *touched;
+  static size_t cap;
+  static uint64_t (*parts)[2];
+  static size_t capparts;
+  om_get(&S.map_calls, ev->kind)->a++;
+  if (ev->failed || !ev->old || !(ev->nmemb & PROT_WRITE_FLAG)) return;
+  uint64_t lo = ev->old, hi = ev->old + pages(ev->size);
+  size_t i = piece_at_or_before(lo), n = 0;
+  if (i) i--;
+  for (; i < S.npieces && S.pieces[i].start < hi; i++) {
+    if (S.pieces[i].end <= lo || S.pieces[i].rec >= 0) continue;
+    GROW(parts, capparts, n + 1);
+    parts[n][0] = S.pieces[i].start > lo ? S.pieces[i].start : lo;
+    parts[n][1] = S.pieces[i].end < hi ? S.pieces[i].end : hi;
+    n++;
+  }
+  uint32_t ti = n ? thread_index(ev->tid) : 0;
+  for (size_t k = 0; k < n; k++) {
+    uint64_t a = parts[k][0], b = parts[k][1];
+    cut(a, b, 1, &touched, &cap);
+    GROW(S.maps, S.capmaps, S.nmaps + 1);
+    int64_t rec = (int64_t)S.nmaps++;
+    S.maps[rec] = (map_rec){ti, S.ordinal, S.th[ti].tick, (int64_t)(b - a), 0, 0, S.maps_made, 0};
+    S.maps_made++;
+    S.maps_protected++;
+    S.map_bytes_made += (int64_t)(b - a);
+    map_window(ti);
+    thread_t *t = &S.th[ti];
+    t->has_records = 1;
+    if (!t->records_none) {
+      GROW(t->records, t->caprecords, t->nrecords + 1);
+      t->records[t->nrecords++] = (uint32_t)rec;
+      if (t->nrecords > MAX_MAP_RECORDS) { t->records_none = 1; free(t->records); t->records = NULL; t->nrecords = 0; }
+    }
+    add_piece(a, b, rec);
   }
   if (S.mapped_now > S.mapped_peak) S.mapped_peak = S.mapped_now;
   if (S.mapped_writable > S.mapped_writable_peak) S.mapped_writable_peak = S.mapped_writable;
@@ -906,6 +951,7 @@ static int consume(void *arg, const tr_event *ev) {
   }
   if (ev->kind >= EV_CALLS) {
     if (ev->kind == EV_MMAP || ev->kind == EV_MUNMAP || ev->kind == EV_MREMAP) { mapping(ev); return 0; }
+    if (ev->kind == EV_MPROTECT) { protect(ev); return 0; }
     born_setdefault(ev->tid);
     if (ev->kind == EV_THREAD_START) {
       S.thread_starts++;
@@ -1153,10 +1199,11 @@ static void emit(FILE *spans_file) {
   fprintf(out, ",\"last_line\":%" PRId64 ",\"has_time\":%s,\"cross_frees\":%" PRId64 ",\"known_frees\":%" PRId64
           ",\"handoff_count\":%" PRId64 ",\"thread_starts\":%" PRId64 ",\"chain_span_count\":%" PRId64
           ",\"live_at_end\":%" PRId64 ",\"mapped_now\":%" PRId64 ",\"mapped_peak\":%" PRId64
-          ",\"mapped_writable\":%" PRId64 ",\"mapped_writable_peak\":%" PRId64 ",\"maps_made\":%" PRId64,
+          ",\"mapped_writable\":%" PRId64 ",\"mapped_writable_peak\":%" PRId64 ",\"maps_made\":%" PRId64
+          ",\"maps_protected\":%" PRId64 ",\"map_bytes_made\":%" PRId64,
           S.last_line, S.has_time ? "true" : "false", S.cross_frees, S.known_frees, S.handoff_count, S.thread_starts,
           S.chain_span_count, S.live_at_end, S.mapped_now, S.mapped_peak, S.mapped_writable, S.mapped_writable_peak,
-          S.maps_made);
+          S.maps_made, S.maps_protected, S.map_bytes_made);
   fputs(",\"kinds\":[", out);
   for (int i = 0; i < EV_KINDS; i++) fprintf(out, "%s\"%s\"", i ? "," : "", kind_name[i]);
   fputs("],\"model_kinds\":[", out);

@@ -51,6 +51,7 @@ enum { EV_MALLOC, EV_OPERATOR_NEW, EV_OPERATOR_NEW_ARRAY, EV_CALLOC, EV_REALLOC,
        EV_PVALLOC, EV_CALLS,                      /* the allocator calls: trace/replay.py's REPLAY_KIND order */
        EV_THREAD_START = EV_CALLS, EV_THREAD_EXIT, EV_MMAP, EV_MUNMAP, EV_MREMAP,
        EV_WINDOW,                                 /* not a record: a window mark's place (size 1 opens, 2 closes) */
+       EV_MPROTECT,                               /* record 46, after the window mark's 45 */
        EV_KINDS };
 
 typedef struct {
@@ -67,7 +68,7 @@ enum { L_SIZE, L_NMEMB_SIZE, L_OLD_SIZE, L_OLD_NMEMB_SIZE, L_OLD, L_ALIGN_SIZE, 
        L_OLD_SIZE_ALIGN };
 #define TR_CODES 31
 #define TR_FIRST_EXTRA 40
-#define TR_LAST_EXTRA 44
+#define TR_LAST_EXTRA 46      /* but 45, a window mark (K_WINDOW): not an event of its own */
 static const struct { const char *function; uint8_t kind, layout; } tr_codes[TR_CODES] = {
   [1] = {"malloc", EV_MALLOC, L_SIZE}, [2] = {"calloc", EV_CALLOC, L_NMEMB_SIZE},
   [3] = {"realloc", EV_REALLOC, L_OLD_SIZE}, [4] = {"reallocarray", EV_REALLOCARRAY, L_OLD_NMEMB_SIZE},
@@ -93,7 +94,7 @@ static const struct { const char *function; uint8_t kind, layout; } tr_codes[TR_
 };
 
 static int tr_is_call(unsigned code) { return code > 0 && code < TR_CODES; }
-static int tr_is_extra(unsigned code) { return code >= TR_FIRST_EXTRA && code <= TR_LAST_EXTRA; }
+static int tr_is_extra(unsigned code) { return code >= TR_FIRST_EXTRA && code <= TR_LAST_EXTRA && code != 45; }
 static int tr_is_release(unsigned code) {
   if (!tr_is_call(code)) return 0;
   unsigned k = tr_codes[code].kind;
@@ -561,7 +562,8 @@ static void tr_extra_event(const tr_rec *r, tr_event *ev) {
   if (kind == EV_MMAP) { x.nmemb = a[1]; x.align = a[2]; x.res = r->result; }
   else if (kind == EV_MUNMAP) { x.size = a[1]; x.old = a[0]; }
   else if (kind == EV_MREMAP) { x.size = a[2]; x.nmemb = r->flags; x.align = a[1]; x.old = a[0]; x.res = r->result; }
-  x.failed = (kind == EV_MMAP || kind == EV_MREMAP) && !x.res;
+  else if (kind == EV_MPROTECT) { x.size = a[1]; x.nmemb = a[2]; x.old = a[0]; }
+  x.failed = ((kind == EV_MMAP || kind == EV_MREMAP) && !x.res) || (kind == EV_MPROTECT && r->result);
   *ev = x;
 }
 

@@ -88,6 +88,7 @@ enum scn_trace_kind {   /* record kinds; trace/tracerlog.py KIND_CODES mirrors t
   K_MREMAP = 44,         /* the program's own mremap (old, old len, new len); flags = mremap's flags */
   K_WINDOW = 45,         /* not a call (version 5): a window mark (1 opens, 2 closes), a thread's tid, its last clock
                             before the mark (runtime/tracer/tracer_window.h) */
+  K_MPROTECT = 46,       /* the program's own mprotect (addr, len, prot); result = its return value */
   K_END = 255   /* not a call: the process is leaving (exit, _exit, exec); seq = records made (3: numbers taken) */
 };
 
@@ -175,7 +176,7 @@ static const uint16_t scn_tl_layout[64] = {
   [K_DELETE_ARRAY_NOTHROW] = SCN_TL_L(P, _, _, _), [K_DELETE_ARRAY_ALIGNED_NOTHROW] = SCN_TL_L(P, S, _, _),
   [K_THREAD_START] = SCN_TL_L(S, _, _, _), [K_THREAD_EXIT] = SCN_TL_L(_, _, _, _),
   [K_MMAP] = SCN_TL_L(S, S, S, P), [K_MUNMAP] = SCN_TL_L(P, S, _, S),
-  [K_MREMAP] = SCN_TL_L(P, S, S, P), [K_WINDOW] = SCN_TL_L(S, S, S, _),
+  [K_MREMAP] = SCN_TL_L(P, S, S, P), [K_WINDOW] = SCN_TL_L(S, S, S, _), [K_MPROTECT] = SCN_TL_L(P, S, S, S),
 };
 
 /* An end mark's page-fault reading, for `convert --touch auto`: the process's minor faults when tracing

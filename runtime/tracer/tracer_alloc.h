@@ -50,6 +50,9 @@ static void *traced_realloc(int kind, void *old, size_t nmemb, size_t size, int 
   uint64_t before = old ? take_key((uintptr_t)old) : 0;   /* the old block may be released inside the call */
   void *p = array ? real_reallocarray(old, nmemb, size) : real_realloc(old, size);
   int err = errno;
+  /* a program may allocate and grow its blocks with realloc only (lua: realloc(NULL, n)): the sample looks at
+   * what the block's new pages hold, past what realloc copied */
+  if (!array) sample_malloc(p, size);
   uint64_t key = before, span = 0;
   if (!old || (p && p != old)) {
     key = take_key((uintptr_t)p);

@@ -1,4 +1,4 @@
-/* tracer_mmap.h -- the program's own anonymous mappings: mmap, mmap64, munmap and mremap.
+/* tracer_mmap.h -- the program's own anonymous mappings: mmap, mmap64, munmap, mremap and mprotect.
  * Part of tracer.c's one translation unit (it includes the parts in order; see there). */
 #ifndef SCN_TRACER_MMAP_H
 #define SCN_TRACER_MMAP_H
@@ -46,6 +46,24 @@ EXPORT int munmap(void *addr, size_t len) {
   int rc = f(addr, len);
   int err = errno;
   put(K_MUNMAP, key, (uintptr_t)addr, len, 0, (uint64_t)(unsigned)rc, 0, 0, 0);
+  T.guard = 0;
+  errno = err;
+  return rc;
+}
+
+/* A runtime that reserves address space (PROT_NONE) and makes parts of it writable later (V8's heap, a JIT's
+ * code space) holds memory a replay or model must hold too: mprotect says which parts. Calls on memory that
+ * is not one of the program's own anonymous mappings are recorded as well; readers ignore them. */
+EXPORT int mprotect(void *addr, size_t len, int prot) {
+  static _Atomic(void *) real;
+  int (*f)(void *, size_t, int) = (int (*)(void *, size_t, int))libc_symbol(&real, "mprotect");
+  if (!f) return (int)syscall(SYS_mprotect, addr, len, prot);
+  if (!recording()) return f(addr, len, prot);
+  T.guard = 1;
+  uint64_t key = take_global_key();
+  int rc = f(addr, len, prot);
+  int err = errno;
+  put(K_MPROTECT, key, (uintptr_t)addr, len, (uint64_t)(unsigned)prot, (uint64_t)(unsigned)rc, 0, 0, 0);
   T.guard = 0;
   errno = err;
   return rc;

@@ -122,3 +122,43 @@ def test_a_many_thread_captures_model_finishes_within_its_timeout(tmp_path):
     ran = subprocess.run([*SCENC, "exec", str(out), "--timeout", "60s"], capture_output=True, text=True,
                          timeout=300)
     assert ran.returncode == 0, ran.stderr
+
+
+def _batch_log() -> str:
+    """Main (100) makes 288 objects for a worker (200), which frees 144 of them in a row, then one more; later
+    main makes bigger ones, freed by the worker in runs of 144 (a queue emptied whole, as python's pc.py)."""
+    lines, addr, handed = [], [0x10000], []
+
+    def malloc(size):
+        addr[0] += 0x1000
+        lines.append(f"100 app->malloc({size}) = {addr[0]:#x}")
+        handed.append(addr[0])
+
+    def free_run(n):
+        for _ in range(min(n, len(handed))):
+            lines.append(f"200 app->free({handed.pop(0):#x}) = <void>")
+
+    for _ in range(288):
+        malloc(64)
+    free_run(144)
+    malloc(64)
+    for _ in range(6):
+        for _ in range(144):
+            malloc(16384)
+        free_run(144)
+    free_run(len(handed))
+    return "\n".join(lines + ["100 +++ exited (status 0) +++", "200 +++ exited (status 0) +++"]) + "\n"
+
+
+def test_a_batch_receiving_channel_holds_what_a_barrier_leaves_in_it(tmp_path):
+    """The worker receives 144 at a time: its channel held the capture's most in flight less a batch (145),
+    but at a barrier the worker holds no batch and its receives that waited for main's phase to end come
+    after it: main's 288 sends of phase 1 met a full channel while the worker waited at the barrier, for
+    ever. The capacity is now what the statements leave in the channel at a barrier, and the model ends."""
+    model = write_model(parse(_batch_log(), "batch.ltrace"), tmp_path / "batch-model.scn", "batch.ltrace")
+    shape = model.writer.shape
+    edge = ("main", "worker")
+    assert shape.batch[edge] == 144 and shape.carry[edge] == 289, (shape.batch, shape.carry)
+    assert "channel main_to_worker capacity 289 " in model.text
+    assert "as many as its statements leave in it at a barrier" in model.text
+    measure_peak(model, timeout=60)              # raises ModelStuck when the model stops making progress

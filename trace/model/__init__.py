@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from .collect import Collector
-from .fit import Phase
+from .fit import Phase, map_written_percent
 from .shape import Group
 from .write import NOT_MEASURED, ModelWriter
 
-__all__ = ["write_model", "measure_peak", "calibrate_peak", "ensure_finishes", "ModelResult", "ModelRunError",
-           "remove_model"]
+__all__ = ["write_model", "measure_peak", "calibrate_peak", "ensure_finishes", "finishes_unrun", "ModelResult",
+           "ModelRunError", "remove_model"]
 
 CALIBRATION_SEEDS = 3        # the model's peak is the mean of its peaks with seeds 1 .. this
 CALIBRATION_TOLERANCE = 0.05  # left alone when that mean is within 5% of the capture's peak
@@ -147,6 +147,36 @@ def ensure_finishes(result: ModelResult, check, say=lambda line: None):
             _rewrite(result)
 
 
+def has_channels(text: str) -> bool:
+    """Whether a model's text declares a channel (between groups or a group's ring): the only thing a
+    model's thread can wait on besides barriers."""
+    return any(line.startswith("channel ") for line in text.splitlines())
+
+
+def finishes_unrun(result: ModelResult, say=lambda line: None) -> None:
+    """A model that is not run (`convert --model --no-measure`) is made to finish by construction, and its
+    header says so. Its threads may wait only at barriers, at a `recv` on an empty channel and at a `send`
+    on a full one; a barrier waits only for the threads still running (a finished thread leaves the count),
+    and every thread meets the same barriers in the same order, so a model without channels cannot wait
+    forever. A model with channels could (a producer filling a channel whose receivers take its objects
+    after the next barrier), and only a run shows whether it does: unrun, it is written without channels
+    (ModelShape.drop_handoffs: every handed object freed by its maker)."""
+    shape = result.writer.shape if result.writer is not None else None
+    if shape is None:
+        return
+    if has_channels(result.text):
+        say("the model is not run (--no-measure): written without channels between its threads, which cannot "
+            "wait forever (convert without --no-measure keeps them and runs it to show it finishes)")
+        shape.drop_handoffs()
+        shape.notes.append("not run by scenc convert (--no-measure): written without channels so that it cannot "
+                           "wait forever (its threads wait only at barriers, which every running thread meets); "
+                           "convert without --no-measure keeps the channels and runs the model to show it finishes")
+    else:
+        shape.notes.append("not run by scenc convert (--no-measure); it cannot wait forever all the same: it has "
+                           "no channel, and its threads wait only at barriers, which every running thread meets")
+    _rewrite(result)
+
+
 def _rewrite(result: ModelResult) -> None:
     """The model's text and files again from its writer, uncalibrated (the calibration runs again)."""
     writer = result.writer
@@ -246,16 +276,20 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
 
 
 def write_model(events: Optional[Iterable], scn_path, source_name: str, max_phases: int = 4,
-                touch: str = "none", collector: Optional[Collector] = None) -> ModelResult:
+                touch: str = "none", collector: Optional[Collector] = None,
+                touch_figures: Optional[dict] = None) -> ModelResult:
     """Fit a model to a stream of AllocEvents, or to a finished Collector (a tracer log's, from the C collector:
     native.collect_tracer_log); write the scenario and its histogram files beside it. touch: what every new
-    block gets (`touch_new`; an exact replay's --touch modes)."""
+    block gets (`touch_new`; an exact replay's --touch modes); touch_figures: what `--touch auto` saw in the
+    capture (trace/replay.py, touch_figures), from which the share of its own mappings the program wrote is
+    estimated (fit.map_written_percent); without, its mappings are written as touch_new writes a block."""
     col = collector
     if col is None:
         col = Collector().consume(events)
         col.finish()
     scn_path = Path(scn_path)
-    writer = ModelWriter(col, scn_path, source_name, max_phases, touch)
+    map_written = map_written_percent(touch_figures, touch, col.map_bytes_made // 4096) if touch_figures else None
+    writer = ModelWriter(col, scn_path, source_name, max_phases, touch, map_written)
     text = writer.write()
     scn_path.write_text(text)
     return ModelResult(scn_path, text, writer.data_files, col.ordinal, dict(writer.tally_calls), writer.groups,

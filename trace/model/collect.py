@@ -342,6 +342,8 @@ class Collector:
         self.map_calls: Counter = Counter()
         self.maps_made = 0                          # writable mappings (MapRecords), all threads
         self.maps_left_out: Counter = Counter()     # 'reserved' (never writable), 'failed'
+        self.maps_protected = 0                     # parts of reservations made writable by mprotect (MapRecords)
+        self.map_bytes_made = 0                     # bytes of every writable mapping (or part) made, each once
         # per thread the MAX_BIG_MAPS largest mappings once ended or at the end (a heap), and the largest dropped
         self.big_maps: Dict[int, list] = {}
         self.big_maps_dropped: Counter = Counter()
@@ -571,6 +573,8 @@ class Collector:
         """A thread's start or exit, or one of the program's own mappings (mmap, munmap, mremap)."""
         if ev.kind in ("mmap", "munmap", "mremap"):
             self._mapping(ev)
+        elif ev.kind == "mprotect":
+            self._protect(ev)
         elif ev.kind == "thread_start":
             self.thread_starts += 1
             self.born.setdefault(ev.tid, self.ordinal)
@@ -597,6 +601,7 @@ class Collector:
             if (ev.nmemb or 0) & PROT_WRITE:
                 rec = MapRecord(tid, (self.ordinal, self.tick[tid]), size, self.maps_made)
                 self.maps_made += 1
+                self.map_bytes_made += size
                 self._map_window(tid)               # the thread has windows, even with no call of its own
                 records = self.map_records.setdefault(tid, [])
                 if records is not None:
@@ -619,6 +624,46 @@ class Collector:
                     self._end_map(rec)
                 else:
                     self._resize(rec)
+        if self.mapped_now > self.mapped_peak:
+            self.mapped_peak = self.mapped_now
+        if self.mapped_writable > self.mapped_writable_peak:
+            self.mapped_writable_peak = self.mapped_writable
+
+    def _protect(self, ev) -> None:
+        """mprotect outside the allocator. The parts of reservations (mapped never writable: V8's heap, a JIT's
+        code space) it makes writable hold memory from then on, as mappings of their own (MapRecords) until
+        unmapped; taking the write permission away leaves a written page resident, so nothing changes then
+        (a runtime that gives pages back maps PROT_NONE over them, an mmap; or madvises, not recorded).
+        Calls on memory that is no mapping of the program's own (its stack, a file mapping) are left out."""
+        self.map_calls["mprotect"] += 1
+        if ev.failed or not ev.old_ptr or not (ev.nmemb or 0) & PROT_WRITE:
+            return
+        lo, hi = ev.old_ptr, ev.old_ptr + _pages(ev.size or 0)
+        starts, pieces = self.map_starts, self.map_pieces
+        i = max(0, bisect.bisect_right(starts, lo) - 1)
+        reserved = []
+        while i < len(starts) and starts[i] < hi:
+            end, rec = pieces[starts[i]]
+            if end > lo and rec is None:
+                reserved.append((max(starts[i], lo), min(end, hi)))
+            i += 1
+        if not reserved:
+            return
+        tid = ev.tid
+        self.tick.setdefault(tid, 0)
+        for a, b in reserved:
+            self._cut(a, b)
+            rec = MapRecord(tid, (self.ordinal, self.tick[tid]), b - a)
+            self.maps_made += 1
+            self.map_bytes_made += b - a
+            self.maps_protected += 1
+            self._map_window(tid)
+            records = self.map_records.setdefault(tid, [])
+            if records is not None:
+                records.append(rec)
+                if len(records) > MAX_MAP_RECORDS:
+                    self.map_records[tid] = None
+            self._add_piece(a, b, rec)
         if self.mapped_now > self.mapped_peak:
             self.mapped_peak = self.mapped_now
         if self.mapped_writable > self.mapped_writable_peak:

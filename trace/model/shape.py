@@ -168,6 +168,7 @@ class ModelShape:
         self.late_recvs = self._late_receives()
         self.capacity = {}
         self.batch: Dict[Tuple[str, str], int] = {}
+        self.carry: Dict[Tuple[str, str], int] = {}    # capacities raised to what a barrier leaves in the channel
         tids = {g.name: g.tids for g in self.groups}
         for (src, dst), n in self.edges.items():
             if (src, dst) in self.paired:
@@ -180,6 +181,10 @@ class ModelShape:
                                   f"to measure how many were in flight in the capture")
             self.capacity[src, dst] = max(1, min(n, MAX_CAPACITY, most if most is not None else n))
             self._batch_receives(src, dst, n, most)
+            carry = self._barrier_carry(src, dst)
+            if carry > self.capacity[src, dst]:
+                self.carry[src, dst] = carry
+                self.capacity[src, dst] = min(carry, MAX_CAPACITY)
 
     def unbound_channels(self) -> None:
         """Every channel between groups holds all the objects it carries (up to MAX_CAPACITY): a send never
@@ -228,6 +233,31 @@ class ModelShape:
                                           if (src, t) in self.late_recvs])), default=0)
         self.batch[src, dst] = batch
         self.capacity[src, dst] = max(1, most - batch, late)
+
+    def _barrier_carry(self, src: str, dst: str) -> int:
+        """The most objects the model's statements leave in the channel src -> dst at a barrier (per pair of
+        threads for a paired flow): what its senders sent up to there less what its receivers took. At a
+        barrier the receivers hold no batch (a batch is received whole inside a phase), and the receives
+        that waited for the senders' phase to end (_late_receives) come only after it: the channel holds
+        every object in flight then, or a sender waits on a full channel while its receivers wait at the
+        barrier, for ever. A capacity of the most in flight less a batch fell short of that (node's worker
+        threads: 289 sent in a phase, one batch of 144 taken in it, 145 left for a channel of 144)."""
+        a, b = self.group_named(src), self.group_named(dst)
+        phases = len(self.phases)
+        teams = [([x], [y]) for x, y in zip(a.summaries, b.summaries)] if (src, dst) in self.paired \
+            else [(a.summaries, b.summaries)]
+        worst = 0
+        for senders, receivers in teams:
+            to, sent_by = {s.tid for s in receivers}, {s.tid for s in senders}
+            late = [sum(self.late_recvs.get((src, r.tid), [0] * phases)[p] for r in receivers) for p in range(phases)]
+            left = 0
+            for p in range(phases):
+                left += sum(v for s in senders for k, v in s.phases[p].c.items() if _dest(k) in to)
+                left -= sum(v for r in receivers for k, v in r.phases[p].c.items()
+                            if isinstance(k, tuple) and k[0] == "recv" and k[1] in sent_by)
+                left += late[p] - (late[p - 1] if p else 0)
+                worst = max(worst, left)
+        return worst
 
     def _pair_threads(self, src: str, dst: str) -> bool:
         """Whether each thread of group src hands its objects to one thread of group dst, each to a different
