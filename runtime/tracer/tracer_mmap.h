@@ -58,8 +58,7 @@ EXPORT int mprotect(void *addr, size_t len, int prot) {
   static _Atomic(void *) real;
   int (*f)(void *, size_t, int) = (int (*)(void *, size_t, int))libc_symbol(&real, "mprotect");
   if (!f) return (int)syscall(SYS_mprotect, addr, len, prot);
-  if (!recording()) return f(addr, len, prot);
-  T.guard = 1;
+  if (!recording() || begin() <= 0) return f(addr, len, prot);   /* begin: the call's window (tracer_record.h) */
   uint64_t key = take_global_key();
   int rc = f(addr, len, prot);
   int err = errno;
