@@ -842,6 +842,25 @@ static void map_window(uint32_t ti) {
   cell(ti, w < 0 ? 0 : w);
 }
 
+/* A writable mapping's record, made now by thread ti (collect.py's MapRecord), in its thread's list of records
+ * (until that list passes MAX_MAP_RECORDS, when the thread keeps none) */
+static int64_t new_map_record(uint32_t ti, uint64_t size) {
+  GROW(S.maps, S.capmaps, S.nmaps + 1);
+  int64_t rec = (int64_t)S.nmaps++;
+  S.maps[rec] = (map_rec){ti, S.ordinal, S.th[ti].tick, (int64_t)size, 0, 0, S.maps_made, 0};
+  S.maps_made++;
+  S.map_bytes_made += (int64_t)size;
+  map_window(ti);
+  thread_t *t = &S.th[ti];
+  t->has_records = 1;
+  if (!t->records_none) {
+    GROW(t->records, t->caprecords, t->nrecords + 1);
+    t->records[t->nrecords++] = (uint32_t)rec;
+    if (t->nrecords > MAX_MAP_RECORDS) { t->records_none = 1; free(t->records); t->records = NULL; t->nrecords = 0; }
+  }
+  return rec;
+}
+
 static void mapping(const tr_event *ev) {
   static int64_t *touched;
   static size_t cap;
@@ -853,19 +872,7 @@ static void mapping(const tr_event *ev) {
     cut(ev->res, ev->res + size, 1, &touched, &cap);
     int64_t rec = -1;
     if (ev->nmemb & PROT_WRITE_FLAG) {
-      GROW(S.maps, S.capmaps, S.nmaps + 1);
-      rec = (int64_t)S.nmaps++;
-      S.maps[rec] = (map_rec){ti, S.ordinal, S.th[ti].tick, (int64_t)size, 0, 0, S.maps_made, 0};
-      S.maps_made++;
-      S.map_bytes_made += (int64_t)size;
-      map_window(ti);
-      thread_t *t = &S.th[ti];
-      t->has_records = 1;
-      if (!t->records_none) {
-        GROW(t->records, t->caprecords, t->nrecords + 1);
-        t->records[t->nrecords++] = (uint32_t)rec;
-        if (t->nrecords > MAX_MAP_RECORDS) { t->records_none = 1; free(t->records); t->records = NULL; t->nrecords = 0; }
-      }
+      rec = new_map_record(ti, size);
     } else om_get(&S.maps_left_out, 1)->a++;
     add_piece(ev->res, ev->res + size, rec);
   } else if (ev->kind == EV_MUNMAP && ev->old) {
@@ -908,20 +915,8 @@ static void protect(const tr_event *ev) {
   for (size_t k = 0; k < n; k++) {
     uint64_t a = parts[k][0], b = parts[k][1];
     cut(a, b, 1, &touched, &cap);
-    GROW(S.maps, S.capmaps, S.nmaps + 1);
-    int64_t rec = (int64_t)S.nmaps++;
-    S.maps[rec] = (map_rec){ti, S.ordinal, S.th[ti].tick, (int64_t)(b - a), 0, 0, S.maps_made, 0};
-    S.maps_made++;
+    int64_t rec = new_map_record(ti, b - a);
     S.maps_protected++;
-    S.map_bytes_made += (int64_t)(b - a);
-    map_window(ti);
-    thread_t *t = &S.th[ti];
-    t->has_records = 1;
-    if (!t->records_none) {
-      GROW(t->records, t->caprecords, t->nrecords + 1);
-      t->records[t->nrecords++] = (uint32_t)rec;
-      if (t->nrecords > MAX_MAP_RECORDS) { t->records_none = 1; free(t->records); t->records = NULL; t->nrecords = 0; }
-    }
     add_piece(a, b, rec);
   }
   if (S.mapped_now > S.mapped_peak) S.mapped_peak = S.mapped_now;
@@ -1192,6 +1187,50 @@ static void put_tid_counter(const char *name, const omap *m) {   /* keys are tid
   put_counter(m);
 }
 
+/* One top-N heap of each thread that has one, as [tid, [item, ...]]: what the Python collector's dict of heaps
+ * becomes in JSON (in the order the threads were first seen). */
+static void put_thread_heaps(size_t heap_at, void (*put_item)(uint32_t ref)) {
+  int first = 1;
+  for (size_t ti = 0; ti < S.nth; ti++) {
+    const thread_t *t = &S.th[ti];
+    const pyheap *h = (const pyheap *)((const char *)t + heap_at);
+    if (!h->n) continue;
+    fprintf(out, "%s[%" PRIu32 ",[", first ? "" : ",", t->tid);
+    first = 0;
+    for (size_t i = 0; i < h->n; i++) {
+      if (i) fputc(',', out);
+      put_item(h->v[i].ref);
+    }
+    fputs("]]", out);
+  }
+}
+
+static void put_ref(uint32_t ref) { fprintf(out, "%" PRIu32, ref); }
+
+static void put_big(uint32_t ref) {
+  const big_rec *b = &S.bigs[ref];
+  fprintf(out, "[%" PRId64 ",%" PRId64 ",%" PRId64 ",%u,\"%s\",", b->at_o, b->at_t, b->size, b->mk, how_name[b->how]);
+  put_opt(b->has_life, b->life);
+  fputc(',', out);
+  put_opt(b->has_end, b->end);
+  fputc(']', out);
+}
+
+static void put_trail(uint32_t ref) {
+  const trail_t *x = &S.trails[ref];
+  fprintf(out, "[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%u,%" PRId64 ",", x->largest, x->seq, x->start_o,
+          x->start_t, x->mk, x->size);
+  if (x->steps_none) fputs("null", out);
+  else {
+    fputc('[', out);
+    for (size_t s = 0; s < x->nsteps; s++)
+      fprintf(out, "%s%" PRId64 ",%" PRId64 ",%" PRId64, s ? "," : "", x->steps[s].o, x->steps[s].t, x->steps[s].nbytes);
+    fputc(']', out);
+  }
+  if (x->has_end) fprintf(out, ",[%" PRId64 ",%" PRId64 "]", x->end_o, x->end_t); else fputs(",null", out);
+  fprintf(out, ",\"%s\",%" PRId64 ",%" PRId64 "]", how_name[x->how], x->last_o, x->last_t);
+}
+
 static void emit(FILE *spans_file) {
   fprintf(out, "{\"window\":%" PRId64 ",\"ordinal\":%" PRId64 ",\"live_bytes\":%" PRId64 ",\"peak_bytes\":%" PRId64
           ",\"peak_line\":%" PRId64 ",\"first_line\":", S.window, S.ordinal, S.live_bytes, S.peak_bytes, S.peak_line);
@@ -1252,47 +1291,9 @@ static void emit(FILE *spans_file) {
   }
   /* big objects: per thread (in the order their heaps were made) the heap's list */
   fputs("],\"big_objects\":[", out);
-  int first = 1;
-  for (size_t ti = 0; ti < S.nth; ti++) {
-    const thread_t *t = &S.th[ti];
-    if (!t->big.n) continue;
-    fprintf(out, "%s[%" PRIu32 ",[", first ? "" : ",", t->tid);
-    first = 0;
-    for (size_t i = 0; i < t->big.n; i++) {
-      const big_rec *b = &S.bigs[t->big.v[i].ref];
-      fprintf(out, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%u,\"%s\",", i ? "," : "", b->at_o, b->at_t, b->size,
-              b->mk, how_name[b->how]);
-      put_opt(b->has_life, b->life);
-      fputc(',', out);
-      put_opt(b->has_end, b->end);
-      fputc(']', out);
-    }
-    fputs("]]", out);
-  }
+  put_thread_heaps(offsetof(thread_t, big), put_big);
   fputs("],\"trails\":[", out);
-  first = 1;
-  for (size_t ti = 0; ti < S.nth; ti++) {
-    const thread_t *t = &S.th[ti];
-    if (!t->trails.n) continue;
-    fprintf(out, "%s[%" PRIu32 ",[", first ? "" : ",", t->tid);
-    first = 0;
-    for (size_t i = 0; i < t->trails.n; i++) {
-      const trail_t *x = &S.trails[t->trails.v[i].ref];
-      fprintf(out, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%u,%" PRId64 ",", i ? "," : "", x->largest,
-              x->seq, x->start_o, x->start_t, x->mk, x->size);
-      if (x->steps_none) fputs("null", out);
-      else {
-        fputc('[', out);
-        for (size_t s = 0; s < x->nsteps; s++)
-          fprintf(out, "%s%" PRId64 ",%" PRId64 ",%" PRId64, s ? "," : "", x->steps[s].o, x->steps[s].t,
-                  x->steps[s].nbytes);
-        fputc(']', out);
-      }
-      if (x->has_end) fprintf(out, ",[%" PRId64 ",%" PRId64 "]", x->end_o, x->end_t); else fputs(",null", out);
-      fprintf(out, ",\"%s\",%" PRId64 ",%" PRId64 "]", how_name[x->how], x->last_o, x->last_t);
-    }
-    fputs("]]", out);
-  }
+  put_thread_heaps(offsetof(thread_t, trails), put_trail);
   /* the program's own mappings: every record, then map_records and big_maps by index */
   fputs("],\"maps\":[", out);
   for (size_t i = 0; i < S.nmaps; i++) {
@@ -1303,7 +1304,7 @@ static void emit(FILE *spans_file) {
     fprintf(out, ",%" PRId64 "]", r->seq);
   }
   fputs("],\"map_records\":[", out);
-  first = 1;
+  int first = 1;
   for (size_t ti = 0; ti < S.nth; ti++) {
     const thread_t *t = &S.th[ti];
     if (!t->has_records) continue;
@@ -1318,15 +1319,7 @@ static void emit(FILE *spans_file) {
     fputc(']', out);
   }
   fputs("],\"big_maps\":[", out);
-  first = 1;
-  for (size_t ti = 0; ti < S.nth; ti++) {
-    const thread_t *t = &S.th[ti];
-    if (!t->big_maps.n) continue;
-    fprintf(out, "%s[%" PRIu32 ",[", first ? "" : ",", t->tid);
-    first = 0;
-    for (size_t i = 0; i < t->big_maps.n; i++) fprintf(out, "%s%" PRIu32, i ? "," : "", t->big_maps.v[i].ref);
-    fputs("]]", out);
-  }
+  put_thread_heaps(offsetof(thread_t, big_maps), put_ref);
   /* handoffs: (owner, freer, count) in the dict's order; the ordinals in the spans file */
   fputs("],\"handoffs\":[", out);
   for (size_t i = 0; i < S.nhandoffs; i++) {
