@@ -233,6 +233,9 @@ def _trace_stats(sub) -> None:
                           "capture), a DJ Delorie workload (.wl, glibc trace_run's) or a glibc mtrace log, "
                           "recognised by its content. Exit status 4 when the capture is incomplete.")
     p.add_argument("file", help="the capture (tracer log, ltrace log, .wl workload or mtrace log)")
+    p.add_argument("--whole", action="store_true",
+                   help="a capture of a server (capture --server): the statistics of its whole life, start-up and "
+                        "stop included, not of its window from ready to the client's end (what convert replays)")
     o.add_json(p, "the statistics")
 
 

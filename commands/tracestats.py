@@ -1,4 +1,6 @@
-"""`scenc trace-stats FILE [--json]`: a capture's calls, sizes, lifetimes, threads and anomalies.
+"""`scenc trace-stats FILE [--whole] [--json]`: a capture's calls, sizes, lifetimes, threads and anomalies.
+
+A server's capture (capture --server) is described by its window, as convert replays it, unless --whole.
 
 Exit status 4 when the capture is incomplete (errors.py).
 """
@@ -15,7 +17,8 @@ from .tracing import guarded, refuse_scenario
 @guarded("trace-stats")
 def trace_stats(args) -> int:
     refuse_scenario("trace-stats", args.file)
-    source = TraceSource(args.file, extra_events=True)
+    source = TraceSource(args.file, extra_events=True, window=not args.whole)
+    window = _window_line(source, args.whole)
     stats = TraceStats(source.report).consume(source.events)
     if args.json:
         d = stats.to_dict()
@@ -23,6 +26,7 @@ def trace_stats(args) -> int:
         if source.format == "preload":
             info = source.events.info
             d["preload"] = {"pid": info.pid, "records": info.records, "missing": info.missing, "ended": info.ended}
+            d["window"] = window is not None and not args.whole
         elif source.format == "workload":
             d["workload"] = source.events.info.to_dict()
         if source.format in ("workload", "mtrace"):
@@ -33,10 +37,23 @@ def trace_stats(args) -> int:
         text = format_trace_stats(stats)
         if source.format == "preload":
             text = _preload_header(text, stats, source)
+            if window:
+                head, _, rest = text.partition("\n")
+                text = f"{head}\n  {window}\n{rest}"
         elif source.format in _NO_TIMES:
             text = _untimed_header(text, stats, source)
         sys.stdout.write(text)
     return EXIT_INCOMPLETE if source.report.incomplete else EXIT_OK
+
+
+def _window_line(source, whole: bool):
+    """What part of a server's capture the figures cover (None: a capture without window marks)."""
+    if source.format != "preload" or 1 not in source.events.info.window:
+        return None
+    if whole:
+        return "window: none taken (--whole): the server's whole life, start-up and stop included"
+    return ("window: the server's window from ready to its client's end, as convert replays it: what was live at "
+            "ready counts as made when it opened; --whole for the server's whole life")
 
 
 def _preload_header(text: str, stats, source) -> str:

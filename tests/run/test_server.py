@@ -6,6 +6,7 @@ requests per second), real allocators preloaded, real sockets on 127.0.0.1 at po
 to find the server after Ctrl-C. Nothing asserts that one allocator is faster than another.
 """
 
+import json
 import os
 import signal
 import socket
@@ -312,6 +313,13 @@ def test_a_captured_server_replays_its_window_from_ready_to_the_clients_end(tmp_
     assert sizes.index(4000) > max(i for i, s in enumerate(sizes) if s == 2222)
     request = {e.result_ptr for e in events if e.kind == "malloc" and e.size == 4000}
     assert sum(e.kind == "free" and e.old_ptr in request for e in events) == 200 - 50
+    # trace-stats describes the window as convert replays it, and the whole life with --whole
+    stats = scenc("trace-stats", log)
+    assert stats.returncode == 0 and "window: the server's window from ready to its client's end" in stats.stdout
+    in_window = json.loads(scenc("trace-stats", log, "--json").stdout)
+    whole_life = json.loads(scenc("trace-stats", log, "--whole", "--json").stdout)
+    assert in_window["window"] and not whole_life["window"]
+    assert in_window["events"] <= whole_life["events"] - 60     # the 1111s' mallocs and frees, the frees after the end
     # convert --model reads that window too (the Python reader; a log without marks goes to the C collector)
     model = scenc("convert", "--model", "--no-measure", log, "-o", tmp_path / "model.scn")
     whole_model = scenc("convert", "--model", "--no-measure", "--whole", log, "-o", tmp_path / "whole-model.scn")
