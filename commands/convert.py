@@ -34,8 +34,7 @@ def convert(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
         touch, figures = _model_touch(source, args.touch)
-        windowed = source.format == "preload" and not args.whole and 1 in source.events.info.window
-        if source.format == "preload" and not windowed:
+        if source.format == "preload" and not source.events.windowed:
             # The collector's pass in C (trace/model/native.py), its own progress line. A window (capture --server)
             # is cut by the Python reader (trace/window.py), which the C collector does not repeat.
             collector = collect_tracer_log(source.path, progress=sys.stderr.isatty())

@@ -18,7 +18,7 @@ from .tracing import guarded, refuse_scenario
 def trace_stats(args) -> int:
     refuse_scenario("trace-stats", args.file)
     source = TraceSource(args.file, extra_events=True, window=not args.whole)
-    window = _window_line(source, args.whole)
+    window = _window_line(source)
     stats = TraceStats(source.report).consume(source.events)
     if args.json:
         d = stats.to_dict()
@@ -26,7 +26,7 @@ def trace_stats(args) -> int:
         if source.format == "preload":
             info = source.events.info
             d["preload"] = {"pid": info.pid, "records": info.records, "missing": info.missing, "ended": info.ended}
-            d["window"] = window is not None and not args.whole
+            d["window"] = source.events.windowed
         elif source.format == "workload":
             d["workload"] = source.events.info.to_dict()
         if source.format in ("workload", "mtrace"):
@@ -46,11 +46,11 @@ def trace_stats(args) -> int:
     return EXIT_INCOMPLETE if source.report.incomplete else EXIT_OK
 
 
-def _window_line(source, whole: bool):
+def _window_line(source):
     """What part of a server's capture the figures cover (None: a capture without window marks)."""
     if source.format != "preload" or 1 not in source.events.info.window:
         return None
-    if whole:
+    if not source.events.windowed:
         return "window: none taken (--whole): the server's whole life, start-up and stop included"
     return ("window: the server's window from ready to its client's end, as convert replays it: what was live at "
             "ready counts as made when it opened; --whole for the server's whole life")

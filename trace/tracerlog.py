@@ -225,6 +225,11 @@ class PreloadLog(EventSource):
             self._events = windowed_events(self._events)
 
     @property
+    def windowed(self) -> bool:
+        """Its events are the window's (asked for, and the log has window marks), not the whole log's."""
+        return self._watch is not None
+
+    @property
     def report(self) -> ParseReport:
         """A ParseReport saying what it can about this log, for TraceStats and format_trace_stats (which
         were written for ltrace logs: 'lines' are records; set exit_status from the capture if known)."""
