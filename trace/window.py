@@ -39,6 +39,14 @@ def _cut(ranges: List[list], lo: int, hi: int) -> None:
     ranges[:] = out
 
 
+def _protect(ranges: List[list], lo: int, hi: int, prot: int) -> None:
+    """[lo, hi) given protection `prot` (mprotect): the parts of live mappings it covers made at the open with
+    it (a reservation made writable before ready is memory when the window opens)."""
+    covered = [[max(r[0], lo), min(r[1], hi), prot, r[3]] for r in ranges if r[0] < hi and r[1] > lo]
+    _cut(ranges, lo, hi)
+    ranges.extend(covered)
+
+
 def windowed_events(events: Iterable[AllocEvent]) -> Iterator[AllocEvent]:
     live: Dict[int, Tuple[int, int, int]] = {}     # address -> (order made, bytes, thread)
     ranges: List[list] = []
@@ -74,6 +82,9 @@ def windowed_events(events: Iterable[AllocEvent]) -> Iterator[AllocEvent]:
                 _cut(ranges, ev.old_ptr, ev.old_ptr + _pages(ev.align or 0))
                 _cut(ranges, ev.result_ptr, ev.result_ptr + _pages(ev.size))
                 ranges.append([ev.result_ptr, ev.result_ptr + _pages(ev.size), prot, ev.tid])
+        elif kind == "mprotect":
+            if not ev.failed and ev.old_ptr:
+                _protect(ranges, ev.old_ptr, ev.old_ptr + _pages(ev.size or 0), ev.nmemb)
         elif kind in ("thread_start", "thread_exit"):
             pass
         else:

@@ -94,3 +94,20 @@ def test_two_waiting_threads_are_cut_where_each_one_was(tmp_path):
     sizes = [e.size for e in events if e.kind == "malloc"]
     assert sizes.count(100) == 40 and sizes.count(200) == 60
     assert sum(e.kind == "free" for e in events) == 80
+
+
+def test_a_reservation_made_writable_before_the_window_is_made_writable_at_its_open():
+    """The generator alone, on events written here (what the reader yields for a log with marks): a 64 KiB
+    PROT_NONE reservation whose middle 16 KiB mprotect made writable before ready is remade at the open as its
+    three parts, the middle one writable, so the model holds it as memory."""
+    from scenc.trace.events import AllocEvent
+    from scenc.trace.window import windowed_events
+
+    def event(line, kind, size, nmemb=1, align=None, old=None, res=None):
+        return AllocEvent(line, 7, line / 1000, kind, size, nmemb, align, old, res, False, line, None)
+    base = 0x7f0000000000
+    events = [event(1, "mmap", 65536, 0, 0x22, res=base),
+              event(2, "mprotect", 16384, 3, old=base + 16384),
+              event(3, "window", 1), event(4, "malloc", 100, res=0x1000), event(5, "window", 2)]
+    made = [(e.kind, e.result_ptr - base, e.size, e.nmemb) for e in windowed_events(events) if e.kind == "mmap"]
+    assert sorted(made) == [("mmap", 0, 16384, 0), ("mmap", 16384, 16384, 3), ("mmap", 32768, 32768, 0)]
