@@ -11,7 +11,6 @@ captures (ltrace logs, workloads, mtrace logs) keep the Python collector.
 
 import json
 import subprocess
-import sys
 import tempfile
 from array import array
 from collections import Counter
@@ -157,8 +156,3 @@ def _collector(d: dict, ordinals: array) -> Collector:
         at += n
     col.live.clear()
     return col
-
-
-def progress_wanted(stream=None) -> bool:
-    """A progress line on a terminal, nothing on a pipe or a file (as commands/convert.py's for Python events)."""
-    return (stream or sys.stderr).isatty()
