@@ -197,7 +197,7 @@ def test_only_a_scenarios_runs_are_watched_for_idleness():
     from types import SimpleNamespace
     from scenc.harness import Session
     from scenc.run.plan import COMMAND, IDLE_LIMIT_S, RunConfig
-    session = SimpleNamespace(plan=SimpleNamespace(timeout_s=None), _reference=lambda config: None)
+    session = SimpleNamespace(plan=SimpleNamespace(timeout_s=None))
     assert Session._idle_limit(session, RunConfig.make("glibc", {})) == IDLE_LIMIT_S
     assert Session._idle_limit(session, RunConfig.make("glibc", {}, target=COMMAND)) is None
     session.plan.timeout_s = 30.0
