@@ -75,38 +75,35 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
   return rc;
 }
 
-/* What the joiner does next comes after the joined thread's end (its clock, in g_exact when it recorded it). */
-static void joined(void) {
-  uint64_t g = atomic_load_explicit(&g_exact, memory_order_acquire);
-  if (T.key < g) T.key = g;
+/* What the joiner does next comes after the joined thread's end (its clock, in g_exact when it recorded it):
+ * `rc` is a join's result, returned as it is. */
+static int joined(int rc) {
+  if (rc == 0) {
+    uint64_t g = atomic_load_explicit(&g_exact, memory_order_acquire);
+    if (T.key < g) T.key = g;
+  }
+  return rc;
 }
+
+typedef int (*join_fn)(pthread_t, void **);
 
 EXPORT int pthread_join(pthread_t th, void **ret) {
   static _Atomic(void *) real;
-  int (*f)(pthread_t, void **) = (int (*)(pthread_t, void **))libc_symbol(&real, "pthread_join");
-  if (!f) return ENOSYS;
-  int rc = f(th, ret);
-  if (rc == 0) joined();
-  return rc;
+  join_fn f = (join_fn)libc_symbol(&real, "pthread_join");
+  return f ? joined(f(th, ret)) : ENOSYS;
 }
 
 EXPORT int pthread_tryjoin_np(pthread_t th, void **ret) {
   static _Atomic(void *) real;
-  int (*f)(pthread_t, void **) = (int (*)(pthread_t, void **))libc_symbol(&real, "pthread_tryjoin_np");
-  if (!f) return ENOSYS;
-  int rc = f(th, ret);
-  if (rc == 0) joined();
-  return rc;
+  join_fn f = (join_fn)libc_symbol(&real, "pthread_tryjoin_np");
+  return f ? joined(f(th, ret)) : ENOSYS;
 }
 
 EXPORT int pthread_timedjoin_np(pthread_t th, void **ret, const struct timespec *abstime) {
   static _Atomic(void *) real;
   int (*f)(pthread_t, void **, const struct timespec *) =
       (int (*)(pthread_t, void **, const struct timespec *))libc_symbol(&real, "pthread_timedjoin_np");
-  if (!f) return ENOSYS;
-  int rc = f(th, ret, abstime);
-  if (rc == 0) joined();
-  return rc;
+  return f ? joined(f(th, ret, abstime)) : ENOSYS;
 }
 
 /* The thread's key destructor. It re-arms itself for later rounds of the
