@@ -25,7 +25,8 @@ ORDERED = ("window", "ordinal", "live_bytes", "peak_bytes", "peak_line", "first_
            "cross_frees", "known_frees", "handoff_count", "thread_starts", "chain_span_count", "live_at_end",
            "mapped_now", "mapped_peak", "mapped_writable", "mapped_writable_peak", "maps_made", "trace_kinds",
            "map_calls", "maps_left_out", "born", "died", "max_chains", "chain_held", "trail_dropped", "big_dropped",
-           "big_maps_dropped", "max_chain_classes", "handoffs", "wins", "thread_windows")
+           "big_maps_dropped", "max_chain_classes", "handoffs", "wins", "thread_windows", "peak_ordinal",
+           "peak_freed")
 #: ... and those the writer reads only by key (per thread): compared as dicts
 BY_KEY = ("big_objects", "trails", "map_records", "big_maps")
 

@@ -294,6 +294,12 @@ class Collector:
         self.live_bytes = 0
         self.peak_bytes = 0
         self.peak_line = 0
+        # The objects live at the peak of live bytes that their own thread freed after it (those still live at
+        # the end are in `live`): (owner, ordinal and clock of the allocation, bytes, model kind, lifetime, ordinal
+        # of the free), plain objects only (no realloc chain). Emptied each time the peak rises, so it holds no
+        # more than the objects live at once (trace/model/shape.py, _take_bursts)
+        self.peak_ordinal = -1
+        self.peak_freed: list = []
         self.first_line: Optional[int] = None
         self.last_line = 0
         self.has_time = False
@@ -459,7 +465,9 @@ class Collector:
                     mk = model_kinds[kind, align] = (MODEL_KIND[kind], 4096 if kind in PAGE_ALIGNED else align)
                 self._alloc(tid, o, w, thread_window, win, mk, (size or 0) * nmemb, res)
             if self.live_bytes > self.peak_bytes:
-                self.peak_bytes, self.peak_line = self.live_bytes, line
+                self.peak_bytes, self.peak_line, self.peak_ordinal = self.live_bytes, line, o
+                if self.peak_freed:
+                    self.peak_freed = []
         return self
 
     def _alloc(self, tid: int, o: int, w: int, thread_window: ThreadWindow, win: Window, mk, nbytes: int, res) -> None:
@@ -541,6 +549,8 @@ class Collector:
             _add_to_class(acell.lives_by_class, cls, bucket, lifetime, nbytes)
             if w != w_alloc:
                 _add_to_class(self._dies(acell, w), cls, bucket, lifetime, nbytes, kinds=True)[4][mk] += 1
+            if o_alloc <= self.peak_ordinal and seen:
+                self.peak_freed.append((owner, o_alloc, t_alloc, nbytes, mk, lifetime, self.ordinal - 1))
             ac = acell.c
             ac["lives_class", mk, cls] += 1
             ac["lives", mk] += 1

@@ -9,10 +9,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .collect import (MAX_HANDOFFS, ThreadWindow, Collector, hist_minus, life_bucket, merge_hist,
+from .collect import (MAX_HANDOFFS, BigObject, ThreadWindow, Collector, hist_minus, life_bucket, merge_hist,
                       size_bucket, size_class)
-from .fit import (BIG_OBJECT_SHARE, Phase, ThreadSummary, alike_but_receives, big_chains, big_objects, chain_slots,
-                  detect_phases, group_threads)
+from .fit import (BIG_OBJECT_SHARE, Phase, ThreadSummary, alike_but_receives, big_chains, big_objects, burst_objects,
+                  chain_slots, detect_phases, group_threads)
 
 MAX_CAPACITY = 1 << 20      # channel slots live in the runtime's arena: 16 MiB at most per channel
 HELD_PARTS = 4              # an object freed in a later part of a phase than its own, or a later phase, is held
@@ -52,6 +52,7 @@ class ModelShape:
         self._take_big_chains()
         self._take_big_objects()
         self._take_held_objects()
+        self._take_bursts()
         self._take_big_maps()
 
     # ---------------------------------------------------------------- groups
@@ -484,6 +485,46 @@ class ModelShape:
                             frees.setdefault(qi, Counter())[wd] += sum(kinds.values())
             if held:
                 self.held[g.name], self.held_frees[g.name] = held, frees
+
+    def _take_bursts(self) -> None:
+        """The objects of each single-thread group live at the capture's peak that came in a burst
+        (model_fit.burst_objects; self.bursts: group name -> (phase, BigObjects)) are made where they came in
+        their phase and freed together (trace/model/burst.py); they leave the thread's figures (sizes,
+        lifetimes, counts), which the other statements model as before. The objects the peak holds that are
+        big or held are written so already."""
+        self.bursts: Dict[str, tuple] = {}
+        col = self.col
+        for g, tid, summary in self._lone_threads():
+            big_at = {r.at[0] for r in self.big_objects.get(g.name, [])}
+            records = []
+            for r in col.peak_freed:
+                if r[0] != tid or r[1] in big_at:
+                    continue
+                w, wd = r[1] // col.window, r[6] // col.window
+                pi = self._phase_of_window(w)
+                if not _outlives_part(self.phases[pi], w, wd):
+                    records.append((pi, r))
+            if not records:
+                continue
+            pi = records[0][0]          # not held: made and freed in the phase of the peak
+            _, ticks = self.clock_span(tid, pi)
+            mean_live = {cls: entry[2] / ticks for cls, entry in summary.phases[pi].lives_by_class.items()}
+            chosen = burst_objects([r for _, r in records], mean_live, col.peak_bytes)
+            if not chosen:
+                continue
+            objects = []
+            for _, o, t, nbytes, mk, life, end in chosen:
+                r = BigObject((o, t), nbytes, mk)
+                r.how, r.life, r.end = "local", life, end
+                objects.append(r)
+                for thread_window in (summary.phases[pi], summary.total):
+                    _take_object(thread_window, r)
+                w, wd = o // col.window, end // col.window
+                if wd != w and wd in col.thread_windows[tid][w].dies:
+                    entry = col.thread_windows[tid][w].dies[wd][size_class(nbytes)]
+                    _take_from_class(entry, nbytes, life)
+                    entry[4][mk] -= 1
+            self.bursts[g.name] = (pi, objects)
 
     # ---------------------------------------------------------------- places in the capture
     def part_of(self, w: int) -> Tuple[int, int]:
