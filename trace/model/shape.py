@@ -525,6 +525,10 @@ class ModelShape:
                     _take_from_class(entry, nbytes, life)
                     entry[4][mk] -= 1
             self.bursts[g.name] = (pi, objects)
+            self.notes.append(f"{len(objects)} objects of {g.name} live at the capture's peak of live bytes "
+                              f"({sum(r.size for r in objects)} bytes), made close together in phase {pi + 1} and "
+                              f"freed after the peak, are made into the pool `burst` where they came and freed "
+                              f"together (`free_all`) where the middle of their frees came")
 
     # ---------------------------------------------------------------- places in the capture
     def part_of(self, w: int) -> Tuple[int, int]:
