@@ -266,11 +266,12 @@ def big_objects(records: list, dropped_largest: int, peak_bytes: int) -> list:
     return sorted((r for r in big if r.how in ("local", "kept")), key=lambda r: r.at)
 
 
-def burst_objects(records: list, mean_live: Dict[int, float], peak_bytes: int) -> list:
+def burst_objects(records: list, mean_live: Dict[int, float], peak_bytes: int, held: list = ()) -> list:
     """The objects of one thread live at the capture's peak (collect.Collector.peak_freed's records, freed by it
     after the peak, neither held nor big) that came in a burst: those of the size classes of which the peak
-    held BURST_EXCESS times more bytes than the class keeps live on average over the phase (mean_live: class
-    -> bytes x lifetimes / the phase's ticks), when they hold BURST_SHARE of the peak at least; else none.
+    held BURST_EXCESS times more bytes than the class's other objects keep live on average over the phase
+    (mean_live: class -> their bytes x lifetimes / the phase's ticks), with the phase's held objects the peak holds (held: they
+    outlive the model's windows), when they hold BURST_SHARE of the peak at least; else none.
     Spread over the phase with their own lifetimes, a burst's objects are seldom live at once (node: 16
     buffers of 535 KB and 600 of 16 KB made within a few thousand calls and freed together, of a phase of
     40,000: its model held 0.70x of the capture's peak)."""
@@ -279,7 +280,7 @@ def burst_objects(records: list, mean_live: Dict[int, float], peak_bytes: int) -
         cls = size_class(r[3])
         live[cls] = live.get(cls, 0) + r[3]
     burst = {cls for cls, n in live.items() if n >= BURST_EXCESS * mean_live.get(cls, 0.0)}
-    chosen = [r for r in records if size_class(r[3]) in burst]
+    chosen = [r for r in records if size_class(r[3]) in burst] + list(held)
     if not chosen or sum(r[3] for r in chosen) < BURST_SHARE * peak_bytes:
         return []
     return sorted(chosen, key=lambda r: r[1])

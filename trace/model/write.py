@@ -245,8 +245,8 @@ class ModelWriter:
             out.append(f"    in_p{q} = 0")
             out.append(f"    out_p{q} = 0")
         if plan.burst:
-            out.append(f"    pool burst[{plan.burst}]        # objects made close together before the peak of live "
-                       f"bytes, freed together after it: both where captured")
+            out.append(f"    pool burst[{plan.burst}]        # objects live at the peak of live bytes, made where "
+                       f"captured and freed together after it")
             out.append("    in_burst = 0")
         for (src, dst), batch in sorted(self.shape.batch.items()):
             if dst == g.name and any(f"free_all(from_{src})" in b for b in blocks):
