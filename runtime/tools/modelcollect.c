@@ -20,6 +20,7 @@
 #define MAX_TRAILS 16
 #define MAX_TRAIL_STEPS 512
 #define MAX_BIG_OBJECTS 32
+#define MAX_PEAK_FREED (1 << 17)
 #define MAX_MAP_RECORDS 256
 #define MAX_BIG_MAPS 16
 #define PAGE 4096ull
@@ -378,6 +379,7 @@ static struct {
   int64_t peak_o;
   peak_rec *pf;
   size_t npf, cappf;
+  int peak_overflow;
 } S;
 
 static uint32_t thread_index(uint32_t tid) {
@@ -665,8 +667,10 @@ static void release(const live_ent *e, uint32_t freer, int64_t w, tw_t *tw, wind
     add_to_class(&acell->lbc, cls, bucket, lifetime, e->nbytes, 0);
     if (w != w_alloc) om_add(&add_to_class(dies_of(acell, w), cls, bucket, lifetime, e->nbytes, 1)->kinds, e->mk, 1, 0);
     if (e->o <= S.peak_o && seen) {
-      GROW(S.pf, S.cappf, S.npf + 1);
-      S.pf[S.npf++] = (peak_rec){e->o, e->t, e->nbytes, lifetime, S.ordinal - 1, to->tid, e->mk};
+      if (S.npf < MAX_PEAK_FREED) {
+        GROW(S.pf, S.cappf, S.npf + 1);
+        S.pf[S.npf++] = (peak_rec){e->o, e->t, e->nbytes, lifetime, S.ordinal - 1, to->tid, e->mk};
+      } else S.peak_overflow = 1;
     }
     cinc(acell, C_LIVES_CLASS, e->mk, (uint64_t)cls, 1);
     cinc(acell, C_LIVES, e->mk, 0, 1);
@@ -1023,7 +1027,11 @@ static int consume(void *arg, const tr_event *ev) {
                   : model_kind(model_kind_name[k], (int64_t)ev->align, has_align);
     alloc(ti, o, w, tw, win, mk, (int64_t)(ev->size * ev->nmemb), ev->res);
   }
-  if (S.live_bytes > S.peak_bytes) { S.peak_bytes = S.live_bytes; S.peak_line = (int64_t)ev->line; S.peak_o = o; S.npf = 0; }
+  if (S.live_bytes > S.peak_bytes) {
+    S.peak_bytes = S.live_bytes;
+    S.peak_line = (int64_t)ev->line;
+    S.peak_o = o, S.npf = 0, S.peak_overflow = 0;
+  }
   return 0;
 }
 
@@ -1337,8 +1345,9 @@ static void emit(FILE *spans_file) {
     fprintf(out, "%s[%" PRIu32 ",%" PRIu32 ",%zu]", i ? "," : "", h->owner, h->freer, h->n);
     if (fwrite(h->v, sizeof *h->v, h->n, spans_file) != h->n) { fprintf(stderr, "cannot write the spans\n"); exit(1); }
   }
-  fprintf(out, "],\"peak_ordinal\":%" PRId64 ",\"peak_freed\":[", S.peak_o);
-  for (size_t i = 0; i < S.npf; i++) {
+  fprintf(out, "],\"peak_ordinal\":%" PRId64 ",\"peak_overflow\":%s,\"peak_freed\":[", S.peak_o,
+          S.peak_overflow ? "true" : "false");
+  for (size_t i = 0; i < (S.peak_overflow ? 0 : S.npf); i++) {
     const peak_rec *r = &S.pf[i];
     fprintf(out, "%s[%" PRIu32 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRIu16 ",%" PRId64 ",%" PRId64 "]", i ? "," : "",
             r->owner, r->o, r->t, r->nbytes, r->mk, r->life, r->end);

@@ -158,7 +158,7 @@ def _collector(d: dict, ordinals: array) -> Collector:
     for owner, freer, n in d["handoffs"]:
         col.handoffs[owner, freer] = ordinals[at:at + n]
         at += n
-    col.peak_ordinal = d["peak_ordinal"]
+    col.peak_ordinal, col.peak_overflow = d["peak_ordinal"], d["peak_overflow"]
     col.peak_freed = [(tid, o, t, nbytes, mks[mk], life, end) for tid, o, t, nbytes, mk, life, end in d["peak_freed"]]
     col.live.clear()
     return col

@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .collect import (MAX_HANDOFFS, BigObject, ThreadWindow, Collector, hist_minus, life_bucket, merge_hist,
-                      size_bucket, size_class)
+from .collect import (MAX_HANDOFFS, MAX_PEAK_FREED, BigObject, ThreadWindow, Collector, hist_minus, life_bucket,
+                      merge_hist, size_bucket, size_class)
 from .fit import (BIG_OBJECT_SHARE, Phase, ThreadSummary, alike_but_receives, big_chains, big_objects, burst_objects,
                   chain_slots, detect_phases, group_threads)
 
@@ -499,6 +499,9 @@ class ModelShape:
         self.bursts: Dict[str, tuple] = {}
         self.held_after_peak: Dict[str, tuple] = {}
         col = self.col
+        if col.peak_overflow:
+            self.notes.append(f"the capture's peak of live bytes held more than {MAX_PEAK_FREED} objects that were "
+                              f"freed after it: none of them is made into a burst, nor freed after the peak for it")
         peak_phase = self._phase_of_window(max(col.peak_ordinal, 0) // col.window)
         for g, tid, summary in self._lone_threads():
             big_at = {r.at[0] for r in self.big_objects.get(g.name, [])}
