@@ -9,6 +9,7 @@ paths on the same captures and compares their output byte for byte.
 """
 
 import json
+import signal
 import subprocess
 from collections import defaultdict
 from typing import Optional
@@ -59,16 +60,14 @@ def native_trace_stats(source, whole: bool = False, cc: str = "gcc") -> Optional
     path = source.path
     cmd = [str(trace_stats_program(cc)), "--log", str(path)] + (["--whole"] if whole else [])
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    if proc.returncode < 0 and -proc.returncode in (1, 2, 15):
+    status = proc.returncode
+    if -status in _STOP_SIGNALS:
         raise KeyboardInterrupt
-    try:
-        data = json.loads(proc.stdout) if proc.stdout.strip() else {}
-    except ValueError:
-        data = {}
-    if "error" in data:
+    data = _report(proc.stdout)
+    if "error" in data:          # the log is not one, or is damaged: the reader's sentence, at its record
         raise TraceFormatError(str(path), data.get("record") or 1, 1, data["error"])
-    if proc.returncode or not data:
-        raise StatsToolError(f"scenc trace-stats: the C pass over {path} failed ({describe_status(proc.returncode)}); "
+    if status or not data:
+        raise StatsToolError(f"scenc trace-stats: the C pass over {path} failed ({describe_status(status)}); "
                              f"the Python pass still reads it: SCENC_TRACE_STATS=python scenc trace-stats {path}")
     if data.get("windowed"):
         return None
@@ -76,6 +75,18 @@ def native_trace_stats(source, whole: bool = False, cc: str = "gcc") -> Optional
     source.events.windowed = False
     source.events.info.window = {w: {} for w in (1, 2) if data["marks"] >> w & 1}
     return _stats(source.report, data)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _report(out: bytes) -> dict:
+    """The tool's JSON object ({} for none: a crash before it printed, or a line cut short)."""
+    try:
+        data = json.loads(out or b"{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _stats(report, d: dict) -> TraceStats:
