@@ -731,7 +731,7 @@ out:
 /* --------------------------------------------------------------- what the index found, as JSON */
 /* The "log" object of the tools' reports: trace/tracerlog.py's PreloadLogInfo fields (trace/source.py's
  * adopt_log_info reads it), and the threads in the merge's order. */
-static void tr_put_info(FILE *out, const tr_log *log) {
+static inline void tr_put_info(FILE *out, const tr_log *log) {   /* inline: not every tool prints it */
   const tr_info *f = &log->info;
   char stopped[24] = "null", faults[24] = "null", made[24] = "null";
   if (f->stopped_at >= 0) snprintf(stopped, sizeof stopped, "%" PRId64, f->stopped_at);
