@@ -3,7 +3,8 @@
 profile.py's TraceStats reads AllocEvents in Python (well under a million calls a second); for a tracer log the
 same pass runs in C, reading the log itself as the converter does, and hands over every figure TraceStats
 holds, so that format_trace_stats and to_dict print them as they would have. A server's capture read by its
-window (trace/window.py) keeps the Python path: `native_trace_stats` returns None for it. Other captures
+window (trace/window.py) keeps the Python path: `native_trace_stats` returns None for it (and for a made-up
+log whose sizes pass 64 bits). Other captures
 (ltrace logs, workloads, mtrace logs) keep the Python path too. tests/trace/test_stats_native.py runs both
 paths on the same captures and compares their output byte for byte.
 """
@@ -55,7 +56,8 @@ class NativeTraceStats(TraceStats):
 def native_trace_stats(source, whole: bool = False, cc: str = "gcc") -> Optional[TraceStats]:
     """The TraceStats of a tracer log's TraceSource made with index=False (TraceStats(source.report)
     .consume(events) for its events read with extra_events), the source given what the log held
-    (adopt_log_info). None for a log with window marks read without `whole`: its window is read in Python."""
+    (adopt_log_info). None for a log with window marks read without `whole` (its window is read in Python), and
+    for a log whose figures pass 64 bits (made up or damaged), which Python counts."""
     from .native import trace_stats_program
     path = source.path
     cmd = [str(trace_stats_program(cc)), "--log", str(path)] + (["--whole"] if whole else [])
@@ -69,7 +71,7 @@ def native_trace_stats(source, whole: bool = False, cc: str = "gcc") -> Optional
     if status or not data:
         raise StatsToolError(f"scenc trace-stats: the C pass over {path} failed ({describe_status(status)}); "
                              f"the Python pass still reads it: SCENC_TRACE_STATS=python scenc trace-stats {path}")
-    if data.get("windowed"):
+    if "python" in data:        # a window, or figures past 64 bits: what Python reads
         return None
     source.adopt_log_info(data["log"])
     source.events.windowed = False

@@ -8,7 +8,8 @@
  * trace/profile_native.py rebuilds the TraceStats from it, so the text and the JSON of `scenc trace-stats` are
  * the Python formatter's. Every rule here is profile.py's; a change to one is a change to both
  * (tests/trace/test_stats_native.py compares them). A log with window marks is not read without --whole:
- * {"windowed": true} says so, and the Python path (trace/window.py) reads its window.
+ * {"python": "a window"} says so, and the Python path (trace/window.py) reads its window; so does a log whose
+ * figures pass 64 bits (made up or damaged: no program's do).
  * Memory: the live blocks, the threads and the program's own mappings; never the log. */
 #include "trace_read.h"
 
@@ -28,7 +29,19 @@ static void *xcalloc(size_t n, size_t size) {
 }
 
 static int bit_length(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
-static uint64_t pages(uint64_t n) { return (n + PAGE - 1) / PAGE * PAGE; }
+
+/* A figure past 64 bits (a block's nmemb x size, bytes live or mapped, a mapping's end), which only a damaged or
+ * made-up log holds: Python's integers count on where C's would wrap, so the Python pass reads the log. */
+static const char *beyond;
+static uint64_t add64(uint64_t a, uint64_t b, const char *what) {
+  uint64_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) beyond = what;
+  return sum;
+}
+static uint64_t range_end(uint64_t lo, uint64_t len) {     /* lo + len in whole pages */
+  if (len > UINT64_MAX - (PAGE - 1)) { beyond = "a mapping's length"; return lo; }
+  return add64(lo, (len + PAGE - 1) / PAGE * PAGE, "a mapping's end");
+}
 static uint64_t mix64(uint64_t x) { x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; return x; }
 
 /* ---------------------------------------------------------------- live blocks: profile.py's `live` dict */
@@ -145,7 +158,7 @@ static struct {
 } maps;
 
 static void map_region(uint64_t lo, uint64_t hi) {    /* regions[lo] = hi: a region starting at lo is replaced */
-  maps.bytes += hi - lo;
+  maps.bytes = add64(maps.bytes, hi - lo, "the bytes mapped");
   for (size_t i = 0; i < maps.n; i++)
     if (maps.r[i].lo == lo) { maps.r[i].hi = hi; return; }
   maps.r = tr_grow(maps.r, &maps.cap, maps.n + 1, sizeof *maps.r);
@@ -173,13 +186,13 @@ static void mapping_event(const tr_event *ev) {
   maps.calls[ev->kind - EV_MMAP]++;
   if (ev->failed) return;
   if (ev->kind == EV_MMAP && ev->res) {
-    unmap_range(ev->res, ev->res + pages(ev->size));
-    map_region(ev->res, ev->res + pages(ev->size));
+    unmap_range(ev->res, range_end(ev->res, ev->size));
+    map_region(ev->res, range_end(ev->res, ev->size));
   } else if (ev->kind == EV_MUNMAP) {
-    unmap_range(ev->old, ev->old + pages(ev->size));
+    unmap_range(ev->old, range_end(ev->old, ev->size));
   } else if (ev->kind == EV_MREMAP && ev->res) {
-    unmap_range(ev->old, ev->old + pages(ev->align));
-    map_region(ev->res, ev->res + pages(ev->size));
+    unmap_range(ev->old, range_end(ev->old, ev->align));
+    map_region(ev->res, range_end(ev->res, ev->size));
   }
   if (maps.bytes > maps.peak) { maps.peak = maps.bytes; maps.peak_line = ev->line; maps.has_peak = 1; }
 }
@@ -231,7 +244,7 @@ static int is_free_kind(unsigned k) { return k == EV_FREE || k == EV_OPERATOR_DE
 static int is_realloc_kind(unsigned k) { return k == EV_REALLOC || k == EV_REALLOCARRAY; }
 
 static void peak_total_now(uint64_t line) {
-  uint64_t total = S.live_bytes + maps.bytes;
+  uint64_t total = add64(S.live_bytes, maps.bytes, "the bytes live and mapped");
   if (total > S.peak_total) {
     S.peak_total = total; S.peak_total_line = line; S.has_peak_total = 1;
   }
@@ -246,6 +259,7 @@ static void unknown_free(uint64_t ptr, uint64_t line, unsigned kind) {
 
 static void extra_event(const tr_event *ev, uint64_t ns) {
   if (ev->kind == EV_THREAD_START) {
+    if (ev->size > UINT32_MAX) beyond = "a thread's creator";
     if (ev->size) {
       thread_ent *creator = stats_thread((uint32_t)ev->size);
       if (!creator->seen) lives_add(creator);
@@ -304,7 +318,8 @@ static int consume(void *arg, const tr_event *ev) {
     return 0;
   }
   if (ev->failed) { S.failed[kind]++; return 0; }
-  uint64_t nbytes = ev->size * ev->nmemb;
+  uint64_t nbytes;
+  if (__builtin_mul_overflow(ev->size, ev->nmemb, &nbytes)) beyond = "a block's size";
   live_ent x = {res, nbytes, ns, ops, line, 0, ev->tid, 0, 0};
   if (is_realloc_kind(kind) && old) {
     live_ent e;
@@ -332,7 +347,7 @@ static int consume(void *arg, const tr_event *ev) {
     prev->used = 1;
     prev->order = order;
   }
-  S.live_bytes += nbytes;
+  S.live_bytes = add64(S.live_bytes, nbytes, "the bytes live");
   if (S.live_bytes > S.peak_bytes) {
     S.peak_bytes = S.live_bytes;
     S.peak_objects = live.n;
@@ -457,11 +472,12 @@ int main(int argc, char **argv) {
   static tr_log log;
   tr_error e = {0, ""};
   if (tr_open(&log, log_path, 1, &e)) { json_error(&e); return 1; }
-  if (!whole && (log.marks & 2)) { printf("{\"windowed\": true}\n"); tr_close(&log); return 0; }
+  if (!whole && (log.marks & 2)) { printf("{\"python\": \"a window\"}\n"); tr_close(&log); return 0; }
   log.current = &current;
   S.base = log.info.have_ns ? log.info.first_ns : 0;
   if (tr_merge(&log, consume, NULL, &e)) { json_error(&e); return 1; }
-  report(&log);
+  if (beyond) printf("{\"python\": \"%s past 64 bits\"}\n", beyond);
+  else report(&log);
   tr_close(&log);
   return fflush(stdout) ? 1 : 0;
 }

@@ -7,6 +7,7 @@ Python pass reads; --whole, the C pass). A damaged log is refused by both in the
 crashes is said in a sentence and an exit status, not a traceback.
 """
 
+import random
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from scenc.cli import main
 from scenc.errors import EXIT_RUN
 from scenc.trace import profile_native
 from scenc.trace.source import TraceSource
+from scenc.trace.tracerlog import HEADER, KIND_END, RECORD
 
 from locations import FIXTURES
 
@@ -55,6 +57,67 @@ def test_both_passes_print_the_same_bytes_on_the_tracer_fixtures(name, capsys, m
     trace = FIXTURES / "trace" / name
     assert isinstance(native(trace), profile_native.NativeTraceStats)      # the C pass does read it
     assert_same(capsys, monkeypatch, trace)
+
+
+def random_log(path, seed: int, calls: int = 3000):
+    """A version 2 log made up (no program makes every odd call on demand): a few threads; every allocator
+    function, its failures (NULL, a throw, posix_memalign's error), realloc(p, 0), realloc(NULL, n), frees of
+    NULL and of pointers never allocated, pointers returned while still live; thread starts (by threads seen
+    or not) and exits; the program's mappings, unmapped in part and remapped; times from equal to seconds apart;
+    the end mark, or not."""
+    rnd = random.Random(seed)
+    tids = [100 + i for i in range(rnd.randint(1, 5))]
+    pool = [0x10000 + 0x40 * i for i in range(rnd.randint(4, 60))]
+    pages = [0x7f0000000000 + 0x1000 * i for i in range(24)]
+    by_thread = {tid: [] for tid in tids}
+    ns = 10 ** 9
+    for seq in range(calls):
+        ns += rnd.choice([0, 1, 50, 999, 1000, 1500, 10 ** 5, 10 ** 7, 3 * 10 ** 9])
+        tid = rnd.choice(tids)
+        code = rnd.choice(list(range(1, 31)) * 3 + [40, 41, 42, 43, 44, 46])
+        a = [rnd.choice([0, 1, 8, 24, 100, 4096, 5000, 1 << 20, 1 << 27]) for _ in range(3)]
+        result, flags, err = rnd.choice(pool + [0]), int(rnd.random() < 0.03), int(rnd.random() < 0.1)
+        if code in (3, 4, 5, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30):
+            a[0] = rnd.choice(pool + [0, 0x999990])       # the block freed or reallocated
+        if code == 3 and rnd.random() < 0.3:
+            result = a[0]                                 # in place
+        if code == 40:
+            a[0] = rnd.choice(tids + [0, 999])            # the creator
+        if code in (42, 43, 44):
+            a[0], a[1], a[2] = rnd.choice(pages), 0x1000 * rnd.randint(0, 6), 0x1000 * rnd.randint(0, 4)
+            result = rnd.choice(pages + [0])
+            if code == 42:
+                a[0] = 0x1000 * rnd.randint(1, 6)         # mmap's length
+        by_thread[tid].append((seq, ns, tid, code, flags, err, 0, 0, *a, result))
+    recs = []
+    while any(by_thread.values()):                        # runs of a thread's records, threads interleaved
+        tid = rnd.choice([t for t in tids if by_thread[t]])
+        n = rnd.randint(1, 200)
+        recs += by_thread[tid][:n]
+        del by_thread[tid][:n]
+    if rnd.random() < 0.7:
+        recs.append((calls, ns, tids[0], KIND_END, 0, 0, 0, 0, 0, 0, 0, 0))
+    path.write_bytes(HEADER.pack(b"SCNTRACE", 2, 64, tids[0], 1, 0, 0) + b"".join(RECORD.pack(*r) for r in recs))
+    return path
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_both_passes_print_the_same_bytes_on_made_up_logs_of_every_odd_call(seed, tmp_path, capsys, monkeypatch):
+    trace = random_log(tmp_path / "odd.trace", seed)
+    assert isinstance(native(trace), profile_native.NativeTraceStats)
+    _, text, _ = assert_same(capsys, monkeypatch, trace)
+    assert "free-unknown-pointer" in text and "alloc-returned-live-pointer" in text
+
+
+def test_a_log_whose_sizes_pass_64_bits_is_counted_in_python(tmp_path, capsys, monkeypatch):
+    # made up: calloc(2^33, 2^33) returned a block, and malloc(2^63) twice
+    recs = [(0, 10, 7, 2, 0, 0, 0, 0, 1 << 33, 1 << 33, 0, 0x1000), (1, 20, 7, 1, 0, 0, 0, 0, 1 << 63, 0, 0, 0x2000),
+            (2, 30, 7, 1, 0, 0, 0, 0, 1 << 63, 0, 0, 0x3000), (3, 40, 7, KIND_END, 0, 0, 0, 0, 0, 0, 0, 0)]
+    trace = tmp_path / "huge.trace"
+    trace.write_bytes(HEADER.pack(b"SCNTRACE", 2, 64, 7, 1, 0, 0) + b"".join(RECORD.pack(*r) for r in recs))
+    assert native(trace) is None
+    _, text, _ = assert_same(capsys, monkeypatch, trace)
+    assert f"peak live: {(1 << 66) + (1 << 64)} bytes" in text
 
 
 def test_a_damaged_log_is_refused_by_both_passes_in_the_same_words(tmp_path, capsys, monkeypatch):
