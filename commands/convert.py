@@ -87,7 +87,8 @@ def convert(args) -> int:
             print("  " + line)
         _print_losses(source)
     print(f"run it: scenc run {out} --allocators glibc,jemalloc,mimalloc")
-    return EXIT_INCOMPLETE if source.damaged else EXIT_OK      # a log cut inside a record: converted, but damaged
+    # converted, but the capture is incomplete (cut short, crashed, killed, calls lost): what the warning above said
+    return EXIT_INCOMPLETE if source.damaged or source.losses() else EXIT_OK
 
 
 PROGRESS_EVERY = 1 << 18     # events between two updates of the progress line

@@ -1,15 +1,20 @@
 """`scenc trace-stats FILE [--whole] [--json]`: a capture's calls, sizes, lifetimes, threads and anomalies.
 
 A server's capture (capture --server) is described by its window, as convert replays it, unless --whole.
+A tracer log is read by the C pass (trace/profile_native.py; its window, by the Python one);
+SCENC_TRACE_STATS=python takes the Python pass for every capture.
 
 Exit status 4 when the capture is incomplete (errors.py).
 """
 
 import json
+import os
 import sys
 
-from ..errors import EXIT_INCOMPLETE, EXIT_OK
+from ..errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_RUN
+from ..trace.events import PRELOAD_MAGIC
 from ..trace.profile import TraceStats, format_trace_stats
+from ..trace.profile_native import StatsToolError, native_trace_stats
 from ..trace.source import TraceSource
 from .tracing import guarded, refuse_scenario
 
@@ -17,9 +22,12 @@ from .tracing import guarded, refuse_scenario
 @guarded("trace-stats")
 def trace_stats(args) -> int:
     refuse_scenario("trace-stats", args.file)
-    source = TraceSource(args.file, extra_events=True, window=not args.whole)
+    try:
+        source, stats = _read(args)
+    except StatsToolError as e:
+        print(e, file=sys.stderr)
+        return EXIT_RUN
     window = _window_line(source)
-    stats = TraceStats(source.report).consume(source.events)
     if args.json:
         d = stats.to_dict()
         d["format"] = source.format
@@ -44,6 +52,25 @@ def trace_stats(args) -> int:
             text = _untimed_header(text, stats, source)
         sys.stdout.write(text)
     return EXIT_INCOMPLETE if source.report.incomplete else EXIT_OK
+
+
+def _read(args):
+    """(TraceSource, TraceStats) of the capture: a tracer log's by the C pass, unless read by its window."""
+    if os.environ.get("SCENC_TRACE_STATS") != "python" and _is_tracer_log(args.file):
+        source = TraceSource(args.file, extra_events=True, index=False)
+        stats = native_trace_stats(source, whole=args.whole)
+        if stats is not None:
+            return source, stats
+    source = TraceSource(args.file, extra_events=True, window=not args.whole)
+    return source, TraceStats(source.report).consume(source.events)
+
+
+def _is_tracer_log(path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(PRELOAD_MAGIC)) == PRELOAD_MAGIC
+    except OSError:
+        return False                # TraceSource says why
 
 
 def _window_line(source):

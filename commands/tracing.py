@@ -22,8 +22,8 @@ def guarded(name):
                 return func(args)
             except (ConvertError, CollectorError) as e:
                 print(f"scenc {name}: {e}; nothing written. A full disk or a file size limit stops it so; else it "
-                      f"is a bug of scenc's (`scenc trace-stats {getattr(args, 'file', 'FILE')}` reads the capture "
-                      f"without it)", file=sys.stderr)
+                      f"is a bug of scenc's (`scenc trace-stats {getattr(args, 'file', 'FILE')}` checks the "
+                      f"capture)", file=sys.stderr)
                 return EXIT_RUN
             except TraceFormatError as e:
                 raise UnusableInput(str(e)) from None

@@ -1,6 +1,6 @@
 """Building scenc's trace helpers into the scenc cache, once per source, compiler and flags: the LD_PRELOAD
 tracer (runtime/tracer/), the converter (runtime/tools/convert.c), the model's collector
-(runtime/tools/modelcollect.c) and the tracer log's decoder library that
+(runtime/tools/modelcollect.c), trace-stats' pass (runtime/tools/tracestats.c) and the tracer log's decoder library that
 trace/tracerlog.py loads (runtime/tools/tracelog.c)."""
 
 from pathlib import Path
@@ -46,6 +46,19 @@ def model_collector_program(cc: str = "gcc") -> Path:
     return helper_build(cc, MODEL_COLLECTOR_SOURCE, "scenc-modelcollect", (*CONVERTER_FLAGS, *WARNINGS),
                         headers=(TOOLS / "trace_read.h", TRACELOG_HEADER, TRACELOG_SOURCE),
                         what="the model's collector (runtime/tools/modelcollect.c)")
+
+
+TRACE_STATS_SOURCE = TOOLS / "tracestats.c"
+# Lifetimes in microseconds are rounded from float seconds as profile.py rounds them: no fused multiply-add.
+TRACE_STATS_FLAGS = (*CONVERTER_FLAGS, "-ffp-contract=off")
+
+
+def trace_stats_program(cc: str = "gcc") -> Path:
+    """runtime/tools/tracestats.c (trace-stats' pass over a tracer log, with the log reader it includes) compiled
+    into the scenc cache."""
+    return helper_build(cc, TRACE_STATS_SOURCE, "scenc-tracestats", (*TRACE_STATS_FLAGS, *WARNINGS),
+                        headers=(TOOLS / "trace_read.h", TRACELOG_HEADER, TRACELOG_SOURCE),
+                        what="trace-stats' pass (runtime/tools/tracestats.c)")
 
 
 def tracelog_library(cc: str = "gcc") -> Path:

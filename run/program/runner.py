@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
 from ..record import RunRecord, Status
+from .output import echo_output, read_span, span_tail
 from .target import ProgramTarget
 from ...system.process import IdleWatch, signal_name, wait_and_clear_group
 from ..plan import WATCH_EVERY_S
@@ -121,45 +122,7 @@ def returncode(status: Optional[int]) -> Optional[int]:
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def _tail(f, chars: int) -> str:
-    f.seek(0, os.SEEK_END)
-    f.seek(max(0, f.tell() - chars * 2))
-    return f.read().decode("utf-8", "replace")[-chars:]
-
-
-def _tail_of(fd: int, span: Tuple[int, int], chars: int) -> str:
-    """The last `chars` characters of the `span` (start, bytes) of a file (the launcher said where a run's are)."""
-    start, size = span
-    if size <= 0:
-        return ""
-    skip = max(0, size - chars * 2)
-    return os.pread(fd, size - skip, start + skip).decode("utf-8", "replace")[-chars:]
-
-
-def _read_span(fd: int, span: Tuple[int, int]) -> bytes:
-    start, size = span
-    return os.pread(fd, size, start) if size > 0 else b""
-
-
-def _echo(f, stream, span: Optional[Tuple[int, int]] = None) -> None:
-    """A run's output (the whole file, or its `span`) onto scenc's own stream (--show-output)."""
-    start, size = span if span is not None else (0, os.fstat(f.fileno()).st_size)
-    stream.flush()
-    out = getattr(stream, "buffer", None)
-    while size > 0:
-        chunk = os.pread(f.fileno(), min(size, 1 << 16), start)
-        if not chunk:
-            break
-        start, size = start + len(chunk), size - len(chunk)
-        if out is not None:
-            out.write(chunk)
-        else:
-            stream.write(chunk.decode("utf-8", "replace"))
-    if out is not None:
-        out.flush()
-
-
-def _parse_launcher_report(text: str) -> Optional[dict]:
+def parse_launcher_report(text: str) -> Optional[dict]:
     """The one-run launcher's report line (`scenc-spawn REPORT_FD PROGRAM`: a server and its client)."""
     fields = dict(item.split("=", 1) for item in text.split() if "=" in item)
     try:
@@ -385,18 +348,18 @@ class LauncherRunner(ProgramRunner):
                 stdin.close()
         outcome.out_span = (0, os.fstat(self._out.fileno()).st_size)
         outcome.err_span = (0, os.fstat(self._err.fileno()).st_size)
-        outcome.stdout = _tail_of(self._out.fileno(), outcome.out_span, STDERR_TAIL_CHARS)
-        outcome.stderr = _tail_of(self._err.fileno(), outcome.err_span, STDERR_TAIL_CHARS)
+        outcome.stdout = span_tail(self._out.fileno(), outcome.out_span, STDERR_TAIL_CHARS)
+        outcome.stderr = span_tail(self._err.fileno(), outcome.err_span, STDERR_TAIL_CHARS)
         return self._finish(target, outcome)
 
     def _finish(self, target: ProgramTarget, outcome: ProgramOutcome) -> ProgramOutcome:
         """The run's output whole for --metric, and on scenc's own streams with --show-output."""
         if target.reported and outcome.launched is not None:
-            outcome.output = (_read_span(self._out.fileno(), outcome.out_span) + b"\n"
-                              + _read_span(self._err.fileno(), outcome.err_span)).decode("utf-8", "replace")
+            outcome.output = (read_span(self._out.fileno(), outcome.out_span) + b"\n"
+                              + read_span(self._err.fileno(), outcome.err_span)).decode("utf-8", "replace")
         if self.show_output:
-            _echo(self._out, sys.stdout, outcome.out_span)
-            _echo(self._err, sys.stderr, outcome.err_span)
+            echo_output(self._out, sys.stdout, outcome.out_span)
+            echo_output(self._err, sys.stderr, outcome.err_span)
         return outcome
 
     def _launch(self, request: bytes, timeout_s: float, idle_s: Optional[float] = None) -> ProgramOutcome:
@@ -431,8 +394,8 @@ class LauncherRunner(ProgramRunner):
             self._pid = None
         launched, out_span, err_span, proof = ended
         outcome = ProgramOutcome(started, time.perf_counter() - t0, timed_out, None if timed_out else launched,
-                                 _tail_of(self._out.fileno(), out_span, STDERR_TAIL_CHARS),
-                                 _tail_of(self._err.fileno(), err_span, STDERR_TAIL_CHARS), stuck=stuck,
+                                 span_tail(self._out.fileno(), out_span, STDERR_TAIL_CHARS),
+                                 span_tail(self._err.fileno(), err_span, STDERR_TAIL_CHARS), stuck=stuck,
                                  out_span=out_span, err_span=err_span)
         if proof:
             outcome.proof = Proof.parse(proof)
@@ -466,7 +429,7 @@ class LauncherRunner(ProgramRunner):
             report_w = -1
             timed_out = self._wait(proc, timeout_s)
             duration = time.perf_counter() - t0
-            launched = _parse_launcher_report(os.read(report_r, 4096).decode("ascii", "replace"))
+            launched = parse_launcher_report(os.read(report_r, 4096).decode("ascii", "replace"))
         finally:
             os.close(report_r)
             if report_w >= 0:
@@ -509,7 +472,7 @@ class LauncherRunner(ProgramRunner):
             launcher.close()
 
 
-def _metrics(launched: Mapping) -> dict:
+def launched_metrics(launched: Mapping) -> dict:
     return {"wall_s": launched["wall_ns"] / 1e9, "user_s": launched["user_us"] / 1e6,
             "sys_s": launched["sys_us"] / 1e6, "peak_rss_kib": float(launched["maxrss_kib"]),
             "minflt": float(launched["minflt"]), "majflt": float(launched["majflt"])}
@@ -565,7 +528,7 @@ def _objects_problem(allocator, malloc_from: str, free_from: str) -> Optional[st
     return None
 
 
-def _proof_problem(allocator, proof: Proof) -> Optional[str]:
+def proof_problem(allocator, proof: Proof) -> Optional[str]:
     """Why the proof does not show the allocator serving every process's malloc and free (checked alone)."""
     return ProofChecks().problem(allocator, proof)
 
@@ -588,7 +551,7 @@ def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome,
         record.fail(Status.CRASHED, problem=outcome.problem or "the launcher was killed")
         return _with_stdout(record, outcome)
     launched = outcome.launched
-    record.metrics = _metrics(launched)
+    record.metrics = launched_metrics(launched)
     record.duration_s = round(launched["wall_ns"] / 1e9, 6)
     status = outcome.wait_status
     if launched.get("exec_errno"):

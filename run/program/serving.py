@@ -30,8 +30,9 @@ from typing import Callable, Mapping, Optional
 from ..record import RunRecord, Status
 from ..runner import STDERR_TAIL_CHARS
 from ...system.process import signal_name
-from .runner import (LauncherRunner, ProgramOutcome, Proof, _echo, _metrics, _parse_launcher_report,
-                     _proof_problem, _tail, make_program_record, returncode, wait_status)
+from .output import echo_output, file_tail
+from .runner import (LauncherRunner, ProgramOutcome, Proof, launched_metrics, make_program_record,
+                     parse_launcher_report, proof_problem, returncode, wait_status)
 from .server import Readiness, ServerSpec
 from .target import ProgramTarget
 
@@ -155,7 +156,7 @@ class ServedRunner(LauncherRunner):
                 self._wait_ready(spec, readiness, server)
             if server.problem is None and not self.interrupted and server_preload is None:
                 server.proof = Proof.read(proof_file)
-                problem = _proof_problem(allocator, server.proof)
+                problem = proof_problem(allocator, server.proof)
                 if problem:
                     server.problem, server.status = f"the server: {problem}", Status.WRONG_ALLOCATOR
             if server.problem is None and not self.interrupted:
@@ -182,15 +183,15 @@ class ServedRunner(LauncherRunner):
             server.problem, server.status = "the server crashed as it was stopped", Status.CRASHED
         if server.problem is None and server_preload is None and server.pid is not None and not self.interrupted:
             # Processes the server started after it was ready (workers, a fork) proved their allocator too.
-            problem = _proof_problem(allocator, Proof.read(proof_file))
+            problem = proof_problem(allocator, Proof.read(proof_file))
             if problem:
                 server.problem, server.status = f"the server: {problem}", Status.WRONG_ALLOCATOR
         server.proof = Proof.read(proof_file)
-        server.stdout = _tail(self._server_out, STDERR_TAIL_CHARS)
-        server.stderr = _tail(self._server_err, STDERR_TAIL_CHARS)
+        server.stdout = file_tail(self._server_out, STDERR_TAIL_CHARS)
+        server.stderr = file_tail(self._server_err, STDERR_TAIL_CHARS)
         if self.show_output:
-            _echo(self._server_out, sys.stdout)
-            _echo(self._server_err, sys.stderr)
+            echo_output(self._server_out, sys.stdout)
+            echo_output(self._server_err, sys.stderr)
         return ServedOutcome(server, client, started, time.perf_counter() - t0)
 
     def _start_server(self, spec: ServerSpec, target: ProgramTarget, env: Mapping[str, str],
@@ -287,7 +288,7 @@ class ServedRunner(LauncherRunner):
                     break
                 report += chunk
             lines = report.decode("ascii", "replace").strip().splitlines()
-            server.launched = _parse_launcher_report(lines[-1]) if lines else None
+            server.launched = parse_launcher_report(lines[-1]) if lines else None
         finally:
             os.close(report_r)
             self._server_proc = self._server_pid = self._server_spec = None
@@ -317,8 +318,8 @@ def make_served_record(config, allocator, round_: int, outcome: ServedOutcome, t
         record.metrics = {}
         return record
     if server.launched is not None and record.metrics:
-        client_figures = _metrics(client.launched) if client and client.launched else {}
-        record.metrics.update({k: v for k, v in _metrics(server.launched).items() if k != "wall_s"})
+        client_figures = launched_metrics(client.launched) if client and client.launched else {}
+        record.metrics.update({k: v for k, v in launched_metrics(server.launched).items() if k != "wall_s"})
         record.metrics.update({"ready_s": server.ready_s, "client_user_s": client_figures.get("user_s"),
                                "client_sys_s": client_figures.get("sys_s"),
                                "client_peak_rss_kib": client_figures.get("peak_rss_kib")})

@@ -728,6 +728,28 @@ out:
   return rc;
 }
 
+/* --------------------------------------------------------------- what the index found, as JSON */
+/* The "log" object of the tools' reports: trace/tracerlog.py's PreloadLogInfo fields (trace/source.py's
+ * adopt_log_info reads it), and the threads in the merge's order. */
+static inline void tr_put_info(FILE *out, const tr_log *log) {   /* inline: not every tool prints it */
+  const tr_info *f = &log->info;
+  char stopped[24] = "null", faults[24] = "null", made[24] = "null";
+  if (f->stopped_at >= 0) snprintf(stopped, sizeof stopped, "%" PRId64, f->stopped_at);
+  if (f->faulted) snprintf(faults, sizeof faults, "%" PRIu64, f->page_faults);
+  if (f->version >= 4) snprintf(made, sizeof made, "%" PRIu64, f->made);
+  fprintf(out, "{\"version\": %" PRIu32 ", \"pid\": %" PRIu32 ", \"ppid\": %" PRIu32 ", \"start_realtime_ns\": %"
+          PRIu64 ", \"records\": %" PRIu64 ", \"last_seq\": %" PRId64 ", \"ended\": %s, \"missing\": %" PRIu64
+          ", \"moved_reallocs\": %" PRIu64 ", \"thread_records\": %" PRIu64 ", \"chunks\": %" PRIu64
+          ", \"reordered_reallocs\": %" PRIu64 ", \"has_ns\": %s, \"first_ns\": %" PRIu64 ", \"last_ns\": %" PRIu64
+          ", \"size\": %" PRIu64 ", \"stopped_at\": %s, \"stop_reason\": \"%s\""
+          ", \"page_faults\": %s, \"tracer_pages\": %" PRIu64 ", \"made\": %s, \"threads\": [",
+          f->version, f->pid, f->ppid, f->start_realtime_ns, f->records, f->last_seq, f->ended ? "true" : "false",
+          f->missing, f->moved, f->thread_records, f->chunks, f->reordered, f->have_ns ? "true" : "false",
+          f->first_ns, f->last_ns, f->size, stopped, f->stop_reason, faults, f->tracer_pages, made);
+  for (size_t i = 0; i < log->nthreads; i++) fprintf(out, "%s%" PRIu32, i ? ", " : "", log->threads[i].tid);
+  fprintf(out, "]}");
+}
+
 static void tr_close(tr_log *log) {
   for (size_t i = 0; i < log->nthreads; i++) {
     free(log->threads[i].runs);

@@ -140,6 +140,15 @@ static __attribute__((noinline)) void put_slow(struct buffer *b, int kind, uint6
   leave(b);
 }
 
+/* A varint of a value below 2^14 at q, in one byte or two, without a branch; returns its end. Two bytes are always
+ * stored: the caller's buffer has room (SCN_TL_MAX_RECORD). */
+static inline uint8_t *put_short_varint(uint8_t *q, uint64_t v) {
+  const uint32_t more = v >= 0x80;
+  q[0] = (uint8_t)(v | more << 7);
+  q[1] = (uint8_t)(v >> 7);
+  return q + 1 + more;
+}
+
 /* After the real call, begin having returned 1: encodes the record into the thread's buffer and leaves it (the
  * guard is the caller's to drop). Inlined into each wrapper, where the kind is a constant: the encoder then has no
  * loop over the layout. The common case is one branch: the chunk started and not full, no time mark due (b->limit). */
@@ -151,19 +160,22 @@ __attribute__((always_inline)) static inline void put(int kind, uint64_t key, ui
     return;
   }
   uint8_t *at = b->data + SCN_TL_CHUNK_SIZE + b->used;
-  /* Most records are a malloc (a size, a pointer) or a free (a pointer) numbered next, with a small size and a
-   * pointer near the last: their 2 or 3 bytes written at once (what scn_tl_encode would write). */
+  /* Most records are a malloc (a size, a pointer) or a free (a pointer) numbered next, with a size and a pointer
+   * move that fit varints of one or two bytes (what scn_tl_encode would write). The lengths are worked out without
+   * a branch: in cfrac a third of the pointers move 256 B-64 KiB, and a branch on that, mispredicted, or the general
+   * encoder cost more than the two bytes always stored (a second byte not needed is the next record's, overwritten). */
   const uint16_t layout = scn_tl_layout[kind];
   const int sized = layout == SCN_TL_L(S, _, _, P), bare = layout == SCN_TL_L(P, _, _, _);
   if ((sized || bare) && !flags && !err && !span) {
     uint64_t ptr = sized ? result : a0, delta = ptr - b->enc.ptr;
     uint64_t near = scn_tl_zigzag((int64_t)delta >> 3) + 1;
-    if (LIKELY(key == b->enc.seq + b->enc.step) && LIKELY(ptr && !(delta & 7) && near < 0x80) &&
-        (!sized || LIKELY(a0 < 0x80))) {
+    if (LIKELY(key == b->enc.seq + b->enc.step) && LIKELY(ptr && !(delta & 7) && near < 0x4000) &&
+        (!sized || LIKELY(a0 < 0x4000))) {
+      uint8_t *q = at + 1;
       at[0] = (uint8_t)(kind | SCN_TL_SEQ_NEXT);
-      at[1] = (uint8_t)(sized ? a0 : near);
-      at[2] = (uint8_t)near;                 /* a free's third byte is the next record's, overwritten */
-      b->used += sized ? 3 : 2;
+      if (sized) q = put_short_varint(q, a0);
+      q = put_short_varint(q, near);
+      b->used += (uint32_t)(q - at);
       b->enc.seq = key;
       b->enc.ptr = ptr;
       goto done;

@@ -188,7 +188,7 @@ def test_crashed_log_converts_and_says_what_was_lost(capsys, tmp_path):
     log = sample("mt_pthread_crashed_e.log")
     scn = tmp_path / "crashed.scn"
     code, out, err = scenc(capsys, "convert", log, "-o", scn)
-    assert code == 0
+    assert code == EXIT_INCOMPLETE                     # converted, and the exit says what the warning says
     assert "INCOMPLETE capture" in err
     assert "killed by SIGSEGV (first at line 2984)" in err
     assert "1 call(s) started but never returned (first at line 2980)" in err
@@ -213,3 +213,15 @@ def test_degraded_calls_are_replayed_and_counted_with_their_lines(capsys, tmp_pa
     events = sum(1 for _ in parse_file(log))
     replayed = replayed_per_thread(run_replay(capsys, scn))
     assert sum(sum(c.values()) for c in replayed) == events == 7085
+
+
+def test_a_log_cut_mid_line_converts_what_it_holds_and_exits_incomplete(capsys, tmp_path):
+    whole = sample("alloc_mix_znow_x.log").read_bytes()
+    cut = tmp_path / "cut.log"
+    cut.write_bytes(whole[:len(whole) // 2])           # the copy of a log still being written
+    code, out, err = scenc(capsys, "convert", cut, "-o", tmp_path / "cut.scn")
+    assert code == EXIT_INCOMPLETE
+    assert "INCOMPLETE capture" in err and "the last line is cut off" in err
+    assert (tmp_path / "cut.scn").exists() and "converted" in out
+    code, out, err = scenc(capsys, "convert", sample("alloc_mix_znow_x.log"), "-o", tmp_path / "whole.scn")
+    assert code == 0 and "INCOMPLETE" not in err

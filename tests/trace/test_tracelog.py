@@ -198,3 +198,54 @@ def test_a_pool_loop_costs_few_bytes_per_call(tmp_path):
     assert pre.ok and pre.events == 400256, pre.warnings
     per_call = pre.path.stat().st_size / pre.events
     assert per_call < 12, per_call                    # about 5.5 here; version 2 took 64
+
+
+# Sizes on each side of a varint's one- and two-byte limits (2^7, 2^14) and pointers moving by 8 B to about
+# 1 MiB either way, back and forth: each record of the tracer's short path (runtime/tracer/tracer_record.h) and of
+# the general encoder beside it, printed by the program as it makes it.
+EDGES_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+static char out[1 << 20];   /* stdout's buffer: no malloc of its own among the printed calls */
+int main(void) {
+  setvbuf(stdout, out, _IOFBF, sizeof out);
+  static const size_t sizes[] = {1, 127, 128, 129, 200, 4000, 16383, 16384, 16385, 70000, 24, 1000000, 8, 0x3fff};
+  void *held[64] = {0};
+  int n = 0;
+  for (int round = 0; round < 40; round++)
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+      size_t size = sizes[(i * 7 + (size_t)round) % (sizeof sizes / sizeof *sizes)];
+      void *p = malloc(size);
+      printf("m %zu %lu\n", size, (unsigned long)p);
+      int slot = (round * 13 + (int)i * 5) % 64;
+      if (held[slot]) {
+        printf("f %lu\n", (unsigned long)held[slot]);
+        free(held[slot]);
+      }
+      held[slot] = p;
+      n++;
+    }
+  for (int slot = 0; slot < 64; slot++)
+    if (held[slot]) {
+      printf("f %lu\n", (unsigned long)held[slot]);
+      free(held[slot]);
+    }
+  return n == 0;
+}
+"""
+
+
+def test_sizes_and_pointer_moves_at_the_varint_limits_are_logged_exactly(tmp_path):
+    prog = compile_c(tmp_path, "edges", EDGES_C)
+    with (tmp_path / "out.txt").open("w") as out:
+        pre = capture_preload([prog], tmp_path / "edges.trace", stdout=out)
+    assert pre.ok and pre.info.missing == 0, pre.warnings
+    said = [ln.split() for ln in (tmp_path / "out.txt").read_text().splitlines()]
+    logged = [("m", str(r[8]), str(r[11])) if r[3] == 1 else ("f", str(r[8]))
+              for r in raw_records(pre.path) if r[3] in (1, 5) and (r[3] == 5 or r[11] != 0)]
+    printed = [tuple(s) for s in said]
+    at = logged.index(printed[0])
+    assert logged[at:at + len(printed)] == printed
+    assert sum(1 for s in printed if s[0] == "m") == 40 * 14
+    moves = [abs(int(b[-1]) - int(a[-1])) for a, b in zip(printed, printed[1:])]
+    assert min(moves) < 1 << 10 and any(1 << 10 < m < 1 << 16 for m in moves) and max(moves) > 1 << 20
