@@ -9,7 +9,7 @@ uses; docs/running.md lists them for users. Imports nothing of scenc.
 EXIT_OK = 0
 EXIT_SCENARIO = 1       # the scenario has errors (file:line:col)
 EXIT_BUILD = 2          # the C compiler failed
-EXIT_RUN = 3            # a run failed, or the runs could not start or be saved
+EXIT_RUN = 3            # a run failed, or the runs could not start or be saved; convert's C tool failed
 EXIT_INCOMPLETE = 4     # capture, trace-stats, convert: done, but the capture is incomplete or saw nothing
 EXIT_WORSE = 5          # compare --fail-if-worse: an allocator significantly worse in a later file (a CI gate)
 EXIT_USAGE = 64         # a command line or an input that cannot be used (not a capture, not a result file ...)

@@ -12,6 +12,7 @@ and prints per program, from `scenc report --json` (no statistics of its own):
 
 * the model's peak RSS over the program's, under glibc (target 0.75-1.33x);
 * each allocator's peak RSS minus glibc's, model against program (target: within 25% + 2 MiB);
+* the model's peak of live bytes over the capture's, as the model's header gives them (target: within 10%);
 * agree / DISAGREE / - at each end (fastest, slowest, leanest, fattest; '-' where the program's own
   difference is not significant), then one summary table (bench/fidelity.py's).
 
@@ -174,6 +175,9 @@ def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], r
     converted = time.perf_counter() - t0
     # the summary's "calls  CAPTURE  MODEL" row: the capture's
     calls = next((line.split()[-2] for line in proc.stdout.splitlines() if line.strip().startswith("calls ")), "?")
+    # ... and its "live bytes, peak  CAPTURE  MODEL" row: the model's peak of live bytes, measured, beside the capture's
+    live = next((line.split()[-2:] for line in proc.stdout.splitlines()
+                 if line.strip().startswith("live bytes, peak")), None)
     notes = [line.strip() for line in proc.stdout.splitlines() + proc.stderr.splitlines()
              if "without channels" in line or "hold all they carry" in line]
     progress(f"  {p.name}: captured ({calls} calls) and modelled in {converted:.1f} s")
@@ -192,7 +196,14 @@ def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], r
         ends.update({e["word"]: e for e in found["ends"]})
     rss, ratio, passed, checked = rss_lines(pair, names)
     lines += rss
+    live_ratio = float("nan")
+    if live and all(x.isdigit() for x in live) and int(live[0]):
+        live_ratio = int(live[1]) / int(live[0])
+        lines.append(f"  peak live bytes (the model's header): model {int(live[1]) / 1e6:.1f} MB, capture "
+                     f"{int(live[0]) / 1e6:.1f} MB: {live_ratio:.2f}x ({'ok' if abs(live_ratio - 1) <= 0.1 else 'OFF'}"
+                     f" within 10%)")
     summary = {"program": p.name, "calls": calls, "convert_s": round(converted, 1), "rss_ratio": ratio,
+               "live_peak": live, "live_ratio": live_ratio,
                "verdicts": verdicts_of(ends.values()), "rss_checks_passed": passed, "rss_checks": checked,
                "side_by_side": pair, "result_file": analysis.get("result_file")}
     return lines, summary
@@ -243,7 +254,8 @@ def main(argv=None) -> int:
         summaries.append(summary)
     if summaries:
         print("\n".join(summary_table(summaries, stand_in="model")))
-        print("  " + ", ".join(f"{s['program']} RSS {s['rss_ratio']:.2f}x" for s in summaries))
+        print("  " + ", ".join(f"{s['program']} RSS {s['rss_ratio']:.2f}x, live {s['live_ratio']:.2f}x"
+                               for s in summaries))
     load = os.getloadavg()
     print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if args.json:

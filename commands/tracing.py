@@ -1,18 +1,30 @@
 """What the capture, trace-stats and convert commands share: their errors as one sentence, the lines
 that list a capture's anomalies and its calls by kind."""
 
-from ..errors import UnusableInput
+import sys
+
+from ..errors import EXIT_RUN, UnusableInput
 from ..trace.events import ANOMALY_KINDS
 from ..trace.ltrace import ParseReport, TraceFormatError
+from ..trace.model.native import CollectorError
+from ..trace.replay import ConvertError
 from ..trace.source import TraceInputError
 
 
 def guarded(name):
-    """User errors of `scenc NAME` as one clear sentence (cli.main gives them exit status 64), never a traceback."""
+    """User errors of `scenc NAME` as one clear sentence (cli.main gives them exit status 64), never a traceback;
+    so is a failure of the C converter or the model's collector (a crash, a file size limit, a full disk),
+    which ends in exit status 3: its output is gone, and the capture itself is not at fault (a damaged one is
+    a TraceFormatError)."""
     def wrap(func):
         def run(args):
             try:
                 return func(args)
+            except (ConvertError, CollectorError) as e:
+                print(f"scenc {name}: {e}; nothing written. A full disk or a file size limit stops it so; else it "
+                      f"is a bug of scenc's (`scenc trace-stats {getattr(args, 'file', 'FILE')}` checks the "
+                      f"capture)", file=sys.stderr)
+                return EXIT_RUN
             except TraceFormatError as e:
                 raise UnusableInput(str(e)) from None
             except TraceInputError as e:

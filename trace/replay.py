@@ -163,6 +163,8 @@ def _convert(args: List[str], ops_path, touch: str, main_tid: Optional[int], fee
            "auto" if touch == "auto" else str(TOUCH_MODES.index(touch))]
     if main_tid is not None:
         cmd += ["--main-tid", str(main_tid)]
+    ops_dir = Path(ops_path).parent
+    spools_before = set(ops_dir.glob(".ops-*"))
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if feed else subprocess.DEVNULL, stdout=subprocess.PIPE)
     try:
         if feed:
@@ -191,11 +193,26 @@ def _convert(args: List[str], ops_path, touch: str, main_tid: Optional[int], fee
         # the handler was set, the same. Any other signal is a crash, said as such.
         if status == 130 or -status in _STOP_SIGNALS:
             raise KeyboardInterrupt
+        if status:
+            _remove_leftovers(ops_path, set(ops_dir.glob(".ops-*")) - spools_before)
         message = data.get("error") or f"the converter failed ({describe_status(status)})"
         if error_path and data.get("record"):
             raise TraceFormatError(error_path, data["record"], 1, message)
         raise ConvertError(message)
     return data
+
+
+def _remove_leftovers(ops_path, spools) -> None:
+    """What a converter that crashed (or was killed by SIGXFSZ as it wrote) left beside the ops file: its
+    spool folder (those made while it ran) and its temporary ops file; it removes them itself on SIGTERM."""
+    import shutil
+    ops_path = Path(ops_path)
+    for spool in spools:
+        shutil.rmtree(spool, ignore_errors=True)
+    try:
+        (ops_path.parent / f".{ops_path.name}.tmp").unlink()
+    except OSError:
+        pass
 
 
 def _report(data: dict, touch: str) -> ReplayReport:

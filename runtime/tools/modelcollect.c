@@ -20,6 +20,7 @@
 #define MAX_TRAILS 16
 #define MAX_TRAIL_STEPS 512
 #define MAX_BIG_OBJECTS 32
+#define MAX_PEAK_FREED (1 << 17)
 #define MAX_MAP_RECORDS 256
 #define MAX_BIG_MAPS 16
 #define PAGE 4096ull
@@ -328,6 +329,7 @@ typedef struct { int64_t events, allocs, frees, log_sizes, first_line; double t_
 typedef struct { uint64_t ptr, seq; int64_t o, t, nbytes; uint32_t owner, chain, ref; uint16_t mk; } live_ent;
 typedef struct { uint64_t start, end, seq; int64_t rec; } piece_t;
 typedef struct { uint32_t owner, freer; int64_t *v; size_t n, cap; } handoff_t;
+typedef struct { int64_t o, t, nbytes, life, end; uint32_t owner; uint16_t mk; } peak_rec;
 
 #define NO_REF 0xFFFFFFFFu
 
@@ -372,6 +374,12 @@ static struct {
   int64_t maps_protected, map_bytes_made;   /* collect.py's: parts of reservations made writable; bytes made */
   const tr_rec *rec;
   int64_t kind_count[EV_KINDS];     /* trace_kinds' counts (its keys' order: the omap) */
+  /* collect.py's peak_freed: the plain objects live at the peak of live bytes that their own thread freed
+   * after it, emptied each time the peak rises */
+  int64_t peak_o;
+  peak_rec *pf;
+  size_t npf, cappf;
+  int peak_overflow;
 } S;
 
 static uint32_t thread_index(uint32_t tid) {
@@ -658,6 +666,12 @@ static void release(const live_ent *e, uint32_t freer, int64_t w, tw_t *tw, wind
     int cls = size_class((uint64_t)e->nbytes);
     add_to_class(&acell->lbc, cls, bucket, lifetime, e->nbytes, 0);
     if (w != w_alloc) om_add(&add_to_class(dies_of(acell, w), cls, bucket, lifetime, e->nbytes, 1)->kinds, e->mk, 1, 0);
+    if (e->o <= S.peak_o && seen) {
+      if (S.npf < MAX_PEAK_FREED) {
+        GROW(S.pf, S.cappf, S.npf + 1);
+        S.pf[S.npf++] = (peak_rec){e->o, e->t, e->nbytes, lifetime, S.ordinal - 1, to->tid, e->mk};
+      } else S.peak_overflow = 1;
+    }
     cinc(acell, C_LIVES_CLASS, e->mk, (uint64_t)cls, 1);
     cinc(acell, C_LIVES, e->mk, 0, 1);
   } else {
@@ -1013,7 +1027,11 @@ static int consume(void *arg, const tr_event *ev) {
                   : model_kind(model_kind_name[k], (int64_t)ev->align, has_align);
     alloc(ti, o, w, tw, win, mk, (int64_t)(ev->size * ev->nmemb), ev->res);
   }
-  if (S.live_bytes > S.peak_bytes) { S.peak_bytes = S.live_bytes; S.peak_line = (int64_t)ev->line; }
+  if (S.live_bytes > S.peak_bytes) {
+    S.peak_bytes = S.live_bytes;
+    S.peak_line = (int64_t)ev->line;
+    S.peak_o = o, S.npf = 0, S.peak_overflow = 0;
+  }
   return 0;
 }
 
@@ -1327,6 +1345,13 @@ static void emit(FILE *spans_file) {
     fprintf(out, "%s[%" PRIu32 ",%" PRIu32 ",%zu]", i ? "," : "", h->owner, h->freer, h->n);
     if (fwrite(h->v, sizeof *h->v, h->n, spans_file) != h->n) { fprintf(stderr, "cannot write the spans\n"); exit(1); }
   }
+  fprintf(out, "],\"peak_ordinal\":%" PRId64 ",\"peak_overflow\":%s,\"peak_freed\":[", S.peak_o,
+          S.peak_overflow ? "true" : "false");
+  for (size_t i = 0; i < (S.peak_overflow ? 0 : S.npf); i++) {
+    const peak_rec *r = &S.pf[i];
+    fprintf(out, "%s[%" PRIu32 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRIu16 ",%" PRId64 ",%" PRId64 "]", i ? "," : "",
+            r->owner, r->o, r->t, r->nbytes, r->mk, r->life, r->end);
+  }
   fputs("]}\n", out);
 }
 
@@ -1356,6 +1381,7 @@ int main(int argc, char **argv) {
     return 64;
   }
   S.window = WINDOW0;
+  S.peak_o = -1;
   tr_log log;
   tr_error e = {0, ""};
   if (tr_open(&log, log_path, 1, &e)) { json_error(&e); return 1; }

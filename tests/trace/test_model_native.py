@@ -25,7 +25,8 @@ ORDERED = ("window", "ordinal", "live_bytes", "peak_bytes", "peak_line", "first_
            "cross_frees", "known_frees", "handoff_count", "thread_starts", "chain_span_count", "live_at_end",
            "mapped_now", "mapped_peak", "mapped_writable", "mapped_writable_peak", "maps_made", "trace_kinds",
            "map_calls", "maps_left_out", "born", "died", "max_chains", "chain_held", "trail_dropped", "big_dropped",
-           "big_maps_dropped", "max_chain_classes", "handoffs", "wins", "thread_windows")
+           "big_maps_dropped", "max_chain_classes", "handoffs", "wins", "thread_windows", "peak_ordinal",
+           "peak_freed", "peak_overflow")
 #: ... and those the writer reads only by key (per thread): compared as dicts
 BY_KEY = ("big_objects", "trails", "map_records", "big_maps")
 
@@ -114,3 +115,15 @@ def test_the_models_from_either_collector_are_the_same_bytes(mix, tmp_path):
     assert [p.name for p in a.data_files] == [p.name for p in b.data_files]
     for p, q in zip([a.scn_path, *a.data_files], [b.scn_path, *b.data_files]):
         assert p.read_bytes() == q.read_bytes(), p.name
+
+
+def test_past_its_bound_the_collector_keeps_no_object_of_the_peak(monkeypatch):
+    """The objects live at the capture's peak and freed after it are kept up to MAX_PEAK_FREED (lua's teardown
+    freed 886K of them: 360 MB of records in Python); past it, none, and the collector says so. Its bound made
+    small here (the C collector's is compiled in: its fixtures stay under it)."""
+    import scenc.trace.model.collect as collect
+    trace = FIXTURES / "trace" / "mt_handoff_3x20.trace"
+    assert len(python_collector(trace).peak_freed) == 3
+    monkeypatch.setattr(collect, "MAX_PEAK_FREED", 2)
+    col = python_collector(trace)
+    assert col.peak_overflow and col.peak_freed == []

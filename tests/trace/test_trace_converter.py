@@ -325,3 +325,27 @@ def test_a_converter_that_crashes_is_a_convert_error_naming_the_signal_not_an_in
     monkeypatch.setattr(tracer_build, "converter_program", lambda: stop)
     with pytest.raises(KeyboardInterrupt):
         convert_events([], tmp_path / "x.ops")
+
+
+@pytest.mark.parametrize("model", [False, True])
+def test_a_converter_or_collector_that_fails_is_a_clear_message_and_exit_3(tmp_path, model):
+    """A real failure, not a fake: under a file size limit of 1 KiB (RLIMIT_FSIZE) the converter (exact) and the
+    model's collector (--model) are killed by SIGXFSZ as they write. `scenc convert` says so in one sentence,
+    exits 3 and leaves nothing behind; it printed a Python traceback and exited 1."""
+    import resource
+    from scenc.trace.native import converter_program, model_collector_program
+    converter_program(), model_collector_program()          # built before the limit, which would stop gcc too
+    capture = FIXTURES / "mt_handoff_3x20.trace"
+    out = tmp_path / "out.scn"
+    argv = ["convert", str(capture), "-o", str(out)]
+    argv += ["--model", "--touch", "first", "--no-measure"] if model else []
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+    proc = subprocess.run([sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit(main())", *argv],
+                          capture_output=True, text=True, timeout=120, preexec_fn=limited)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr
+    tool = "the model's collector failed on" if model else "the converter failed"
+    assert proc.stderr.startswith(f"scenc convert: {tool}") and "(signal SIGXFSZ); nothing written" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

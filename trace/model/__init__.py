@@ -7,7 +7,7 @@
 
 `scenc convert --model` runs these three (without --model, convert writes the exact replay:
 trace/replay.py). The model is made in one streaming pass (collect.py; for a tracer log the same pass in C,
-native.py), then fit.py -> shape.py -> sizes.py and files.py -> plan.py (with chains.py, held.py, stmt.py)
+native.py), then fit.py -> shape.py -> sizes.py and files.py -> plan.py (with chains.py, held.py, burst.py, stmt.py)
 -> write.py; this module holds the
 entry points and the calibration. What a model keeps and leaves out: docs/capture.md, "scenc convert
 --model"; how the modules fit together: docs/architecture.md, "Inside the subsystems".

@@ -35,6 +35,7 @@ MAX_HANDOFFS = 4_000_000     # handoff lifetimes kept for the channels' capaciti
 MAX_TRAILS = 16              # finished realloc chains kept whole per thread: the biggest (their largest size) ...
 MAX_TRAIL_STEPS = 512        # ... each with at most this many reallocs (a longer one keeps no steps)
 MAX_BIG_OBJECTS = 32         # the largest objects kept one by one per thread (BigObject)
+MAX_PEAK_FREED = 1 << 17     # objects live at the peak and freed after it, kept at most (Collector.peak_freed)
 MAX_MAP_RECORDS = 256        # the program's own mappings kept one by one per thread (MapRecord), at most ...
 MAX_BIG_MAPS = 16            # ... and past that, its largest ones
 PAGE = 4096
@@ -294,6 +295,14 @@ class Collector:
         self.live_bytes = 0
         self.peak_bytes = 0
         self.peak_line = 0
+        # The objects live at the peak of live bytes that their own thread freed after it (those still live at
+        # the end are in `live`): (owner, ordinal and clock of the allocation, bytes, model kind, lifetime, ordinal
+        # of the free), plain objects only (no realloc chain). Emptied each time the peak rises, so it holds no
+        # more than the objects live at once (trace/model/shape.py, _take_bursts); none past MAX_PEAK_FREED
+        # (peak_overflow: lua's peak held 886K objects that its teardown freed, 360 MB of records in Python)
+        self.peak_ordinal = -1
+        self.peak_freed: list = []
+        self.peak_overflow = False
         self.first_line: Optional[int] = None
         self.last_line = 0
         self.has_time = False
@@ -459,7 +468,9 @@ class Collector:
                     mk = model_kinds[kind, align] = (MODEL_KIND[kind], 4096 if kind in PAGE_ALIGNED else align)
                 self._alloc(tid, o, w, thread_window, win, mk, (size or 0) * nmemb, res)
             if self.live_bytes > self.peak_bytes:
-                self.peak_bytes, self.peak_line = self.live_bytes, line
+                self.peak_bytes, self.peak_line, self.peak_ordinal = self.live_bytes, line, o
+                if self.peak_freed or self.peak_overflow:
+                    self.peak_freed, self.peak_overflow = [], False
         return self
 
     def _alloc(self, tid: int, o: int, w: int, thread_window: ThreadWindow, win: Window, mk, nbytes: int, res) -> None:
@@ -541,6 +552,11 @@ class Collector:
             _add_to_class(acell.lives_by_class, cls, bucket, lifetime, nbytes)
             if w != w_alloc:
                 _add_to_class(self._dies(acell, w), cls, bucket, lifetime, nbytes, kinds=True)[4][mk] += 1
+            if o_alloc <= self.peak_ordinal and seen:
+                if len(self.peak_freed) < MAX_PEAK_FREED:
+                    self.peak_freed.append((owner, o_alloc, t_alloc, nbytes, mk, lifetime, self.ordinal - 1))
+                else:
+                    self.peak_overflow = True
             ac = acell.c
             ac["lives_class", mk, cls] += 1
             ac["lives", mk] += 1
@@ -909,6 +925,8 @@ class Collector:
     def finish(self) -> None:
         """Objects still live at the end: they live to the end of their thread (`lives forever`), with
         sizes of their own (often not the others': a program's buffers and tables)."""
+        if self.peak_overflow:
+            self.peak_freed = []
         last = max(len(self.wins) - 1, 0)
         for e in self.live.values():
             owner, o_alloc, t_alloc, nbytes, mk, chain = e[:6]

@@ -83,9 +83,34 @@ class HeldPlanner:
             frees = Counter({w: n for w, n in frees.items() if w < last})
         out = [Stmt(text, per_thread=n, calls={"free": 1}, local_frees=1, at=at, until=until, order=order)
                for at, until, n, order in self.places(frees, pi)]
+        out += self._after_peak(pi, text, last)
         if after:
             out.append(Stmt(text, per_thread=after, calls={"free": 1}, local_frees=1, place="end"))
         return out
+
+    def _after_peak(self, pi: int, text: str, last) -> List[Stmt]:
+        """The frees in phase pi (0-based) of the held objects live at the capture's peak (shape.
+        held_after_peak): spread over the part of the phase that holds the middle 90% of them, on the thread's
+        clock, all after the peak. Where the others' end places the phase's last frees (_others_done),
+        those from its window on are among them."""
+        phase, ends, first = self.shape.held_after_peak.get(self.g.name, (None, [], 0))
+        if phase != pi or not ends:
+            return []
+        out = []
+        if last is not None:
+            late = sum(wd >= last for _, wd in ends)
+            ends = [(c, wd) for c, wd in ends if wd < last]
+            if late:
+                out.append(Stmt(text, per_thread=late, calls={"free": 1}, local_frees=1, place="end"))
+        if not ends:
+            return out
+        lo, ticks = self.shape.clock_span(self.g.tids[0], pi)
+
+        def at(clock: int) -> float:
+            return min(max(clock - 1 - lo, 0) / ticks, 1.0)
+        n = len(ends)
+        return [Stmt(text, per_thread=n, calls={"free": 1}, local_frees=1, at=at(ends[int(0.05 * (n - 1))][0]),
+                     until=at(ends[int(0.95 * (n - 1))][0]), order=first)] + out
 
     def _others_done(self, pi: int):
         """In the last phase, the last window in which the threads of the other groups made more than

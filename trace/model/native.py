@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..ltrace import TraceFormatError
+from ...system.process import describe_status
 from .collect import BigObject, Collector, MapRecord, ThreadWindow, Trail, Window
 
 #: the C tool's counter keys (modelcollect.c, C_EVENTS ...): a name, or a tuple made from (mk, a, b)
@@ -52,9 +53,12 @@ def collect_tracer_log(path, progress: bool = False, cc: str = "gcc") -> Collect
         if "error" in report:
             raise TraceFormatError(str(path), report.get("record") or 1, 1, report["error"])
         if proc.returncode:
-            raise CollectorError(f"the model's collector failed on {path} (status {proc.returncode})")
-        with open(figures) as f:
-            data = json.load(f)
+            raise CollectorError(f"the model's collector failed on {path} ({describe_status(proc.returncode)})")
+        try:
+            with open(figures) as f:
+                data = json.load(f)
+        except ValueError as e:           # cut short by a full disk, say: what it wrote is no collector's
+            raise CollectorError(f"the model's collector wrote figures that cannot be read ({e}) for {path}") from None
         ordinals = array("q")
         ordinals.frombytes(spans.read_bytes())
     return _collector(data, ordinals)
@@ -154,5 +158,7 @@ def _collector(d: dict, ordinals: array) -> Collector:
     for owner, freer, n in d["handoffs"]:
         col.handoffs[owner, freer] = ordinals[at:at + n]
         at += n
+    col.peak_ordinal, col.peak_overflow = d["peak_ordinal"], d["peak_overflow"]
+    col.peak_freed = [(tid, o, t, nbytes, mks[mk], life, end) for tid, o, t, nbytes, mk, life, end in d["peak_freed"]]
     col.live.clear()
     return col

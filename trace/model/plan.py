@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from .burst import BurstPlanner
 from .chains import ChainPlanner, Chains
 from .collect import ThreadWindow, hist_totals, merge_hist
 from .files import HistogramFiles
@@ -36,6 +37,7 @@ class GroupPlan:
     phases: List[PhasePlan]
     first_size: Optional[str]   # the first phase's size expression (the first block's size)
     held: Dict[int, int] = field(default_factory=dict)   # phase (1-based) -> objects freed in it from `held_pN`
+    burst: int = 0              # the objects of the pool `burst` (trace/model/burst.py)
 
 
 MAX_MAP_SIZES = 8       # the program's own mappings of the most frequent sizes each get a statement of their own
@@ -52,6 +54,7 @@ class GroupPlanner:
         self.sizer = PhaseSizer(shape, files, g)
         self.chains = ChainPlanner(shape, g)
         self.held = HeldPlanner(shape, self.sizer, g)
+        self.burst = BurstPlanner(shape, self.sizer, g)
         self.map_fits: List[str] = []   # the lifetimes' fits of the mappings drawn from histograms
 
     def plan(self) -> GroupPlan:
@@ -69,7 +72,7 @@ class GroupPlanner:
             stmts, variables = self._statements(pi, agg, sizes, chains)
             waiting = sum(n[pi - 1] for (_, t), n in self.shape.late_recvs.items() if t in g.tids)
             phases.append(PhasePlan(stmts, variables, sizes, agg.c["events"], waiting))
-        return GroupPlan(chains, phases, self.sizer.first_size, self.held.pools())
+        return GroupPlan(chains, phases, self.sizer.first_size, self.held.pools(), self.burst.size())
 
     # ---------------------------------------------------------------- a phase's statements
     def _statements(self, pi: int, agg: ThreadWindow, sz: Sizes, chains: Chains) -> Tuple[List[Stmt], List[str]]:
@@ -89,7 +92,7 @@ class GroupPlanner:
         stmts += self._sends(flows, sz, counts)
         stmts += self._ring_steps(flows, sz, counts, ring_send, ring_recv)
         stmts += self.chains.statements(pi, agg, flows, sz, chains, counts, ring_send, ring_recv)
-        stmts += self._big_stmts(pi - 1) + self.held.frees(pi - 1)
+        stmts += self._big_stmts(pi - 1) + self.held.frees(pi - 1) + self.burst.statements(pi - 1)
         stmts += self._maps(pi, agg, counts)
         kept = [s for s in stmts if s.max_count(self.g.n) > 0]
         return kept, [v for v in counts.variables if any(v.split(" = ")[0] == (s.share or ("",))[0] for s in kept)]

@@ -244,6 +244,10 @@ class ModelWriter:
                        f"both where captured")
             out.append(f"    in_p{q} = 0")
             out.append(f"    out_p{q} = 0")
+        if plan.burst:
+            out.append(f"    pool burst[{plan.burst}]        # objects live at the peak of live bytes, made where "
+                       f"captured and freed together after it")
+            out.append("    in_burst = 0")
         for (src, dst), batch in sorted(self.shape.batch.items()):
             if dst == g.name and any(f"free_all(from_{src})" in b for b in blocks):
                 out.append(f"    pool from_{src}[{batch}]        # {src}'s objects, received {batch} at a time as "
@@ -335,8 +339,8 @@ class ModelWriter:
                    + "; dropped: which thread of a group made which call, the time between calls")
         out.append(f"phases: kept: {len(self.phases)} (at most --max-phases), each a `measure` block, in the "
                    f"capture's order; dropped: the order of calls inside a phase (its statements are spread evenly "
-                   f"over its rounds, but for the big, held and kept objects, the big chains and a lone thread's "
-                   f"mappings, placed where they came)")
+                   f"over its rounds, but for the big, held and kept objects, a burst at the peak, the big chains "
+                   f"and a lone thread's mappings, placed where they came)")
         made = col.maps_made
         left = col.maps_left_out
         if col.map_calls:
@@ -370,7 +374,8 @@ class ModelWriter:
         out.append(f"sizes: kept: histograms per group and phase, exact below 1 KiB, 16 classes per power of two "
                    f"above, each at its mean: KS distance to the capture's requested sizes at most "
                    f"{inexact / n if n else 0.0:.3f} (the largest share of one class drawn at its mean); "
-                   f"dropped: a size's link to its lifetime beyond the handed, kept, large, big and held objects")
+                   f"dropped: a size's link to its lifetime beyond the handed, kept, large, big, held and burst "
+                   f"objects")
         if self.fits:
             out.append("lifetimes: kept: fitted per group and phase on each thread's `lives` clock (a geometric "
                        "when a KS test does not reject it, else a table of buckets): " + "; ".join(self.fits))
