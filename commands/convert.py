@@ -71,7 +71,7 @@ def convert(args) -> int:
         print(f"modelled {source.path} -> {out}" + "".join(f" + {p.name}" for p in model.data_files))
         for line in model.summary_lines():
             print("  " + line)
-        _print_losses(source)
+        lost = _print_losses(source)
     else:
         if source.format == "preload":
             report = write_replay(source.path, out, source.path.name, touch=args.touch, main_tid=source.main_tid(),
@@ -85,10 +85,10 @@ def convert(args) -> int:
               f"{ops.stat().st_size / 1024:.0f} KiB)")
         for line in replay_summary(report):
             print("  " + line)
-        _print_losses(source)
+        lost = _print_losses(source)
     print(f"run it: scenc run {out} --allocators glibc,jemalloc,mimalloc")
-    # converted, but the capture is incomplete (cut short, crashed, killed, calls lost): what the warning above said
-    return EXIT_INCOMPLETE if source.damaged or source.losses() else EXIT_OK
+    # converted, but the capture is incomplete (cut short, crashed, killed, calls lost): what the warning said
+    return EXIT_INCOMPLETE if lost else EXIT_OK
 
 
 PROGRESS_EVERY = 1 << 18     # events between two updates of the progress line
@@ -151,7 +151,9 @@ def _check_calls(source, converted: int, written: list) -> None:
                               + (" (" + "; ".join(source.losses()) + ")" if source.losses() else ""))
 
 
-def _print_losses(source) -> None:
+def _print_losses(source) -> list:
+    """What the capture lost, said on stderr (a tracer log cut inside a record is one of them), and its anomalies;
+    returns the losses."""
     losses = source.losses()
     if losses:
         print(f"warning: {source.path} is an INCOMPLETE capture; the scenario covers the calls that were seen. "
@@ -162,6 +164,7 @@ def _print_losses(source) -> None:
         print("  anomalies in the capture (every one counted; 'info' ones were handled):")
         for line in anomaly_lines(source.report):
             print("    " + line)
+    return losses
 
 
 def replay_summary(report) -> list:

@@ -113,11 +113,6 @@ class TraceSource:
         read = SimpleNamespace(path=str(self.path), info=info)      # what PreloadLog.report reads
         self._adopt(read, PreloadLog.report.fget(read))
 
-    @property
-    def damaged(self) -> bool:
-        """A tracer log cut inside a record, or damaged part way: read up to there, but not whole."""
-        return self.format == "preload" and self.events.info.stopped_at is not None
-
     def main_tid(self):
         """The captured process's main thread, which the replay runs on its own main thread: the tracer log's
         pid (from its header: the log may not be indexed here); in an ltrace log read with extra_events, the
