@@ -28,9 +28,7 @@
 #define SPILL_BYTES (64 << 10)     /* encoded ops a thread gathers before they go to its spool file */
 #define KEEP_OPEN 256              /* spool files kept open (more threads: opened per spill, no fd limit) */
 #define MAX_SYNC_STEP (1ull << 48)
-#define PAGE 4096ull
 #define MAP_FIXED_FLAG 0x10
-#define PROT_WRITE_FLAG 2
 #define TOUCH_FIRST 1              /* the ops file's touch modes (runtime/opsfmt.h, trace/opsfile.TOUCH_MODES) */
 #define TOUCH_PAGES 2
 #define TOUCH_AUTO 4               /* --touch auto: the mode whose first-touched pages match the capture's faults */
@@ -46,10 +44,6 @@ static const uint8_t op_of[EV_CALLS] = {
   SCN_R_MALLOC, SCN_R_MALLOC, SCN_R_MALLOC, SCN_R_CALLOC, SCN_R_REALLOC, SCN_R_REALLOC,
   SCN_R_FREE, SCN_R_FREE, SCN_R_FREE,
   SCN_R_ALIGNED_ALLOC, SCN_R_MEMALIGN, SCN_R_POSIX_MEMALIGN, SCN_R_VALLOC, SCN_R_VALLOC };
-static const char *const kind_name[EV_KINDS] = {
-  "malloc", "operator_new", "operator_new_array", "calloc", "realloc", "reallocarray", "free", "operator_delete",
-  "operator_delete_array", "aligned_alloc", "memalign", "posix_memalign", "valloc", "pvalloc",
-  "thread_start", "thread_exit", "mmap", "munmap", "mremap", "window", "mprotect" };
 
 /* ---------------------------------------------------------------- state */
 typedef struct {
@@ -299,10 +293,9 @@ static void ops_abort(cv *c) {
 }
 
 /* ---------------------------------------------------------------- threads */
-static uint32_t hash_tid(uint32_t tid) { return tid * 2654435769u; }
 
 static size_t tid_probe(const cv *c, uint32_t tid) {
-  size_t h = hash_tid(tid) & (c->tslot_cap - 1);
+  size_t h = tr_hash32(tid) & (c->tslot_cap - 1);
   while (c->tslot[h] && c->t[c->tslot[h] - 1].tid != tid) h = (h + 1) & (c->tslot_cap - 1);
   return h;
 }
@@ -642,7 +635,6 @@ static void thread_exit(cv *c, uint32_t i) {
 }
 
 /* ---------------------------------------------------------------- the program's own mappings */
-static uint64_t pages(uint64_t n) { return (n + PAGE - 1) / PAGE * PAGE; }
 
 static size_t piece_after(const cv *c, uint64_t at) {      /* bisect_right over the starts */
   size_t lo = 0, hi = c->npieces;

@@ -23,17 +23,11 @@
 #define MAX_PEAK_FREED (1 << 17)
 #define MAX_MAP_RECORDS 256
 #define MAX_BIG_MAPS 16
-#define PAGE 4096ull
-#define PROT_WRITE_FLAG 2
 #define NCLS 9                       /* len(SIZE_CLASS_BOUNDS) + 1 */
 #define NONE_TID 0xFFFFFFFFull       /* ("end", how, None) */
 #define PROGRESS_EVERY (1u << 18)
 
 static const int64_t class_bounds[NCLS - 1] = {64, 256, 1024, 4096, 16384, 65536, 262144, 1048576};
-static const char *const kind_name[EV_KINDS] = {
-  "malloc", "operator_new", "operator_new_array", "calloc", "realloc", "reallocarray", "free", "operator_delete",
-  "operator_delete_array", "aligned_alloc", "memalign", "posix_memalign", "valloc", "pvalloc",
-  "thread_start", "thread_exit", "mmap", "munmap", "mremap", "window", "mprotect" };
 /* MODEL_KIND of collect.py, by event kind (-1: not an allocation) */
 static const char *const model_kind_name[EV_CALLS] = {
   "malloc", "malloc", "malloc", "calloc", NULL, NULL, NULL, NULL, NULL, "aligned_alloc", "memalign",
@@ -46,7 +40,6 @@ static void *xalloc(size_t n) {
 }
 #define GROW(p, cap, need) ((p) = tr_grow((p), &(cap), (need), sizeof *(p)))
 
-static int bit_length(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
 static int64_t size_bucket(uint64_t s) {
   if (s < 1024) return (int64_t)s;
   int e = bit_length(s) - 1;
@@ -62,17 +55,12 @@ static int size_class(uint64_t s) {
   while (c < NCLS - 1 && (int64_t)s >= class_bounds[c]) c++;
   return c;
 }
-static uint64_t pages(uint64_t n) { return (n + PAGE - 1) / PAGE * PAGE; }
 
 /* ---------------------------------------------------------------- an insertion-ordered map (a Python dict) */
 typedef struct { uint64_t key; int64_t a, b; } om_ent;
 typedef struct { uint64_t key; uint32_t pos; } om_slot;   /* the key beside its entry's place: one cache line a probe */
 typedef struct { om_ent *e; size_t n, cap; om_slot *idx; size_t icap; } omap;
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33;
-  return x;
-}
 static om_ent *om_get(omap *m, uint64_t key) {
   if (m->n * 2 >= m->icap) {
     size_t cap = m->icap ? m->icap * 2 : 16;
@@ -950,7 +938,6 @@ static double now_s(void) {
 }
 
 static int consume(void *arg, const tr_event *ev) {
-  (void)arg;
   const tr_rec *r = S.rec;
   double t = (double)(int64_t)(r->ns - *(const uint64_t *)arg) / 1e9;
   if (progress && ++nevents % PROGRESS_EVERY == 0) {

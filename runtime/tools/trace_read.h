@@ -54,6 +54,25 @@ enum { EV_MALLOC, EV_OPERATOR_NEW, EV_OPERATOR_NEW_ARRAY, EV_CALLOC, EV_REALLOC,
        EV_MPROTECT,                               /* record 46, after the window mark's 45 */
        EV_KINDS };
 
+/* The events' names, as trace/events.py spells them (by EV_*). */
+static const char *const kind_name[EV_KINDS] = {
+  "malloc", "operator_new", "operator_new_array", "calloc", "realloc", "reallocarray", "free", "operator_delete",
+  "operator_delete_array", "aligned_alloc", "memalign", "posix_memalign", "valloc", "pvalloc",
+  "thread_start", "thread_exit", "mmap", "munmap", "mremap", "window", "mprotect" };
+
+#define PAGE 4096ull
+#define PROT_WRITE_FLAG 2     /* PROT_WRITE in a mapping record's prot */
+
+/* n bytes in whole pages */
+static inline uint64_t pages(uint64_t n) { return (n + PAGE - 1) / PAGE * PAGE; }
+/* Python's int.bit_length */
+static inline int bit_length(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
+/* A 64-bit key's hash for the tools' open-addressing tables */
+static inline uint64_t mix64(uint64_t x) {
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33;
+  return x;
+}
+
 typedef struct {
   uint64_t line;          /* seq + 1, or the ltrace log's line */
   uint64_t size, nmemb, align, old, res;
@@ -317,8 +336,6 @@ static int tr_index_v3(tr_log *log, tr_scan *s, tr_error *e) {
     t->runs = tr_grow(t->runs, &t->cap, t->nruns + 1, sizeof *t->runs);
     t->runs[t->nruns++] = (tr_run){ref->offset, ref->count, ref->bytes};
   }
-  for (uint32_t i = 0; i < scan->nthreads; i++)
-    if (index[i] >= 0) log->threads[index[i]].last_seq = scan->threads[i].last_seq;
   free(index);
   tr_settle_marks(log);
   tr_info *info = &log->info;
@@ -462,12 +479,11 @@ static void tr_settle_marks(tr_log *log) {
  * are cut where the mark found it, whatever its clock said of the time (a thread that waited for its client
  * takes clocks behind the time until its next time mark, and would sort before the mark by clock alone). */
 #define TR_EPOCH_SHIFT 58
-static void tr_epochs(const tr_log *log, const tr_thread *t, tr_rec *r, size_t n) {
+static void tr_epochs(const tr_thread *t, tr_rec *r, size_t n) {
   for (size_t k = 0; k < n; k++) {
     uint64_t e = (r[k].seq > t->cut[1]) + (r[k].seq > t->cut[2]);
     r[k].seq += e << TR_EPOCH_SHIFT;
   }
-  (void)log;
 }
 
 /* --------------------------------------------------------------- the merge pass */
@@ -496,7 +512,7 @@ static int tr_fill_v3(tr_log *log, tr_thread *t, tr_error *e) {
   t->left -= n;
   t->n = (uint32_t)n;
   t->pos = 0;
-  if (log->windowed) tr_epochs(log, t, t->buf, n);
+  if (log->windowed) tr_epochs(t, t->buf, n);
   return 0;
 }
 

@@ -13,14 +13,9 @@
  * Memory: the live blocks, the threads and the program's own mappings; never the log. */
 #include "trace_read.h"
 
-#define PAGE 4096ull
 #define NOTE_EXAMPLES 5              /* ParseReport.max_examples */
 #define NHIST 66                     /* log2 buckets of a 64-bit value (and of a negative lifetime's magnitude) */
 
-static const char *const kind_name[EV_KINDS] = {
-  "malloc", "operator_new", "operator_new_array", "calloc", "realloc", "reallocarray", "free", "operator_delete",
-  "operator_delete_array", "aligned_alloc", "memalign", "posix_memalign", "valloc", "pvalloc",
-  "thread_start", "thread_exit", "mmap", "munmap", "mremap", "window", "mprotect" };
 
 static void *xcalloc(size_t n, size_t size) {
   void *p = calloc(n ? n : 1, size);
@@ -28,7 +23,6 @@ static void *xcalloc(size_t n, size_t size) {
   return p;
 }
 
-static int bit_length(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
 
 /* A figure past 64 bits (a block's nmemb x size, bytes live or mapped, a mapping's end), which only a damaged or
  * made-up log holds: Python's integers count on where C's would wrap, so the Python pass reads the log. */
@@ -42,7 +36,6 @@ static uint64_t range_end(uint64_t lo, uint64_t len) {     /* lo + len in whole 
   if (len > UINT64_MAX - (PAGE - 1)) { beyond = "a mapping's length"; return lo; }
   return add64(lo, (len + PAGE - 1) / PAGE * PAGE, "a mapping's end");
 }
-static uint64_t mix64(uint64_t x) { x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; return x; }
 
 /* ---------------------------------------------------------------- live blocks: profile.py's `live` dict */
 typedef struct {
