@@ -12,10 +12,10 @@ import os
 import sys
 
 from ..errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_RUN
-from ..trace.events import PRELOAD_MAGIC
 from ..trace.profile import TraceStats, format_trace_stats
 from ..trace.profile_native import StatsToolError, native_trace_stats
 from ..trace.source import TraceSource
+from ..trace.tracerlog import is_preload_log
 from .tracing import guarded, refuse_scenario
 
 
@@ -56,21 +56,13 @@ def trace_stats(args) -> int:
 
 def _read(args):
     """(TraceSource, TraceStats) of the capture: a tracer log's by the C pass, unless read by its window."""
-    if os.environ.get("SCENC_TRACE_STATS") != "python" and _is_tracer_log(args.file):
+    if os.environ.get("SCENC_TRACE_STATS") != "python" and is_preload_log(args.file):
         source = TraceSource(args.file, extra_events=True, index=False)
         stats = native_trace_stats(source, whole=args.whole)
         if stats is not None:
             return source, stats
     source = TraceSource(args.file, extra_events=True, window=not args.whole)
     return source, TraceStats(source.report).consume(source.events)
-
-
-def _is_tracer_log(path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(PRELOAD_MAGIC)) == PRELOAD_MAGIC
-    except OSError:
-        return False                # TraceSource says why
 
 
 def _window_line(source):

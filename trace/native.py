@@ -3,10 +3,17 @@ tracer (runtime/tracer/), the converter (runtime/tools/convert.c), the model's c
 (runtime/tools/modelcollect.c), trace-stats' pass (runtime/tools/tracestats.c) and the tracer log's decoder library that
 trace/tracerlog.py loads (runtime/tools/tracelog.c)."""
 
+import json
+import signal
+import subprocess
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, Tuple
 
 from ..compiler.build import RUNTIME, TOOLS, TRACER, WARNINGS, helper_build
+from .ltrace import TraceFormatError
+
+#: a tool ended by one of these (by its handler, or before it was set) was stopped, not broken
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 TRACER_SOURCE = TRACER / "tracer.c"
 TRACER_FLAGS = ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fexceptions", "-ftls-model=initial-exec",
@@ -66,3 +73,22 @@ def tracelog_library(cc: str = "gcc") -> Path:
     return helper_build(cc, TRACELOG_SOURCE, "libscntracelog.so",
                         ("-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-std=gnu11", *WARNINGS), (),
                         headers=(TRACELOG_HEADER,), what="the tracer log's decoder (runtime/tools/tracelog.c)")
+
+
+def run_log_tool(cmd: Sequence[str], log) -> Tuple[int, dict]:
+    """Runs a C tool that reads the tracer log `log` and prints one JSON object (the model's collector,
+    trace-stats' pass): its exit status and the object ({} for none: a crash before it printed, a line cut
+    short). A stop signal is KeyboardInterrupt; the log's own fault (the object's "error") a TraceFormatError
+    at its record. What else a failure means is the caller's to say."""
+    proc = subprocess.run(list(cmd), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    if -proc.returncode in STOP_SIGNALS:
+        raise KeyboardInterrupt
+    try:
+        data = json.loads(proc.stdout or b"{}")
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    if "error" in data:          # the log is not one, or is damaged: the reader's sentence, at its record
+        raise TraceFormatError(str(log), data.get("record") or 1, 1, data["error"])
+    return proc.returncode, data

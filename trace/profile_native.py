@@ -9,15 +9,11 @@ log whose sizes pass 64 bits). Other captures
 paths on the same captures and compares their output byte for byte.
 """
 
-import json
-import signal
-import subprocess
 from collections import defaultdict
 from typing import Optional
 
 from ..system.process import describe_status
 from .events import Anomaly
-from .ltrace import TraceFormatError
 from .profile import TraceStats
 
 
@@ -58,16 +54,10 @@ def native_trace_stats(source, whole: bool = False, cc: str = "gcc") -> Optional
     .consume(events) for its events read with extra_events), the source given what the log held
     (adopt_log_info). None for a log with window marks read without `whole` (its window is read in Python), and
     for a log whose figures pass 64 bits (made up or damaged), which Python counts."""
-    from .native import trace_stats_program
+    from .native import run_log_tool, trace_stats_program
     path = source.path
-    cmd = [str(trace_stats_program(cc)), "--log", str(path)] + (["--whole"] if whole else [])
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    status = proc.returncode
-    if -status in _STOP_SIGNALS:
-        raise KeyboardInterrupt
-    data = _report(proc.stdout)
-    if "error" in data:          # the log is not one, or is damaged: the reader's sentence, at its record
-        raise TraceFormatError(str(path), data.get("record") or 1, 1, data["error"])
+    status, data = run_log_tool([str(trace_stats_program(cc)), "--log", str(path)] + (["--whole"] if whole else []),
+                                path)
     if status or not data:
         raise StatsToolError(f"scenc trace-stats: the C pass over {path} failed ({describe_status(status)}); "
                              f"the Python pass still reads it: SCENC_TRACE_STATS=python scenc trace-stats {path}")
@@ -77,18 +67,6 @@ def native_trace_stats(source, whole: bool = False, cc: str = "gcc") -> Optional
     source.events.windowed = False
     source.events.info.window = {w: {} for w in (1, 2) if data["marks"] >> w & 1}
     return _stats(source.report, data)
-
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _report(out: bytes) -> dict:
-    """The tool's JSON object ({} for none: a crash before it printed, or a line cut short)."""
-    try:
-        data = json.loads(out or b"{}")
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _stats(report, d: dict) -> TraceStats:
@@ -103,9 +81,8 @@ def _stats(report, d: dict) -> TraceStats:
     for tid, kind, n in d["by_thread_kind"]:
         stats.by_thread_kind[tid, kind] = n
     stats.failed = dict(d["failed"])
-    for name, hist in (("size_hist", "size_hist"), ("lifetime_ops_hist", "lifetime_ops_hist"),
-                       ("lifetime_us_hist", "lifetime_us_hist")):
-        setattr(stats, name, defaultdict(int, {b: n for b, n in d[hist]}))
+    for name in ("size_hist", "lifetime_ops_hist", "lifetime_us_hist"):
+        setattr(stats, name, defaultdict(int, {b: n for b, n in d[name]}))
     stats.chain_hist = {n: c for n, c in d["chain_hist"]}
     lives, got = stats.lives, d["lives"]
     lives.peak, lives.starts, lives.exits, lives.peak_line = got["peak"], got["starts"], got["exits"], got["line"]

@@ -12,7 +12,6 @@ subsystems".
 """
 
 import json
-import signal
 import struct
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from .events import AllocEvent, pack_events
 from ..system.process import describe_status
 from .ltrace import TraceFormatError
+from .native import STOP_SIGNALS
 from .opsfile import COUNTED_AS, TOUCH_MODES
 
 # Trace kinds to the replay op that performs the same kind of call.
@@ -68,7 +68,6 @@ EVENT_CODE = {k: i for i, k in enumerate((*REPLAY_KIND, "thread_start", "thread_
 #: One event on the converter's stdin (runtime/tools/trace_read.h, tr_event).
 EVENT = struct.Struct("<QQQQQQIBB2x")
 _BATCH = 4096
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class ConvertError(RuntimeError):
@@ -191,7 +190,7 @@ def _convert(args: List[str], ops_path, touch: str, main_tid: Optional[int], fee
     if status or "error" in data:
         # 130: the converter stopped on SIGINT, SIGTERM or SIGHUP (its handler); killed by one of them before
         # the handler was set, the same. Any other signal is a crash, said as such.
-        if status == 130 or -status in _STOP_SIGNALS:
+        if status == 130 or -status in STOP_SIGNALS:
             raise KeyboardInterrupt
         if status:
             _remove_leftovers(ops_path, set(ops_dir.glob(".ops-*")) - spools_before)

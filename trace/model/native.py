@@ -10,13 +10,11 @@ captures (ltrace logs, workloads, mtrace logs) keep the Python collector.
 """
 
 import json
-import subprocess
 import tempfile
 from array import array
 from collections import Counter
 from pathlib import Path
 
-from ..ltrace import TraceFormatError
 from ...system.process import describe_status
 from .collect import BigObject, Collector, MapRecord, ThreadWindow, Trail, Window
 
@@ -39,21 +37,13 @@ class CollectorError(RuntimeError):
 def collect_tracer_log(path, progress: bool = False, cc: str = "gcc") -> Collector:
     """The finished Collector of a tracer log (Collector().consume(events) then finish(), as for the log's events
     read with extra_events). progress: the C tool writes the progress line on this process's stderr."""
-    from ..native import model_collector_program
+    from ..native import model_collector_program, run_log_tool
     with tempfile.TemporaryDirectory(prefix="scenc-model-") as tmp:
         figures, spans = Path(tmp) / "figures.json", Path(tmp) / "spans.bin"
         cmd = [str(model_collector_program(cc)), "--log", str(path), "--out", str(figures), "--spans", str(spans)]
-        proc = subprocess.run(cmd + (["--progress"] if progress else []), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        if proc.returncode < 0 and proc.returncode in (-2, -15, -1):
-            raise KeyboardInterrupt
-        try:
-            report = json.loads(proc.stdout) if proc.stdout.strip() else {}
-        except ValueError:
-            report = {}
-        if "error" in report:
-            raise TraceFormatError(str(path), report.get("record") or 1, 1, report["error"])
-        if proc.returncode:
-            raise CollectorError(f"the model's collector failed on {path} ({describe_status(proc.returncode)})")
+        status, _ = run_log_tool(cmd + (["--progress"] if progress else []), path)
+        if status:
+            raise CollectorError(f"the model's collector failed on {path} ({describe_status(status)})")
         try:
             with open(figures) as f:
                 data = json.load(f)
