@@ -3,14 +3,12 @@ echo onto scenc's own streams (--show-output). The launcher says where each run'
 bytes); a server's files hold its one run."""
 
 import os
-from typing import Optional, Tuple
+from typing import Tuple
 
 
-def file_tail(f, chars: int) -> str:
-    """The last `chars` characters of a whole file."""
-    f.seek(0, os.SEEK_END)
-    f.seek(max(0, f.tell() - chars * 2))
-    return f.read().decode("utf-8", "replace")[-chars:]
+def whole_span(f) -> Tuple[int, int]:
+    """The span of a whole file (a server's, a run of its own)."""
+    return 0, os.fstat(f.fileno()).st_size
 
 
 def span_tail(fd: int, span: Tuple[int, int], chars: int) -> str:
@@ -27,9 +25,9 @@ def read_span(fd: int, span: Tuple[int, int]) -> bytes:
     return os.pread(fd, size, start) if size > 0 else b""
 
 
-def echo_output(f, stream, span: Optional[Tuple[int, int]] = None) -> None:
-    """A run's output (the whole file, or its `span`) onto scenc's own stream (--show-output)."""
-    start, size = span if span is not None else (0, os.fstat(f.fileno()).st_size)
+def echo_output(f, stream, span: Tuple[int, int]) -> None:
+    """A run's output, the `span` of its file, onto scenc's own stream (--show-output)."""
+    start, size = span
     stream.flush()
     out = getattr(stream, "buffer", None)
     while size > 0:

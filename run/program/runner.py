@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
 from ..record import RunRecord, Status
-from .output import echo_output, read_span, span_tail
+from .output import echo_output, read_span, span_tail, whole_span
 from .target import ProgramTarget
 from ...system.process import IdleWatch, signal_name, wait_and_clear_group
 from ..plan import WATCH_EVERY_S
@@ -346,8 +346,7 @@ class LauncherRunner(ProgramRunner):
         finally:
             if stdin is not subprocess.DEVNULL:
                 stdin.close()
-        outcome.out_span = (0, os.fstat(self._out.fileno()).st_size)
-        outcome.err_span = (0, os.fstat(self._err.fileno()).st_size)
+        outcome.out_span, outcome.err_span = whole_span(self._out), whole_span(self._err)
         outcome.stdout = span_tail(self._out.fileno(), outcome.out_span, STDERR_TAIL_CHARS)
         outcome.stderr = span_tail(self._err.fileno(), outcome.err_span, STDERR_TAIL_CHARS)
         return self._finish(target, outcome)
@@ -526,11 +525,6 @@ def _objects_problem(allocator, malloc_from: str, free_from: str) -> Optional[st
                     f"forwards to it (docs/servers.md)")
         return f"{what}: " + registry.explain_mismatch(allocator, obj)
     return None
-
-
-def proof_problem(allocator, proof: Proof) -> Optional[str]:
-    """Why the proof does not show the allocator serving every process's malloc and free (checked alone)."""
-    return ProofChecks().problem(allocator, proof)
 
 
 def make_program_record(config, allocator, round_: int, outcome: ProgramOutcome, target: ProgramTarget,

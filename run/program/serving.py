@@ -30,9 +30,9 @@ from typing import Callable, Mapping, Optional
 from ..record import RunRecord, Status
 from ..runner import STDERR_TAIL_CHARS
 from ...system.process import signal_name
-from .output import echo_output, file_tail
+from .output import echo_output, span_tail, whole_span
 from .runner import (LauncherRunner, ProgramOutcome, Proof, launched_metrics, make_program_record,
-                     parse_launcher_report, proof_problem, returncode, wait_status)
+                     parse_launcher_report, returncode, wait_status)
 from .server import Readiness, ServerSpec
 from .target import ProgramTarget
 
@@ -156,7 +156,7 @@ class ServedRunner(LauncherRunner):
                 self._wait_ready(spec, readiness, server)
             if server.problem is None and not self.interrupted and server_preload is None:
                 server.proof = Proof.read(proof_file)
-                problem = proof_problem(allocator, server.proof)
+                problem = self._proven.problem(allocator, server.proof)
                 if problem:
                     server.problem, server.status = f"the server: {problem}", Status.WRONG_ALLOCATOR
             if server.problem is None and not self.interrupted:
@@ -181,17 +181,18 @@ class ServedRunner(LauncherRunner):
         if server.problem is None and server.stopped_by and code is not None and code < 0 \
                 and -code not in (spec.stop_signal, signal.SIGKILL) and not self.interrupted:
             server.problem, server.status = "the server crashed as it was stopped", Status.CRASHED
+        server.proof = Proof.read(proof_file)
         if server.problem is None and server_preload is None and server.pid is not None and not self.interrupted:
             # Processes the server started after it was ready (workers, a fork) proved their allocator too.
-            problem = proof_problem(allocator, Proof.read(proof_file))
+            problem = self._proven.problem(allocator, server.proof)
             if problem:
                 server.problem, server.status = f"the server: {problem}", Status.WRONG_ALLOCATOR
-        server.proof = Proof.read(proof_file)
-        server.stdout = file_tail(self._server_out, STDERR_TAIL_CHARS)
-        server.stderr = file_tail(self._server_err, STDERR_TAIL_CHARS)
+        spans = whole_span(self._server_out), whole_span(self._server_err)
+        server.stdout = span_tail(self._server_out.fileno(), spans[0], STDERR_TAIL_CHARS)
+        server.stderr = span_tail(self._server_err.fileno(), spans[1], STDERR_TAIL_CHARS)
         if self.show_output:
-            echo_output(self._server_out, sys.stdout)
-            echo_output(self._server_err, sys.stderr)
+            echo_output(self._server_out, sys.stdout, spans[0])
+            echo_output(self._server_err, sys.stderr, spans[1])
         return ServedOutcome(server, client, started, time.perf_counter() - t0)
 
     def _start_server(self, spec: ServerSpec, target: ProgramTarget, env: Mapping[str, str],
