@@ -25,7 +25,7 @@ is a result. Statistics and tables live in report/.
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
@@ -54,8 +54,8 @@ class _ConfigState:
     failures_in_row: int = 0
     dropped: Optional[str] = None      # why no further runs are made
     warm: bool = False
-    durations: List[float] = field(default_factory=list)
-    duration_sum: float = 0.0          # of `durations`, and their largest: read before every run
+    measured: int = 0                  # runs measured (warm-ups aside) that ended well
+    duration_sum: float = 0.0          # of their durations, and the largest: read before every run
     duration_max: float = 0.0
     warmup_duration: Optional[float] = None
 
@@ -99,7 +99,7 @@ class Session:
             st.ok += 1
             st.failures_in_row = 0
             if not record.warmup:
-                st.durations.append(record.duration_s)
+                st.measured += 1
                 st.duration_sum += record.duration_s
                 st.duration_max = max(st.duration_max, record.duration_s)
             return
@@ -120,11 +120,11 @@ class Session:
 
     def _estimate(self, config: RunConfig) -> float:
         st = self.state[config]
-        if st.durations:
-            return st.duration_sum / len(st.durations)
+        if st.measured:
+            return st.duration_sum / st.measured
         if st.warmup_duration is not None:
             return st.warmup_duration
-        measured = sum(len(s.durations) for s in self.state.values())
+        measured = sum(s.measured for s in self.state.values())
         if measured:
             return sum(s.duration_sum for s in self.state.values()) / measured
         known = [s.warmup_duration for s in self.state.values() if s.warmup_duration is not None]
@@ -136,7 +136,7 @@ class Session:
         st = self.state[config]
         if st.warmup_duration is not None:
             return st.warmup_duration
-        if st.durations:
+        if st.measured:
             return st.duration_max
         same = [s.warmup_duration or s.duration_max
                 for c, s in self.state.items() if c.program_key == config.program_key]

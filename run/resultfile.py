@@ -160,12 +160,17 @@ def _json_line(obj: Any) -> bytes:
     return (_ENCODER.encode(obj) + "\n").encode("ascii")
 
 
-def _checked_line(obj: Any, check, what: str) -> Tuple[bytes, Any]:
-    """(the line to write, the object as load() will read it back: `check`'s result), or ValueError naming `what`."""
+def _serialised(obj: Any, what: str) -> bytes:
+    """The line to write, or ValueError naming `what`."""
     try:
-        line = _json_line(obj)
+        return _json_line(obj)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{what} is not JSON-serialisable: {error}") from None
+
+
+def _checked_line(obj: Any, check, what: str) -> Tuple[bytes, Any]:
+    """(the line to write, the object as load() will read it back: `check`'s result), or ValueError naming `what`."""
+    line = _serialised(obj, what)
     try:
         return line, check(json.loads(line))
     except _Invalid as error:
@@ -397,10 +402,7 @@ class ResultFile:
         one, and a session of many short runs spent a share of each run parsing what it had just written.
         """
         data = record.to_json()
-        try:
-            line = _json_line(data)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"run record is not JSON-serialisable: {error}") from None
+        line = _serialised(data, "run record")
         try:
             check_run(data)
         except RecordError as error:

@@ -130,12 +130,8 @@ def run_in_own_session(cmd: Sequence[str], timeout: Optional[float], *,
 
 def cpu_ticks(pid: int) -> Optional[int]:
     """User plus system clock ticks of process `pid`, all its threads together; None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[11]) + int(fields[12])     # utime, stime: fields 14 and 15 of proc(5)
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[11]) + int(fields[12])   # utime, stime: fields 14, 15 of proc(5)
 
 
 def _stat_fields(pid) -> Optional[list]:
