@@ -863,6 +863,11 @@ static int64_t new_map_record(uint32_t ti, uint64_t size) {
   return rec;
 }
 
+static void note_mapped_peaks(void) {
+  if (S.mapped_now > S.mapped_peak) S.mapped_peak = S.mapped_now;
+  if (S.mapped_writable > S.mapped_writable_peak) S.mapped_writable_peak = S.mapped_writable;
+}
+
 static void mapping(const tr_event *ev) {
   static int64_t *touched;
   static size_t cap;
@@ -890,8 +895,7 @@ static void mapping(const tr_event *ev) {
       else resize_map(&S.maps[rec]);
     }
   }
-  if (S.mapped_now > S.mapped_peak) S.mapped_peak = S.mapped_now;
-  if (S.mapped_writable > S.mapped_writable_peak) S.mapped_writable_peak = S.mapped_writable;
+  note_mapped_peaks();
 }
 
 /* mprotect: the parts of reservations (pieces without a record) it makes writable become mappings of their
@@ -921,8 +925,7 @@ static void protect(const tr_event *ev) {
     S.maps_protected++;
     add_piece(a, b, rec);
   }
-  if (S.mapped_now > S.mapped_peak) S.mapped_peak = S.mapped_now;
-  if (S.mapped_writable > S.mapped_writable_peak) S.mapped_writable_peak = S.mapped_writable;
+  note_mapped_peaks();
 }
 
 /* ---------------------------------------------------------------- the pass */

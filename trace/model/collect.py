@@ -615,15 +615,7 @@ class Collector:
             self._cut(ev.result_ptr, ev.result_ptr + size)      # MAP_FIXED over earlier pieces
             rec = None
             if (ev.nmemb or 0) & PROT_WRITE:
-                rec = MapRecord(tid, (self.ordinal, self.tick[tid]), size, self.maps_made)
-                self.maps_made += 1
-                self.map_bytes_made += size
-                self._map_window(tid)               # the thread has windows, even with no call of its own
-                records = self.map_records.setdefault(tid, [])
-                if records is not None:
-                    records.append(rec)
-                    if len(records) > MAX_MAP_RECORDS:
-                        self.map_records[tid] = None
+                rec = self._new_map_record(tid, size)
             else:
                 self.maps_left_out["reserved"] += 1
             self._add_piece(ev.result_ptr, ev.result_ptr + size, rec)
@@ -640,6 +632,23 @@ class Collector:
                     self._end_map(rec)
                 else:
                     self._resize(rec)
+        self._note_mapped_peaks()
+
+    def _new_map_record(self, tid: int, size: int) -> MapRecord:
+        """A writable mapping of `size` bytes made now by thread tid (mmap, or a reservation's part made
+        writable), counted and kept among the thread's records (modelcollect.c's new_map_record)."""
+        rec = MapRecord(tid, (self.ordinal, self.tick[tid]), size, self.maps_made)
+        self.maps_made += 1
+        self.map_bytes_made += size
+        self._map_window(tid)               # the thread has windows, even with no call of its own
+        records = self.map_records.setdefault(tid, [])
+        if records is not None:
+            records.append(rec)
+            if len(records) > MAX_MAP_RECORDS:
+                self.map_records[tid] = None
+        return rec
+
+    def _note_mapped_peaks(self) -> None:
         if self.mapped_now > self.mapped_peak:
             self.mapped_peak = self.mapped_now
         if self.mapped_writable > self.mapped_writable_peak:
@@ -669,21 +678,10 @@ class Collector:
         self.tick.setdefault(tid, 0)
         for a, b in reserved:
             self._cut(a, b)
-            rec = MapRecord(tid, (self.ordinal, self.tick[tid]), b - a)
-            self.maps_made += 1
-            self.map_bytes_made += b - a
+            rec = self._new_map_record(tid, b - a)
             self.maps_protected += 1
-            self._map_window(tid)
-            records = self.map_records.setdefault(tid, [])
-            if records is not None:
-                records.append(rec)
-                if len(records) > MAX_MAP_RECORDS:
-                    self.map_records[tid] = None
             self._add_piece(a, b, rec)
-        if self.mapped_now > self.mapped_peak:
-            self.mapped_peak = self.mapped_now
-        if self.mapped_writable > self.mapped_writable_peak:
-            self.mapped_writable_peak = self.mapped_writable
+        self._note_mapped_peaks()
 
     def _map_window(self, tid: int) -> ThreadWindow:
         """tid's ThreadWindow in the last window (a mapping comes between calls)."""
