@@ -85,12 +85,10 @@ static void close_process(void) {
  * gone) writes the buffers out and the end mark, as before, but does not close the process. */
 static pid_t g_pid;                       /* this process's (the constructor's, a fork's child's) */
 static void before_leaving(void) {
-  if ((pid_t)syscall(SYS_getpid) == g_pid) {
+  if ((pid_t)syscall(SYS_getpid) == g_pid)
     close_process();
-  } else {
-    flush_buffers();
-    write_end();
-  }
+  else
+    flush_all();
 }
 
 #define LEAVING_WRAPPER(sym)                                                  \

@@ -65,17 +65,20 @@ static void write_header(int fd) {
   atomic_store_explicit(line, atomic_load_explicit(&g_direct, memory_order_relaxed), memory_order_relaxed);
 }
 
+/* fd moved far from the small numbers programs dup2 onto and close in loops (kept where it is if it cannot be). */
+static int fd_high(int fd) {
+  int high = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+  if (high < 0) return fd;
+  close(fd);
+  return high;
+}
+
 /* Creates a log (O_EXCL: never another process's) and writes its header.
  * Called with the write lock held; -1 with errno on failure. */
 static int create_log(const char *name) {
   int fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);   /* RDWR: the counters' mapping */
   if (fd < 0) return -1;
-  /* Far from the small numbers programs dup2 onto and close in loops. */
-  int high = fcntl(fd, F_DUPFD_CLOEXEC, 900);
-  if (high >= 0) {
-    close(fd);
-    fd = high;
-  }
+  fd = fd_high(fd);
   struct stat st;
   if (fstat(fd, &st) == 0) {
     g_dev = st.st_dev;

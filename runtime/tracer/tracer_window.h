@@ -97,12 +97,7 @@ static void start_control(void) {
     close(fd);
     return;
   }
-  int high = fcntl(fd, F_DUPFD_CLOEXEC, 900);   /* far from the descriptors programs close in loops */
-  if (high >= 0) {
-    close(fd);
-    fd = high;
-  }
-  g_control_fd = fd;
+  g_control_fd = fd = fd_high(fd);
   static _Atomic(void *) real;
   int (*create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
       (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))libc_symbol(&real, "pthread_create");
