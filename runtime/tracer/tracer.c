@@ -233,6 +233,8 @@ static void at_fork_child(void) {
   g_pid = (pid_t)syscall(SYS_getpid);
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
+  if (g_control_fd >= 0) close(g_control_fd);   /* the parent's control thread reads it; this process has none */
+  g_control_fd = -1;
   g_name[0] = 0;
   g_write_failed = 0;
 }

@@ -111,3 +111,53 @@ def test_a_reservation_made_writable_before_the_window_is_made_writable_at_its_o
               event(3, "window", 1), event(4, "malloc", 100, res=0x1000), event(5, "window", 2)]
     made = [(e.kind, e.result_ptr - base, e.size, e.nmemb) for e in windowed_events(events) if e.kind == "mmap"]
     assert sorted(made) == [("mmap", 0, 16384, 0), ("mmap", 16384, 16384, 3), ("mmap", 32768, 32768, 0)]
+
+
+# Counts the sockets among this process's descriptors from 900 up (where the tracer keeps its control socket),
+# then forks; the child counts its own.
+FORKS = r"""
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static int high_sockets(void) {
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[64], target[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len > 0 && atoi(e->d_name) >= 900 && strncmp(target, "socket:", 7) == 0) n++;
+    }
+    if (d) closedir(d);
+    return n;
+}
+int main(void) {
+    printf("parent %d\n", high_sockets());
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        printf("child %d\n", high_sockets());
+        fflush(stdout);
+        _exit(0);
+    }
+    waitpid(child, NULL, 0);
+    return 0;
+}
+"""
+
+
+def test_a_forked_child_does_not_keep_the_control_socket(tmp_path):
+    """Only the process scenc launched talks to scenc: a server's forked worker that kept the control socket
+    open would keep scenc from seeing it end with its server."""
+    source = tmp_path / "forks.c"
+    source.write_text(FORKS)
+    prog = tmp_path / "forks"
+    subprocess.run(["gcc", "-O1", "-o", str(prog), str(source)], check=True)
+    with WindowControl() as control:
+        _, _, _, env, _, _ = prepare_preload([str(prog)], tmp_path / "forks.trace", None)
+        out = subprocess.run([str(prog)], env={**env, **control.env}, stdout=subprocess.PIPE, timeout=30,
+                             check=True).stdout.decode().split("\n")
+    assert out[:2] == ["parent 1", "child 0"], out
