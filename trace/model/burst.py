@@ -38,11 +38,7 @@ class BurstPlanner:
         made = [r for r in self.objects if self.shape.phase_of(r.at) == pi]
         if not made and pi != self.phase:
             return []
-        lo, ticks = self.shape.clock_span(self.g.tids[0], pi)
-
-        def at(clock: int) -> float:
-            return min(max(clock - 1 - lo, 0) / ticks, 1.0)
-
+        at = self.shape.clock_at(self.g.tids[0], pi)
         out, last = [], 0.0
         if made:
             births = sorted(r.at[1] for r in made)

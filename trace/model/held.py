@@ -104,10 +104,7 @@ class HeldPlanner:
                 out.append(Stmt(text, per_thread=late, calls={"free": 1}, local_frees=1, place="end"))
         if not ends:
             return out
-        lo, ticks = self.shape.clock_span(self.g.tids[0], pi)
-
-        def at(clock: int) -> float:
-            return min(max(clock - 1 - lo, 0) / ticks, 1.0)
+        at = self.shape.clock_at(self.g.tids[0], pi)
         n = len(ends)
         return [Stmt(text, per_thread=n, calls={"free": 1}, local_frees=1, at=at(ends[int(0.05 * (n - 1))][0]),
                      until=at(ends[int(0.95 * (n - 1))][0]), order=first)] + out

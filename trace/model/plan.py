@@ -319,10 +319,10 @@ class GroupPlanner:
         the clock's ticks evenly, so an object that `lives L` ends where it ended in the capture."""
         out: List[Stmt] = []
         shape, g = self.shape, self.g
-        lo, ticks = shape.clock_span(g.tids[0], pi)
+        clock_at = shape.clock_at(g.tids[0], pi)
 
         def at(moment):
-            return min(max(moment[1] - 1 - lo, 0) / ticks, 1.0)
+            return clock_at(moment[1])
 
         for r in shape.big_objects.get(g.name, []):
             if shape.phase_of(r.at) == pi:
@@ -349,16 +349,16 @@ class GroupPlanner:
         g, shape = self.g, self.shape
         records = shape.map_records(g)
         if records is not None:
-            lo, ticks = shape.clock_span(g.tids[0], pi - 1)
+            at = shape.clock_at(g.tids[0], pi - 1)
             return [Stmt(f"{self._map(r.size)} lives {'forever' if r.life is None else r.life}", per_thread=1, maps=1,
-                         mapped=r.size, at=min(max(r.at[1] - 1 - lo, 0) / ticks, 1.0), order=r.at[0])
+                         mapped=r.size, at=at(r.at[1]), order=r.at[0])
                     for r in records if shape.phase_of(r.at) == pi - 1]
         out = []
         big = shape.big_maps.get(g.name, [])
         if big:                             # a lone thread's big mappings, one by one where they came
-            lo, ticks = shape.clock_span(g.tids[0], pi - 1)
+            at = shape.clock_at(g.tids[0], pi - 1)
             out += [Stmt(f"{self._map(r.size)} lives {'forever' if r.life is None else r.life}", per_thread=1, maps=1,
-                         mapped=r.size, at=min(max(r.at[1] - 1 - lo, 0) / ticks, 1.0), order=r.at[0])
+                         mapped=r.size, at=at(r.at[1]), order=r.at[0])
                     for r in big if shape.phase_of(r.at) == pi - 1]
         files = self.sizer.files
         for key, hist in (("map", agg.maps), ("map_kept", agg.map_kept)):

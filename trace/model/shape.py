@@ -7,7 +7,7 @@ trace/model/plan.py plans each group's statements on this shape; trace/model/wri
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .collect import (MAX_HANDOFFS, MAX_PEAK_FREED, BigObject, ThreadWindow, Collector, hist_minus, life_bucket,
                       merge_hist, size_bucket, size_class)
@@ -648,6 +648,12 @@ class ModelShape:
         thread_windows, p = self.col.thread_windows[tid], self.phases[pi]
         lo = sum(c.c["ticks"] for c in thread_windows[:p.start] if c is not None)
         return lo, max(sum(c.c["ticks"] for c in thread_windows[p.start:p.end] if c is not None), 1)
+
+    def clock_at(self, tid: int, pi: int) -> Callable[[int], float]:
+        """How far into phase pi (0-based) a moment of thread tid's `lives` clock comes, from 0 to 1 (a
+        statement's `at`)."""
+        lo, ticks = self.clock_span(tid, pi)
+        return lambda clock: min(max(clock - 1 - lo, 0) / ticks, 1.0)
 
     def join_at_end(self) -> bool:
         """Whether every thread waits for the others at its end (a last barrier): when the model has several
