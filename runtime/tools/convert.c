@@ -17,7 +17,7 @@
  *
  * Every op goes through emit_op(), runtime/opsfmt.h's encoder (the replay decodes with the same header), and
  * the file's layout through ops_finish(). */
-#define _GNU_SOURCE                /* copy_file_range */
+#define _GNU_SOURCE                /* copy_file_range; program_invocation_short_name */
 #include "../opsfmt.h"
 #include "trace_read.h"
 
@@ -134,7 +134,6 @@ typedef struct {
 static volatile sig_atomic_t cv_stop;
 static cv *cv_current;             /* for the clean-up on the way out */
 
-static void oom(void) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
 
 /* ---------------------------------------------------------------- notes: calls replayed in a degraded way */
 static void note_line(cv *c, int what, uint64_t line) {
@@ -310,7 +309,7 @@ static void tid_rehash(cv *c) {
   size_t cap = c->tslot_cap ? c->tslot_cap * 2 : 64;
   uint32_t *old = c->tslot;
   c->tslot = calloc(cap, sizeof *c->tslot);
-  if (!c->tslot) oom();
+  if (!c->tslot) tr_oom();
   c->tslot_cap = cap;
   for (size_t i = 0; i < c->nt; i++) c->tslot[tid_probe(c, c->t[i].tid)] = (uint32_t)i + 1;
   free(old);
@@ -332,7 +331,7 @@ static uint32_t new_thread(cv *c, uint32_t tid, uint32_t flags) {
   t->fd = -1;
   t->join_seq = UINT64_MAX;
   t->buf = malloc(SPILL_BYTES + SCN_OPS_MAX);     /* room for one more op past the spill mark */
-  if (!t->buf) oom();
+  if (!t->buf) tr_oom();
   c->tslot[tid_probe(c, tid)] = i + 1;
   if (!(flags & SCN_R_DEFERRED)) alive(c, +1);        /* alive from the start, as far as the replay knows */
   return i;
@@ -450,7 +449,7 @@ static void live_grow(cv *c) {
   size_t cap = c->live_cap;
   c->live_cap = cap ? cap * 2 : 1024;
   c->live = calloc(c->live_cap, sizeof *c->live);
-  if (!c->live) oom();
+  if (!c->live) tr_oom();
   c->nlive = 0;
   for (size_t i = 0; i < cap; i++) if (old[i].ptr) live_put(c, old[i].ptr, old[i].slot, old[i].nbytes);
   free(old);
@@ -488,7 +487,7 @@ static cv_page *page_slot(cv *c, uint64_t page, int add) {
   if (add && 2 * (c->npages + 1) > c->pages_cap) {
     size_t cap = c->pages_cap ? 2 * c->pages_cap : 1 << 12;
     cv_page *t = calloc(cap, sizeof *t);
-    if (!t) oom();
+    if (!t) tr_oom();
     for (size_t k = 0; k < c->pages_cap; k++)
       if (c->page[k].key) {
         size_t h = (size_t)(c->page[k].key * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
@@ -963,7 +962,7 @@ static int convert_event(void *arg, const tr_event *ev);
  * it was made: each object as a malloc of its size, each mapping whole. */
 static void open_window(cv *c, uint64_t line) {
   cv_live *objs = malloc((c->nlive ? c->nlive : 1) * sizeof *objs);
-  if (!objs) oom();
+  if (!objs) tr_oom();
   size_t n = 0;
   for (size_t h = 0; h < c->live_cap; h++) if (c->live[h].ptr) objs[n++] = c->live[h];
   qsort(objs, n, sizeof *objs, by_order);

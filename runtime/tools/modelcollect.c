@@ -9,6 +9,7 @@
  * ordinals (Collector.handoffs) go to --spans, 8 bytes each. Every rule here is collect.py's; a change to
  * one is a change to both (tests/trace/test_model_native.py compares the two on the fixtures). Memory
  * follows the live objects, as collect.py's does. Errors: {"error": ..., "record": N} on stdout, status 1. */
+#define _GNU_SOURCE                /* program_invocation_short_name (trace_read.h's tr_oom) */
 #include "trace_read.h"
 
 #include <signal.h>
@@ -33,11 +34,6 @@ static const char *const model_kind_name[EV_CALLS] = {
   "malloc", "malloc", "malloc", "calloc", NULL, NULL, NULL, NULL, NULL, "aligned_alloc", "memalign",
   "posix_memalign", "memalign", "memalign" };
 
-static void *xalloc(size_t n) {
-  void *p = calloc(1, n ? n : 1);
-  if (!p) { fprintf(stderr, "scenc modelcollect: out of memory\n"); exit(3); }
-  return p;
-}
 #define GROW(p, cap, need) ((p) = tr_grow((p), &(cap), (need), sizeof *(p)))
 
 static int64_t size_bucket(uint64_t s) {
@@ -64,7 +60,7 @@ typedef struct { om_ent *e; size_t n, cap; om_slot *idx; size_t icap; } omap;
 static om_ent *om_get(omap *m, uint64_t key) {
   if (m->n * 2 >= m->icap) {
     size_t cap = m->icap ? m->icap * 2 : 16;
-    om_slot *s = xalloc(cap * sizeof *s);
+    om_slot *s = tr_xcalloc(cap * sizeof *s, 1);
     for (size_t i = 0; i < m->n; i++) {
       size_t h = mix64(m->e[i].key) & (cap - 1);
       while (s[h].pos) h = (h + 1) & (cap - 1);
@@ -117,7 +113,7 @@ typedef struct { uint64_t key; omap *h; } sub_ent;
 
 static cls_entry *class_entry(by_class *bc, int cls, int kinds) {
   if (!bc->e[cls]) {
-    bc->e[cls] = xalloc(sizeof(cls_entry));
+    bc->e[cls] = tr_xcalloc(sizeof(cls_entry), 1);
     bc->e[cls]->with_kinds = kinds;
     bc->order[bc->n++] = (uint8_t)cls;
   }
@@ -165,13 +161,13 @@ typedef struct {
 static omap *sub(sub_ent **v, size_t *n, size_t *cap, uint64_t key) {
   for (size_t i = 0; i < *n; i++) if ((*v)[i].key == key) return (*v)[i].h;
   *v = tr_grow(*v, cap, *n + 1, sizeof **v);
-  (*v)[*n] = (sub_ent){key, xalloc(sizeof(omap))};
+  (*v)[*n] = (sub_ent){key, tr_xcalloc(sizeof(omap), 1)};
   return (*v)[(*n)++].h;
 }
 static by_class *dies_of(tw_t *t, int64_t w) {
   for (size_t i = 0; i < t->n_dies; i++) if (t->dies[i].w == w) return t->dies[i].bc;
   GROW(t->dies, t->cap_dies, t->n_dies + 1);
-  t->dies[t->n_dies] = (dies_ent){w, xalloc(sizeof(by_class))};
+  t->dies[t->n_dies] = (dies_ent){w, tr_xcalloc(sizeof(by_class), 1)};
   return t->dies[t->n_dies++].bc;
 }
 static void tw_free(tw_t *t) {
@@ -402,7 +398,7 @@ static tw_t *cell(uint32_t ti, int64_t w) {
     for (size_t i = t->ntw; i <= (size_t)w; i++) t->tw[i] = NULL;
     t->ntw = (size_t)w + 1;
   }
-  if (!t->tw[w]) t->tw[w] = xalloc(sizeof(tw_t));
+  if (!t->tw[w]) t->tw[w] = tr_xcalloc(sizeof(tw_t), 1);
   return t->tw[w];
 }
 static void cinc(tw_t *t, unsigned type, uint64_t a, uint64_t b, int64_t n) {
@@ -462,7 +458,7 @@ static live_ent *live_find(uint64_t ptr) {
 }
 static void live_grow(void) {
   size_t cap = S.live_cap ? S.live_cap * 2 : 1024;
-  live_ent *v = xalloc(cap * sizeof *v);
+  live_ent *v = tr_xcalloc(cap * sizeof *v, 1);
   for (size_t i = 0; i < S.live_cap; i++)
     if (S.live[i].ptr) {
       size_t h = mix64(S.live[i].ptr) & (cap - 1);
@@ -1038,7 +1034,7 @@ static int cmp_piece(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 static int64_t most_at_once(const int64_t *spans, size_t n) {  /* an end at x before a start at x */
-  int64_t *steps = xalloc(n * sizeof *steps), most = 0, level = 0;
+  int64_t *steps = tr_xcalloc(n * sizeof *steps, 1), most = 0, level = 0;
   for (size_t i = 0; i < n; i++) steps[i] = spans[i] * 2 + (i % 2 == 0);
   qsort(steps, n, sizeof *steps, cmp_i64);
   for (size_t i = 0; i < n; i++) {
@@ -1051,7 +1047,7 @@ static int64_t most_at_once(const int64_t *spans, size_t n) {  /* an end at x be
 
 static void finish(void) {
   int64_t last = S.nwins ? (int64_t)S.nwins - 1 : 0;
-  live_ent *objs = xalloc(S.live_n * sizeof *objs);
+  live_ent *objs = tr_xcalloc(S.live_n * sizeof *objs, 1);
   size_t n = 0;
   for (size_t i = 0; i < S.live_cap; i++) if (S.live[i].ptr) objs[n++] = S.live[i];
   qsort(objs, n, sizeof *objs, cmp_live);
@@ -1072,11 +1068,11 @@ static void finish(void) {
   free(objs);
   S.live_at_end = (int64_t)S.live_n;
   /* kept: the mappings still mapped, in the pieces' dict order, then those unmapped at a thread's teardown */
-  piece_t *ps = xalloc(S.npieces * sizeof *ps);
+  piece_t *ps = tr_xcalloc(S.npieces * sizeof *ps, 1);
   if (S.npieces) memcpy(ps, S.pieces, S.npieces * sizeof *ps);
   qsort(ps, S.npieces, sizeof *ps, cmp_piece);
-  int64_t *kept = xalloc((S.npieces + S.nmaps + 1) * sizeof *kept);
-  uint8_t *in_kept = xalloc(S.nmaps + 1);
+  int64_t *kept = tr_xcalloc((S.npieces + S.nmaps + 1) * sizeof *kept, 1);
+  uint8_t *in_kept = tr_xcalloc(S.nmaps + 1, 1);
   size_t nkept = 0;
   for (size_t i = 0; i < S.npieces; i++) {
     int64_t r = ps[i].rec;

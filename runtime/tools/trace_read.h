@@ -137,12 +137,25 @@ static int tr_fail(tr_error *e, uint64_t record, const char *fmt, ...) {
 }
 
 /* --------------------------------------------------------------- growable arrays */
+/* Every tool ends so when memory runs out (exit 3: scenc says the tool failed, not the log); named as run. */
+static void tr_oom(void) {
+  fprintf(stderr, "%s: out of memory\n", program_invocation_short_name);
+  exit(3);
+}
+
+/* calloc that never returns NULL (n elements of `size`, one at least) */
+static inline void *tr_xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (!p) tr_oom();
+  return p;
+}
+
 static void *tr_grow(void *p, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap) return p;
   size_t n = *cap ? *cap : 16;
   while (n < need) n *= 2;
   p = realloc(p, n * elem);
-  if (!p) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
+  if (!p) tr_oom();
   *cap = n;
   return p;
 }
@@ -211,7 +224,7 @@ static tr_thread *tr_thread_of(tr_log *log, uint32_t tid, int *fresh) {
   if (log->nthreads * 2 >= log->slot_cap) {       /* rehash at half full */
     size_t cap = log->slot_cap ? log->slot_cap * 2 : 64;
     uint32_t *s = calloc(cap, sizeof *s);
-    if (!s) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
+    if (!s) tr_oom();
     for (size_t i = 0; i < log->nthreads; i++) {
       size_t h = tr_hash32(log->threads[i].tid) & (cap - 1);
       while (s[h]) h = (h + 1) & (cap - 1);
@@ -288,7 +301,7 @@ static int tr_index_record(tr_log *log, tr_scan *s, const tr_rec *r, uint64_t in
 static int tr_index_v2(tr_log *log, tr_scan *s, tr_error *e) {
   enum { BATCH = 16384 };
   tr_rec *buf = malloc(BATCH * sizeof *buf);
-  if (!buf) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
+  if (!buf) tr_oom();
   uint64_t index = 0;
   for (uint64_t left = log->info.whole; left;) {
     size_t want = left < BATCH ? (size_t)left : BATCH;
@@ -314,9 +327,9 @@ static void tr_settle_marks(tr_log *log);
 
 static int tr_index_v3(tr_log *log, tr_scan *s, tr_error *e) {
   struct scn_tl_scan *scan = scn_tl_scan_file(log->fd, log->info.chunks_at, log->info.size);
-  if (!scan) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
+  if (!scan) tr_oom();
   int64_t *index = malloc((scan->nthreads + 1) * sizeof *index);
-  if (!index) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
+  if (!index) tr_oom();
   for (uint32_t i = 0; i < scan->nthreads; i++) {
     int fresh;
     const struct scn_tl_thread *st = &scan->threads[i];
@@ -442,7 +455,7 @@ static int tr_read_marks(tr_log *log, const struct scn_tl_ref *ref, tr_error *e)
   struct scn_tl_chunk ch;
   struct scn_tl_cursor cur;
   struct scn_tl_error err;
-  if (!chunk) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
+  if (!chunk) tr_oom();
   if (pread(log->fd, chunk, len, (off_t)ref->offset) != (ssize_t)len || scn_tl_chunk_parse(chunk, len, &ch, &err) != 1) {
     free(chunk);
     return tr_fail(e, 1, "the chunk at byte %" PRIu64 " cannot be read", ref->offset);
@@ -724,7 +737,7 @@ static int tr_merge(tr_log *log, tr_sink sink, void *arg, tr_error *e) {
   for (uint32_t i = 0; i < log->nthreads; i++) {
     tr_thread *c = &log->threads[i];
     c->buf = malloc(TR_BLOCK * sizeof *c->buf);
-    if (!c->buf) { fprintf(stderr, "scenc convert: out of memory\n"); exit(3); }
+    if (!c->buf) tr_oom();
     if (tr_advance(log, c, e)) { rc = -1; goto out; }
     if (c->head) tr_push(&h, c->head->seq, i);
   }

@@ -11,17 +11,13 @@
  * {"python": "a window"} says so, and the Python path (trace/window.py) reads its window; so does a log whose
  * figures pass 64 bits (made up or damaged: no program's do).
  * Memory: the live blocks, the threads and the program's own mappings; never the log. */
+#define _GNU_SOURCE                /* program_invocation_short_name (trace_read.h's tr_oom) */
 #include "trace_read.h"
 
 #define NOTE_EXAMPLES 5              /* ParseReport.max_examples */
 #define NHIST 66                     /* log2 buckets of a 64-bit value (and of a negative lifetime's magnitude) */
 
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) { fprintf(stderr, "scenc tracestats: out of memory\n"); exit(3); }
-  return p;
-}
 
 
 /* A figure past 64 bits (a block's nmemb x size, bytes live or mapped, a mapping's end), which only a damaged or
@@ -57,7 +53,7 @@ static void live_grow(void) {
   live_ent *old = live.e;
   size_t n = live.cap;
   live.cap = n ? n * 2 : 1024;
-  live.e = xcalloc(live.cap, sizeof *live.e);
+  live.e = tr_xcalloc(live.cap, sizeof *live.e);
   for (size_t i = 0; i < n; i++)
     if (old[i].used) live.e[live_slot(old[i].ptr)] = old[i];
   free(old);
@@ -108,7 +104,7 @@ static thread_ent *stats_thread(uint32_t tid) {
     thread_ent *old = threads.e;
     size_t n = threads.cap;
     threads.cap = n ? n * 2 : 64;
-    threads.e = xcalloc(threads.cap, sizeof *threads.e);
+    threads.e = tr_xcalloc(threads.cap, sizeof *threads.e);
     for (size_t i = 0; i < n; i++)
       if (old[i].used) {
         size_t h = tr_hash32(old[i].tid) & (threads.cap - 1);
@@ -160,7 +156,7 @@ static void map_region(uint64_t lo, uint64_t hi) {    /* regions[lo] = hi: a reg
 
 static void unmap_range(uint64_t lo, uint64_t hi) {  /* [lo, hi) cut out of every region it overlaps */
   size_t n = maps.n, kept = 0;
-  region *cut = xcalloc(n, sizeof *cut);
+  region *cut = tr_xcalloc(n, sizeof *cut);
   size_t ncut = 0;
   for (size_t i = 0; i < n; i++) {
     if (maps.r[i].lo < hi && maps.r[i].hi > lo) cut[ncut++] = maps.r[i];
@@ -226,7 +222,7 @@ static void count_chain(uint64_t **hist, size_t *n, uint64_t length) {
   if (length >= *n) {
     size_t m = length + 1;
     *hist = realloc(*hist, m * sizeof **hist);
-    if (!*hist) { fprintf(stderr, "scenc tracestats: out of memory\n"); exit(3); }
+    if (!*hist) tr_oom();
     memset(*hist + *n, 0, (m - *n) * sizeof **hist);
     *n = m;
   }
