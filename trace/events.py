@@ -151,6 +151,14 @@ def pack_events(batch, pack, codes: dict) -> bytes:
                           codes[e.kind], e.failed) for e in batch])
 
 
+PAGE = 4096
+
+
+def page_round(n: int) -> int:
+    """n bytes in whole pages (a mapping's length as the kernel takes it)."""
+    return (n + PAGE - 1) // PAGE * PAGE
+
+
 # The first bytes of a preload tracer log (runtime/tracer/tracer.c): how a capture's reader is chosen.
 PRELOAD_MAGIC = b"SCNTRACE"
 

@@ -17,7 +17,7 @@ import sys
 from collections import defaultdict
 from typing import Iterable, Optional
 
-from .events import ALLOC_KINDS, ANOMALY_KINDS, FREE_KINDS, KINDS, AllocEvent
+from .events import ALLOC_KINDS, ANOMALY_KINDS, FREE_KINDS, KINDS, AllocEvent, page_round
 from .ltrace import ParseReport, TraceFormatError, parse_file
 
 __all__ = ["TraceStats", "trace_stats_file", "format_trace_stats", "bucket_label", "main"]
@@ -376,9 +376,6 @@ class ThreadLives:
                 "starts": self.starts, "exits": self.exits}
 
 
-PAGE = 4096
-
-
 class OwnMappings:
     """The program's own anonymous mappings (mmap, munmap, mremap events): bytes mapped, in whole pages."""
 
@@ -395,13 +392,13 @@ class OwnMappings:
         if ev.failed:
             return
         if ev.kind == "mmap" and ev.result_ptr:
-            self._unmap(ev.result_ptr, ev.result_ptr + _pages(ev.size or 0))
-            self._map(ev.result_ptr, ev.result_ptr + _pages(ev.size or 0))
+            self._unmap(ev.result_ptr, ev.result_ptr + page_round(ev.size or 0))
+            self._map(ev.result_ptr, ev.result_ptr + page_round(ev.size or 0))
         elif ev.kind == "munmap":
-            self._unmap(ev.old_ptr or 0, (ev.old_ptr or 0) + _pages(ev.size or 0))
+            self._unmap(ev.old_ptr or 0, (ev.old_ptr or 0) + page_round(ev.size or 0))
         elif ev.kind == "mremap" and ev.result_ptr:
-            self._unmap(ev.old_ptr or 0, (ev.old_ptr or 0) + _pages(ev.align or 0))
-            self._map(ev.result_ptr, ev.result_ptr + _pages(ev.size or 0))
+            self._unmap(ev.old_ptr or 0, (ev.old_ptr or 0) + page_round(ev.align or 0))
+            self._map(ev.result_ptr, ev.result_ptr + page_round(ev.size or 0))
         if self.bytes > self.peak:
             self.peak, self.peak_line = self.bytes, ev.line
 
@@ -422,10 +419,6 @@ class OwnMappings:
     def to_dict(self) -> dict:
         return {"calls": dict(self.calls), "peak_bytes": self.peak, "peak_line": self.peak_line,
                 "mapped_at_end": self.bytes}
-
-
-def _pages(n: int) -> int:
-    return (n + PAGE - 1) // PAGE * PAGE
 
 
 def trace_stats_file(path, report: Optional[ParseReport] = None) -> TraceStats:

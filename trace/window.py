@@ -16,13 +16,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Iterator, List, Tuple
 
-from .events import FREE_KINDS, REALLOC_KINDS, AllocEvent
-
-_PAGE = 4096
-
-
-def _pages(n: int) -> int:
-    return (n + _PAGE - 1) // _PAGE * _PAGE
+from .events import FREE_KINDS, REALLOC_KINDS, AllocEvent, page_round
 
 
 def _cut(ranges: List[list], lo: int, hi: int) -> None:
@@ -72,19 +66,19 @@ def windowed_events(events: Iterable[AllocEvent]) -> Iterator[AllocEvent]:
             continue
         if kind == "mmap":
             if not ev.failed and ev.result_ptr and not (ev.align or 0) & 0x10:
-                _cut(ranges, ev.result_ptr, ev.result_ptr + _pages(ev.size))
-                ranges.append([ev.result_ptr, ev.result_ptr + _pages(ev.size), ev.nmemb, ev.tid])
+                _cut(ranges, ev.result_ptr, ev.result_ptr + page_round(ev.size))
+                ranges.append([ev.result_ptr, ev.result_ptr + page_round(ev.size), ev.nmemb, ev.tid])
         elif kind == "munmap":
-            _cut(ranges, ev.old_ptr, ev.old_ptr + _pages(ev.size))
+            _cut(ranges, ev.old_ptr, ev.old_ptr + page_round(ev.size))
         elif kind == "mremap":
             if not ev.failed and ev.result_ptr:
                 prot = next((r[2] for r in ranges if r[0] == ev.old_ptr), 3)
-                _cut(ranges, ev.old_ptr, ev.old_ptr + _pages(ev.align or 0))
-                _cut(ranges, ev.result_ptr, ev.result_ptr + _pages(ev.size))
-                ranges.append([ev.result_ptr, ev.result_ptr + _pages(ev.size), prot, ev.tid])
+                _cut(ranges, ev.old_ptr, ev.old_ptr + page_round(ev.align or 0))
+                _cut(ranges, ev.result_ptr, ev.result_ptr + page_round(ev.size))
+                ranges.append([ev.result_ptr, ev.result_ptr + page_round(ev.size), prot, ev.tid])
         elif kind == "mprotect":
             if not ev.failed and ev.old_ptr:
-                _protect(ranges, ev.old_ptr, ev.old_ptr + _pages(ev.size or 0), ev.nmemb)
+                _protect(ranges, ev.old_ptr, ev.old_ptr + page_round(ev.size or 0), ev.nmemb)
         elif kind in ("thread_start", "thread_exit"):
             pass
         else:

@@ -15,7 +15,7 @@ from collections import Counter
 from statistics import median
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ..events import ALLOC_KINDS, FREE_KINDS, KINDS, REALLOC_KINDS
+from ..events import ALLOC_KINDS, FREE_KINDS, KINDS, REALLOC_KINDS, page_round
 
 WINDOW0 = 64                 # events per window at first
 MAX_WINDOWS = 128            # windows double in length past this many
@@ -38,7 +38,6 @@ MAX_BIG_OBJECTS = 32         # the largest objects kept one by one per thread (B
 MAX_PEAK_FREED = 1 << 17     # objects live at the peak and freed after it, kept at most (Collector.peak_freed)
 MAX_MAP_RECORDS = 256        # the program's own mappings kept one by one per thread (MapRecord), at most ...
 MAX_BIG_MAPS = 16            # ... and past that, its largest ones
-PAGE = 4096
 PROT_WRITE = 2
 
 
@@ -141,10 +140,6 @@ class MapRecord:
         self.tid, self.at, self.size, self.bytes = tid, at, size, 0
         self.life: Optional[int] = None
         self.seq = seq                       # the writable mappings made before it: orders equal ones
-
-
-def _pages(n: int) -> int:
-    return (n + PAGE - 1) // PAGE * PAGE
 
 
 class Trail:
@@ -611,7 +606,7 @@ class Collector:
         tid = ev.tid
         self.tick.setdefault(tid, 0)
         if ev.kind == "mmap" and ev.result_ptr:
-            size = _pages(ev.size or 0)
+            size = page_round(ev.size or 0)
             self._cut(ev.result_ptr, ev.result_ptr + size)      # MAP_FIXED over earlier pieces
             rec = None
             if (ev.nmemb or 0) & PROT_WRITE:
@@ -620,11 +615,11 @@ class Collector:
                 self.maps_left_out["reserved"] += 1
             self._add_piece(ev.result_ptr, ev.result_ptr + size, rec)
         elif ev.kind == "munmap" and ev.old_ptr:
-            self._cut(ev.old_ptr, ev.old_ptr + _pages(ev.size or 0))
+            self._cut(ev.old_ptr, ev.old_ptr + page_round(ev.size or 0))
         elif ev.kind == "mremap" and ev.result_ptr and ev.old_ptr:
-            recs = self._cut(ev.old_ptr, ev.old_ptr + _pages(ev.align or 0), ended=False)
+            recs = self._cut(ev.old_ptr, ev.old_ptr + page_round(ev.align or 0), ended=False)
             rec = recs[0] if recs else None
-            new = _pages(ev.size or 0)
+            new = page_round(ev.size or 0)
             self._cut(ev.result_ptr, ev.result_ptr + new)
             self._add_piece(ev.result_ptr, ev.result_ptr + new, rec)
             if rec is not None:
@@ -663,7 +658,7 @@ class Collector:
         self.map_calls["mprotect"] += 1
         if ev.failed or not ev.old_ptr or not (ev.nmemb or 0) & PROT_WRITE:
             return
-        lo, hi = ev.old_ptr, ev.old_ptr + _pages(ev.size or 0)
+        lo, hi = ev.old_ptr, ev.old_ptr + page_round(ev.size or 0)
         starts, pieces = self.map_starts, self.map_pieces
         i = max(0, bisect.bisect_right(starts, lo) - 1)
         reserved = []
