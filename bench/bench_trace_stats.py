@@ -22,12 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from server_session import uptime
+
 TARGET_RECORDS_PER_S = 10_000_000
 SCENC = [sys.executable, "-m", "scenc.cli"]
-
-
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def run_pass(log: Path, python: bool, text: bool) -> dict:
