@@ -222,13 +222,19 @@ static inline void scn_touch_new(scn_obj o, size_t from, int mode) {
 #include <sys/mman.h>
 #define SCN_PAGE_BYTES(n) ((int64_t)(((n) + 4095) & ~(size_t)4095))
 
-static inline scn_obj scn_map(scn_thread *t, size_t n) {
+/* The mapping of `map(n)`, untouched: counted, and its pages in the mapped bytes. */
+static inline scn_obj scn_map_untouched(scn_thread *t, size_t n) {
   n = scn_opaque_size(n);
   void *p = n ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
   scn_obj o = { p == MAP_FAILED ? NULL : p, p == MAP_FAILED ? 0 : n };
   t->maps++;
   SCN_ON_FAILURE(o.ptr == NULL, t->failed++);
   if (o.ptr) scn_mapped_change(SCN_PAGE_BYTES(n));
+  return o;
+}
+
+static inline scn_obj scn_map(scn_thread *t, size_t n) {
+  scn_obj o = scn_map_untouched(t, n);
   if (SCN_TOUCH_NEW) scn_touch_new(o, 0, SCN_TOUCH_NEW);
   return o;
 }
@@ -236,16 +242,11 @@ static inline scn_obj scn_map(scn_thread *t, size_t n) {
 /* `map(n, percent_written = P)`: the first P percent of its pages written (one store a page), instead of
  * `touch_new`: a program that uses part of a mapping it made (a model's estimate of how much). */
 static inline scn_obj scn_map_written(scn_thread *t, size_t n, int64_t percent) {
-  n = scn_opaque_size(n);
-  void *p = n ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
-  scn_obj o = { p == MAP_FAILED ? NULL : p, p == MAP_FAILED ? 0 : n };
-  t->maps++;
-  SCN_ON_FAILURE(o.ptr == NULL, t->failed++);
+  scn_obj o = scn_map_untouched(t, n);
   if (!o.ptr) return o;
-  scn_mapped_change(SCN_PAGE_BYTES(n));
-  uint64_t pages = ((uint64_t)n + 4095) / 4096;
+  uint64_t pages = ((uint64_t)o.size + 4095) / 4096;
   uint64_t written = percent <= 0 ? 0 : percent >= 100 ? pages : (pages * (uint64_t)percent + 99) / 100;
-  if (written) scn_touch_range(o.ptr, 0, written >= pages ? n : (size_t)written * 4096);
+  if (written) scn_touch_range(o.ptr, 0, written >= pages ? o.size : (size_t)written * 4096);
   return o;
 }
 
