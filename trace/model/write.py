@@ -92,6 +92,7 @@ class ModelWriter:
         self.work_cost: Optional[WorkCost] = None
         self.work_why = "not measured (convert --no-measure): no `work`"
         self.work_written = 0               # `work` units the model's threads make, all threads
+        self.work_by_group: Dict[str, int] = {}   # group -> `work` units one of its threads makes
         self.touch = touch                    # `touch_new`: what the program did to its new blocks
         # (percent of the pages of each of the program's own mappings written, how it was estimated), or None:
         # its mappings get touch_new as blocks do
@@ -121,7 +122,7 @@ class ModelWriter:
         body: List[str] = []
         rings: Dict[str, int] = {}
         written = self.map_written[0] if self.map_written else None
-        self.work_written = 0
+        self.work_written, self.work_by_group = 0, {}
         planners = [(g, GroupPlanner(self.shape, files, g, self.life_scale, written, self.work_cost))
                     for g in self.groups]
         plans = [(g, planner.plan()) for g, planner in planners]
@@ -196,6 +197,7 @@ class ModelWriter:
                 continue
             variables += phase.variables
             self.work_written += phase.work * g.n
+            self.work_by_group[g.name] = self.work_by_group.get(g.name, 0) + phase.work
             for s in phase.stmts:
                 if "_ring[" in s.text and s.sent:
                     ring_per_thread += s.max_count(g.n)
