@@ -74,7 +74,7 @@ class GroupPlanner:
             sizes.rsize, sizes.large_realloc = self.sizer.realloc_sizes(agg, pi, chains.slots)
             stmts, variables = self._statements(pi, agg, sizes, chains)
             waiting = sum(n[pi - 1] for (_, t), n in self.shape.late_recvs.items() if t in g.tids)
-            work = work_units(agg.c, g.n, self.work_cost) if self.work_cost else 0
+            work = work_units(agg.c, g.n, self.work_cost, g.name, pi) if self.work_cost else 0
             phases.append(PhasePlan(stmts, variables, sizes, agg.c["events"], waiting, work))
         return GroupPlan(chains, phases, self.sizer.first_size, self.held.pools(), self.burst.size())
 

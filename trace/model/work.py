@@ -2,21 +2,21 @@
 
 The collectors sum each thread's time between its calls from the capture's clocks (ThreadWindow counters
 'gaps' and 'gap_ns'; a time longer than collect.DENSE_GAP_NS is waiting and left out). A call's own cost is
-in that time too, so each gap is taken less what a call costs in the model (the model's CPU time per call,
-measured by running the model without work; under glibc, the allocator the capture ran) and less what
-the tracer added to the call (TRACER_CALL_NS); what is left, over a `work` unit's time measured on this
-machine, is the group's units per thread in the phase. Fitted to the capture's clocks, never to a run
+in that time too, so each gap is taken less what a call costs in the model (its phase's `measure` block's
+time per call, the model run without work under glibc, the allocator the capture ran) and less what the
+tracer added to the call (TRACER_CALL_NS); what is left, over a `work` unit's time measured on this machine,
+is the group's units per thread in the phase. Fitted to the capture's clocks, never to a run
 under some allocator: docs/capture.md, "The program's time between calls".
 
     cost = measure_cost(model, cc)        # runs a unit loop and the model (3 times each): WorkCost
-    units = work_units(agg.c, threads, cost)
+    units = work_units(agg.c, threads, cost, group, phase)
 """
 
 import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Optional, Tuple
 
 #: What the preload tracer adds to a call: about 7 ns (bench/results/2026-11-27-tracer-floor.md: cfrac's
 #: 183M calls, 5.15 s traced against 3.79 s plain)
@@ -35,15 +35,26 @@ NO_WORK_WHY = {
 @dataclass
 class WorkCost:
     unit_ns: float              # one `work` unit on this machine
-    call_ns: float              # the model's CPU time per call without work, under glibc
+    call_ns: float              # the model's CPU time per call without work, under glibc, all threads
     threshold_ns: int = 0       # gaps longer than this were left out (collect.DENSE_GAP_NS)
+    # (group, phase) -> the time one of the group's threads spent in the phase's `measure` block, without work
+    phase_ns: Dict[Tuple[str, int], float] = field(default_factory=dict)
+
+    def per_call(self, group: str, phase: int, calls_per_thread: float) -> float:
+        """The model's own cost of a call of the group in the phase: its block's time per call (a phase's
+        calls cost what its statements make them cost), else the whole model's CPU time per call."""
+        spent = self.phase_ns.get((group, phase))
+        return spent / calls_per_thread if spent is not None and calls_per_thread > 0 else self.call_ns
 
 
-def work_units(c, threads: int, cost: WorkCost) -> int:
+def work_units(c, threads: int, cost: WorkCost, group: str = "", phase: int = 0) -> int:
     """A group's `work` units per thread in a phase, from its counters c (the group's threads' summed): the
     time between calls less each call's cost in the model and the tracer, none when that is below zero."""
-    spare = c["gap_ns"] - c["gaps"] * (cost.call_ns + TRACER_CALL_NS)
-    return max(0, round(spare / threads / cost.unit_ns)) if threads and cost.unit_ns > 0 else 0
+    if not threads or cost.unit_ns <= 0:
+        return 0
+    call_ns = cost.per_call(group, phase, c["events"] / threads)
+    spare = c["gap_ns"] - c["gaps"] * (call_ns + TRACER_CALL_NS)
+    return max(0, round(spare / threads / cost.unit_ns))
 
 
 def capture_gap_ns(col) -> int:
@@ -78,7 +89,16 @@ def measure_cost(scn_path: Path, cc: str = "gcc", timeout: float = 120.0, idle: 
         return None
     unit_ns = min(sum(t["cpu_ns"] for t in r["threads"]) for r in unit_runs) / UNIT_LOOP
     per_call = []
+    phase_ns: Dict[Tuple[str, int], float] = {}
     for r in model_runs:
         calls = sum(sum(t["ops"].values()) for t in r["threads"])
         per_call.append(sum(t["cpu_ns"] for t in r["threads"]) / max(calls, 1))
-    return WorkCost(unit_ns, min(per_call), DENSE_GAP_NS)
+        spent: Dict[Tuple[str, int], list] = {}
+        for t in r["threads"]:
+            for name, region in t["regions"].items():
+                if name.startswith("phase ") and name[6:].isdigit():
+                    spent.setdefault((t["group"], int(name[6:])), []).append(region["ns"])
+        for key, times in spent.items():        # a thread's mean; the least run
+            mean = sum(times) / len(times)
+            phase_ns[key] = min(phase_ns.get(key, mean), mean)
+    return WorkCost(unit_ns, min(per_call), DENSE_GAP_NS, phase_ns)

@@ -407,9 +407,10 @@ class ModelWriter:
         return (f"time between calls: kept as `work(n)` (CPU work on registers, no memory), per group and phase "
                 f"spread over its rounds: {gaps / 1e6:.1f} ms in the capture's clocks (the times between each "
                 f"thread's calls, those up to {DENSE_GAP_NS / 1e6:g} ms: a longer one is waiting, blocked in the "
-                f"kernel, and is dropped), each less {TRACER_CALL_NS:g} ns for the tracer and "
-                f"{cost.call_ns:.1f} ns for the model's own call (its CPU time per call without work, under glibc "
-                f"as the capture ran, the least of {MEASURE_RUNS} runs): {self.work_written} units at "
+                f"kernel, and is dropped), each less {TRACER_CALL_NS:g} ns for the tracer and the model's own "
+                f"cost of a call (its phase's time per call, the model run without work under glibc as the capture "
+                f"ran, the least of {MEASURE_RUNS} runs; {cost.call_ns:.1f} ns of CPU time a call over the whole "
+                f"model): {self.work_written} units at "
                 f"{cost.unit_ns:.3f} ns ({self.work_written * cost.unit_ns / 1e6:.1f} ms, measured here). Fitted "
                 f"to the capture's clocks, never to an allocator's result; a capture made on a busy machine "
                 f"counts the time its threads waited for a CPU too")
