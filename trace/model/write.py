@@ -411,7 +411,9 @@ class ModelWriter:
                 f"cost of a call (its phase's time per call, the model run without work under glibc as the capture "
                 f"ran, the least of {MEASURE_RUNS} runs; {cost.call_ns:.1f} ns of CPU time a call over the whole "
                 f"model): {self.work_written} units at "
-                f"{cost.unit_ns:.3f} ns ({self.work_written * cost.unit_ns / 1e6:.1f} ms, measured here). Fitted "
+                f"{cost.unit_ns:.3f} ns ({self.work_written * cost.unit_ns / 1e6:.1f} ms, measured here"
+                + ("; none: the model's own calls take as long as the program's time between them" if
+                   not self.work_written else "") + "). Fitted "
                 f"to the capture's clocks, never to an allocator's result; a capture made on a busy machine "
                 f"counts the time its threads waited for a CPU too")
 
