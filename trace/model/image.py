@@ -59,9 +59,10 @@ class ProgramImage:
         return (f"image: kept: the program's file-backed resident memory at its end ({_mib(self.program_kib * 1024)}: "
                 f"its code, libraries and files mapped), less a model's own ({_mib(MODEL_IMAGE_KIB * 1024)}: its "
                 f"binary, libc and runtime), as one anonymous mapping of {_mib(self.standin_bytes)} made at the "
-                f"start, written whole and never unmapped (not counted among the program's own mappings); dropped: when its "
-                f"pages were read in, which of them other processes share, and file pages the kernel dropped "
-                f"before the end (convert --no-image leaves the stand-in out)")
+                f"start, written whole and never unmapped (not counted among the program's own mappings; its writing takes "
+                f"a page fault a page, more time than the program's file pages cost it); dropped: when its pages were "
+                f"read in, which of them other processes share, and file pages the kernel dropped before the end "
+                f"(convert --no-image leaves the stand-in out)")
 
 
 def image_of(source, left_out: bool = False) -> ProgramImage:
