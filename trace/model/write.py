@@ -128,8 +128,7 @@ class ModelWriter:
             s.place == "end" for _, plan in plans for phase in plan.phases for s in phase.stmts))
         self.image_group, self.image_mapped = self._image_group(plans), 0
         if self.image is not None and self.image.standin_bytes and self.image_group is None:
-            self.notes.append("the stand-in for the program's image is not made: every group's threads come and go "
-                              "(a thread's `lives forever` mapping ends with it)")
+            self.notes.append("the stand-in for the program's image is not made: no thread makes a call of its own")
         for g, plan in plans:
             lines, ring_per_thread = self._group_text(g, plan, tally, join)
             if lines:
@@ -218,14 +217,14 @@ class ModelWriter:
         return head + blocks + end + ["}"], ring_per_thread
 
     def _image_group(self, plans) -> Optional[str]:
-        """The group that maps the stand-in for the program's image: the first-born thread's group when it is
-        that thread alone, else the first group of one thread, else the first of several that do not come and go
-        (each thread maps its share); a group that makes no call of its own has no block to map it in."""
+        """The group that maps the stand-in for the program's image: the first-born thread's, each of its threads
+        a share when it has several, else the first group of one thread, else the first; not one that makes no call
+        of its own (it has no block to map it in). Under the model's `leaks keep` a `lives forever` mapping stays
+        to the end of the process, whenever its thread ends."""
         if self.image is None or not self.image.standin_bytes:
             return None
         leader = min(self.col.thread_windows) if self.col.thread_windows else 0
-        ready = [g for g, plan in plans if g.name not in self.shape.churn
-                 and any(any(s.place != "end" for s in phase.stmts) for phase in plan.phases)]
+        ready = [g for g, plan in plans if any(any(s.place != "end" for s in phase.stmts) for phase in plan.phases)]
         ready.sort(key=lambda g: (leader not in g.tids, g.n > 1))
         return ready[0].name if ready else None
 
