@@ -1,7 +1,7 @@
 """Does a fitted model stand for its program? (issue 27)
 
-For real programs the project does not ship (Debian packages: lua5.4, perl, ruby, sqlite3, jq, node;
-cfrac and espresso from mimalloc-bench, built here from a checkout given with --mimalloc-bench), this
+For real programs the project does not ship (Debian packages: lua5.4, perl, ruby, sqlite3, jq, node,
+ripgrep, git; cfrac and espresso from mimalloc-bench, built here from a checkout given with --mimalloc-bench), this
 bench captures the program (`scenc capture --method preload`), fits a model (`scenc convert --model`,
 as by default: calibrated on the capture's peak of live bytes, nothing else), and runs the model BESIDE
 the program in one session (bench/fidelity.py's run_session):
@@ -86,6 +86,31 @@ class RealProgram:
     make: Callable[[Path, Optional[Path]], Optional[List[str]]]   # (workdir, mimalloc-bench) -> argv, or None
 
 
+def _git_history(work: Path, _mb) -> List[str]:
+    """`git log -p` over a repository made here: 400 commits of 12 files of C-like text, each commit
+    rewriting some lines of 3 files (made by one `git fast-import`, the same bytes every time)."""
+    repo = work / "history.git"
+    if not repo.exists():
+        subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
+        files = {f"src/f{k}.c": [f"int f{k}_{j}(int x) {{ return x * {j * 7919 % 1009} + {k}; }}"
+                                 for j in range(300)] for k in range(12)}
+        stream = []
+        for i in range(400):
+            for k in (i % 12, i * 5 % 12, i * 7 % 12):
+                lines = files[f"src/f{k}.c"]
+                for j in range(i % 17, len(lines), 23):
+                    lines[j] = f"int f{k}_{j}(int x) {{ return x * {(i * j + k) % 1009} - {i}; }}"
+            stamp = 1700000000 + i * 3600
+            message = f"change {i}\n".encode()
+            stream.append(f"commit refs/heads/main\ncommitter A U Thor <a@example.org> {stamp} +0000\n"
+                          f"data {len(message)}\n".encode() + message)
+            for path, lines in files.items():
+                body = ("\n".join(lines) + "\n").encode()
+                stream.append(f"M 100644 inline {path}\ndata {len(body)}\n".encode() + body + b"\n")
+        subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet"], input=b"".join(stream), check=True)
+    return ["git", "-C", str(repo), "log", "-p", "main"]
+
+
 def _script(name: str, text: str, interpreter: str) -> Callable:
     def make(work: Path, _mb) -> List[str]:
         path = work / name
@@ -134,6 +159,9 @@ PROGRAMS = [
     RealProgram("jq", "jq -n: 120,000 objects sorted by a key", "jq", lambda work, mb: ["jq", "-n", JQ]),
     RealProgram("node", "node: 150,000 objects, gzip in its thread pool (several threads)", "node",
                 _script("t.js", NODE, "node")),
+    RealProgram("ripgrep", "rg -j2: a count of two words over /usr/include (2 search threads)", "rg",
+                lambda work, mb: ["rg", "-j2", "-c", "--no-messages", "alloc|free", "/usr/include"]),
+    RealProgram("git", "git log -p: 400 commits of 12 files, a repository made here", "git", _git_history),
     RealProgram("cfrac", "mimalloc-bench cfrac (a 28-digit number)", "gcc",
                 _built("cfrac", CFRAC, ["1754518652050731705637113883"], ["-DNOMEMOPT=1"])),
     RealProgram("espresso", "mimalloc-bench espresso largest.espresso", "gcc",
