@@ -4,7 +4,8 @@ For real programs the project does not ship (Debian packages: lua5.4, perl, ruby
 ripgrep, git, gcc's cc1 run directly on a C file generated here; cfrac and espresso from mimalloc-bench,
 built here from a checkout given with --mimalloc-bench), this bench captures the program (`scenc capture
 --method preload`), fits a model (`scenc convert --model`, as by default: calibrated on the capture's peak
-of live bytes, nothing else), and runs the model BESIDE the program in one session (bench/fidelity.py's run_session):
+of live bytes, nothing else), and runs the model BESIDE the program in one session (bench/fidelity.py's
+run_session):
 
     scenc run PROG-model.scn --allocators glibc,tcmalloc,jemalloc,mimalloc --runs N -- PROGRAM ARGS
 
@@ -156,8 +157,8 @@ def c_translation_unit(prototypes: int = 4300, functions: int = 120) -> str:
   }}{calls}
   return acc + (long)tbl[k % (int)(sizeof tbl / sizeof tbl[0])];
 }}""")
-    out.append(f'int main(int argc, char **argv) {{\n  (void)argv;\n  printf("%ld\\n", fn{functions - 1}(argc + 20, 3));'
-               f"\n  return 0;\n}}\n")
+    out.append(f'int main(int argc, char **argv) {{\n  (void)argv;\n'
+               f'  printf("%ld\\n", fn{functions - 1}(argc + 20, 3));\n  return 0;\n}}\n')
     return "\n".join(out)
 
 
