@@ -7,7 +7,7 @@ docs/capture.md, "scenc convert --model".
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .collect import SIZE_CLASS_BOUNDS, ThreadWindow, Window, hist_totals, life_bucket_range, size_class
 
@@ -28,6 +28,7 @@ MAX_BIG_CHAINS = 16          # a thread's chains that reach the large realloc si
 MAX_BIG_STEPS = 1024         # ... when there are this few, with this many reallocs in all at most
 BIG_OBJECT_SHARE = 1 / 64    # a thread's objects of this share of the capture's peak of live bytes or more ...
 MAX_BIG_OBJECTS = 16         # ... are written one by one when there are this few
+LONG_LIFE_SHARE = 1 / 64     # ... and so are those that live this share of their phase (long_big_objects)
 BURST_EXCESS = 3             # a size class came in a burst when this many times more of its bytes were live at the
 #                              capture's peak than its phase's objects keep live on average ...
 BURST_SHARE = 1 / 16         # ... and such classes' objects live at the peak are made and freed together when
@@ -266,18 +267,21 @@ def big_objects(records: list, dropped_largest: int, peak_bytes: int) -> list:
     return sorted((r for r in big if r.how in ("local", "kept")), key=lambda r: r.at)
 
 
-def peak_big_objects(records: list, peak_bytes: int) -> list:
-    """The objects of one thread live at the capture's peak of live bytes and freed by it after the peak
-    (collect.Collector.peak_freed's records) of BIG_OBJECT_SHARE of the peak or more each: written one by one
-    like the big objects, with their own sizes, places and lifetimes, however many of their size come
-    elsewhere. Drawn from the large objects' tables, a big block that lived a million calls among thousands
-    alike that lived a few thousand lived as long as a bucket's mean (espresso: 6 blocks of 6-38 KB, a
-    third of its peak, that live 1.7M-3.4M calls among 40,000 of 16-64 KB that live 5,000 on average; its
-    model peaked at 0.68x the capture). At most 1 / BIG_OBJECT_SHARE of them: the peak holds them all."""
+def long_big_objects(records: list, peak_bytes: int, phase_ticks: Callable[[object], int]) -> list:
+    """The objects of one thread (collect.BigObject records, freed by it) that weigh on the live bytes by their
+    size and their long life: of BIG_OBJECT_SHARE of the capture's peak of live bytes or more each, living
+    LONG_LIFE_SHARE of their phase's `lives` clock or more (phase_ticks: a record -> its phase's ticks), in the
+    order they came. They are written one by one like the big objects, however many of their size come
+    elsewhere. Drawn from the large objects' one size table and one lifetime table, a block that lived a
+    million calls lived as long as a bucket's mean, and its long life went to blocks of the small ones' sizes
+    (espresso: 4 blocks of 13-38 KB, a third of its peak, that lived 1.7M-3M calls, among 40,000 of 16-64 KB
+    and a million of 256 bytes or more: its model peaked at 0.68x the capture). A short-lived one stays
+    drawn: the drawn ones reach such a peak by chance as often."""
     floor = peak_bytes * BIG_OBJECT_SHARE
     if floor <= 0:
         return []
-    return sorted((r for r in records if r[3] >= floor), key=lambda r: r[1])
+    return sorted((r for r in records if r.how == "local" and r.size >= floor
+                   and r.life >= LONG_LIFE_SHARE * phase_ticks(r)), key=lambda r: r.at)
 
 
 def burst_objects(records: list, mean_live: Dict[int, float], peak_bytes: int, held: list = ()) -> list:
