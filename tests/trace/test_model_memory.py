@@ -178,8 +178,9 @@ def test_big_blocks_that_live_long_keep_their_peak_in_the_model(tmp_path):
     """long_blocks.c (espresso's shape): a small churn, a block of 16-24 KiB every 4 rounds that lives 8-23
     rounds, and 5 times 4 blocks of 40-60 KiB that live 2000 rounds (4% of the run). Drawn from the large
     objects' one size table and one lifetime table, their long lives went to blocks of 16-24 KiB: the model
-    peaked at 0.65x the capture's. Now the big blocks that live 1/64 of their phase or more are written one by
-    one; the models from either collector (collect.py's, modelcollect.c's) are the same."""
+    peaked at 0.65x the capture's. Now the large blocks of 1/64 of the peak or more that live 1/64 of their phase
+    or more are written one by one; the models from either collector (collect.py's, modelcollect.c's) are the
+    same."""
     from scenc.trace.model.native import collect_tracer_log
     trace, stats = capture(tmp_path, "long_blocks")
     captured = stats["peak"]["bytes"]
@@ -195,4 +196,4 @@ def test_big_blocks_that_live_long_keep_their_peak_in_the_model(tmp_path):
     assert 0.9 * captured <= modelled <= 1.1 * captured, (modelled, captured)
     for n in (40, 48, 56, 60):
         assert m.text.count(f"malloc({n * 1024}) lives ") == 5, n
-    assert any(note.startswith("20 objects of main of 1/64 of the capture's peak") for note in m.notes), m.notes
+    assert any(note.startswith("20 large objects of main, of 1/64 of the capture's peak") for note in m.notes), m.notes

@@ -267,21 +267,40 @@ def big_objects(records: list, dropped_largest: int, peak_bytes: int) -> list:
     return sorted((r for r in big if r.how in ("local", "kept")), key=lambda r: r.at)
 
 
-def long_big_objects(records: list, peak_bytes: int, phase_ticks: Callable[[object], int]) -> list:
+@dataclass
+class PhaseLarge:
+    """What long_big_objects needs of a record's phase (one thread's figures)."""
+    index: int
+    ticks: int                  # of the thread's `lives` clock in the phase
+    large_from: Optional[int]   # its large_class
+    large: int                  # its objects of that class or above freed by the thread
+
+
+def long_big_objects(records: list, peak_bytes: int, phase_of: Callable[[object], PhaseLarge]) -> list:
     """The objects of one thread (collect.BigObject records, freed by it) that weigh on the live bytes by their
-    size and their long life: of BIG_OBJECT_SHARE of the capture's peak of live bytes or more each, living
-    LONG_LIFE_SHARE of their phase's `lives` clock or more (phase_ticks: a record -> its phase's ticks), in the
-    order they came. They are written one by one like the big objects, however many of their size come
-    elsewhere. Drawn from the large objects' one size table and one lifetime table, a block that lived a
-    million calls lived as long as a bucket's mean, and its long life went to blocks of the small ones' sizes
-    (espresso: 4 blocks of 13-38 KB, a third of its peak, that lived 1.7M-3M calls, among 40,000 of 16-64 KB
-    and a million of 256 bytes or more: its model peaked at 0.68x the capture). A short-lived one stays
-    drawn: the drawn ones reach such a peak by chance as often."""
+    size and their long life, in the order they came: large ones (of their phase's large_class or above), of
+    BIG_OBJECT_SHARE of the capture's peak of live bytes or more each, living LONG_LIFE_SHARE of their phase's
+    `lives` clock or more, when they are at most LARGE_SHARE of their phase's large objects. They are written
+    one by one like the big objects. Drawn from the large objects' one size table and one lifetime table, a
+    block that lived a million calls lived as long as a bucket's mean, and its long life went to blocks of the
+    small ones' sizes (espresso: 4 blocks of 13-38 KB, a third of its peak, that lived 1.7M-3M calls among
+    40,000 of 16-64 KB and a million of 256 bytes or more: its model peaked at 0.68x the capture). Left
+    drawn: short-lived ones (the drawn ones reach such a peak by chance as often), objects all of a size (no
+    large class: a lifetime fit keeps their long lives), and large objects most of which live long (the large
+    objects' statement keeps their sizes and lifetimes together)."""
     floor = peak_bytes * BIG_OBJECT_SHARE
     if floor <= 0:
         return []
-    return sorted((r for r in records if r.how == "local" and r.size >= floor
-                   and r.life >= LONG_LIFE_SHARE * phase_ticks(r)), key=lambda r: r.at)
+    by_phase: Dict[int, list] = {}
+    phases: Dict[int, PhaseLarge] = {}
+    for r in records:
+        p = phase_of(r)
+        if (r.how == "local" and r.size >= floor and r.life >= LONG_LIFE_SHARE * p.ticks
+                and p.large_from is not None and size_class(r.size) >= p.large_from):
+            by_phase.setdefault(p.index, []).append(r)
+            phases[p.index] = p
+    out = [r for i, rs in by_phase.items() if len(rs) <= LARGE_SHARE * phases[i].large for r in rs]
+    return sorted(out, key=lambda r: r.at)
 
 
 def burst_objects(records: list, mean_live: Dict[int, float], peak_bytes: int, held: list = ()) -> list:
