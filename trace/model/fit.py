@@ -283,8 +283,8 @@ def long_big_objects(records: list, peak_bytes: int, phase_of: Callable[[object]
     `lives` clock or more, when they are at most LARGE_SHARE of their phase's large objects. They are written
     one by one like the big objects. Drawn from the large objects' one size table and one lifetime table, a
     block that lived a million calls lived as long as a bucket's mean, and its long life went to blocks of the
-    small ones' sizes (espresso: 4 blocks of 13-38 KB, a third of its peak, that lived 1.7M-3M calls among
-    40,000 of 16-64 KB and a million of 256 bytes or more: its model peaked at 0.68x the capture). Left
+    small ones' sizes (espresso: its peak held 4 blocks of 13-38 KB, a third of it, that lived 1.7M-3M calls
+    among 40,000 of 16-64 KB and a million of 256 bytes or more: its model peaked at 0.68x the capture). Left
     drawn: short-lived ones (the drawn ones reach such a peak by chance as often), objects all of a size (no
     large class: a lifetime fit keeps their long lives), and large objects most of which live long (the large
     objects' statement keeps their sizes and lifetimes together)."""
