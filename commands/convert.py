@@ -13,6 +13,7 @@ from ..scenario.errors import ScenarioError
 from ..system.process import Terminated, signals_raise
 from ..trace.model import (ModelRunError, calibrate_peak, ensure_finishes, finishes_unrun, measure_peak, remove_model,
                            write_model)
+from ..trace.model.image import image_of
 from ..trace.model.native import collect_tracer_log
 from ..trace.replay import threads_line, touch_figures, touch_line, window_line, write_replay
 from ..trace.source import TraceInputError, TraceSource
@@ -34,15 +35,16 @@ def convert(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
         touch, figures = _model_touch(source, args.touch)
+        image = image_of(source, left_out=args.no_image)
         if source.format == "preload" and not source.events.windowed:
             # The collector's pass in C (trace/model/native.py), its own progress line. A window (capture --server)
             # is cut by the Python reader (trace/window.py), which the C collector does not repeat.
             collector = collect_tracer_log(source.path, progress=sys.stderr.isatty())
             model = write_model(None, out, source_name=source.path.name, max_phases=args.max_phases, touch=touch,
-                                collector=collector, touch_figures=figures)
+                                collector=collector, touch_figures=figures, image=image)
         else:
             model = write_model(_with_progress(source.events), out, source_name=source.path.name,
-                                max_phases=args.max_phases, touch=touch, touch_figures=figures)
+                                max_phases=args.max_phases, touch=touch, touch_figures=figures, image=image)
         _check_calls(source, model.calls, [out, *model.data_files])
         try:
             # The model runs in a session of its own (killed with its group when it stops or times out): SIGTERM

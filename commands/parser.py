@@ -265,6 +265,9 @@ def _convert(sub) -> None:
     p.add_argument("--no-calibrate", action="store_true",
                    help="--model: keep the fitted lifetimes as they are, even when the model's peak of live bytes "
                         "is off the capture's (by default they are scaled until it is not: `param life_scale`)")
+    p.add_argument("--no-image", action="store_true",
+                   help="--model: the heap and the program's own mappings only, without the anonymous mapping that "
+                        "stands for the program's code and files resident at its end (a tracer log records them)")
     o.add_cc(p, default_cc(), "--model: C compiler for that run")
 
 

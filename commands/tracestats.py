@@ -33,7 +33,8 @@ def trace_stats(args) -> int:
         d["format"] = source.format
         if source.format == "preload":
             info = source.events.info
-            d["preload"] = {"pid": info.pid, "records": info.records, "missing": info.missing, "ended": info.ended}
+            d["preload"] = {"pid": info.pid, "records": info.records, "missing": info.missing, "ended": info.ended,
+                            "file_resident_kib": info.file_resident_kib}
             d["window"] = source.events.windowed
         elif source.format == "workload":
             d["workload"] = source.events.info.to_dict()
@@ -85,7 +86,19 @@ def _preload_header(text: str, stats, source) -> str:
     if source.losses():
         lines.insert(1, "  INCOMPLETE capture: " + "; ".join(source.losses()) + ". The figures below cover what "
                         "was written.")
+    at = next((i + 1 for i, ln in enumerate(lines) if ln.startswith("live at end:")), len(lines))
+    lines.insert(at, image_line(info))
     return "\n".join(lines)
+
+
+def image_line(info) -> str:
+    """The program's file-backed resident memory when it left (its image: what a fitted model maps to stand for it)."""
+    kib = info.file_resident_kib
+    if kib:
+        return (f"image at the end: {kib} KiB resident from files (the program's code, libraries and the files it "
+                f"mapped: RssFile)")
+    why = "no end mark" if not info.ended else "not recorded by the tracer that wrote this log"
+    return f"image at the end: unknown ({why})"
 
 
 # What a workload and an mtrace log do not record, said where an ltrace log's header would advise -tt.

@@ -115,6 +115,7 @@ class PreloadLogInfo:
     tracer_pages: int = 0              # of them, pages of the tracer's own buffers
     fresh_pages: int = 0               # inner pages of sampled blocks not resident at their malloc
     written_pages: int = 0             # of them, resident at their free: the program wrote them
+    file_resident_kib: Optional[int] = None  # file-backed resident KiB (code, libraries, files) at the end mark
     #: version 5: window marks (capture --server): {1 (opens) or 2 (closes): {tid: its last clock before the mark,
     #: 0: the mark's own time}}
     window: Dict[int, Dict[int, int]] = field(default_factory=dict)
@@ -397,6 +398,7 @@ class PreloadLog(EventSource):
             if s.faulted:
                 info.page_faults, info.tracer_pages = s.faults_end - s.faults_start, s.tracer_pages
                 info.fresh_pages, info.written_pages = s.fresh_pages, s.written_pages
+            info.file_resident_kib = s.file_kib or None
             if s.what:
                 info.stopped_at, info.stop_reason = s.stop, s.what.decode()
             if info.version >= 4:
@@ -649,7 +651,8 @@ class _Scan(ctypes.Structure):
                                                      "faulted", "pad2")] + \
                [(name, ctypes.c_uint64) for name in ("faults_start", "faults_end", "tracer_pages", "fresh_pages",
                                                      "written_pages")] + \
-               [("counted", ctypes.c_uint32), ("overflow", ctypes.c_uint32), ("made", ctypes.c_uint64)]
+               [("counted", ctypes.c_uint32), ("overflow", ctypes.c_uint32), ("made", ctypes.c_uint64),
+                ("file_kib", ctypes.c_uint64)]
 
 
 @functools.lru_cache(maxsize=None)

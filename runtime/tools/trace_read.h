@@ -198,6 +198,7 @@ typedef struct {              /* what the index pass found (trace/tracerlog.py's
   uint64_t fresh_pages, written_pages;  /* sampled blocks' inner pages not resident at malloc; of them, at free */
   uint64_t chunks_at;         /* version 3, 4: the first chunk's offset */
   uint64_t made;              /* version 4: records made (the counters, the end mark); 0 when unknown */
+  uint64_t file_kib;          /* the process's file-backed resident KiB at its end mark; 0 when unknown */
 } tr_info;
 
 typedef struct {
@@ -369,6 +370,7 @@ static int tr_index_v3(tr_log *log, tr_scan *s, tr_error *e) {
     info->fresh_pages = scan->fresh_pages;
     info->written_pages = scan->written_pages;
   }
+  info->file_kib = scan->file_kib;
   if (scan->what) {
     info->stopped_at = (int64_t)scan->stop;
     snprintf(info->stop_reason, sizeof info->stop_reason, "%s", scan->what);
@@ -762,19 +764,21 @@ out:
  * adopt_log_info reads it), and the threads in the merge's order. */
 static inline void tr_put_info(FILE *out, const tr_log *log) {   /* inline: not every tool prints it */
   const tr_info *f = &log->info;
-  char stopped[24] = "null", faults[24] = "null", made[24] = "null";
+  char stopped[24] = "null", faults[24] = "null", made[24] = "null", file_kib[24] = "null";
   if (f->stopped_at >= 0) snprintf(stopped, sizeof stopped, "%" PRId64, f->stopped_at);
   if (f->faulted) snprintf(faults, sizeof faults, "%" PRIu64, f->page_faults);
   if (f->version >= 4) snprintf(made, sizeof made, "%" PRIu64, f->made);
+  if (f->file_kib) snprintf(file_kib, sizeof file_kib, "%" PRIu64, f->file_kib);
   fprintf(out, "{\"version\": %" PRIu32 ", \"pid\": %" PRIu32 ", \"ppid\": %" PRIu32 ", \"start_realtime_ns\": %"
           PRIu64 ", \"records\": %" PRIu64 ", \"last_seq\": %" PRId64 ", \"ended\": %s, \"missing\": %" PRIu64
           ", \"moved_reallocs\": %" PRIu64 ", \"thread_records\": %" PRIu64 ", \"chunks\": %" PRIu64
           ", \"reordered_reallocs\": %" PRIu64 ", \"has_ns\": %s, \"first_ns\": %" PRIu64 ", \"last_ns\": %" PRIu64
           ", \"size\": %" PRIu64 ", \"stopped_at\": %s, \"stop_reason\": \"%s\""
-          ", \"page_faults\": %s, \"tracer_pages\": %" PRIu64 ", \"made\": %s, \"threads\": [",
+          ", \"page_faults\": %s, \"tracer_pages\": %" PRIu64 ", \"made\": %s, \"file_resident_kib\": %s"
+          ", \"threads\": [",
           f->version, f->pid, f->ppid, f->start_realtime_ns, f->records, f->last_seq, f->ended ? "true" : "false",
           f->missing, f->moved, f->thread_records, f->chunks, f->reordered, f->have_ns ? "true" : "false",
-          f->first_ns, f->last_ns, f->size, stopped, f->stop_reason, faults, f->tracer_pages, made);
+          f->first_ns, f->last_ns, f->size, stopped, f->stop_reason, faults, f->tracer_pages, made, file_kib);
   for (size_t i = 0; i < log->nthreads; i++) fprintf(out, "%s%" PRIu32, i ? ", " : "", log->threads[i].tid);
   fprintf(out, "]}");
 }

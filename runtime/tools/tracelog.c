@@ -41,6 +41,7 @@ struct scn_tl_scan {
   uint64_t faults_start, faults_end, tracer_pages, fresh_pages, written_pages;
   uint32_t counted, overflow;     /* version 4: the counters were read; some buffer had no line (the count is short) */
   uint64_t made;                  /* version 4: records made, by the counters */
+  uint64_t file_kib;              /* the last end mark's file-backed resident KiB that read it (0: none did) */
 };
 
 EXPORT void scn_tl_scan_free(struct scn_tl_scan *s) {
@@ -183,6 +184,7 @@ EXPORT struct scn_tl_scan *scn_tl_scan_file(int fd, uint64_t offset, uint64_t si
         s->faults_start = f.start, s->faults_end = f.end, s->tracer_pages = f.own;
         s->fresh_pages = f.fresh, s->written_pages = f.written;
       }
+      if (scn_tl_end_file_kib(&ch)) s->file_kib = scn_tl_end_file_kib(&ch);
       at += SCN_TL_CHUNK_SIZE;
       continue;
     }

@@ -18,7 +18,8 @@
  * codes rising, so a summary needs no record. Chunks of different threads interleave in the
  * file. A chunk of type SCN_TL_END is a header alone: the process was leaving, `seq` is the count
  * of records it made (version 3: of numbers it took); a tracer that reads the process's minor page
- * faults also stores them there (scn_tl_end_faults: fields an end mark left 0 before).
+ * faults also stores them there (scn_tl_end_faults: fields an end mark left 0 before), and one that reads its
+ * file-backed resident memory stores that in `moved` (scn_tl_end_file_kib: 0 before, unknown).
  * Version 3 chunks are of type SCN_TL_RECORDS, version 4 chunks of type SCN_TL_RECORDS4.
  *
  * Order and time (version 4): a record's `seq` is its thread's clock, a hybrid of time and a Lamport clock:
@@ -206,6 +207,17 @@ static inline int scn_tl_end_faults(const struct scn_tl_chunk *ch, struct scn_tl
   return 1;
 }
 
+/* An end mark's file-backed resident memory: the process's RssFile (its code, libraries and files mapped) in KiB
+ * when it left, in the `moved` field (an end mark has no records to move), saturating; 0: not read (tracers
+ * before it, or no /proc). A fitted model stands in for it (trace/model: the program's image). */
+static inline void scn_tl_end_set_file_kib(struct scn_tl_chunk *ch, uint64_t kib) {
+  ch->moved = (uint32_t)scn_tl_sat(kib, 32);
+}
+
+static inline uint64_t scn_tl_end_file_kib(const struct scn_tl_chunk *ch) {
+  return ch->type == SCN_TL_END ? ch->moved : 0;
+}
+
 static inline uint64_t scn_tl_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static inline int64_t scn_tl_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
 
@@ -322,7 +334,8 @@ static inline int scn_tl_chunk_parse(const uint8_t *p, size_t avail, struct scn_
   else if (ch->type != SCN_TL_RECORDS && ch->type != SCN_TL_END && ch->type != SCN_TL_RECORDS4)
     err->what = "unknown chunk type: the log is damaged";
   else if (ch->type == SCN_TL_END && (ch->count || ch->bytes)) err->what = "an end mark with records: damaged";
-  else if (ch->count > ch->bytes || ch->tick_shift > 63 || ch->census > SCN_TL_MAX_CENSUS || ch->moved > ch->count ||
+  else if (ch->count > ch->bytes || ch->tick_shift > 63 || ch->census > SCN_TL_MAX_CENSUS ||
+           (ch->type != SCN_TL_END && ch->moved > ch->count) ||   /* an end mark's moved: scn_tl_end_file_kib */
            (ch->type != SCN_TL_END && ch->last_seq < ch->seq))
     err->what = "chunk header out of range: damaged";
   else if (ch->type != SCN_TL_END && !ch->tid) err->what = "a chunk of thread id 0: the log is damaged";

@@ -27,6 +27,7 @@ static void write_end(void) {
     h.tick = now_tick();
     h.tid = tid();
     scn_tl_end_set_faults(&h, g_faults_start, minor_faults(), own_pages() + shadow_resident(), atomic_load(&g_fresh), atomic_load(&g_written));
+    scn_tl_end_set_file_kib(&h, file_resident_kib());   /* what a model maps to stand for the program's image */
     write_locked(&h, sizeof h);
   }
   if (mine) unlock_writes();

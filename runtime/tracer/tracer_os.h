@@ -91,6 +91,32 @@ static int os_membarrier(int cmd) {
 #endif
 }
 
+/* The process's file-backed resident memory in KiB (RssFile of /proc/self/status: its code, libraries and files
+ * mapped and read; not its shared memory), 0 if it cannot tell (a kernel before 4.5, no /proc). Read with system
+ * calls into a buffer on the stack, the line found as the bytes go by: no allocation, no stdio. */
+static uint64_t file_resident_kib(void) {
+  static const char key[] = "\nRssFile:";
+  int err = errno;
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+  uint64_t kib = 0;
+  if (fd >= 0) {
+    char buf[512];
+    size_t matched = 0;          /* bytes of key matched so far; past it, digits are read */
+    int digits = 0, done = 0;
+    ssize_t n;
+    while (!done && (n = (ssize_t)syscall(SYS_read, fd, buf, sizeof buf)) > 0)
+      for (ssize_t i = 0; i < n && !done; i++) {
+        char c = buf[i];
+        if (matched < sizeof key - 1) matched = c == key[matched] ? matched + 1 : c == key[0];
+        else if (c >= '0' && c <= '9') kib = kib * 10 + (uint64_t)(c - '0'), digits = 1;
+        else if (digits || c == '\n') done = 1;   /* the number ends (or the line had none) */
+      }
+    syscall(SYS_close, fd);
+  }
+  errno = err;
+  return kib;
+}
+
 /* Minor page faults of the process so far (a system call: no allocation); 0 if it cannot tell. */
 static uint64_t minor_faults(void) {
   struct rusage ru;

@@ -19,6 +19,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from .collect import Collector
 from .fit import Phase, map_written_percent
+from .image import ProgramImage
 from .shape import Group
 from .write import NOT_MEASURED, ModelWriter
 
@@ -96,6 +97,10 @@ def measure_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -
 
     Also proves that the model builds and finishes (its channels cannot deadlock)."""
     peak, mapped = _run_live(result.scn_path, cc, timeout, both=True)
+    writer = result.writer
+    if mapped is not None and writer is not None and writer.image_mapped:
+        # the stand-in for the program's image is mapped from the start to the end: not one of the program's own
+        mapped = max(0, mapped - writer.image_mapped) if writer.col.map_calls else None
     result.record_peak(peak, mapped)
     result.mapped_peak = mapped
     return peak
@@ -277,19 +282,21 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
 
 def write_model(events: Optional[Iterable], scn_path, source_name: str, max_phases: int = 4,
                 touch: str = "none", collector: Optional[Collector] = None,
-                touch_figures: Optional[dict] = None) -> ModelResult:
+                touch_figures: Optional[dict] = None, image: Optional[ProgramImage] = None) -> ModelResult:
     """Fit a model to a stream of AllocEvents, or to a finished Collector (a tracer log's, from the C collector:
     native.collect_tracer_log); write the scenario and its histogram files beside it. touch: what every new
     block gets (`touch_new`; an exact replay's --touch modes); touch_figures: what `--touch auto` saw in the
     capture (trace/replay.py, touch_figures), from which the share of its own mappings the program wrote is
-    estimated (fit.map_written_percent); without, its mappings are written as touch_new writes a block."""
+    estimated (fit.map_written_percent); without, its mappings are written as touch_new writes a block. image: what
+    the capture says of the program's code and files (image.py): the header says it, and the model maps a stand-in
+    for them."""
     col = collector
     if col is None:
         col = Collector().consume(events)
         col.finish()
     scn_path = Path(scn_path)
     map_written = map_written_percent(touch_figures, touch, col.map_bytes_made // 4096) if touch_figures else None
-    writer = ModelWriter(col, scn_path, source_name, max_phases, touch, map_written)
+    writer = ModelWriter(col, scn_path, source_name, max_phases, touch, map_written, image)
     text = writer.write()
     scn_path.write_text(text)
     return ModelResult(scn_path, text, writer.data_files, col.ordinal, dict(writer.tally_calls), writer.groups,

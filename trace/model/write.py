@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 from ..events import FREE_KINDS, REALLOC_KINDS
 from .collect import MAX_MAP_RECORDS, MODEL_KIND, Collector, hist_totals, merge_hist
 from .files import HistogramFiles, safe_name
+from .image import ProgramImage
 from .plan import GroupPlan, GroupPlanner, PhasePlan
 from .stmt import Stmt, alloc_text
 from .shape import MAX_CAPACITY, Group, ModelShape
@@ -83,8 +84,13 @@ class ModelWriter:
     """Collected figures -> the .scn text and its .csv files (write(), again after each calibration step)."""
 
     def __init__(self, col: Collector, scn_path: Path, source_name: str, max_phases: int, touch: str = "none",
-                 map_written: Optional[Tuple[int, str]] = None):
+                 map_written: Optional[Tuple[int, str]] = None, image: Optional[ProgramImage] = None):
         self.col = col
+        # the program's code and files resident at its end, stood in by a mapping (trace/model/image.py); None:
+        # the caller says nothing of it (the header neither)
+        self.image = image
+        self.image_group: Optional[str] = None    # the group whose thread(s) make the stand-in (None: none does)
+        self.image_mapped = 0                     # the bytes its `map`s hold, all its threads together
         self.touch = touch                    # `touch_new`: what the program did to its new blocks
         # (percent of the pages of each of the program's own mappings written, how it was estimated), or None:
         # its mappings get touch_new as blocks do
@@ -120,6 +126,9 @@ class ModelWriter:
         # the group's later threads need (docs/language.md, `at most`), and the model would hang.
         join = not self.shape.churn and (self.shape.join_at_end() or any(
             s.place == "end" for _, plan in plans for phase in plan.phases for s in phase.stmts))
+        self.image_group, self.image_mapped = self._image_group(plans), 0
+        if self.image is not None and self.image.standin_bytes and self.image_group is None:
+            self.notes.append("the stand-in for the program's image is not made: no thread makes a call of its own")
         for g, plan in plans:
             lines, ring_per_thread = self._group_text(g, plan, tally, join)
             if lines:
@@ -194,6 +203,7 @@ class ModelWriter:
             return [], 0
         blocks = _drop_trailing_barriers(blocks)
         head = self._thread_head(g, plan, blocks, variables, tally)
+        head[1:1] = self._image_lines(g)
         end = self._thread_end(g, plan, tally)
         if join:
             blocks.append(END_BARRIER)
@@ -205,6 +215,30 @@ class ModelWriter:
             blocks += [line for s in at_end for line in (_statement_lines(s.text, 4) if s.max_count(g.n) == 1 else
                        [f"    repeat {s.per_thread} {{"] + _statement_lines(s.text, 8) + ["    }"])]
         return head + blocks + end + ["}"], ring_per_thread
+
+    def _image_group(self, plans) -> Optional[str]:
+        """The group that maps the stand-in for the program's image: the first-born thread's, each of its threads
+        a share when it has several, else the first group of one thread, else the first; not one that makes no call
+        of its own (it has no block to map it in). Under the model's `leaks keep` a `lives forever` mapping stays
+        to the end of the process, whenever its thread ends."""
+        if self.image is None or not self.image.standin_bytes:
+            return None
+        leader = min(self.col.thread_windows) if self.col.thread_windows else 0
+        ready = [g for g, plan in plans if any(any(s.place != "end" for s in phase.stmts) for phase in plan.phases)]
+        ready.sort(key=lambda g: (leader not in g.tids, g.n > 1))
+        return ready[0].name if ready else None
+
+    def _image_lines(self, g: Group) -> List[str]:
+        """The stand-in for the program's image, in its group's thread(s), before the phases."""
+        if g.name != self.image_group:
+            return []
+        pages = -(-self.image.standin_bytes // 4096 // g.n)
+        self.image_mapped = pages * 4096 * g.n
+        share = f", 1/{g.n} of it in each thread of the group" if g.n > 1 else ""
+        return _wrap(f"the program's image: its code and files resident at its end, less a model's own (the "
+                     f"header's `image`){share}: written whole, never unmapped, the same under every "
+                     f"allocator", "    # ", "    #   ") + \
+            [f"    map({pages * 4096}, percent_written = 100) lives forever"]
 
     def _phase_block(self, g: Group, pi: int, p, phase: PhasePlan) -> List[str]:
         """A phase's comment (its lifetimes' fit, also in the summary) and its `measure` block."""
@@ -310,6 +344,8 @@ class ModelWriter:
              "#              a chain ends as in the capture (freed, or handed over) and a new block starts",
              f"#   phases     {len(self.phases)}, from windows of {col.window} calls compared for mean size, "
              f"live-byte growth" + (" and call rate" if col.has_time else "")]
+        if self.image is not None:
+            h[-1:-1] = _wrap(self.image.header_line(), "#   image      ", "#              ")
         for i, p in enumerate(self.phases, 1):
             h += _wrap(f"phase {i}: lines {p.first_line}-{p.last_line}, {p.events} calls"
                        + (f"; {p.why}" if p.why else ""), "#              ", "#                ")
@@ -376,6 +412,8 @@ class ModelWriter:
                    f"{inexact / n if n else 0.0:.3f} (the largest share of one class drawn at its mean); "
                    f"dropped: a size's link to its lifetime beyond the handed, kept, large, big, held and burst "
                    f"objects")
+        if self.image is not None:
+            out.append(self.image.kept_dropped())
         if self.fits:
             out.append("lifetimes: kept: fitted per group and phase on each thread's `lives` clock (a geometric "
                        "when a KS test does not reject it, else a table of buckets): " + "; ".join(self.fits))
