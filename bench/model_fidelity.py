@@ -1,10 +1,11 @@
 """Does a fitted model stand for its program? (issue 27)
 
 For real programs the project does not ship (Debian packages: lua5.4, perl, ruby, sqlite3, jq, node,
-ripgrep, git; cfrac and espresso from mimalloc-bench, built here from a checkout given with --mimalloc-bench), this
-bench captures the program (`scenc capture --method preload`), fits a model (`scenc convert --model`,
-as by default: calibrated on the capture's peak of live bytes, nothing else), and runs the model BESIDE
-the program in one session (bench/fidelity.py's run_session):
+ripgrep, git, gcc's cc1 run directly on a C file generated here; cfrac and espresso from mimalloc-bench,
+built here from a checkout given with --mimalloc-bench), this bench captures the program (`scenc capture
+--method preload`), fits a model (`scenc convert --model`, as by default: calibrated on the capture's peak
+of live bytes, nothing else), and runs the model BESIDE the program in one session (bench/fidelity.py's
+run_session):
 
     scenc run PROG-model.scn --allocators glibc,tcmalloc,jemalloc,mimalloc --runs N -- PROGRAM ARGS
 
@@ -90,6 +91,7 @@ class RealProgram:
     what: str
     needs: str                                   # the executable (on PATH) it needs
     make: Callable[[Path, Optional[Path]], Optional[List[str]]]   # (workdir, mimalloc-bench) -> argv, or None
+    missing: str = ""                            # why make gave None (default: no mimalloc-bench checkout)
 
 
 def _git_history(work: Path, _mb) -> List[str]:
@@ -115,6 +117,66 @@ def _git_history(work: Path, _mb) -> List[str]:
                 stream.append(f"M 100644 inline {path}\ndata {len(body)}\n".encode() + body + b"\n")
         subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet"], input=b"".join(stream), check=True)
     return ["git", "-C", str(repo), "log", "-p", "main"]
+
+
+def c_translation_unit(prototypes: int = 4300, functions: int = 120) -> str:
+    """A C file like a preprocessed translation unit of about 600 KB, the same bytes every time: mostly what
+    headers bring (400 structs, 150 enums, 4300 prototypes, 500 unused inline helpers), then the file's own
+    functions (structs on the stack, loops, a switch over their fields, calls between them), which cc1 -O2
+    takes through its passes (about 3 s here)."""
+    types = ("int", "long", "double", "unsigned long", "short", "char *", "float")
+    out = ["extern int printf(const char *, ...);"]
+    for s in range(400):
+        fields = "".join(f" {types[(s + j) % 7]} f{j};" for j in range(3 + s % 13))
+        out.append(f"struct s{s} {{{fields} struct s{s} *next; char name[{8 + s % 24}]; }};")
+        out.append(f"typedef struct s{s} s{s}_t;")
+    for e in range(150):
+        out.append(f"enum e{e} {{ " + ", ".join(f"E{e}_{k} = {k * 3 + e}" for k in range(4 + e % 20)) + " };")
+    for p in range(prototypes):
+        params = ", ".join(f"{types[(p + a) % 7]} a{a}" for a in range(1 + p % 5))
+        out.append(f"extern {types[p % 7]} api{p}(s{p % 400}_t *self, {params});")
+    for h in range(500):
+        out.append(f"static inline long helper{h}(const s{h * 7 % 400}_t *p, int k) "
+                   f"{{ return p ? (long)p->f0 * k + {h} : -k; }}")
+    for f in range(functions):
+        s = f * 3 % 400
+        numeric = [j for j in range(3 + s % 13) if (s + j) % 7 != 5]       # not the char * fields
+        cases = "\n".join(f"    case {c}: acc += p->f{numeric[c % len(numeric)]} * {c * 7919 % 101 + 1}; break;"
+                          for c in range(6 + f % 11))
+        calls = "".join(f"\n  acc += fn{g}(n - 1, k + {g % 13});" for g in (f - 1, f // 2) if 0 <= g < f) \
+            if f % 4 else ""
+        out.append(f"""long fn{f}(int n, int k) {{
+  s{s}_t items[{4 + f % 8}], *p = items;
+  long acc = {f}; double tbl[{4 + f % 12}]; int i, j;
+  for (i = 0; i < (int)(sizeof items / sizeof items[0]); i++) {{
+    items[i].next = i + 1 < (int)(sizeof items / sizeof items[0]) ? &items[i + 1] : 0;
+    items[i].f{numeric[0]} = i * k; items[i].name[0] = (char)('a' + i);
+  }}
+  for (i = 0; i < (int)(sizeof tbl / sizeof tbl[0]); i++) tbl[i] = i * {f % 17 + 1}.5 + k;
+  for (i = 0; i < n; i++) {{
+    switch ((i * {f % 29 + 3} + k) % {8 + f % 9}) {{
+{cases}
+    default: for (j = 0; j < {2 + f % 5}; j++) acc -= (long)tbl[(i + j) % (int)(sizeof tbl / sizeof tbl[0])] ^ j;
+    }}
+    if (p->next && (acc & {f % 7 + 1})) p = p->next;
+    if (p->name[0] == '{chr(97 + f % 26)}') acc += {f}L * n;
+  }}{calls}
+  return acc + (long)tbl[k % (int)(sizeof tbl / sizeof tbl[0])];
+}}""")
+    out.append(f'int main(int argc, char **argv) {{\n  (void)argv;\n'
+               f'  printf("%ld\\n", fn{functions - 1}(argc + 20, 3));\n  return 0;\n}}\n')
+    return "\n".join(out)
+
+
+def _cc1(work: Path, _mb) -> Optional[List[str]]:
+    """gcc's cc1 run directly (as the gcc driver runs it) on c_translation_unit(): `cc1 -quiet -O2 FILE -o
+    /dev/null`; None when `gcc -print-prog-name=cc1` names no file."""
+    found = subprocess.run(["gcc", "-print-prog-name=cc1"], capture_output=True, text=True).stdout.strip()
+    if not found or not Path(found).is_file():
+        return None
+    source = work / "unit.c"
+    source.write_text(c_translation_unit())
+    return [found, "-quiet", "-O2", str(source), "-o", "/dev/null"]
 
 
 def _script(name: str, text: str, interpreter: str) -> Callable:
@@ -168,6 +230,8 @@ PROGRAMS = [
     RealProgram("ripgrep", "rg -j2: a count of two words over /usr/include (2 search threads)", "rg",
                 lambda work, mb: ["rg", "-j2", "-c", "--no-messages", "alloc|free", "/usr/include"]),
     RealProgram("git", "git log -p: 400 commits of 12 files, a repository made here", "git", _git_history),
+    RealProgram("cc1", "gcc's cc1 -O2 on a generated C file of 600 KB (declarations, then 120 functions)", "gcc",
+                _cc1, "gcc -print-prog-name=cc1 names no file"),
     RealProgram("cfrac", "mimalloc-bench cfrac (a 28-digit number)", "gcc",
                 _built("cfrac", CFRAC, ["1754518652050731705637113883"], ["-DNOMEMOPT=1"])),
     RealProgram("espresso", "mimalloc-bench espresso largest.espresso", "gcc",
@@ -315,7 +379,7 @@ def main(argv=None) -> int:
         try:
             argv_ = p.make(work, args.mimalloc_bench)
             if argv_ is None:
-                print(f"  {p.name}: skipped (no --mimalloc-bench checkout with bench/{p.name})")
+                print(f"  {p.name}: skipped ({p.missing or f'no --mimalloc-bench checkout with bench/{p.name}'})")
                 continue
             trace = None
             if args.before is not None:

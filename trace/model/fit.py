@@ -7,7 +7,7 @@ docs/capture.md, "scenc convert --model".
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .collect import SIZE_CLASS_BOUNDS, ThreadWindow, Window, hist_totals, life_bucket_range, size_class
 
@@ -28,6 +28,7 @@ MAX_BIG_CHAINS = 16          # a thread's chains that reach the large realloc si
 MAX_BIG_STEPS = 1024         # ... when there are this few, with this many reallocs in all at most
 BIG_OBJECT_SHARE = 1 / 64    # a thread's objects of this share of the capture's peak of live bytes or more ...
 MAX_BIG_OBJECTS = 16         # ... are written one by one when there are this few
+LONG_LIFE_SHARE = 1 / 64     # ... and so are those that live this share of their phase (long_big_objects)
 BURST_EXCESS = 3             # a size class came in a burst when this many times more of its bytes were live at the
 #                              capture's peak than its phase's objects keep live on average ...
 BURST_SHARE = 1 / 16         # ... and such classes' objects live at the peak are made and freed together when
@@ -264,6 +265,42 @@ def big_objects(records: list, dropped_largest: int, peak_bytes: int) -> list:
     if len(big) > MAX_BIG_OBJECTS:      # many alike: the large objects' statement keeps them (large_class)
         return []
     return sorted((r for r in big if r.how in ("local", "kept")), key=lambda r: r.at)
+
+
+@dataclass
+class PhaseLarge:
+    """What long_big_objects needs of a record's phase (one thread's figures)."""
+    index: int
+    ticks: int                  # of the thread's `lives` clock in the phase
+    large_from: Optional[int]   # its large_class
+    large: int                  # its objects of that class or above freed by the thread
+
+
+def long_big_objects(records: list, peak_bytes: int, phase_of: Callable[[object], PhaseLarge]) -> list:
+    """The objects of one thread (collect.BigObject records, freed by it) that weigh on the live bytes by their
+    size and their long life, in the order they came: large ones (of their phase's large_class or above), of
+    BIG_OBJECT_SHARE of the capture's peak of live bytes or more each, living LONG_LIFE_SHARE of their phase's
+    `lives` clock or more, when they are at most LARGE_SHARE of their phase's large objects. They are written
+    one by one like the big objects. Drawn from the large objects' one size table and one lifetime table, a
+    block that lived a million calls lived as long as a bucket's mean, and its long life went to blocks of the
+    small ones' sizes (espresso: its peak held 4 blocks of 13-38 KB, a third of it, that lived 1.7M-3M calls
+    among 40,000 of 16-64 KB and a million of 256 bytes or more: its model peaked at 0.68x the capture). Left
+    drawn: short-lived ones (the drawn ones reach such a peak by chance as often), objects all of a size (no
+    large class: a lifetime fit keeps their long lives), and large objects most of which live long (the large
+    objects' statement keeps their sizes and lifetimes together)."""
+    floor = peak_bytes * BIG_OBJECT_SHARE
+    if floor <= 0:
+        return []
+    by_phase: Dict[int, list] = {}
+    phases: Dict[int, PhaseLarge] = {}
+    for r in records:
+        p = phase_of(r)
+        if (r.how == "local" and r.size >= floor and r.life >= LONG_LIFE_SHARE * p.ticks
+                and p.large_from is not None and size_class(r.size) >= p.large_from):
+            by_phase.setdefault(p.index, []).append(r)
+            phases[p.index] = p
+    out = [r for i, rs in by_phase.items() if len(rs) <= LARGE_SHARE * phases[i].large for r in rs]
+    return sorted(out, key=lambda r: r.at)
 
 
 def burst_objects(records: list, mean_live: Dict[int, float], peak_bytes: int, held: list = ()) -> list:

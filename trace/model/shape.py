@@ -11,8 +11,9 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .collect import (MAX_HANDOFFS, MAX_PEAK_FREED, BigObject, ThreadWindow, Collector, hist_minus, life_bucket,
                       merge_hist, size_bucket, size_class)
-from .fit import (BIG_OBJECT_SHARE, Phase, ThreadSummary, alike_but_receives, big_chains, big_objects, burst_objects,
-                  chain_slots, detect_phases, group_threads)
+from .fit import (BIG_OBJECT_SHARE, LONG_LIFE_SHARE, Phase, PhaseLarge, ThreadSummary, alike_but_receives, big_chains,
+                  big_objects, burst_objects, chain_slots, detect_phases, group_threads, large_class,
+                  long_big_objects)
 
 MAX_CAPACITY = 1 << 20      # channel slots live in the runtime's arena: 16 MiB at most per channel
 HELD_PARTS = 4              # an object freed in a later part of a phase than its own, or a later phase, is held
@@ -433,6 +434,7 @@ class ModelShape:
         for g, tid, summary in self._lone_threads():
             records = big_objects([r for _, _, r in col.big_objects.get(tid, [])], col.big_dropped[tid],
                                   col.peak_bytes)
+            records = self._with_long_big_objects(g, tid, summary, records)
             if records:
                 self.big_objects[g.name] = records
             for r in records:
@@ -447,6 +449,36 @@ class ModelShape:
                     entry = col.thread_windows[tid][w].dies[wd][size_class(r.size)]
                     _take_from_class(entry, r.size, r.life)
                     entry[4][r.mk] -= 1
+
+    def _with_long_big_objects(self, g: Group, tid: int, summary: ThreadSummary, records: list) -> list:
+        """The big objects of thread tid (records) with its big objects that live long (model_fit.long_big_objects)
+        not among them yet, in the order they came: of those live at the capture's peak and freed after it (the
+        collector keeps them all, up to MAX_PEAK_FREED) and of the thread's largest (it keeps MAX_BIG_OBJECTS)."""
+        col = self.col
+        have = {r.at[0] for r in records}
+        candidates = {}
+        for owner, o, t, nbytes, mk, life, end in (() if col.peak_overflow else col.peak_freed):
+            if owner == tid and o not in have:
+                r = BigObject((o, t), nbytes, mk)
+                r.how, r.life, r.end = "local", life, end
+                candidates[o] = r
+        for _, _, r in col.big_objects.get(tid, []):
+            if r.at[0] not in have:
+                candidates.setdefault(r.at[0], r)
+        phases = []
+        for pi, p in enumerate(summary.phases):
+            cls = large_class(p.lives_by_class) if p.lives_by_class else None
+            large = sum(n for k, n in p.c.items() if isinstance(k, tuple) and k[0] == "lives_class"
+                        and cls is not None and k[2] >= cls)
+            phases.append(PhaseLarge(pi, self.clock_span(tid, pi)[1], cls, large))
+        extra = long_big_objects(list(candidates.values()), col.peak_bytes, lambda r: phases[self.phase_of(r.at)])
+        if not extra:
+            return records
+        self.notes.append(f"{len(extra)} large objects of {g.name}, of 1/{round(1 / BIG_OBJECT_SHARE)} of the capture's "
+                          f"peak of live bytes or more each and living 1/{round(1 / LONG_LIFE_SHARE)} of their phase "
+                          f"or more ({sum(r.size for r in extra)} bytes in all), are written one by one with their "
+                          f"sizes and lifetimes where they came")
+        return sorted(records + extra, key=lambda r: r.at)
 
     def _take_held_objects(self) -> None:
         """The objects of each single-thread group freed by their thread in a later phase than their own, or
