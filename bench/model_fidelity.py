@@ -11,6 +11,8 @@ run_session):
 
 and prints per program, from `scenc report --json` (no statistics of its own):
 
+* the model's wall time over the program's, under glibc (the program's time between calls is the model's
+  `work`: close to 1 for a single-threaded program);
 * the model's peak RSS over the program's, under glibc (target 0.75-1.33x);
 * each allocator's peak RSS minus glibc's, model against program (target: within 25% + 2 MiB);
 * the model's peak of live bytes over the capture's, as the model's header gives them (target: within 10%);
@@ -22,7 +24,11 @@ when a model disagrees, 1 when a program cannot be captured, converted or run (i
 directory). A program missing on this machine is skipped, and said.
 
     .venv/bin/python bench/model_fidelity.py [--runs N] [--programs lua,perl,...] \
-        [--mimalloc-bench DIR] [--workdir DIR] [--json FILE]
+        [--mimalloc-bench DIR] [--workdir DIR] [--json FILE] [--before DIR]
+
+--before DIR converts each capture a second time with the scenc of DIR/scenc (a `git archive` of, say, main)
+and runs that model beside the program first, so that a change to the model writer is seen before and after
+in one invocation.
 """
 
 import argparse
@@ -40,8 +46,8 @@ from typing import Callable, List, Optional, Sequence
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from fidelity import (DEFAULT_ALLOCATORS, MIB, METRICS, beside, capture, metric_block, run_session,  # noqa: E402
-                      scenc_cli, summary_table, verdicts_of)
+from fidelity import (DEFAULT_ALLOCATORS, MIB, METRICS, SCENC, beside, capture, metric_block,  # noqa: E402
+                      run_session, scenc_cli, summary_table, verdicts_of)
 
 RATIO_RANGE = (0.75, 1.33)       # the model's peak RSS over the program's
 DELTA_SHARE, DELTA_MIB = 0.25, 2.0   # allocator - glibc, model against program
@@ -255,13 +261,37 @@ def rss_lines(pair: dict, names: Sequence[str]) -> tuple:
     return lines, ratio, passed, checked
 
 
+def wall_line(pair: dict) -> tuple:
+    """The model's wall time over the program's, under glibc: (line, ratio). A model that makes its calls
+    without the program's time between them runs far shorter than its program (docs/capture.md)."""
+    wall = pair["metrics"]["wall_s"]
+    real, model = dict(wall["program"]), dict(wall["scenario"])
+    ratio = model["glibc"] / real["glibc"] if real.get("glibc") and model.get("glibc") else float("nan")
+    return (f"  wall time under glibc: model {model.get('glibc', float('nan')) * 1e3:.1f} ms, program "
+            f"{real.get('glibc', float('nan')) * 1e3:.1f} ms: {ratio:.2f}x"), ratio
+
+
+def convert_model(trace: Path, scn: Path, before: Optional[Path]) -> subprocess.CompletedProcess:
+    """`scenc convert --model` by this tree's scenc, or by the scenc of the tree `before` (a `git archive` of
+    another commit under BEFORE/scenc) when given."""
+    cmd = ("convert", "--model", str(trace), "-o", str(scn))
+    if before is None:
+        return scenc_cli(*cmd)
+    env = dict(os.environ, PYTHONPATH=str(before))
+    return subprocess.run([*SCENC, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
 def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], runs: int, seed: int,
-            progress=print) -> tuple:
-    trace = work / f"{p.name}.trace"
+            progress=print, before: Optional[Path] = None, trace: Optional[Path] = None) -> tuple:
+    """Capture (unless given the trace), convert (by the `before` tree's scenc when given) and run the model
+    beside its program: (lines, summary)."""
+    label = "before" if before is not None else "model"
     t0 = time.perf_counter()
-    capture(argv, trace)
-    scn = work / f"{p.name}-model.scn"
-    proc = scenc_cli("convert", "--model", str(trace), "-o", str(scn))
+    if trace is None:
+        trace = work / f"{p.name}.trace"
+        capture(argv, trace)
+    scn = work / f"{p.name}-{label}.scn"
+    proc = convert_model(trace, scn, before)
     if proc.returncode not in (0, 4):       # 4: written, from an incomplete capture (its warning says what was lost)
         raise RuntimeError(f"scenc convert --model {trace} failed ({proc.returncode}): {proc.stderr.strip()[-600:]}")
     converted = time.perf_counter() - t0
@@ -272,13 +302,14 @@ def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], r
                  if line.strip().startswith("live bytes, peak")), None)
     notes = [line.strip() for line in proc.stdout.splitlines() + proc.stderr.splitlines()
              if "without channels" in line or "hold all they carry" in line]
-    progress(f"  {p.name}: captured ({calls} calls) and modelled in {converted:.1f} s")
+    progress(f"  {p.name}: captured ({calls} calls) and modelled{' (before)' if before else ''} in {converted:.1f} s")
     t0 = time.perf_counter()
-    analysis = run_session(argv, scn, names, runs, seed, work / f"{p.name}-result.json")
+    analysis = run_session(argv, scn, names, runs, seed, work / f"{p.name}-{label}-result.json")
     progress(f"  {p.name}: model beside the program, {len(names)} allocators x {runs} runs + warm-up, in "
              f"{time.perf_counter() - t0:.1f} s")
     pair = beside(analysis)
-    lines = [f"== {p.name}: {p.what} ({calls} calls; convert --model {converted:.0f} s) =="]
+    lines = [f"== {p.name}{' (BEFORE: the model of ' + str(before) + ')' if before else ''}: {p.what} "
+             f"({calls} calls; convert --model {converted:.0f} s) =="]
     lines += [f"  {n}" for n in notes]
     ends = {}
     for metric, title, unit, scale, _ in METRICS:
@@ -286,8 +317,9 @@ def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], r
         block = metric_block(title, unit, scale, names, found)
         lines += [line.replace("replay", "model") for line in block]
         ends.update({e["word"]: e for e in found["ends"]})
+    wall, wall_ratio = wall_line(pair)
     rss, ratio, passed, checked = rss_lines(pair, names)
-    lines += rss
+    lines += [wall] + rss
     live_ratio = float("nan")
     if live and all(x.isdigit() for x in live) and int(live[0]):
         live_ratio = int(live[1]) / int(live[0])
@@ -295,10 +327,18 @@ def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], r
                      f"{int(live[0]) / 1e6:.1f} MB: {live_ratio:.2f}x ({'ok' if abs(live_ratio - 1) <= 0.1 else 'OFF'}"
                      f" within 10%)")
     summary = {"program": p.name, "calls": calls, "convert_s": round(converted, 1), "rss_ratio": ratio,
-               "live_peak": live, "live_ratio": live_ratio,
+               "wall_ratio": wall_ratio, "live_peak": live, "live_ratio": live_ratio, "trace": str(trace),
                "verdicts": verdicts_of(ends.values()), "rss_checks_passed": passed, "rss_checks": checked,
                "side_by_side": pair, "result_file": analysis.get("result_file")}
     return lines, summary
+
+
+def summary_lines(summaries: List[dict], label: str) -> List[str]:
+    return (summary_table(summaries, stand_in=label)
+            + ["  " + ", ".join(f"{s['program']} wall {s['wall_ratio']:.2f}x, RSS {s['rss_ratio']:.2f}x, live "
+                                f"{s['live_ratio']:.2f}x" for s in summaries),
+               "  (wall, RSS: the model's over the program's under glibc; live: the model's peak of live bytes over "
+               "the capture's)"])
 
 
 def main(argv=None) -> int:
@@ -311,6 +351,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", type=Path, default=None, help="keep captures, models and results here")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--before", type=Path, default=None, metavar="DIR",
+                    help="also convert each capture with the scenc of DIR/scenc (`git archive main | tar -x -C "
+                         "DIR/scenc`) and run that model beside the program first: before and after in one invocation")
     args = ap.parse_args(argv)
     names = args.allocators.split(",")
     if names[0] != "glibc":
@@ -328,7 +371,7 @@ def main(argv=None) -> int:
     print(f"model_fidelity: {len(wanted)} programs x {len(names)} allocators x (program + model), {args.runs} runs + "
           f"scenc's warm-up, one session per program; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"work in {work}", flush=True)
-    summaries = []
+    summaries, befores = [], []
     for p in (p for p in PROGRAMS if p.name in wanted):
         if shutil.which(p.needs) is None:
             print(f"  {p.name}: skipped ({p.needs} is not installed)")
@@ -338,20 +381,27 @@ def main(argv=None) -> int:
             if argv_ is None:
                 print(f"  {p.name}: skipped ({p.missing or f'no --mimalloc-bench checkout with bench/{p.name}'})")
                 continue
-            lines, summary = measure(p, argv_, work, names, args.runs, args.seed)
+            trace = None
+            if args.before is not None:
+                lines, summary = measure(p, argv_, work, names, args.runs, args.seed, before=args.before)
+                print("\n".join(lines) + "\n", flush=True)
+                befores.append(summary)
+                trace = Path(summary["trace"])
+            lines, summary = measure(p, argv_, work, names, args.runs, args.seed, trace=trace)
         except (RuntimeError, subprocess.CalledProcessError) as e:
             print(f"model_fidelity: {p.name}: {e}", file=sys.stderr)
             return 1
         print("\n".join(lines) + "\n", flush=True)
         summaries.append(summary)
+    if befores:
+        print("\n".join(summary_lines(befores, f"BEFORE ({args.before}) model")) + "\n")
     if summaries:
-        print("\n".join(summary_table(summaries, stand_in="model")))
-        print("  " + ", ".join(f"{s['program']} RSS {s['rss_ratio']:.2f}x, live {s['live_ratio']:.2f}x"
-                               for s in summaries))
+        print("\n".join(summary_lines(summaries, "model")))
     load = os.getloadavg()
     print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if args.json:
-        args.json.write_text(json.dumps({"runs": args.runs, "allocators": names, "programs": summaries}, indent=1))
+        args.json.write_text(json.dumps({"runs": args.runs, "allocators": names, "programs": summaries,
+                                         "before": befores}, indent=1))
     return 0
 
 

@@ -11,8 +11,8 @@ from ..compiler.pipeline import load
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..scenario.errors import ScenarioError
 from ..system.process import Terminated, signals_raise
-from ..trace.model import (ModelRunError, calibrate_peak, ensure_finishes, finishes_unrun, measure_peak, remove_model,
-                           write_model)
+from ..trace.model import (ModelRunError, calibrate_peak, ensure_finishes, finishes_unrun, fit_work, measure_peak,
+                           remove_model, write_model)
 from ..trace.model.image import image_of
 from ..trace.model.native import collect_tracer_log
 from ..trace.replay import threads_line, touch_figures, touch_line, window_line, write_replay
@@ -41,10 +41,11 @@ def convert(args) -> int:
             # is cut by the Python reader (trace/window.py), which the C collector does not repeat.
             collector = collect_tracer_log(source.path, progress=sys.stderr.isatty())
             model = write_model(None, out, source_name=source.path.name, max_phases=args.max_phases, touch=touch,
-                                collector=collector, touch_figures=figures, image=image)
+                                collector=collector, touch_figures=figures, image=image, clock=source.format)
         else:
             model = write_model(_with_progress(source.events), out, source_name=source.path.name,
-                                max_phases=args.max_phases, touch=touch, touch_figures=figures, image=image)
+                                max_phases=args.max_phases, touch=touch, touch_figures=figures, image=image,
+                                clock=source.format)
         _check_calls(source, model.calls, [out, *model.data_files])
         try:
             # The model runs in a session of its own (killed with its group when it stops or times out): SIGTERM
@@ -118,7 +119,10 @@ def _with_progress(events, stream=None):
 
 
 def _calibrate_and_measure(model, args) -> None:
-    """Both run the model: calibration a few times, the measurement once (it proves the model finishes)."""
+    """All run the model: the work's measurement (the model without work, 3 times), calibration a few times, the
+    measurement once (it proves the model finishes)."""
+    if model.writer is not None and model.writer.work_cost is None:
+        fit_work(model, cc=args.cc)
     if not args.no_calibrate:
         calibrate_peak(model, cc=args.cc)
     measure_peak(model, cc=args.cc)

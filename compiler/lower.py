@@ -262,6 +262,8 @@ class _Lowerer:
             return f"scn_write_bytes(t, {obj}, (uint64_t)({times}), (int64_t)({nbytes}));"
         if call.func == "touch":
             return f"scn_touch(t, {self.expr(args[0], pre)});"
+        if call.func == "work":
+            return f"scn_work((int64_t)({self.expr(args[0], pre)}));"
         raise AssertionError(call.func)
 
     def _taking(self, code: str, arg, pre) -> str:

@@ -402,6 +402,18 @@ static inline void scn_write(scn_thread *t, scn_obj o, uint64_t times) {
   scn_write_bytes(t, o, times, INT64_MAX);
 }
 
+/* `work(n)`: the program's own CPU time between its calls, with no memory of its own: n steps of one
+ * dependent chain of 64-bit multiply-adds (a unit: a multiply's and an add's latency, about 4 cycles;
+ * docs/language.md). The empty asm makes each step's result an input the compiler cannot see through, so
+ * the chain is neither folded nor vectorised; no clock is read and nothing sleeps. */
+static inline void scn_work(int64_t n) {
+  uint64_t x = (uint64_t)n;
+  for (int64_t k = 0; k < n; k++) {
+    x = x * 0x9E3779B97F4A7C15ull + (uint64_t)k;
+    __asm__ __volatile__("" : "+r"(x));
+  }
+}
+
 static inline void scn_send(scn_thread *t, scn_channel *q, scn_obj o) {
   t->sends++;
   scn_channel_send(q, scn_slot_of(o));

@@ -40,6 +40,8 @@ BUILTINS = {b.name: b for b in [
     Builtin("unmap", "action", ("map",), "none"),
     Builtin("write", "action", ("obj", "int"), "none", options=("bytes",)),
     Builtin("touch", "action", ("obj",), "none"),
+    # the program's own CPU time between calls: n units of work on registers, no memory (runtime/ops.h scn_work)
+    Builtin("work", "action", ("int",), "none"),
     # integer draws from the thread's random stream
     Builtin("random", "dist", ("int",), "int"),
     Builtin("uniform", "dist", ("int", "int"), "int"),

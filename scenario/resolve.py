@@ -30,7 +30,7 @@ UNKNOWN = "name whose value had an error"
 # (the compiler prefixes every user name), but it would read badly in `emit`.
 RESERVED = {"self", "malloc", "calloc", "realloc", "free", "free_all", "send", "recv",
             "write", "touch", "aligned_alloc", "memalign", "posix_memalign", "random", "uniform",
-            "pow2", "choice", "lognormal", "geometric", "histogram", "swap", "map", "unmap"}
+            "pow2", "choice", "lognormal", "geometric", "histogram", "swap", "map", "unmap", "work"}
 
 MAX_NAME = 64
 INT64_MAX = (1 << 63) - 1  # every integer the program computes is an int64_t
@@ -538,14 +538,15 @@ FUNCTION_GROUPS = (
     ("allocator calls", "malloc, calloc, realloc, aligned_alloc, memalign, posix_memalign, free, free_all"),
     ("channels and shared pools", "send, recv, swap"),
     ("a block's memory", "write, touch"),
+    ("the program's own time between calls", "work"),
     ("draws", "random, uniform, pow2, choice, weighted { }, lognormal, geometric, histogram"),
     ("conditions", "held (in an if)"),
 )
 _NO_SUCH = {
     "min": "there is no min or max: choose with an if, `if a < b { n = a } else { n = b }`; ",
     "max": "there is no min or max: choose with an if, `if a > b { n = a } else { n = b }`; ",
-    "sleep": "a scenario does not sleep: its time is its allocator calls, `write` and `touch` "
-             "(a thread that waits does so on a channel or a barrier); ",
+    "sleep": "a scenario does not sleep: its time is its allocator calls, `write`, `touch` and `work` "
+             "(CPU time between calls; a thread that waits does so on a channel or a barrier); ",
 }
 _NO_SUCH["usleep"] = _NO_SUCH["nanosleep"] = _NO_SUCH["sleep"]
 

@@ -69,6 +69,8 @@ class _GroupSizes:
             self.size(a[1], loops)
         elif f == "calloc":
             self.calloc(c, loops)
+        elif f == "work":
+            self.not_negative(a[0], "work's units")
         elif f == "write":
             self.not_negative(a[1], "a write count")
             if "bytes" in kw:

@@ -24,6 +24,7 @@
 #define MAX_PEAK_FREED (1 << 17)
 #define MAX_MAP_RECORDS 256
 #define MAX_BIG_MAPS 16
+#define DENSE_GAP_NS 1000000         /* collect.py's: a longer time between a thread's calls is waiting, not work */
 #define NCLS 9                       /* len(SIZE_CLASS_BOUNDS) + 1 */
 #define NONE_TID 0xFFFFFFFFull       /* ("end", how, None) */
 #define PROGRESS_EVERY (1u << 18)
@@ -98,7 +99,8 @@ static void om_free(omap *m) { free(m->e); free(m->idx); memset(m, 0, sizeof *m)
 
 /* ---------------------------------------------------------------- counter keys (ThreadWindow.c) */
 enum { C_EVENTS, C_FREE_NULL, C_TICKS, C_FREE_UNKNOWN, C_REALLOC_UNKNOWN, C_REALLOC_FAILED, C_ALLOC_FAILED,
-       C_REALLOC, C_REALLOC_AS_FREE, C_FREE_MISSED, C_CENSORED, C_KEPT_TICKS, C_MAP, C_MAP_KEPT, C_PLAIN,
+       C_REALLOC, C_REALLOC_AS_FREE, C_FREE_MISSED, C_CENSORED, C_KEPT_TICKS, C_MAP, C_MAP_KEPT, C_GAPS, C_GAP_NS,
+       C_PLAIN,
        /* tuples */
        C_LIVES = C_PLAIN, C_LIVES_CLASS, C_SEND, C_KEPT, C_START, C_END, C_RECV, C_MAP_B, C_MAP_KEPT_B };
 enum { HOW_NONE, HOW_LOCAL, HOW_SEND, HOW_CHAIN, HOW_KEPT, HOW_END };
@@ -307,6 +309,8 @@ typedef struct {
   size_t nending, capending;
   int has_ending;
   int born;                         /* in Collector.born */
+  uint64_t last_call_ns;            /* Collector.last_call_ns: the time of its last call */
+  int has_last_call;
 } thread_t;
 
 typedef struct { int64_t events, allocs, frees, log_sizes, first_line; double t_first, t_last; } window_t;
@@ -983,6 +987,11 @@ static int consume(void *arg, const tr_event *ev) {
   else { tw = cell(ti, w); hot.tid = ev->tid; hot.ti = ti; hot.w = w; hot.tw = tw; }
   thread_t *th = &S.th[ti];
   cinc(tw, C_EVENTS, 0, 0, 1);
+  if (th->has_last_call) {
+    int64_t gap = (int64_t)(r->ns - th->last_call_ns);
+    if (gap <= DENSE_GAP_NS) { cinc(tw, C_GAPS, 0, 0, 1); cinc(tw, C_GAP_NS, 0, 0, gap); }
+  }
+  th->last_call_ns = r->ns, th->has_last_call = 1;
   unsigned k = ev->kind;
   if (k == EV_FREE || k == EV_OPERATOR_DELETE || k == EV_OPERATOR_DELETE_ARRAY) {
     if (!ev->old) { cinc(tw, C_FREE_NULL, 0, 0, 1); cinc(tw, C_TICKS, 0, 0, 1); th->tick++; }

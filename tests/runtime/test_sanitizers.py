@@ -6,7 +6,7 @@ Each scenario exercises one part of the runtime that threads share or that
 frees memory late: MPMC channels (several producers, relays and consumers,
 capacity 1 included), channel arrays, the dynamic barrier (threads leaving
 it early), `lives` (delayed frees from the timing wheel, `forever`, 0),
-realloc chains (variables and pool slots), write and nested measure regions,
+realloc chains (variables and pool slots), write, work and nested measure regions,
 the program's own mappings (map, unmap, their `lives`),
 and the exact replay of a captured multi-threaded trace (cross-thread frees
 wait on slot states). Programs are built twice per compiler, with
@@ -161,6 +161,7 @@ SCENARIOS = {
                     measure "inner" {
                         p = malloc(pow2(4, 12))
                         write(p, 3)
+                        work(uniform(0, 2000))
                         free(p)
                     }
                     a = memalign(64, 200)

@@ -1,11 +1,12 @@
 """A fitted model of a capture: a short scenario with the capture's statistics, not its call sequence.
 
-    model = write_model(events, "app-model.scn", source_name="app.ltrace")
+    model = write_model(events, "app-model.scn", source_name="app.trace", clock="preload")
+    fit_work(model)                   # the program's time between calls as `work`, the model's own call cost less
     calibrate_peak(model)             # scale lifetimes until the model's peak of live bytes is the capture's
     measure_peak(model)               # build with the `live` probe, run once, put the peak in the header
     print("\n".join(model.summary_lines()))
 
-`scenc convert --model` runs these three (without --model, convert writes the exact replay:
+`scenc convert --model` runs these four (without --model, convert writes the exact replay:
 trace/replay.py). The model is made in one streaming pass (collect.py; for a tracer log the same pass in C,
 native.py), then fit.py -> shape.py -> sizes.py and files.py -> plan.py (with chains.py, held.py, burst.py, stmt.py)
 -> write.py; this module holds the
@@ -21,10 +22,11 @@ from .collect import Collector
 from .fit import Phase, map_written_percent
 from .image import ProgramImage
 from .shape import Group
+from .work import WorkCost, measure_cost
 from .write import NOT_MEASURED, ModelWriter
 
-__all__ = ["write_model", "measure_peak", "calibrate_peak", "ensure_finishes", "finishes_unrun", "ModelResult",
-           "ModelRunError", "remove_model"]
+__all__ = ["write_model", "fit_work", "measure_peak", "calibrate_peak", "ensure_finishes", "finishes_unrun",
+           "ModelResult", "ModelRunError", "remove_model"]
 
 CALIBRATION_SEEDS = 3        # the model's peak is the mean of its peaks with seeds 1 .. this
 CALIBRATION_TOLERANCE = 0.05  # left alone when that mean is within 5% of the capture's peak
@@ -280,23 +282,42 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
     return scale
 
 
+def fit_work(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -> Optional[WorkCost]:
+    """The program's time between calls as `work` (trace/model/work.py): measure what a unit and the model's own
+    call cost here (running the model as written, without work), then write the model with its `work`.
+    Before the calibration, which runs the model with it. None (no `work`) when the capture's clock gives no
+    such time or a measuring run failed (the measurement after says why)."""
+    writer = result.writer
+    if writer is None or writer.clock != "preload" or not writer.col.has_time:
+        return None
+    cost = measure_cost(result.scn_path, cc, timeout, MODEL_IDLE_S)
+    if cost is None:
+        writer.work_why = "the model's measuring runs failed"
+        return None
+    writer.work_cost = cost
+    _rewrite(result)
+    return cost
+
+
 def write_model(events: Optional[Iterable], scn_path, source_name: str, max_phases: int = 4,
                 touch: str = "none", collector: Optional[Collector] = None,
-                touch_figures: Optional[dict] = None, image: Optional[ProgramImage] = None) -> ModelResult:
+                touch_figures: Optional[dict] = None, image: Optional[ProgramImage] = None,
+                clock: Optional[str] = None) -> ModelResult:
     """Fit a model to a stream of AllocEvents, or to a finished Collector (a tracer log's, from the C collector:
     native.collect_tracer_log); write the scenario and its histogram files beside it. touch: what every new
     block gets (`touch_new`; an exact replay's --touch modes); touch_figures: what `--touch auto` saw in the
     capture (trace/replay.py, touch_figures), from which the share of its own mappings the program wrote is
     estimated (fit.map_written_percent); without, its mappings are written as touch_new writes a block. image: what
     the capture says of the program's code and files (image.py): the header says it, and the model maps a stand-in
-    for them."""
+    for them. clock: the capture's format ('preload', 'ltrace', ...), whose clock may give the time between
+    calls (fit_work)."""
     col = collector
     if col is None:
         col = Collector().consume(events)
         col.finish()
     scn_path = Path(scn_path)
     map_written = map_written_percent(touch_figures, touch, col.map_bytes_made // 4096) if touch_figures else None
-    writer = ModelWriter(col, scn_path, source_name, max_phases, touch, map_written, image)
+    writer = ModelWriter(col, scn_path, source_name, max_phases, touch, map_written, image, clock)
     text = writer.write()
     scn_path.write_text(text)
     return ModelResult(scn_path, text, writer.data_files, col.ordinal, dict(writer.tally_calls), writer.groups,

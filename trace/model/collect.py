@@ -39,6 +39,10 @@ MAX_PEAK_FREED = 1 << 17     # objects live at the peak and freed after it, kept
 MAX_MAP_RECORDS = 256        # the program's own mappings kept one by one per thread (MapRecord), at most ...
 MAX_BIG_MAPS = 16            # ... and past that, its largest ones
 PROT_WRITE = 2
+#: A thread's time between two of its calls counts as its own work (ThreadWindow counters 'gaps', 'gap_ns') up
+#: to this long; a longer one is taken for waiting (blocked in the kernel: a lock, I/O, an idle pool thread), which
+#: a model must not turn into CPU time (docs/capture.md, "The program's time between calls")
+DENSE_GAP_NS = 1_000_000
 
 
 # --------------------------------------------------------------------------- buckets
@@ -189,7 +193,8 @@ class Window:
 class ThreadWindow:
     """One thread in one window: counters by category, and histograms.
 
-    Categories: 'events', 'free_null', 'realloc', 'alloc_failed', 'realloc_failed',
+    Categories: 'events', 'gaps' and 'gap_ns' (the times between the thread's calls taken for work: DENSE_GAP_NS),
+    'free_null', 'realloc', 'alloc_failed', 'realloc_failed',
     'free_unknown', 'realloc_unknown', 'realloc_as_free', 'free_missed', 'censored', ('lives', mk), ('send', mk, tid),
     ('kept', mk) (still live at the end: `lives forever`), ('lives_class', mk, size class) (the 'lives' ones
     by size class: SIZE_CLASS_BOUNDS),
@@ -354,6 +359,8 @@ class Collector:
         # mappings unmapped since their thread's last call (tid -> MapRecords): if it makes no call after, they
         # were unmapped at its teardown, and live to its end (`lives forever`) as much as those never unmapped
         self.map_ending: Dict[int, list] = {}
+        # tid -> the time of its last call, in ns of the log's clock (the time between its calls: 'gap_ns')
+        self.last_call_ns: Dict[int, int] = {}
 
     # ---------------------------------------------------------------- the pass
     def _cell(self, tid: int, w: int) -> ThreadWindow:
@@ -398,6 +405,7 @@ class Collector:
         free_kinds, realloc_kinds, alloc_kinds, kinds = FREE_KINDS, REALLOC_KINDS, ALLOC_KINDS, KINDS
         trace_kinds = self.trace_kinds
         born = self.born
+        last_call_ns = self.last_call_ns
         model_kinds: dict = {}
         cell_tid = cell_w = win_w = -1
         thread_window = win = None
@@ -432,6 +440,13 @@ class Collector:
                 thread_window, cell_tid, cell_w = self._cell(tid, w), tid, w
             c = thread_window.c
             c["events"] += 1
+            if t is not None:
+                ns = round(t * 1e9)      # the log's ns again, exactly (a tracer log's time is (ns - base) / 1e9)
+                before = last_call_ns.get(tid)
+                last_call_ns[tid] = ns
+                if before is not None and ns - before <= DENSE_GAP_NS:
+                    c["gaps"] += 1
+                    c["gap_ns"] += ns - before
             if kind in free_kinds:
                 if not old:
                     c["free_null"] += 1

@@ -20,7 +20,7 @@ from .collect import BigObject, Collector, MapRecord, ThreadWindow, Trail, Windo
 
 #: the C tool's counter keys (modelcollect.c, C_EVENTS ...): a name, or a tuple made from (mk, a, b)
 _PLAIN = ("events", "free_null", "ticks", "free_unknown", "realloc_unknown", "realloc_failed", "alloc_failed",
-          "realloc", "realloc_as_free", "free_missed", "censored", "kept_ticks", "map", "map_kept")
+          "realloc", "realloc_as_free", "free_missed", "censored", "kept_ticks", "map", "map_kept", "gaps", "gap_ns")
 _HOW = ("", "local", "send", "chain", "kept", "end")
 _NONE_TID = 0xFFFFFFFF
 _LEFT_OUT = ("failed", "reserved")

@@ -20,6 +20,7 @@ from .fit import fit_lifetimes
 from .shape import Group, ModelShape
 from .sizes import PhaseSizer, Sizes, few_sizes
 from .stmt import Counts, Flows, Stmt, alloc_text, mk_key
+from .work import WorkCost, work_units
 
 
 @dataclass
@@ -29,6 +30,7 @@ class PhasePlan:
     sizes: Sizes
     events: int                 # the group's calls in the phase (a phase without statements says so)
     waiting: int = 0            # its receives that wait for the next phase (model_shape._late_receives)
+    work: int = 0               # `work` units per thread in the phase: the program's time between calls (work.py)
 
 
 @dataclass
@@ -47,8 +49,9 @@ class GroupPlanner:
     """The statements of one group, phase by phase; the histogram files they read are written on the way."""
 
     def __init__(self, shape: ModelShape, files: HistogramFiles, g: Group, life_scale: Optional[int],
-                 map_written: Optional[int] = None):
+                 map_written: Optional[int] = None, work_cost: Optional[WorkCost] = None):
         self.shape, self.col, self.g = shape, shape.col, g
+        self.work_cost = work_cost          # None: no `work` (not measured, or a capture without a usable clock)
         self.life_scale = life_scale
         self.map_written = map_written      # percent of each mapping's pages written (None: as touch_new)
         self.sizer = PhaseSizer(shape, files, g)
@@ -71,7 +74,8 @@ class GroupPlanner:
             sizes.rsize, sizes.large_realloc = self.sizer.realloc_sizes(agg, pi, chains.slots)
             stmts, variables = self._statements(pi, agg, sizes, chains)
             waiting = sum(n[pi - 1] for (_, t), n in self.shape.late_recvs.items() if t in g.tids)
-            phases.append(PhasePlan(stmts, variables, sizes, agg.c["events"], waiting))
+            work = work_units(agg.c, g.n, self.work_cost, g.name, pi) if self.work_cost else 0
+            phases.append(PhasePlan(stmts, variables, sizes, agg.c["events"], waiting, work))
         return GroupPlan(chains, phases, self.sizer.first_size, self.held.pools(), self.burst.size())
 
     # ---------------------------------------------------------------- a phase's statements

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from ..events import FREE_KINDS, REALLOC_KINDS
-from .collect import MAX_MAP_RECORDS, MODEL_KIND, Collector, hist_totals, merge_hist
+from .collect import DENSE_GAP_NS, MAX_MAP_RECORDS, MODEL_KIND, Collector, hist_totals, merge_hist
 from .files import HistogramFiles, safe_name
 from .image import ProgramImage
 from .plan import GroupPlan, GroupPlanner, PhasePlan
 from .stmt import Stmt, alloc_text
 from .shape import MAX_CAPACITY, Group, ModelShape
+from .work import MEASURE_RUNS, NO_WORK_WHY, TRACER_CALL_NS, WorkCost, capture_gap_ns
 
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
@@ -84,13 +85,21 @@ class ModelWriter:
     """Collected figures -> the .scn text and its .csv files (write(), again after each calibration step)."""
 
     def __init__(self, col: Collector, scn_path: Path, source_name: str, max_phases: int, touch: str = "none",
-                 map_written: Optional[Tuple[int, str]] = None, image: Optional[ProgramImage] = None):
+                 map_written: Optional[Tuple[int, str]] = None, image: Optional[ProgramImage] = None,
+                 clock: Optional[str] = None):
         self.col = col
         # the program's code and files resident at its end, stood in by a mapping (trace/model/image.py); None:
         # the caller says nothing of it (the header neither)
         self.image = image
         self.image_group: Optional[str] = None    # the group whose thread(s) make the stand-in (None: none does)
         self.image_mapped = 0                     # the bytes its `map`s hold, all its threads together
+        # The program's time between calls (trace/model/work.py): the capture's format, whose clock gives it
+        # ('preload') or not (NO_WORK_WHY); what a unit and a call cost, once measured (None: no `work` written)
+        self.clock = clock
+        self.work_cost: Optional[WorkCost] = None
+        self.work_why = "not measured (convert --no-measure): no `work`"
+        self.work_written = 0               # `work` units the model's threads make, all threads
+        self.work_by_group: Dict[str, int] = {}   # group -> `work` units one of its threads makes
         self.touch = touch                    # `touch_new`: what the program did to its new blocks
         # (percent of the pages of each of the program's own mappings written, how it was estimated), or None:
         # its mappings get touch_new as blocks do
@@ -120,7 +129,9 @@ class ModelWriter:
         body: List[str] = []
         rings: Dict[str, int] = {}
         written = self.map_written[0] if self.map_written else None
-        planners = [(g, GroupPlanner(self.shape, files, g, self.life_scale, written)) for g in self.groups]
+        self.work_written, self.work_by_group = 0, {}
+        planners = [(g, GroupPlanner(self.shape, files, g, self.life_scale, written, self.work_cost))
+                    for g in self.groups]
         plans = [(g, planner.plan()) for g, planner in planners]
         # A churning group's threads never meet at a last barrier: those waiting there would hold the slots
         # the group's later threads need (docs/language.md, `at most`), and the model would hang.
@@ -195,6 +206,8 @@ class ModelWriter:
                                 "    # ", "    #   ")
                 continue
             variables += phase.variables
+            self.work_written += phase.work * g.n
+            self.work_by_group[g.name] = self.work_by_group.get(g.name, 0) + phase.work
             for s in phase.stmts:
                 if "_ring[" in s.text and s.sent:
                     ring_per_thread += s.max_count(g.n)
@@ -251,7 +264,7 @@ class ModelWriter:
             self.fits.append(f"{g.name}, phase {pi}: {comment}")
         out = _wrap(f"phase {pi}, lines {p.first_line}-{p.last_line}" + (f": {comment}" if has_lives else ""),
                     "    # ", "    #   ")
-        return out + [f'    measure "phase {pi}" {{'] + _phase_body(phase.stmts, g.n) + ["    }"]
+        return out + [f'    measure "phase {pi}" {{'] + _phase_body(phase.stmts, g.n, phase.work) + ["    }"]
 
     def _thread_head(self, g: Group, plan: GroupPlan, blocks: List[str], variables: List[str],
                      tally: _Tally) -> List[str]:
@@ -372,7 +385,8 @@ class ModelWriter:
         out.append(f"threads: kept: {threads} captured thread(s) as {len(self.groups)} group(s) of threads alike, "
                    f"each thread making its group's average" + (f"; threads that come and go: {', '.join(churn)}"
                                                                  if churn else "")
-                   + "; dropped: which thread of a group made which call, the time between calls")
+                   + "; dropped: which thread of a group made which call")
+        out.append(self._time_between_calls())
         out.append(f"phases: kept: {len(self.phases)} (at most --max-phases), each a `measure` block, in the "
                    f"capture's order; dropped: the order of calls inside a phase (its statements are spread evenly "
                    f"over its rounds, but for the big, held and kept objects, a burst at the peak, the big chains "
@@ -418,6 +432,29 @@ class ModelWriter:
             out.append("lifetimes: kept: fitted per group and phase on each thread's `lives` clock (a geometric "
                        "when a KS test does not reject it, else a table of buckets): " + "; ".join(self.fits))
         return out
+
+    def _time_between_calls(self) -> str:
+        """What the model keeps of the program's own time between its calls (trace/model/work.py)."""
+        col, cost = self.col, self.work_cost
+        gaps = capture_gap_ns(col)
+        if self.clock != "preload" or not col.has_time:
+            why = NO_WORK_WHY.get(self.clock or "", "no clock in the capture")
+            return f"time between calls: dropped ({why}): the model makes its calls one after another"
+        if cost is None:
+            return (f"time between calls: dropped ({self.work_why}); the capture's clocks hold "
+                    f"{gaps / 1e6:.1f} ms of it (times between a thread's calls up to {DENSE_GAP_NS / 1e6:g} ms)")
+        return (f"time between calls: kept as `work(n)` (CPU work on registers, no memory), per group and phase "
+                f"spread over its rounds: {gaps / 1e6:.1f} ms in the capture's clocks (the times between each "
+                f"thread's calls, those up to {DENSE_GAP_NS / 1e6:g} ms: a longer one is waiting, blocked in the "
+                f"kernel, and is dropped), each less {TRACER_CALL_NS:g} ns for the tracer and the model's own "
+                f"cost of a call (its phase's time per call, the model run without work under glibc as the capture "
+                f"ran, the least of {MEASURE_RUNS} runs; {cost.call_ns:.1f} ns of CPU time a call over the whole "
+                f"model): {self.work_written} units at "
+                f"{cost.unit_ns:.3f} ns ({self.work_written * cost.unit_ns / 1e6:.1f} ms, measured here"
+                + ("; none: the model's own calls take as long as the program's time between them" if
+                   not self.work_written else "") + "). Fitted "
+                f"to the capture's clocks, never to an allocator's result; a capture made on a busy machine "
+                f"counts the time its threads waited for a CPU too")
 
     def _figures(self, tally: _Tally) -> List[Tuple[str, str, str]]:
         """(figure, capture, model) rows of the header's table (also self.figures); the peak is measured later."""
@@ -476,10 +513,10 @@ class ModelWriter:
         return notes
 
 
-def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
+def _phase_body(stmts: List[Stmt], threads: int, work: int = 0) -> List[str]:
     """The statements of a phase: those placed before the rounds, then the rounds (bare when each runs
     once, in `repeat R` when all run R times, else spread evenly over `for r in 0 .. R` rounds), then
-    those placed after them."""
+    those placed after them. work: `work` units per thread, spread over the rounds (at the end of each)."""
     def once_each(group: List[Stmt]) -> List[str]:
         out: List[str] = []
         for s in group:
@@ -496,16 +533,28 @@ def _phase_body(stmts: List[Stmt], threads: int) -> List[str]:
     timed = sorted((s for s in stmts if s.at is not None), key=lambda s: s.order)
     stmts = [s for s in stmts if s.place == "loop" and s.at is None and s.max_count(threads) > 0]
     if not stmts:           # one round: the statements placed in it run in their order, no loop needed
-        return once_each(pre) + once_each(_merged(timed)) + once_each(post)
+        return once_each(pre) + once_each(_work(work, 1)) + once_each(_merged(timed)) + once_each(post)
     rounds = max([s.max_count(threads) for s in stmts] + [1])
+    stmts = stmts + _work(work, rounds)
+    spread_work = work > 0 and work % rounds != 0          # round r's share: needs `for r`
     if timed:
         return once_each(pre) + _rounds(stmts, rounds, threads) + _timed(timed, rounds) + ["        }"] + once_each(post)
     if rounds == 1:
         return once_each(pre) + once_each(stmts) + once_each(post)
-    if all(s.share is None and s.per_thread == rounds for s in stmts):
+    if all(s.share is None and s.per_thread == rounds for s in stmts) and not spread_work:
         return (once_each(pre) + [f"        repeat {rounds} {{"]
                 + [line for s in stmts for line in _statement_lines(s.text, 12)] + ["        }"] + once_each(post))
     return once_each(pre) + _rounds(stmts, rounds, threads) + ["        }"] + once_each(post)
+
+
+def _work(units: int, rounds: int) -> List[Stmt]:
+    """The phase's `work` as a statement that runs once a round: the same units each round when they divide
+    evenly, else spread over the rounds (round r's share: only in a `for r` loop)."""
+    if units <= 0:
+        return []
+    if units % rounds == 0:
+        return [Stmt(f"work({units // rounds})", per_thread=rounds)]
+    return [Stmt(f"work({spread(str(units), rounds)})", per_thread=rounds)]
 
 
 def _rounds(stmts: List[Stmt], rounds: int, threads: int) -> List[str]:

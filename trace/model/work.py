@@ -1,0 +1,104 @@
+"""The program's own time between its calls, in a fitted model: `work(n)` per round of each phase.
+
+The collectors sum each thread's time between its calls from the capture's clocks (ThreadWindow counters
+'gaps' and 'gap_ns'; a time longer than collect.DENSE_GAP_NS is waiting and left out). A call's own cost is
+in that time too, so each gap is taken less what a call costs in the model (its phase's `measure` block's
+time per call, the model run without work under glibc, the allocator the capture ran) and less what the
+tracer added to the call (TRACER_CALL_NS); what is left, over a `work` unit's time measured on this machine,
+is the group's units per thread in the phase. Fitted to the capture's clocks, never to a run
+under some allocator: docs/capture.md, "The program's time between calls".
+
+    cost = measure_cost(model, cc)        # runs a unit loop and the model (3 times each): WorkCost
+    units = work_units(agg.c, threads, cost, group, phase)
+"""
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+#: What the preload tracer adds to a call: about 7 ns (bench/results/2026-11-27-tracer-floor.md: cfrac's
+#: 183M calls, 5.15 s traced against 3.79 s plain)
+TRACER_CALL_NS = 7.0
+UNIT_LOOP = 20_000_000      # units run to time one unit (about 25 ms)
+MEASURE_RUNS = 3            # the least of this many runs: load only ever adds time
+
+# Captures whose clocks give the time between calls, and why the others give none (the header says which).
+NO_WORK_WHY = {
+    "ltrace": "ltrace's clock: the time between calls is mostly ltrace's own (it stops the program at every "
+              "call, tens of microseconds), which no model should copy",
+    "workload": "no clock in a workload", "mtrace": "no clock in an mtrace log",
+}
+
+
+@dataclass
+class WorkCost:
+    unit_ns: float              # one `work` unit on this machine
+    call_ns: float              # the model's CPU time per call without work, under glibc, all threads
+    threshold_ns: int = 0       # gaps longer than this were left out (collect.DENSE_GAP_NS)
+    # (group, phase) -> the time one of the group's threads spent in the phase's `measure` block, without work
+    phase_ns: Dict[Tuple[str, int], float] = field(default_factory=dict)
+
+    def per_call(self, group: str, phase: int, calls_per_thread: float) -> float:
+        """The model's own cost of a call of the group in the phase: its block's time per call (a phase's
+        calls cost what its statements make them cost), else the whole model's CPU time per call."""
+        spent = self.phase_ns.get((group, phase))
+        return spent / calls_per_thread if spent is not None and calls_per_thread > 0 else self.call_ns
+
+
+def work_units(c, threads: int, cost: WorkCost, group: str = "", phase: int = 0) -> int:
+    """A group's `work` units per thread in a phase, from its counters c (the group's threads' summed): the
+    time between calls less each call's cost in the model and the tracer, none when that is below zero."""
+    if not threads or cost.unit_ns <= 0:
+        return 0
+    call_ns = cost.per_call(group, phase, c["events"] / threads)
+    spare = c["gap_ns"] - c["gaps"] * (call_ns + TRACER_CALL_NS)
+    return max(0, round(spare / threads / cost.unit_ns))
+
+
+def capture_gap_ns(col) -> int:
+    """The capture's time between calls taken for work, all threads (ns)."""
+    return sum(tw.c["gap_ns"] for tws in col.thread_windows.values() for tw in tws if tw is not None)
+
+
+def _least_run(binary: Path, timeout: float, idle: float) -> list:
+    """The reports of MEASURE_RUNS runs of a built scenario."""
+    from ...system.process import run_watched
+    reports = []
+    for _ in range(MEASURE_RUNS):
+        status, stdout, stderr, why = run_watched([str(binary)], timeout, idle)
+        if why or status != 0:
+            return []
+        reports.append(json.loads(stdout))
+    return reports
+
+
+def measure_cost(scn_path: Path, cc: str = "gcc", timeout: float = 120.0, idle: float = 5.0) -> Optional[WorkCost]:
+    """A unit's time (a loop of UNIT_LOOP units) and the model's CPU time per call (its threads' CPU time over
+    its calls; the model as written, so without work), the least of MEASURE_RUNS runs each, under the system's
+    malloc (glibc: the capture's). None when a run fails (the model's own measurement then says why)."""
+    from ...compiler.pipeline import build
+    from .collect import DENSE_GAP_NS
+    with tempfile.TemporaryDirectory(prefix="scenc-work-") as tmp:
+        unit = Path(tmp) / "unit.scn"
+        unit.write_text(f'scenario "work_unit"\nthread main {{\n    work({UNIT_LOOP})\n}}\n')
+        unit_runs = _least_run(build(unit, cc=cc).binary, timeout, idle)
+    model_runs = _least_run(build(scn_path, cc=cc).binary, timeout, idle)
+    if not unit_runs or not model_runs:
+        return None
+    unit_ns = min(sum(t["cpu_ns"] for t in r["threads"]) for r in unit_runs) / UNIT_LOOP
+    per_call = []
+    phase_ns: Dict[Tuple[str, int], float] = {}
+    for r in model_runs:
+        calls = sum(sum(t["ops"].values()) for t in r["threads"])
+        per_call.append(sum(t["cpu_ns"] for t in r["threads"]) / max(calls, 1))
+        spent: Dict[Tuple[str, int], list] = {}
+        for t in r["threads"]:
+            for name, region in t["regions"].items():
+                if name.startswith("phase ") and name[6:].isdigit():
+                    spent.setdefault((t["group"], int(name[6:])), []).append(region["ns"])
+        for key, times in spent.items():        # a thread's mean; the least run
+            mean = sum(times) / len(times)
+            phase_ns[key] = min(phase_ns.get(key, mean), mean)
+    return WorkCost(unit_ns, min(per_call), DENSE_GAP_NS, phase_ns)
