@@ -31,6 +31,14 @@ NO_WORK_WHY = {
     "workload": "no clock in a workload", "mtrace": "no clock in an mtrace log",
 }
 
+# Why a capture of threads alive at once gets no `work`: a thread's time between its calls holds its waits
+# too (for a lock, another thread, the disk), and only those over DENSE_GAP_NS can be told from work by the
+# clock alone; the tracer reads no per-thread CPU clock. ripgrep -j2 on a cold page cache: 1.83 s of times
+# under 1 ms between its 3 threads' calls in a capture of 1.05 s, a model 13.7x its program's wall time
+# (bench/results/2026-11-27-model-fidelity-4.md).
+SEVERAL_THREADS_WHY = ("threads alive at once in the capture: their times between calls hold their waits for "
+                       "locks, each other and the disk, which the capture's clocks cannot tell from work")
+
 
 @dataclass
 class WorkCost:
