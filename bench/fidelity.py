@@ -98,8 +98,9 @@ SCENC = [sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit
 # way (`python -m scenc.cli` would load cli.py twice, as __main__ and as scenc.cli)
 
 
-def scenc_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*SCENC, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def scenc_cli(*args: str, env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    """scenc ARGS, its output kept; env: the environment (None: this process's)."""
+    return subprocess.run([*SCENC, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def capture(argv: Sequence[str], trace: Path, method: str = "preload") -> None:

@@ -46,7 +46,7 @@ from typing import Callable, List, Optional, Sequence
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from fidelity import (DEFAULT_ALLOCATORS, MIB, METRICS, SCENC, beside, capture, metric_block,  # noqa: E402
+from fidelity import (DEFAULT_ALLOCATORS, MIB, METRICS, beside, capture, metric_block,  # noqa: E402
                       run_session, scenc_cli, summary_table, verdicts_of)
 
 RATIO_RANGE = (0.75, 1.33)       # the model's peak RSS over the program's
@@ -239,12 +239,18 @@ PROGRAMS = [
 ]
 
 
+def under_glibc(pair: dict, metric: str) -> tuple:
+    """(the program's figures, the model's, the model's over the program's under glibc) of one metric."""
+    found = pair["metrics"][metric]
+    real, model = dict(found["program"]), dict(found["scenario"])
+    ratio = model["glibc"] / real["glibc"] if real.get("glibc") and model.get("glibc") else float("nan")
+    return real, model, ratio
+
+
 def rss_lines(pair: dict, names: Sequence[str]) -> tuple:
     """(lines, ratio, deltas ok, deltas checked): the model's peak RSS over the program's under glibc, and each
     allocator's difference from glibc, model against program."""
-    rss = pair["metrics"]["peak_rss_kib"]
-    real, model = dict(rss["program"]), dict(rss["scenario"])
-    ratio = model["glibc"] / real["glibc"] if real.get("glibc") and model.get("glibc") else float("nan")
+    real, model, ratio = under_glibc(pair, "peak_rss_kib")
     ok_ratio = RATIO_RANGE[0] <= ratio <= RATIO_RANGE[1]
     lines = [f"  peak RSS under glibc: model {model.get('glibc', float('nan')) / MIB:.1f} MiB, program "
              f"{real.get('glibc', float('nan')) / MIB:.1f} MiB: {ratio:.2f}x "
@@ -264,9 +270,7 @@ def rss_lines(pair: dict, names: Sequence[str]) -> tuple:
 def wall_line(pair: dict) -> tuple:
     """The model's wall time over the program's, under glibc: (line, ratio). A model that makes its calls
     without the program's time between them runs far shorter than its program (docs/capture.md)."""
-    wall = pair["metrics"]["wall_s"]
-    real, model = dict(wall["program"]), dict(wall["scenario"])
-    ratio = model["glibc"] / real["glibc"] if real.get("glibc") and model.get("glibc") else float("nan")
+    real, model, ratio = under_glibc(pair, "wall_s")
     return (f"  wall time under glibc: model {model.get('glibc', float('nan')) * 1e3:.1f} ms, program "
             f"{real.get('glibc', float('nan')) * 1e3:.1f} ms: {ratio:.2f}x"), ratio
 
@@ -277,8 +281,7 @@ def convert_model(trace: Path, scn: Path, before: Optional[Path]) -> subprocess.
     cmd = ("convert", "--model", str(trace), "-o", str(scn))
     if before is None:
         return scenc_cli(*cmd)
-    env = dict(os.environ, PYTHONPATH=str(before))
-    return subprocess.run([*SCENC, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return scenc_cli(*cmd, env=dict(os.environ, PYTHONPATH=str(before)))
 
 
 def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], runs: int, seed: int,
