@@ -22,7 +22,7 @@ from .collect import Collector
 from .fit import Phase, map_written_percent
 from .image import ProgramImage
 from .shape import Group
-from .work import SEVERAL_THREADS_WHY, WorkCost, measure_cost
+from .work import WorkCost, measure_cost
 from .write import NOT_MEASURED, ModelWriter
 
 __all__ = ["write_model", "fit_work", "measure_peak", "calibrate_peak", "ensure_finishes", "finishes_unrun",
@@ -290,9 +290,7 @@ def fit_work(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -> Op
     writer = result.writer
     if writer is None or writer.clock != "preload" or not writer.col.has_time:
         return None
-    if writer.col.alive_at_most(writer.col.born) > 1:
-        writer.work_why = SEVERAL_THREADS_WHY
-        _rewrite(result)
+    if writer.col.alive_at_most(writer.col.born) > 1:     # the header says why (ModelWriter._time_between_calls)
         return None
     cost = measure_cost(result.scn_path, cc, timeout, MODEL_IDLE_S)
     if cost is None:

@@ -20,7 +20,7 @@ from .image import ProgramImage
 from .plan import GroupPlan, GroupPlanner, PhasePlan
 from .stmt import Stmt, alloc_text
 from .shape import MAX_CAPACITY, Group, ModelShape
-from .work import MEASURE_RUNS, NO_WORK_WHY, TRACER_CALL_NS, WorkCost, capture_gap_ns
+from .work import MEASURE_RUNS, NO_WORK_WHY, SEVERAL_THREADS_WHY, TRACER_CALL_NS, WorkCost, capture_gap_ns
 
 NOT_MEASURED = "not measured"
 PEAK_HOW = "one run of this file under glibc with the `live` probe, made by scenc convert"
@@ -440,8 +440,9 @@ class ModelWriter:
         if self.clock != "preload" or not col.has_time:
             why = NO_WORK_WHY.get(self.clock or "", "no clock in the capture")
             return f"time between calls: dropped ({why}): the model makes its calls one after another"
+        why = SEVERAL_THREADS_WHY if col.alive_at_most(col.born) > 1 else self.work_why
         if cost is None:
-            return (f"time between calls: dropped ({self.work_why}); the capture's clocks hold "
+            return (f"time between calls: dropped ({why}); the capture's clocks hold "
                     f"{gaps / 1e6:.1f} ms of it (times between a thread's calls up to {DENSE_GAP_NS / 1e6:g} ms)")
         return (f"time between calls: kept as `work(n)` (CPU work on registers, no memory), per group and phase "
                 f"spread over its rounds: {gaps / 1e6:.1f} ms in the capture's clocks (the times between each "
