@@ -28,9 +28,7 @@ UNKNOWN = "name whose value had an error"
 
 # A name that is also C or runtime vocabulary could still never reach C as is
 # (the compiler prefixes every user name), but it would read badly in `emit`.
-RESERVED = {"self", "malloc", "calloc", "realloc", "free", "free_all", "send", "recv",
-            "write", "touch", "aligned_alloc", "memalign", "posix_memalign", "random", "uniform",
-            "pow2", "choice", "lognormal", "geometric", "histogram", "swap", "map", "unmap", "work"}
+RESERVED = {"self", *BUILTINS}      # every builtin's name, and `self`
 
 MAX_NAME = 64
 INT64_MAX = (1 << 63) - 1  # every integer the program computes is an int64_t
