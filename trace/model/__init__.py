@@ -288,9 +288,7 @@ def fit_work(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -> Op
     Before the calibration, which runs the model with it. None (no `work`) when the capture's clock gives no
     such time or a measuring run failed (the measurement after says why)."""
     writer = result.writer
-    if writer is None or writer.clock != "preload" or not writer.col.has_time:
-        return None
-    if writer.col.alive_at_most(writer.col.born) > 1:     # the header says why (ModelWriter._time_between_calls)
+    if writer is None or writer.work_refused():        # the header says why
         return None
     cost = measure_cost(result.scn_path, cc, timeout, MODEL_IDLE_S)
     if cost is None:

@@ -10,7 +10,7 @@ unmapped. The mapping is the same under every allocator: it moves the model's RS
 from dataclasses import dataclass
 from typing import Optional
 
-PAGE = 4096
+from ..events import PAGE
 
 # A model's own file-backed resident memory at its end, under the preload tracer (as the program's figure is
 # taken): `scenc capture -- MODEL` of a built model, `scenc trace-stats` of it (image at the end), x86-64

@@ -44,7 +44,6 @@ SEVERAL_THREADS_WHY = ("threads alive at once in the capture: their times betwee
 class WorkCost:
     unit_ns: float              # one `work` unit on this machine
     call_ns: float              # the model's CPU time per call without work, under glibc, all threads
-    threshold_ns: int = 0       # gaps longer than this were left out (collect.DENSE_GAP_NS)
     # (group, phase) -> the time one of the group's threads spent in the phase's `measure` block, without work
     phase_ns: Dict[Tuple[str, int], float] = field(default_factory=dict)
 
@@ -70,7 +69,7 @@ def capture_gap_ns(col) -> int:
     return sum(tw.c["gap_ns"] for tws in col.thread_windows.values() for tw in tws if tw is not None)
 
 
-def _least_run(binary: Path, timeout: float, idle: float) -> list:
+def _runs(binary: Path, timeout: float, idle: float) -> list:
     """The reports of MEASURE_RUNS runs of a built scenario."""
     from ...system.process import run_watched
     reports = []
@@ -87,12 +86,11 @@ def measure_cost(scn_path: Path, cc: str = "gcc", timeout: float = 120.0, idle: 
     its calls; the model as written, so without work), the least of MEASURE_RUNS runs each, under the system's
     malloc (glibc: the capture's). None when a run fails (the model's own measurement then says why)."""
     from ...compiler.pipeline import build
-    from .collect import DENSE_GAP_NS
     with tempfile.TemporaryDirectory(prefix="scenc-work-") as tmp:
         unit = Path(tmp) / "unit.scn"
         unit.write_text(f'scenario "work_unit"\nthread main {{\n    work({UNIT_LOOP})\n}}\n')
-        unit_runs = _least_run(build(unit, cc=cc).binary, timeout, idle)
-    model_runs = _least_run(build(scn_path, cc=cc).binary, timeout, idle)
+        unit_runs = _runs(build(unit, cc=cc).binary, timeout, idle)
+    model_runs = _runs(build(scn_path, cc=cc).binary, timeout, idle)
     if not unit_runs or not model_runs:
         return None
     unit_ns = min(sum(t["cpu_ns"] for t in r["threads"]) for r in unit_runs) / UNIT_LOOP
@@ -109,4 +107,4 @@ def measure_cost(scn_path: Path, cc: str = "gcc", timeout: float = 120.0, idle: 
         for key, times in spent.items():        # a thread's mean; the least run
             mean = sum(times) / len(times)
             phase_ns[key] = min(phase_ns.get(key, mean), mean)
-    return WorkCost(unit_ns, min(per_call), DENSE_GAP_NS, phase_ns)
+    return WorkCost(unit_ns, min(per_call), phase_ns)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ..events import FREE_KINDS, REALLOC_KINDS
+from ..events import FREE_KINDS, PAGE, REALLOC_KINDS
 from .collect import DENSE_GAP_NS, MAX_MAP_RECORDS, MODEL_KIND, Collector, hist_totals, merge_hist
 from .files import HistogramFiles, safe_name
 from .image import ProgramImage
@@ -96,6 +96,7 @@ class ModelWriter:
         # The program's time between calls (trace/model/work.py): the capture's format, whose clock gives it
         # ('preload') or not (NO_WORK_WHY); what a unit and a call cost, once measured (None: no `work` written)
         self.clock = clock
+        self.threads_at_once = col.alive_at_most(col.born)
         self.work_cost: Optional[WorkCost] = None
         self.work_why = "not measured (convert --no-measure): no `work`"
         self.work_written = 0               # `work` units the model's threads make, all threads
@@ -245,13 +246,13 @@ class ModelWriter:
         """The stand-in for the program's image, in its group's thread(s), before the phases."""
         if g.name != self.image_group:
             return []
-        pages = -(-self.image.standin_bytes // 4096 // g.n)
-        self.image_mapped = pages * 4096 * g.n
+        pages = -(-self.image.standin_bytes // PAGE // g.n)
+        self.image_mapped = pages * PAGE * g.n
         share = f", 1/{g.n} of it in each thread of the group" if g.n > 1 else ""
         return _wrap(f"the program's image: its code and files resident at its end, less a model's own (the "
                      f"header's `image`){share}: written whole, never unmapped, the same under every "
                      f"allocator", "    # ", "    #   ") + \
-            [f"    map({pages * 4096}, percent_written = 100) lives forever"]
+            [f"    map({pages * PAGE}, percent_written = 100) lives forever"]
 
     def _phase_block(self, g: Group, pi: int, p, phase: PhasePlan) -> List[str]:
         """A phase's comment (its lifetimes' fit, also in the summary) and its `measure` block."""
@@ -433,14 +434,24 @@ class ModelWriter:
                        "when a KS test does not reject it, else a table of buckets): " + "; ".join(self.fits))
         return out
 
+    def _no_clock(self) -> Optional[str]:
+        """Why the capture's clocks give no time between calls (its format), or None when they do."""
+        if self.clock != "preload" or not self.col.has_time:
+            return NO_WORK_WHY.get(self.clock or "", "no clock in the capture")
+        return None
+
+    def work_refused(self) -> Optional[str]:
+        """Why no `work` can be fitted to this capture whatever is measured (no clock, threads alive at once), or
+        None."""
+        return self._no_clock() or (SEVERAL_THREADS_WHY if self.threads_at_once > 1 else None)
+
     def _time_between_calls(self) -> str:
         """What the model keeps of the program's own time between its calls (trace/model/work.py)."""
-        col, cost = self.col, self.work_cost
-        gaps = capture_gap_ns(col)
-        if self.clock != "preload" or not col.has_time:
-            why = NO_WORK_WHY.get(self.clock or "", "no clock in the capture")
-            return f"time between calls: dropped ({why}): the model makes its calls one after another"
-        why = SEVERAL_THREADS_WHY if col.alive_at_most(col.born) > 1 else self.work_why
+        cost, no_clock = self.work_cost, self._no_clock()
+        if no_clock:
+            return f"time between calls: dropped ({no_clock}): the model makes its calls one after another"
+        gaps = capture_gap_ns(self.col)
+        why = self.work_refused() or self.work_why
         if cost is None:
             return (f"time between calls: dropped ({why}); the capture's clocks hold "
                     f"{gaps / 1e6:.1f} ms of it (times between a thread's calls up to {DENSE_GAP_NS / 1e6:g} ms)")
@@ -448,8 +459,8 @@ class ModelWriter:
                 f"spread over its rounds: {gaps / 1e6:.1f} ms in the capture's clocks (the times between each "
                 f"thread's calls, those up to {DENSE_GAP_NS / 1e6:g} ms: a longer one is waiting, blocked in the "
                 f"kernel, and is dropped; the tracer reads its clock every few thousand records and spreads "
-                f"the time between two readings over their calls, so shorter waits count), each less {TRACER_CALL_NS:g} ns for the tracer and the model's own "
-                f"cost of a call (its phase's time per call, the model run without work under glibc as the capture "
+                f"the time between two readings over their calls, so shorter waits count), each less "
+                f"{TRACER_CALL_NS:g} ns for the tracer and the model's own cost of a call (its phase's time per call, the model run without work under glibc as the capture "
                 f"ran, the least of {MEASURE_RUNS} runs; {cost.call_ns:.1f} ns of CPU time a call over the whole "
                 f"model): {self.work_written} units at "
                 f"{cost.unit_ns:.3f} ns ({self.work_written * cost.unit_ns / 1e6:.1f} ms, measured here"
@@ -481,7 +492,7 @@ class ModelWriter:
         rows.append(("cross-thread frees", f"{100 * share:.1f}%", f"{100 * model_share:.1f}%"))
         if col.thread_starts:
             alive = sum(self.shape.churn.get(g.name, g.n) for g in self.groups)
-            rows.append(("threads alive, at most", f"{col.alive_at_most(col.born)}", f"{alive}"))
+            rows.append(("threads alive, at most", f"{self.threads_at_once}", f"{alive}"))
         rows.append(("live bytes, peak", f"{col.peak_bytes}", NOT_MEASURED))
         if col.map_calls:
             # the program's own writable mappings (`map`), apart from the heap: not allocator calls
