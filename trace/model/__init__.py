@@ -293,6 +293,7 @@ def fit_work(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -> Op
     cost = measure_cost(result.scn_path, cc, timeout, MODEL_IDLE_S)
     if cost is None:
         writer.work_why = "the model's measuring runs failed"
+        _rewrite(result)                                # its header said "not measured" until now
         return None
     writer.work_cost = cost
     _rewrite(result)
