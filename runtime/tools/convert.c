@@ -308,8 +308,7 @@ static int64_t thread_index(const cv *c, uint32_t tid) {
 static void tid_rehash(cv *c) {
   size_t cap = c->tslot_cap ? c->tslot_cap * 2 : 64;
   uint32_t *old = c->tslot;
-  c->tslot = calloc(cap, sizeof *c->tslot);
-  if (!c->tslot) tr_oom();
+  c->tslot = tr_xcalloc(cap, sizeof *c->tslot);
   c->tslot_cap = cap;
   for (size_t i = 0; i < c->nt; i++) c->tslot[tid_probe(c, c->t[i].tid)] = (uint32_t)i + 1;
   free(old);
@@ -448,8 +447,7 @@ static void live_grow(cv *c) {
   cv_live *old = c->live;
   size_t cap = c->live_cap;
   c->live_cap = cap ? cap * 2 : 1024;
-  c->live = calloc(c->live_cap, sizeof *c->live);
-  if (!c->live) tr_oom();
+  c->live = tr_xcalloc(c->live_cap, sizeof *c->live);
   c->nlive = 0;
   for (size_t i = 0; i < cap; i++) if (old[i].ptr) live_put(c, old[i].ptr, old[i].slot, old[i].nbytes);
   free(old);
@@ -486,8 +484,7 @@ static void live_del(cv *c, cv_live *e) {
 static cv_page *page_slot(cv *c, uint64_t page, int add) {
   if (add && 2 * (c->npages + 1) > c->pages_cap) {
     size_t cap = c->pages_cap ? 2 * c->pages_cap : 1 << 12;
-    cv_page *t = calloc(cap, sizeof *t);
-    if (!t) tr_oom();
+    cv_page *t = tr_xcalloc(cap, sizeof *t);
     for (size_t k = 0; k < c->pages_cap; k++)
       if (c->page[k].key) {
         size_t h = (size_t)(c->page[k].key * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);

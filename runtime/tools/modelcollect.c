@@ -61,7 +61,7 @@ typedef struct { om_ent *e; size_t n, cap; om_slot *idx; size_t icap; } omap;
 static om_ent *om_get(omap *m, uint64_t key) {
   if (m->n * 2 >= m->icap) {
     size_t cap = m->icap ? m->icap * 2 : 16;
-    om_slot *s = tr_xcalloc(cap * sizeof *s, 1);
+    om_slot *s = tr_xcalloc(cap, sizeof *s);
     for (size_t i = 0; i < m->n; i++) {
       size_t h = mix64(m->e[i].key) & (cap - 1);
       while (s[h].pos) h = (h + 1) & (cap - 1);
@@ -462,7 +462,7 @@ static live_ent *live_find(uint64_t ptr) {
 }
 static void live_grow(void) {
   size_t cap = S.live_cap ? S.live_cap * 2 : 1024;
-  live_ent *v = tr_xcalloc(cap * sizeof *v, 1);
+  live_ent *v = tr_xcalloc(cap, sizeof *v);
   for (size_t i = 0; i < S.live_cap; i++)
     if (S.live[i].ptr) {
       size_t h = mix64(S.live[i].ptr) & (cap - 1);
@@ -1043,7 +1043,7 @@ static int cmp_piece(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 static int64_t most_at_once(const int64_t *spans, size_t n) {  /* an end at x before a start at x */
-  int64_t *steps = tr_xcalloc(n * sizeof *steps, 1), most = 0, level = 0;
+  int64_t *steps = tr_xcalloc(n, sizeof *steps), most = 0, level = 0;
   for (size_t i = 0; i < n; i++) steps[i] = spans[i] * 2 + (i % 2 == 0);
   qsort(steps, n, sizeof *steps, cmp_i64);
   for (size_t i = 0; i < n; i++) {
@@ -1056,7 +1056,7 @@ static int64_t most_at_once(const int64_t *spans, size_t n) {  /* an end at x be
 
 static void finish(void) {
   int64_t last = S.nwins ? (int64_t)S.nwins - 1 : 0;
-  live_ent *objs = tr_xcalloc(S.live_n * sizeof *objs, 1);
+  live_ent *objs = tr_xcalloc(S.live_n, sizeof *objs);
   size_t n = 0;
   for (size_t i = 0; i < S.live_cap; i++) if (S.live[i].ptr) objs[n++] = S.live[i];
   qsort(objs, n, sizeof *objs, cmp_live);
@@ -1077,10 +1077,10 @@ static void finish(void) {
   free(objs);
   S.live_at_end = (int64_t)S.live_n;
   /* kept: the mappings still mapped, in the pieces' dict order, then those unmapped at a thread's teardown */
-  piece_t *ps = tr_xcalloc(S.npieces * sizeof *ps, 1);
+  piece_t *ps = tr_xcalloc(S.npieces, sizeof *ps);
   if (S.npieces) memcpy(ps, S.pieces, S.npieces * sizeof *ps);
   qsort(ps, S.npieces, sizeof *ps, cmp_piece);
-  int64_t *kept = tr_xcalloc((S.npieces + S.nmaps + 1) * sizeof *kept, 1);
+  int64_t *kept = tr_xcalloc(S.npieces + S.nmaps + 1, sizeof *kept);
   uint8_t *in_kept = tr_xcalloc(S.nmaps + 1, 1);
   size_t nkept = 0;
   for (size_t i = 0; i < S.npieces; i++) {

@@ -224,8 +224,7 @@ static uint32_t tr_hash32(uint32_t x) { return (x * 2654435769u); }
 static tr_thread *tr_thread_of(tr_log *log, uint32_t tid, int *fresh) {
   if (log->nthreads * 2 >= log->slot_cap) {       /* rehash at half full */
     size_t cap = log->slot_cap ? log->slot_cap * 2 : 64;
-    uint32_t *s = calloc(cap, sizeof *s);
-    if (!s) tr_oom();
+    uint32_t *s = tr_xcalloc(cap, sizeof *s);
     for (size_t i = 0; i < log->nthreads; i++) {
       size_t h = tr_hash32(log->threads[i].tid) & (cap - 1);
       while (s[h]) h = (h + 1) & (cap - 1);

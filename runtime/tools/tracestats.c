@@ -30,7 +30,7 @@ static uint64_t add64(uint64_t a, uint64_t b, const char *what) {
 }
 static uint64_t range_end(uint64_t lo, uint64_t len) {     /* lo + len in whole pages */
   if (len > UINT64_MAX - (PAGE - 1)) { beyond = "a mapping's length"; return lo; }
-  return add64(lo, (len + PAGE - 1) / PAGE * PAGE, "a mapping's end");
+  return add64(lo, pages(len), "a mapping's end");
 }
 
 /* ---------------------------------------------------------------- live blocks: profile.py's `live` dict */
