@@ -293,6 +293,17 @@ def big_kept_objects(records: list, kept: dict, peak_bytes: int) -> list:
     return sorted(chosen, key=lambda r: r[1])
 
 
+def class_kinds(c: dict) -> Dict[int, Dict[object, int]]:
+    """Size class -> model kind -> objects freed by their own thread, from a ThreadWindow's counters
+    (('lives_class', mk, class))."""
+    out: Dict[int, Dict[object, int]] = {}
+    for k, n in c.items():
+        if isinstance(k, tuple) and k[0] == "lives_class":
+            kinds = out.setdefault(k[2], {})
+            kinds[k[1]] = kinds.get(k[1], 0) + n
+    return out
+
+
 @dataclass
 class PhaseLarge:
     """What long_big_objects needs of a record's phase (one thread's figures)."""

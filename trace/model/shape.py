@@ -12,7 +12,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .collect import (MAX_HANDOFFS, MAX_PEAK_FREED, BigObject, ThreadWindow, Collector, hist_minus, life_bucket,
                       merge_hist, size_bucket, size_class)
 from .fit import (BIG_OBJECT_SHARE, LONG_LIFE_SHARE, Phase, PhaseLarge, ThreadSummary, alike_but_receives, big_chains,
-                  big_kept_objects, big_objects, burst_objects, chain_slots, detect_phases, group_threads, large_class,
+                  big_kept_objects, big_objects, burst_objects, class_kinds, chain_slots, detect_phases, group_threads, large_class,
                   long_big_objects)
 
 MAX_CAPACITY = 1 << 20      # channel slots live in the runtime's arena: 16 MiB at most per channel
@@ -480,22 +480,17 @@ class ModelShape:
         col = self.col
         have = {r.at[0] for r in records}
         candidates = {}
-        for owner, o, t, nbytes, mk, life, end in (() if col.peak_overflow else col.peak_freed):
-            if owner == tid and o not in have:
-                r = BigObject((o, t), nbytes, mk)
-                r.how, r.life, r.end = "local", life, end
-                candidates[o] = r
+        for record in (() if col.peak_overflow else col.peak_freed):
+            if record[0] == tid and record[1] not in have:
+                candidates[record[1]] = _freed_object(record)
         for _, _, r in col.big_objects.get(tid, []):
             if r.at[0] not in have:
                 candidates.setdefault(r.at[0], r)
         phases = []
         for pi, p in enumerate(summary.phases):
-            by_class: Counter = Counter()
-            for k, n in p.c.items():
-                if isinstance(k, tuple) and k[0] == "lives_class":
-                    by_class[k[2]] += n
+            by_class = {cls: sum(kinds.values()) for cls, kinds in class_kinds(p.c).items()}
             cls = large_class(p.lives_by_class) if p.lives_by_class else None
-            phases.append(PhaseLarge(pi, self.clock_span(tid, pi)[1], cls, dict(by_class)))
+            phases.append(PhaseLarge(pi, self.clock_span(tid, pi)[1], cls, by_class))
         extra = long_big_objects(list(candidates.values()), col.peak_bytes, lambda r: phases[self.phase_of(r.at)])
         if not extra:
             return records
@@ -592,20 +587,19 @@ class ModelShape:
                 continue
             held_o = {r[1] for r in held}
             objects = []
-            for _, o, t, nbytes, mk, life, end in chosen:
-                r = BigObject((o, t), nbytes, mk)
-                r.how, r.life, r.end = "local", life, end
+            for record in chosen:
+                r = _freed_object(record)
                 objects.append(r)
-                w, wd = o // col.window, end // col.window
-                if o in held_o:
-                    self._take_held(g, self._phase_of_window(w), peak_phase, w, wd, nbytes, mk)
+                w, wd = r.at[0] // col.window, r.end // col.window
+                if r.at[0] in held_o:
+                    self._take_held(g, self._phase_of_window(w), peak_phase, w, wd, r.size, r.mk)
                     continue
                 for thread_window in (summary.phases[peak_phase], summary.total):
                     _take_object(thread_window, r)
                 if wd != w and wd in col.thread_windows[tid][w].dies:
-                    entry = col.thread_windows[tid][w].dies[wd][size_class(nbytes)]
-                    _take_from_class(entry, nbytes, life)
-                    entry[4][mk] -= 1
+                    entry = col.thread_windows[tid][w].dies[wd][size_class(r.size)]
+                    _take_from_class(entry, r.size, r.life)
+                    entry[4][r.mk] -= 1
             self.bursts[g.name] = (peak_phase, objects)
             self.notes.append(f"{len(objects)} objects of {g.name} live at the capture's peak of live bytes "
                               f"({sum(r.size for r in objects)} bytes), made in phase {peak_phase + 1} and freed "
@@ -724,6 +718,15 @@ class ModelShape:
             return False
         return any(s.total.c[k] > 0 for g in self.groups for s in g.summaries for k in list(s.total.c)
                    if isinstance(k, tuple) and k[0] == "kept") or any(self.big_objects.values())
+
+
+def _freed_object(record: tuple) -> BigObject:
+    """A Collector.peak_freed record (owner, ordinal, clock, bytes, kind, lifetime, ordinal of its free) as the
+    record of an object freed by its own thread."""
+    _, o, t, nbytes, mk, life, end = record
+    r = BigObject((o, t), nbytes, mk)
+    r.how, r.life, r.end = "local", life, end
+    return r
 
 
 def _take_object(thread_window: ThreadWindow, r) -> None:

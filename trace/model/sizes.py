@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .collect import SIZE_CLASS_BOUNDS, ThreadWindow, hist_minus, hist_totals, merge_hist, size_class
 from .files import HistogramFiles
-from .fit import class_bound, fit_lifetimes, large_class, large_realloc_class
+from .fit import class_bound, class_kinds, fit_lifetimes, large_class, large_realloc_class
 from .shape import Group, ModelShape
 
 #: At most this many objects kept to the end (or reallocs) in a phase are written one by one with their sizes.
@@ -167,6 +167,7 @@ class PhaseSizer:
         all_sizes: dict = {}
         out, comments = [], []
         bands = large_bands(agg.lives_by_class, large_from)
+        kinds = class_kinds(agg.c)
         for band in bands:
             lives: dict = {}
             sizes: dict = {}
@@ -177,9 +178,8 @@ class PhaseSizer:
             merge_hist(all_lives, lives)
             merge_hist(all_sizes, sizes)
             counts: Counter = Counter()
-            for k, v in agg.c.items():
-                if isinstance(k, tuple) and k[0] == "lives_class" and k[2] in band:
-                    counts[k[1]] += v
+            for cls in band:
+                counts.update(kinds.get(cls, {}))
             fit = fit_lifetimes(lives)
             n, total = hist_totals(sizes)
             bound = class_bound(band[0])
