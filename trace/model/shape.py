@@ -12,8 +12,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .collect import (MAX_HANDOFFS, MAX_PEAK_FREED, BigObject, ThreadWindow, Collector, hist_minus, life_bucket,
                       merge_hist, size_bucket, size_class)
 from .fit import (BIG_OBJECT_SHARE, LONG_LIFE_SHARE, Phase, PhaseLarge, ThreadSummary, alike_but_receives, big_chains,
-                  big_kept_objects, big_objects, burst_objects, class_kinds, chain_slots, detect_phases, group_threads, large_class,
-                  long_big_objects)
+                  big_kept_objects, big_objects, burst_objects, class_kinds, chain_slots, detect_phases, group_threads,
+                  large_class, long_big_objects)
 
 MAX_CAPACITY = 1 << 20      # channel slots live in the runtime's arena: 16 MiB at most per channel
 HELD_PARTS = 4              # an object freed in a later part of a phase than its own, or a later phase, is held
