@@ -21,6 +21,9 @@ from typing import Callable, Dict, Optional, Tuple
 MODEL_IDLE_S = 5.0            # a model run that used no CPU for this long has stopped making progress
 SCALE_PARAM = "life_scale"    # the model writer's lifetime scale (plan.py), a knob of the live build
 RUNS_AT_ONCE = 2              # runs of a model of one thread made side by side
+# The live build's runs count bytes, never time: compiled at -O1 (cc1's model: 3.7 s against 5.9 s at -O2, its
+# runs no slower; bench/results/2026-11-27-convert-speed.md), and at the default -O2 if -O1 fails.
+LIVE_FLAGS = ("-O1",)
 
 
 class ModelRunError(RuntimeError):
@@ -41,7 +44,7 @@ class ModelRuns:
         self.progress = progress or (lambda line: None)
         self.deterministic = sum(g.n for g in result.groups) == 1 if result.groups else False
         self.binary: Optional[Path] = None
-        self.peaks: Dict[Tuple[int, int], Tuple[int, Optional[int]]] = {}
+        self.found: Dict[Tuple[int, int], Tuple[int, Optional[int]]] = {}
         self.runs = 0
         self._default = False           # not read yet
 
@@ -73,13 +76,21 @@ class ModelRuns:
         knobs = (SCALE_PARAM,) if f"\nparam {SCALE_PARAM} = " in text else ()
         self.progress("building the model" + (" (twice at once: with the live probe, and as written)"
                                               if work_build else " with the live probe"))
+        from ...compiler.build import BuildError
+
+        def live_build():
+            try:
+                return build(self.path, cc=self.cc, probes=probes.c_parts("live"), knobs=knobs, extra_flags=LIVE_FLAGS)
+            except BuildError:          # a warning only an optimisation level shows: the flags the user's build has
+                return build(self.path, cc=self.cc, probes=probes.c_parts("live"), knobs=knobs)
+
         with ThreadPoolExecutor(2) as pool:
             plain = pool.submit(build, self.result.scn_path, cc=self.cc) if work_build else None
-            live = pool.submit(build, self.path, cc=self.cc, probes=probes.c_parts("live"), knobs=knobs)
+            live = pool.submit(live_build)
             self.binary = live.result().binary
             if plain is not None:
                 plain.result()
-        self.peaks.clear()
+        self.found.clear()
         self._default = False
 
     def peak(self, seed: int = 1, scale: Optional[int] = None) -> Tuple[int, Optional[int]]:
@@ -91,13 +102,13 @@ class ModelRuns:
         scale = None if default is None else (default if scale is None else scale)
         knob = [] if scale is None else [f"{SCALE_PARAM}={scale}"]
         key = (seed, scale or 0)
-        if self.deterministic and key in self.peaks:
-            return self.peaks[key]
+        if self.deterministic and key in self.found:
+            return self.found[key]
         self.runs += 1
         self.progress(f"run {self.runs} of the model (seed {seed}" + (f", lifetimes x{scale / 100:g}" if knob else "")
                       + ")")
         found = self._run([f"seed={seed}", *knob, *(["work=0"] if self.deterministic else [])])
-        self.peaks[key] = found
+        self.found[key] = found
         return found
 
     def peaks(self, seeds, scale: Optional[int] = None) -> list:
