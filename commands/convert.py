@@ -5,7 +5,6 @@ a record converts and exits 4 (errors.py); 64: nothing to convert.
 """
 
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..compiler.pipeline import load
@@ -35,19 +34,17 @@ def convert(args) -> int:
         raise TraceInputError(f"{out}: the output is a scenario and must end in .scn")
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
+        touch, figures = _model_touch(source, args.touch)
         image = image_of(source, left_out=args.no_image)
         if source.format == "preload" and not source.events.windowed:
             # The collector's pass in C (trace/model/native.py), its own progress line. A window (capture --server)
-            # is cut by the Python reader (trace/window.py), which the C collector does not repeat. --touch auto's
-            # pass over the log (the exact converter's) is another program: both run at once.
-            with ThreadPoolExecutor(1) as pool:
-                touched = pool.submit(_model_touch, source, args.touch)
-                collector = collect_tracer_log(source.path, progress=sys.stderr.isatty())
-                touch, figures = touched.result()
+            # is cut by the Python reader (trace/window.py), which the C collector does not repeat. (--touch auto's
+            # pass, the exact converter's, run beside it was slower on a busy machine of two CPUs: both read the
+            # log at memory speed; bench/results/2026-11-27-convert-speed.md.)
+            collector = collect_tracer_log(source.path, progress=sys.stderr.isatty())
             model = write_model(None, out, source_name=source.path.name, max_phases=args.max_phases, touch=touch,
                                 collector=collector, touch_figures=figures, image=image, clock=source.format)
         else:
-            touch, figures = _model_touch(source, args.touch)
             model = write_model(_with_progress(source.events), out, source_name=source.path.name,
                                 max_phases=args.max_phases, touch=touch, touch_figures=figures, image=image,
                                 clock=source.format)
