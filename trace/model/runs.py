@@ -59,12 +59,12 @@ class ModelRuns:
         writer = self.result.writer
         if writer is None or writer.life_scale is not None or not _scalable(self.result.text):
             return self.result.text
-        kept = writer.life_scale, writer.calibration, writer.data_files
+        calibration = writer.calibration
         writer.life_scale, writer.calibration = 100, "(being calibrated)"
         try:
             return writer.write()       # the same histogram files: only the lifetimes change
         finally:
-            writer.life_scale, writer.calibration = kept[0], kept[1]
+            writer.life_scale, writer.calibration = None, calibration
 
     def prepare(self, work_build: bool = False) -> None:
         """Build the model with the `live` probe and knobs; with work_build, also the model as written
