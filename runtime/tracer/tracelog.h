@@ -1,4 +1,4 @@
-/* tracelog.h -- the preload tracer's log: its record, the version 4 encoder and the one decoder.
+/* tracelog.h -- the preload tracer's log: its record, the version 4 encoder (and 6's CPU clock) and the one decoder.
  *
  * runtime/tracer/tracer.c encodes with it; runtime/tools/tracelog.c (the library trace/tracerlog.py loads)
  * and the C converter decode with it. Header-only, no allocation, no I/O.
@@ -41,6 +41,12 @@
  * names, in the order arg[0], arg[1], arg[2], result: a size is a varint; a pointer is 0 for NULL, else
  * zigzag((p - previous pointer) >> 3) + 1 (the previous non-NULL pointer of the chunk), or with
  * SCN_TL_X_RAW the pointer itself. Varints: 7 bits a byte, low first, high bit = more follow.
+ * Version 6: SCN_TL_X_CPU, a varint after the step: the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID, ns) read at
+ * this record, less the chunk's previous reading (the first reading of a chunk: the clock itself). The tracer reads
+ * it at a chunk's first record and at a time mark when about 200 us have passed since its last reading
+ * (tracer_record.h, CPU_EVERY_KEYS). A record's CPU clock (scn_tl_decode_cpu) is that of the last reading at or
+ * before it: the CPU time between two records of a thread is what the thread ran between the readings around them,
+ * its waits (blocked, descheduled) left out (trace/model/work.py).
  * Fields a layout leaves out decode as 0; so do dur_ns (not recorded since version 3) and err
  * and span without their extension bits. A version 4 chunk's first record has the chunk header's seq (its step
  * is 0 until the first time mark, which is that record). A record's ns maps its tick linearly onto
@@ -70,7 +76,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SCN_TRACE_VERSION 5   /* 5: window marks (K_WINDOW); 4: per-thread clocks, time marks, counters; 3: compact
+#define SCN_TRACE_VERSION 6   /* 6: the threads' CPU clocks (SCN_TL_X_CPU); 5: window marks (K_WINDOW); 4: per-thread clocks, time marks, counters; 3: compact
                                  chunks; 2 added thread and mapping records; 1 */
 
 enum scn_trace_kind {   /* record kinds; trace/tracerlog.py KIND_CODES mirrors them */
@@ -151,7 +157,7 @@ _Static_assert(sizeof(struct scn_trace_header) == 64, "the header is one record 
 _Static_assert(sizeof(struct scn_tl_chunk) == SCN_TL_CHUNK_SIZE, "chunk headers are 72 bytes");
 
 enum { SCN_TL_SEQ_NEXT = 0x40, SCN_TL_EXT = 0x80, SCN_TL_CODE = 0x3f };
-enum { SCN_TL_X_FLAGS = 1, SCN_TL_X_ERR = 2, SCN_TL_X_SPAN = 4, SCN_TL_X_RAW = 8, SCN_TL_X_TIME = 16 };
+enum { SCN_TL_X_FLAGS = 1, SCN_TL_X_ERR = 2, SCN_TL_X_SPAN = 4, SCN_TL_X_RAW = 8, SCN_TL_X_TIME = 16, SCN_TL_X_CPU = 32 };
 #define SCN_TL_MAX_RECORD 96   /* an encoded record never takes more */
 
 /* Fields of arg[0], arg[1], arg[2], result: 2 bits each, low first. 0: absent, 1: size, 2: pointer.
@@ -235,12 +241,14 @@ static inline uint8_t *scn_tl_put(uint8_t *p, uint64_t v) {
 struct scn_tl_encoder {
   uint64_t seq, ptr;          /* previous record's seq, previous non-NULL pointer */
   uint64_t step;              /* what seq grows by a record, as the decoder knows it */
+  uint64_t cpu;               /* the chunk's previous CPU clock reading (0: none yet) */
 };
 
 static inline void scn_tl_encoder_start(struct scn_tl_encoder *e, uint64_t seq) {
   e->seq = seq;               /* the chunk header's first seq: the first record's, with a step of 0 */
   e->ptr = 0;
   e->step = 0;
+  e->cpu = 0;
 }
 
 /* Pointers can be stored as deltas >> 3 when every one of the record is 8-aligned against the last. */
@@ -255,17 +263,18 @@ __attribute__((always_inline)) static inline int scn_tl_aligned(uint16_t layout,
 }
 
 /* Encodes r at p (version 4); returns the end. At most SCN_TL_MAX_RECORD bytes. A `step` (not 0) is a time mark:
- * the records after this one advance seq by it. r->ns and r->dur_ns are not stored (times are the seqs'). Always
+ * the records after this one advance seq by it; a `cpu` (not 0, version 6) the thread's CPU clock read at it. r->ns and r->dur_ns are not stored (times are the seqs'). Always
  * inlined, loops unrolled: with a constant kind the layout's branches fold away (gcc -O2 kept both loops, about
  * 40 instructions a call, until told to unroll them). */
 __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_tl_encoder *e, uint8_t *p,
-                                                                   const struct scn_trace_record *r, uint64_t step) {
+                                                                   const struct scn_trace_record *r, uint64_t step,
+                                                                   uint64_t cpu) {
   uint16_t layout = scn_tl_layout[r->kind & SCN_TL_CODE];
   const uint64_t v[4] = {r->arg[0], r->arg[1], r->arg[2], r->result};
   uint64_t ptr = e->ptr, next = e->seq + e->step;   /* in registers: the byte stores below may alias *e */
   int raw = !scn_tl_aligned(layout, v, ptr);
   uint8_t x = (uint8_t)((r->flags ? SCN_TL_X_FLAGS : 0) | (r->err ? SCN_TL_X_ERR : 0) | (r->span ? SCN_TL_X_SPAN : 0) |
-                        (raw ? SCN_TL_X_RAW : 0) | (step ? SCN_TL_X_TIME : 0));
+                        (raw ? SCN_TL_X_RAW : 0) | (step ? SCN_TL_X_TIME : 0) | (cpu ? SCN_TL_X_CPU : 0));
   *p++ = (uint8_t)((r->kind & SCN_TL_CODE) | (r->seq == next ? SCN_TL_SEQ_NEXT : 0) | (x ? SCN_TL_EXT : 0));
   if (x) {
     *p++ = x;
@@ -273,6 +282,7 @@ __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_t
     if (r->err) p = scn_tl_put(p, r->err);
     if (r->span) p = scn_tl_put(p, r->span);
     if (step) p = scn_tl_put(p, step);
+    if (cpu) p = scn_tl_put(p, cpu > e->cpu ? cpu - e->cpu : 0);
   }
   if (r->seq != next) p = scn_tl_put(p, scn_tl_zigzag((int64_t)(r->seq - next)));
 #pragma GCC unroll 4
@@ -295,6 +305,7 @@ __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_t
   e->seq = r->seq;
   e->ptr = ptr;
   if (step) e->step = step;
+  if (cpu > e->cpu) e->cpu = cpu;
   return p;
 }
 
@@ -322,6 +333,7 @@ struct scn_tl_cursor {
   uint64_t scale;       /* ns per tick, fixed point with 32 fraction bits */
   int v4;               /* version 4: seq steps by `step`, times are the seqs' */
   uint64_t step;
+  uint64_t cpu;         /* version 6: the thread's CPU clock at the last reading decoded (0: none yet) */
 };
 
 static inline int scn_tl_chunk_parse(const uint8_t *p, size_t avail, struct scn_tl_chunk *ch,
@@ -354,6 +366,7 @@ static inline void scn_tl_cursor_init(struct scn_tl_cursor *c, const struct scn_
   c->step = c->v4 ? 0 : 1;
   c->ptr = 0;
   c->units = 0;
+  c->cpu = 0;
   c->scale = ch->tick_span ? (uint64_t)(((unsigned __int128)ch->ns_span << 32) / ch->tick_span) : 0;
 }
 
@@ -387,7 +400,7 @@ static inline uint64_t scn_tl_ns(const struct scn_tl_cursor *c, uint64_t ticks) 
 /* One record at c->p; 0 when it is cut short or damaged (err says which), c->p unchanged. */
 static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_record *r, struct scn_tl_error *err) {
   const uint8_t *p = c->p, *end = c->end;
-  uint64_t v, seq = c->seq, ptr = c->ptr, units = c->units, step = c->step, next_step = 0;
+  uint64_t v, seq = c->seq, ptr = c->ptr, units = c->units, step = c->step, next_step = 0, cpu = c->cpu;
   if (p >= end) goto cut;
   uint8_t k = *p++, x = 0;
   uint16_t layout = scn_tl_layout[k & SCN_TL_CODE];
@@ -421,6 +434,10 @@ static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_re
         err->what = "a time mark of step 0: the log is damaged";
         goto stop;
       }
+    }
+    if (x & SCN_TL_X_CPU) {
+      if (!scn_tl_get(&p, end, &v)) goto cut;
+      cpu += v;
     }
   }
   if (k & SCN_TL_SEQ_NEXT) {
@@ -459,6 +476,7 @@ static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_re
   c->seq = seq;
   c->ptr = ptr;
   c->units = units;
+  c->cpu = cpu;
   return 1;
 cut:
   err->what = c->end < c->start + c->ch.bytes ? "the log is cut short inside a record"
@@ -483,9 +501,11 @@ static inline int64_t scn_tl_read_census(const uint8_t *p, size_t len, uint64_t 
   return total;
 }
 
-/* Up to cap records of the chunk; 0 at its end or when it stopped early (err.what set). */
-static inline size_t scn_tl_decode(struct scn_tl_cursor *c, struct scn_trace_record *out, size_t cap,
-                                   struct scn_tl_error *err) {
+/* Up to cap records of the chunk; 0 at its end or when it stopped early (err.what set). cpu (NULL: not wanted):
+ * each record's CPU clock, ns (version 6: the last reading at or before it; 0 before the chunk's first reading and in
+ * older logs). */
+static inline size_t scn_tl_decode_cpu(struct scn_tl_cursor *c, struct scn_trace_record *out, uint64_t *cpu,
+                                       size_t cap, struct scn_tl_error *err) {
   size_t n = 0;
   err->what = NULL;
   err->offset = (uint64_t)(c->p - c->start);
@@ -494,6 +514,7 @@ static inline size_t scn_tl_decode(struct scn_tl_cursor *c, struct scn_trace_rec
       c->left = 0;
       break;
     }
+    if (cpu) cpu[n] = c->cpu;
     c->left--;
     n++;
   }
@@ -503,6 +524,11 @@ static inline size_t scn_tl_decode(struct scn_tl_cursor *c, struct scn_trace_rec
     err->offset = (uint64_t)(c->p - c->start);
   }
   return n;
+}
+
+static inline size_t scn_tl_decode(struct scn_tl_cursor *c, struct scn_trace_record *out, size_t cap,
+                                   struct scn_tl_error *err) {
+  return scn_tl_decode_cpu(c, out, NULL, cap, err);
 }
 
 #endif

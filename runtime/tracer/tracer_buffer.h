@@ -133,7 +133,8 @@ static void write_record(const struct scn_trace_record *r) {
   struct scn_tl_chunk h;
   struct scn_tl_encoder enc;
   start_chunk(&h, &enc, r->seq);
-  size_t n = (size_t)(scn_tl_encode(&enc, chunk + SCN_TL_CHUNK_SIZE, r, 0) - (chunk + SCN_TL_CHUNK_SIZE));
+  size_t n = (size_t)(scn_tl_encode(&enc, chunk + SCN_TL_CHUNK_SIZE, r, 0, thread_cpu_ns(h.tid)) -
+                      (chunk + SCN_TL_CHUNK_SIZE));
   counts[r->kind & SCN_TL_CODE]++;
   h.moved = r->span != 0;
   /* Counted before it is written: the call has taken effect. The process ends only after close_process has seen
