@@ -44,9 +44,11 @@
  * Version 6: SCN_TL_X_CPU, a varint after the step: the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID, ns) read at
  * this record, less the chunk's previous reading (the first reading of a chunk: the clock itself). The tracer reads
  * it at a chunk's first record and at a time mark when about 200 us have passed since its last reading
- * (tracer_record.h, CPU_EVERY_KEYS). A record's CPU clock (scn_tl_decode_cpu) is that of the last reading at or
- * before it: the CPU time between two records of a thread is what the thread ran between the readings around them,
- * its waits (blocked, descheduled) left out (trace/model/work.py).
+ * (tracer_record.h, CPU_EVERY_KEYS); a version 6 chunk (type SCN_TL_RECORDS6) ends its record bytes with a u64 (the
+ * trailer, SCN_TL_TRAILER bytes): the clock read at its flush (0: not read), which the chunk's last record takes.
+ * A record's CPU clock (scn_tl_decode_cpu) is that of the last reading at or before it: the CPU time between two
+ * records of a thread is what the thread ran between the readings around them, its waits (blocked, descheduled)
+ * left out (trace/model/work.py).
  * Fields a layout leaves out decode as 0; so do dur_ns (not recorded since version 3) and err
  * and span without their extension bits. A version 4 chunk's first record has the chunk header's seq (its step
  * is 0 until the first time mark, which is that record). A record's ns maps its tick linearly onto
@@ -126,7 +128,9 @@ struct scn_trace_header {
   uint64_t reserved[3];                     /* version 4: reserved[0] the first chunk's offset */
 };
 
-enum { SCN_TL_RECORDS = 1, SCN_TL_END = 2, SCN_TL_RECORDS4 = 3 };   /* records of version 3; the end; of version 4 */
+/* records of version 3; the end; of versions 4 and 5; of version 6 (version 4's and the trailer) */
+enum { SCN_TL_RECORDS = 1, SCN_TL_END = 2, SCN_TL_RECORDS4 = 3, SCN_TL_RECORDS6 = 4 };
+#define SCN_TL_TRAILER 8      /* a version 6 chunk's record bytes end with its thread's CPU clock at the flush */
 #define SCN_TL_MARK 0x4c54u   /* "TL": every chunk header carries it */
 #define SCN_TL_AREA 8192      /* version 4: header and counters, before the first chunk */
 #define SCN_TL_LINE 64        /* a counter's line */
@@ -334,6 +338,8 @@ struct scn_tl_cursor {
   int v4;               /* version 4: seq steps by `step`, times are the seqs' */
   uint64_t step;
   uint64_t cpu;         /* version 6: the thread's CPU clock at the last reading decoded (0: none yet) */
+  uint64_t flush_cpu;   /* version 6: the trailer's (0: none, or the chunk is cut before it) */
+  uint32_t body;        /* the bytes of its records: ch.bytes less the trailer */
 };
 
 static inline int scn_tl_chunk_parse(const uint8_t *p, size_t avail, struct scn_tl_chunk *ch,
@@ -343,12 +349,14 @@ static inline int scn_tl_chunk_parse(const uint8_t *p, size_t avail, struct scn_
   if (avail < SCN_TL_CHUNK_SIZE) return 0;
   memcpy(ch, p, sizeof *ch);
   if (ch->mark != SCN_TL_MARK) err->what = "not a chunk header (no chunk mark): the log is damaged";
-  else if (ch->type != SCN_TL_RECORDS && ch->type != SCN_TL_END && ch->type != SCN_TL_RECORDS4)
+  else if (ch->type != SCN_TL_RECORDS && ch->type != SCN_TL_END && ch->type != SCN_TL_RECORDS4 &&
+           ch->type != SCN_TL_RECORDS6)
     err->what = "unknown chunk type: the log is damaged";
   else if (ch->type == SCN_TL_END && (ch->count || ch->bytes)) err->what = "an end mark with records: damaged";
   else if (ch->count > ch->bytes || ch->tick_shift > 63 || ch->census > SCN_TL_MAX_CENSUS ||
            (ch->type != SCN_TL_END && ch->moved > ch->count) ||   /* an end mark's moved: scn_tl_end_file_kib */
-           (ch->type != SCN_TL_END && ch->last_seq < ch->seq))
+           (ch->type != SCN_TL_END && ch->last_seq < ch->seq) ||
+           (ch->type == SCN_TL_RECORDS6 && ch->bytes < SCN_TL_TRAILER + ch->count))
     err->what = "chunk header out of range: damaged";
   else if (ch->type != SCN_TL_END && !ch->tid) err->what = "a chunk of thread id 0: the log is damaged";
   return err->what ? -1 : 1;
@@ -359,9 +367,12 @@ static inline void scn_tl_cursor_init(struct scn_tl_cursor *c, const struct scn_
                                       size_t avail) {
   c->ch = *ch;
   c->start = c->p = payload;
-  c->end = payload + (avail < ch->bytes ? avail : ch->bytes);
+  c->body = ch->type == SCN_TL_RECORDS6 ? ch->bytes - SCN_TL_TRAILER : ch->bytes;
+  c->end = payload + (avail < c->body ? avail : c->body);
+  c->flush_cpu = 0;
+  if (ch->type == SCN_TL_RECORDS6 && avail >= ch->bytes) memcpy(&c->flush_cpu, payload + c->body, 8);
   c->left = ch->type != SCN_TL_END ? ch->count : 0;
-  c->v4 = ch->type == SCN_TL_RECORDS4;
+  c->v4 = ch->type == SCN_TL_RECORDS4 || ch->type == SCN_TL_RECORDS6;
   c->seq = c->v4 ? ch->seq : ch->seq - 1;
   c->step = c->v4 ? 0 : 1;
   c->ptr = 0;
@@ -479,7 +490,7 @@ static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_re
   c->cpu = cpu;
   return 1;
 cut:
-  err->what = c->end < c->start + c->ch.bytes ? "the log is cut short inside a record"
+  err->what = c->end < c->start + c->body ? "the log is cut short inside a record"
                                               : "a record runs past its chunk: the log is damaged";
 stop:
   err->offset = (uint64_t)(c->p - c->start);
@@ -514,12 +525,13 @@ static inline size_t scn_tl_decode_cpu(struct scn_tl_cursor *c, struct scn_trace
       c->left = 0;
       break;
     }
+    if (c->left == 1 && c->flush_cpu > c->cpu) c->cpu = c->flush_cpu;   /* the last record: the flush's reading */
     if (cpu) cpu[n] = c->cpu;
     c->left--;
     n++;
   }
-  if (!c->left && !err->what && c->p != c->start + c->ch.bytes) {
-    if (c->end < c->start + c->ch.bytes) err->what = "the log is cut short inside a chunk";
+  if (!c->left && !err->what && c->p != c->start + c->body) {
+    if (c->end < c->start + c->body) err->what = "the log is cut short inside a chunk";
     else err->what = "a chunk holds more bytes than its records: the log is damaged";
     err->offset = (uint64_t)(c->p - c->start);
   }

@@ -27,7 +27,7 @@
 static uint64_t g_window_seq;   /* the control thread's last mark clock: its chunks' clocks rise */
 
 static void write_window(int which) {
-  uint8_t chunk[SCN_TL_CHUNK_SIZE + WINDOW_BATCH * SCN_TL_MAX_RECORD + SCN_TL_MAX_CENSUS];
+  uint8_t chunk[SCN_TL_CHUNK_SIZE + WINDOW_BATCH * SCN_TL_MAX_RECORD + SCN_TL_TRAILER + SCN_TL_MAX_CENSUS];
   struct buffer *b = atomic_load(&g_buffers);
   int any = 0;
   do {
