@@ -455,7 +455,8 @@ class ModelWriter:
         why = self.work_refused() or self.work_why
         if self.col.has_cpu:
             held = (f"{gaps / 1e6:.1f} ms on the threads' CPU clocks (the CPU time each thread ran between its "
-                    f"calls, read by the tracer every 200 us or so: its waits, blocked or descheduled, are not in it)")
+                    f"calls, which the tracer reads about every 64 calls or 200 us, whichever is longer: its waits, "
+                    f"blocked or descheduled, are not in it)")
         else:
             held = (f"{gaps / 1e6:.1f} ms in the capture's wall clocks, which have no CPU clock (a tracer log "
                     f"before version 6): the times between each thread's calls up to {DENSE_GAP_NS / 1e6:g} ms (a "
