@@ -1258,14 +1258,14 @@ static void emit(FILE *spans_file) {
   fprintf(out, "{\"window\":%" PRId64 ",\"ordinal\":%" PRId64 ",\"live_bytes\":%" PRId64 ",\"peak_bytes\":%" PRId64
           ",\"peak_line\":%" PRId64 ",\"first_line\":", S.window, S.ordinal, S.live_bytes, S.peak_bytes, S.peak_line);
   put_opt(S.has_first, S.first_line);
-  fprintf(out, ",\"last_line\":%" PRId64 ",\"has_time\":%s,\"has_cpu\":%s,\"cross_frees\":%" PRId64 ",\"known_frees\":%" PRId64
-          ",\"handoff_count\":%" PRId64 ",\"thread_starts\":%" PRId64 ",\"chain_span_count\":%" PRId64
-          ",\"live_at_end\":%" PRId64 ",\"mapped_now\":%" PRId64 ",\"mapped_peak\":%" PRId64
-          ",\"mapped_writable\":%" PRId64 ",\"mapped_writable_peak\":%" PRId64 ",\"maps_made\":%" PRId64
-          ",\"maps_protected\":%" PRId64 ",\"map_bytes_made\":%" PRId64,
-          S.last_line, S.has_time ? "true" : "false", S.has_cpu ? "true" : "false", S.cross_frees, S.known_frees, S.handoff_count, S.thread_starts,
-          S.chain_span_count, S.live_at_end, S.mapped_now, S.mapped_peak, S.mapped_writable, S.mapped_writable_peak,
-          S.maps_made, S.maps_protected, S.map_bytes_made);
+  fprintf(out, ",\"last_line\":%" PRId64 ",\"has_time\":%s,\"has_cpu\":%s,\"cross_frees\":%" PRId64
+          ",\"known_frees\":%" PRId64 ",\"handoff_count\":%" PRId64 ",\"thread_starts\":%" PRId64
+          ",\"chain_span_count\":%" PRId64 ",\"live_at_end\":%" PRId64 ",\"mapped_now\":%" PRId64
+          ",\"mapped_peak\":%" PRId64 ",\"mapped_writable\":%" PRId64 ",\"mapped_writable_peak\":%" PRId64
+          ",\"maps_made\":%" PRId64 ",\"maps_protected\":%" PRId64 ",\"map_bytes_made\":%" PRId64,
+          S.last_line, S.has_time ? "true" : "false", S.has_cpu ? "true" : "false", S.cross_frees, S.known_frees,
+          S.handoff_count, S.thread_starts, S.chain_span_count, S.live_at_end, S.mapped_now, S.mapped_peak,
+          S.mapped_writable, S.mapped_writable_peak, S.maps_made, S.maps_protected, S.map_bytes_made);
   fputs(",\"kinds\":[", out);
   for (int i = 0; i < EV_KINDS; i++) fprintf(out, "%s\"%s\"", i ? "," : "", kind_name[i]);
   fputs("],\"model_kinds\":[", out);

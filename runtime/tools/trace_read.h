@@ -407,7 +407,8 @@ static int tr_header(tr_log *log, tr_error *e) {
   }
   if ((log->info.version != 1 && log->info.version != 2) || rsize != TR_RECORD)
     return tr_fail(e, 1, "tracer log version %" PRIu32 " with %" PRIu32 "-byte records; this scenc reads versions "
-                   "1, 2, 3, 4, 5, 6 with 64-byte records (rebuild the tracer and capture again)", log->info.version, rsize);
+                   "1, 2, 3, 4, 5, 6 with 64-byte records (rebuild the tracer and capture again)", log->info.version,
+                   rsize);
   uint64_t body = (uint64_t)st.st_size - TR_RECORD;
   log->info.whole = body / TR_RECORD;
   log->info.cut = body % TR_RECORD;

@@ -78,8 +78,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SCN_TRACE_VERSION 6   /* 6: the threads' CPU clocks (SCN_TL_X_CPU); 5: window marks (K_WINDOW); 4: per-thread clocks, time marks, counters; 3: compact
-                                 chunks; 2 added thread and mapping records; 1 */
+#define SCN_TRACE_VERSION 6   /* 6: the threads' CPU clocks (SCN_TL_X_CPU, a chunk's trailer); 5: window marks
+                                 (K_WINDOW); 4: per-thread clocks, time marks, counters; 3: compact chunks; 2 added
+                                 thread and mapping records; 1 */
 
 enum scn_trace_kind {   /* record kinds; trace/tracerlog.py KIND_CODES mirrors them */
   K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_FREE, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC,
@@ -161,7 +162,8 @@ _Static_assert(sizeof(struct scn_trace_header) == 64, "the header is one record 
 _Static_assert(sizeof(struct scn_tl_chunk) == SCN_TL_CHUNK_SIZE, "chunk headers are 72 bytes");
 
 enum { SCN_TL_SEQ_NEXT = 0x40, SCN_TL_EXT = 0x80, SCN_TL_CODE = 0x3f };
-enum { SCN_TL_X_FLAGS = 1, SCN_TL_X_ERR = 2, SCN_TL_X_SPAN = 4, SCN_TL_X_RAW = 8, SCN_TL_X_TIME = 16, SCN_TL_X_CPU = 32 };
+enum { SCN_TL_X_FLAGS = 1, SCN_TL_X_ERR = 2, SCN_TL_X_SPAN = 4, SCN_TL_X_RAW = 8, SCN_TL_X_TIME = 16,
+       SCN_TL_X_CPU = 32 };
 #define SCN_TL_MAX_RECORD 96   /* an encoded record never takes more */
 
 /* Fields of arg[0], arg[1], arg[2], result: 2 bits each, low first. 0: absent, 1: size, 2: pointer.
@@ -267,9 +269,9 @@ __attribute__((always_inline)) static inline int scn_tl_aligned(uint16_t layout,
 }
 
 /* Encodes r at p (version 4); returns the end. At most SCN_TL_MAX_RECORD bytes. A `step` (not 0) is a time mark:
- * the records after this one advance seq by it; a `cpu` (not 0, version 6) the thread's CPU clock read at it. r->ns and r->dur_ns are not stored (times are the seqs'). Always
- * inlined, loops unrolled: with a constant kind the layout's branches fold away (gcc -O2 kept both loops, about
- * 40 instructions a call, until told to unroll them). */
+ * the records after this one advance seq by it; a `cpu` (not 0, version 6) the thread's CPU clock read at it. r->ns
+ * and r->dur_ns are not stored (times are the seqs'). Always inlined, loops unrolled: with a constant kind the
+ * layout's branches fold away (gcc -O2 kept both loops, about 40 instructions a call, until told to unroll them). */
 __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_tl_encoder *e, uint8_t *p,
                                                                    const struct scn_trace_record *r, uint64_t step,
                                                                    uint64_t cpu) {

@@ -3,11 +3,11 @@
 The collectors sum each thread's time between its calls from the capture's clocks (ThreadWindow counters
 'gaps' and 'gap_ns'): the CPU time it ran between them, on its CPU clock (tracer logs of version 6), so that its
 waits are left out by construction; without that clock (older logs), the wall time, those longer than
-collect.DENSE_GAP_NS taken for waiting and left out. A call's own cost is in that time too, so each gap is taken less what a call costs in the model (its phase's `measure` block's
-time per call, the model run without work under glibc, the allocator the capture ran) and less what the
-tracer added to the call (TRACER_CALL_NS); what is left, over a `work` unit's time measured on this machine,
-is the group's units per thread in the phase. Fitted to the capture's clocks, never to a run
-under some allocator: docs/capture.md, "The program's time between calls".
+collect.DENSE_GAP_NS taken for waiting and left out. A call's own cost is in that time too, so each gap is taken
+less what a call costs in the model (its phase's `measure` block's time per call, the model run without work
+under glibc, the allocator the capture ran) and less what the tracer added to the call (TRACER_CALL_NS); what is
+left, over a `work` unit's time measured on this machine, is the group's units per thread in the phase. Fitted to
+the capture's clocks, never to a run under some allocator: docs/language.md, "What a model keeps of it".
 
     cost = measure_cost(model, cc)        # runs a unit loop and the model (3 times each): WorkCost
     units = work_units(agg.c, threads, cost, group, phase)
