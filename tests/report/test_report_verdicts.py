@@ -7,7 +7,6 @@ report/analysis.py calls for every table), not on the two-sample test alone (tes
 
 import json
 import re
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
