@@ -15,6 +15,7 @@ from ..errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_RUN
 from ..trace.profile import TraceStats, format_trace_stats
 from ..trace.profile_native import StatsToolError, native_trace_stats
 from ..trace.source import TraceSource
+from ..trace.model.image import unrecorded_why
 from ..trace.tracerlog import is_preload_log
 from .tracing import guarded, refuse_scenario
 
@@ -97,8 +98,7 @@ def image_line(info) -> str:
     if kib:
         return (f"image at the end: {kib} KiB resident from files (the program's code, libraries and the files it "
                 f"mapped: RssFile)")
-    why = "no end mark" if not info.ended else "not recorded by the tracer that wrote this log"
-    return f"image at the end: unknown ({why})"
+    return f"image at the end: unknown ({unrecorded_why(info)})"
 
 
 # What a workload and an mtrace log do not record, said where an ltrace log's header would advise -tt.

@@ -958,8 +958,7 @@ static int convert_event(void *arg, const tr_event *ev);
 /* The window opens: a set-up thread (run before the replay's clock starts) makes what was live, in the order
  * it was made: each object as a malloc of its size, each mapping whole. */
 static void open_window(cv *c, uint64_t line) {
-  cv_live *objs = malloc((c->nlive ? c->nlive : 1) * sizeof *objs);
-  if (!objs) tr_oom();
+  cv_live *objs = tr_xcalloc(c->nlive, sizeof *objs);
   size_t n = 0;
   for (size_t h = 0; h < c->live_cap; h++) if (c->live[h].ptr) objs[n++] = c->live[h];
   qsort(objs, n, sizeof *objs, by_order);

@@ -446,13 +446,13 @@ def test_the_converter_runs_clean(tmp_path, cc):
     moved-realloc race) and a stream of random events; it must write what the plain build writes."""
     from scenc.trace.replay import _feed
     from scenc.trace.native import converter_program
-    from test_trace_converter import FIXTURES, TRACES, race_log, random_events
+    from converter_inputs import TRACES, race_log, random_events
     checked = converter_program(cc, SANITIZERS["address"])
     plain = converter_program(cc)
     stream = tmp_path / "events.bin"
     with open(stream, "wb") as f:
         _feed(iter(random_events(3, 20000)), f)
-    inputs = [["--log", str(FIXTURES / name)] for name in TRACES]
+    inputs = [["--log", str(REPO / "tests" / "fixtures" / "trace" / name)] for name in TRACES]
     inputs += [["--log", str(race_log(tmp_path / "race.trace"))], ["--events"]]
     for args in [[*a, "--touch", touch] for a in inputs for touch in ("2", "auto")]:     # auto: its page counts
         outputs = []

@@ -82,7 +82,7 @@ def test_a_log_of_an_older_tracer_has_no_image_and_its_model_says_unknown(tmp_pa
     trace = FIXTURES / "trace" / "own_maps.trace"      # written before the tracer read RssFile: the field was 0
     info = parse_preload_log(trace).info
     assert info.ended and info.file_resident_kib is None
-    assert "image at the end: unknown (not recorded by the tracer that wrote this log)" in \
+    assert "image at the end: unknown (the tracer that wrote this log did not record it)" in \
         run_scenc("trace-stats", str(trace))
     assert json.loads(run_scenc("trace-stats", "--json", str(trace)))["preload"]["file_resident_kib"] is None
     image = image_of(TraceSource(trace, extra_events=True))

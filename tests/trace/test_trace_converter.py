@@ -28,8 +28,6 @@ the converter itself converts exactly as the same events streamed to it.
 import hashlib
 import json
 import lzma
-import os
-import random
 import signal
 import struct
 import subprocess
@@ -39,14 +37,14 @@ from pathlib import Path
 
 import pytest
 
-from scenc.trace.events import AllocEvent
 from scenc.trace.ltrace import parse_file
 from scenc.trace.opsfile import read_header, read_ops
 from scenc.trace.capture.preload import capture_preload
-from scenc.trace.tracerlog import HEADER, RECORD, first_chunk, parse_preload_log
-from scenc.trace.replay import EVENT, EVENT_CODE, REPLAY_KIND, convert_events, convert_log
+from scenc.trace.tracerlog import HEADER, first_chunk, parse_preload_log
+from scenc.trace.replay import EVENT, EVENT_CODE, convert_events, convert_log
 from scenc.trace.native import converter_program
 from locations import REPO
+from converter_inputs import TRACES, race_log, random_events
 
 ROOT = REPO
 FIXTURES = ROOT / "tests" / "fixtures" / "trace"
@@ -82,56 +80,8 @@ def ltrace_events(name: str, tmp: Path) -> list:
     return list(parse_file(FIXTURES / name))
 
 
-def random_events(seed: int, n: int = 3000) -> list:
-    """Every kind of event, with pointers drawn from a small pool (unknown frees, pointers returned twice),
-    failures, thread records in any order and mappings that overlap, are cut in pieces or remapped."""
-    rnd = random.Random(seed)
-    tids = [100, 101, 102, 103, 104]
-    pool = [0x1000 * i for i in range(1, 40)]
-    sizes = [None, 0, 16, 100, 4096] + ([] if seed % 2 else [1 << 20, 3 << 30])
-    out = []
-    for line in range(1, n + 1):
-        tid, r = rnd.choice(tids), rnd.random()
-        if r < 0.05:
-            kind = rnd.choice(["thread_start", "thread_exit"])
-            size = rnd.choice([tid, rnd.choice(tids), 0, 105 + rnd.randrange(3)])
-            out.append(AllocEvent(line, rnd.choice([tid, 105, 106, 107]), None, kind, size, 1, None, None, None,
-                                  False, line, None))
-        elif r < 0.15:
-            kind = rnd.choice(["mmap", "munmap", "mremap"])
-            base = 0x7f0000000000 + 0x1000 * rnd.randrange(64)
-            size = rnd.choice([4096, 8192, 3 * 4096 + 5, 16 * 4096])
-            if kind == "mmap":
-                res = rnd.choice([base, None])
-                ev = (size, rnd.choice([1, 3]), rnd.choice([0x22, 0x32]), None, res)
-            elif kind == "munmap":
-                res, ev = None, (size, 1, None, base, None)
-            else:
-                res = rnd.choice([base + 0x100000, base, None])
-                ev = (size, 1, rnd.choice([4096, 16 * 4096, 8192]), base, res)
-            out.append(AllocEvent(line, tid, None, kind, *ev, kind != "munmap" and res is None, line, None))
-        else:
-            out.append(AllocEvent(line, tid, None, rnd.choice(list(REPLAY_KIND)), rnd.choice(sizes),
-                                  rnd.choice([1, 1, 0, 3]), rnd.choice([None, 0, 64, 1 << 33]),
-                                  rnd.choice([None, 0] + pool), rnd.choice([None, 0] + pool), rnd.random() < 0.1,
-                                  line, None))
-    return out
-
-
-def race_log(path: Path) -> Path:
-    """Thread 1 reallocs block A to B; it released A with number 1, then thread 2's malloc got A (number 2)
-    before the realloc took its final number 3 (the race is too rare to provoke)."""
-    A, B, C = 0x1000, 0x2000, 0x3000
-    recs = [(0, 100, 1, 1, 0, 0, 5, 0, 64, 0, 0, A), (3, 400, 1, 3, 0, 0, 5, 2, A, 128, 0, B),
-            (4, 500, 1, 5, 0, 0, 5, 0, B, 0, 0, 0), (2, 300, 2, 1, 0, 0, 5, 0, 32, 0, 0, A),
-            (5, 600, 2, 5, 0, 0, 5, 0, A, 0, 0, 0), (6, 700, 2, 1, 0, 0, 5, 0, 16, 0, 0, C)]
-    path.write_bytes(HEADER.pack(b"SCNTRACE", 1, 64, 42, 1, 0, 0) + b"".join(RECORD.pack(*r) for r in recs))
-    return path
-
-
 # name -> (how to get the capture, touch, main_tid, extra records)
 LTRACE = sorted(p.name for p in FIXTURES.glob("*.log")) + sorted(p.name for p in SAMPLES.glob("*.log.xz"))
-TRACES = ["cxx_new.trace", "main_exits.trace", "mt_handoff_3x20.trace", "own_maps.trace"]    # version 2, see above
 CASES = ([(f"ltrace:{n}", touch, tid) for n in LTRACE for touch, tid in (("pages", None), ("none", 0))]
          + [(f"log:{n}", touch, extra) for n in TRACES for touch, extra in (("pages", True), ("first", False))]
          + [(f"random:{seed}", touch, tid) for seed in range(8) for touch, tid in (("all", 100), ("none", None))]
@@ -288,11 +238,12 @@ def test_a_log_cut_inside_a_record_converts_what_it_holds_and_says_where(tmp_pat
     assert sum(len(t) for t in threads) > 0
 
 
-@pytest.mark.parametrize("version", [3, 5])
+@pytest.mark.parametrize("version", [3, 6])
 def test_a_compact_log_cut_anywhere_converts_what_the_python_reader_reads(captures, tmp_path, version):
-    """The converter reads version 3 and 5 chunks with the one decoder (runtime/tracer/tracelog.h): a log cut at any
+    """The converter reads version 3 and 6 chunks with the one decoder (runtime/tracer/tracelog.h): a log cut at any
     byte converts the records the Python reader gives, in the same order, and both say where the log stops.
-    Version 3: tests/fixtures/trace/mt_handoff_v3.trace; version 5 (4's chunks, and window marks): a fresh capture."""
+    Version 3: tests/fixtures/trace/mt_handoff_v3.trace; version 6 (4's chunks, window marks, CPU clocks and a
+    chunk's trailer): a fresh capture."""
     data = (FIXTURES / "mt_handoff_v3.trace" if version == 3 else captures["mt_handoff"]).read_bytes()
     assert struct.unpack_from("<I", data, 8)[0] == version
     start = first_chunk(data[:64])

@@ -72,9 +72,13 @@ def image_of(source, left_out: bool = False) -> ProgramImage:
     info = source.events.info
     if info.file_resident_kib:
         return ProgramImage(info.file_resident_kib, "", left_out)
-    why = "the tracer log has no end mark: the program was killed" if not info.ended else \
+    return ProgramImage(None, unrecorded_why(info), left_out)
+
+
+def unrecorded_why(info) -> str:
+    """Why a tracer log (its TraceInfo) gives no image: `scenc trace-stats` says the same words."""
+    return "the tracer log has no end mark: the program was killed" if not info.ended else \
         "the tracer that wrote this log did not record it"
-    return ProgramImage(None, why, left_out)
 
 
 def _mib(nbytes: int) -> str:
