@@ -103,12 +103,12 @@ def scenc_cli(*args: str, env: Optional[dict] = None) -> subprocess.CompletedPro
     return subprocess.run([*SCENC, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def capture(argv: Sequence[str], trace: Path, method: str = "preload") -> None:
+def capture(argv: Sequence[str], trace: Path, method: str = "preload", env: Optional[dict] = None) -> None:
     """method ltrace: `-e` (the program's own calls; -x crashes threaded programs), retried when ltrace 0.7.3
-    crashes the program, each attempt stopped after 10 minutes."""
+    crashes the program, each attempt stopped after 10 minutes. env: scenc's environment (None: this process's)."""
     how = ["--method", "preload"] if method == "preload" else ["--method", "ltrace", "--mode", "e", "--retries", "8",
                                                                "--timeout", "600"]
-    proc = scenc_cli("capture", "-o", str(trace), *how, "--", *argv)
+    proc = scenc_cli("capture", "-o", str(trace), *how, "--", *argv, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"scenc capture of {' '.join(argv)} failed ({proc.returncode}): "
                            f"{(proc.stdout + proc.stderr).strip()[-600:]}")

@@ -26,9 +26,9 @@ directory). A program missing on this machine is skipped, and said.
     .venv/bin/python bench/model_fidelity.py [--runs N] [--programs lua,perl,...] \
         [--mimalloc-bench DIR] [--workdir DIR] [--json FILE] [--before DIR]
 
---before DIR converts each capture a second time with the scenc of DIR/scenc (a `git archive` of, say, main)
-and runs that model beside the program first, so that a change to the model writer is seen before and after
-in one invocation.
+--before DIR also captures and converts each program with the scenc of DIR/scenc (a `git archive` of, say,
+main: its own tracer, since the log's format may differ) and runs that model beside the program first, so that a
+change to the tracer or the model writer is seen before and after in one invocation.
 """
 
 import argparse
@@ -318,8 +318,8 @@ def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], r
     label = "before" if before is not None else "model"
     t0 = time.perf_counter()
     if trace is None:
-        trace = work / f"{p.name}.trace"
-        capture(argv, trace)
+        trace = work / (f"{p.name}-before.trace" if before is not None else f"{p.name}.trace")
+        capture(argv, trace, env=None if before is None else dict(os.environ, PYTHONPATH=str(before)))
     scn = work / f"{p.name}-{label}.scn"
     proc = convert_model(trace, scn, before)
     if proc.returncode not in (0, 4):       # 4: written, from an incomplete capture (its warning says what was lost)
@@ -385,8 +385,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", type=Path, default=None, help="keep captures, models and results here")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--before", type=Path, default=None, metavar="DIR",
-                    help="also convert each capture with the scenc of DIR/scenc (`git archive main | tar -x -C "
-                         "DIR/scenc`) and run that model beside the program first: before and after in one invocation")
+                    help="also capture and convert each program with the scenc of DIR/scenc (`git archive main | "
+                         "tar -x -C DIR/scenc`) and run that model beside the program first: before and after in one "
+                         "invocation")
     args = ap.parse_args(argv)
     names = args.allocators.split(",")
     if names[0] != "glibc":
@@ -414,13 +415,11 @@ def main(argv=None) -> int:
             if argv_ is None:
                 print(f"  {p.name}: skipped ({p.missing or f'no --mimalloc-bench checkout with bench/{p.name}'})")
                 continue
-            trace = None
             if args.before is not None:
                 lines, summary = measure(p, argv_, work, names, args.runs, args.seed, before=args.before)
                 print("\n".join(lines) + "\n", flush=True)
                 befores.append(summary)
-                trace = Path(summary["trace"])
-            lines, summary = measure(p, argv_, work, names, args.runs, args.seed, trace=trace)
+            lines, summary = measure(p, argv_, work, names, args.runs, args.seed)
         except (RuntimeError, subprocess.CalledProcessError) as e:
             print(f"model_fidelity: {p.name}: {e}", file=sys.stderr)
             return 1

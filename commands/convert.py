@@ -11,8 +11,8 @@ from ..compiler.pipeline import load
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..scenario.errors import ScenarioError
 from ..system.process import Terminated, signals_raise
-from ..trace.model import (ModelRunError, calibrate_peak, ensure_finishes, finishes_unrun, fit_work, measure_peak,
-                           remove_model, write_model)
+from ..trace.model import (ModelRunError, ModelRuns, calibrate_peak, ensure_finishes, finishes_unrun, fit_work,
+                           measure_peak, remove_model, write_model)
 from ..trace.model.image import image_of
 from ..trace.model.native import collect_tracer_log
 from ..trace.replay import threads_line, touch_figures, touch_line, window_line, write_replay
@@ -38,7 +38,9 @@ def convert(args) -> int:
         image = image_of(source, left_out=args.no_image)
         if source.format == "preload" and not source.events.windowed:
             # The collector's pass in C (trace/model/native.py), its own progress line. A window (capture --server)
-            # is cut by the Python reader (trace/window.py), which the C collector does not repeat.
+            # is cut by the Python reader (trace/window.py), which the C collector does not repeat. (--touch auto's
+            # pass, the exact converter's, run beside it was slower on a busy machine of two CPUs: both read the
+            # log at memory speed; bench/results/2026-11-27-convert-speed.md.)
             collector = collect_tracer_log(source.path, progress=sys.stderr.isatty())
             model = write_model(None, out, source_name=source.path.name, max_phases=args.max_phases, touch=touch,
                                 collector=collector, touch_figures=figures, image=image, clock=source.format)
@@ -120,12 +122,47 @@ def _with_progress(events, stream=None):
 
 def _calibrate_and_measure(model, args) -> None:
     """All run the model: the work's measurement (the model without work, 3 times), calibration a few times, the
-    measurement once (it proves the model finishes)."""
-    if model.writer is not None and model.writer.work_cost is None:
-        fit_work(model, cc=args.cc)
-    if not args.no_calibrate:
-        calibrate_peak(model, cc=args.cc)
-    measure_peak(model, cc=args.cc)
+    measurement once (it proves the model finishes). One build with the live probe serves the calibration and
+    the measurement (trace/model/runs.py); a model of one thread is built for both before the work is measured
+    (its runs make no `work`, which changes no live byte), at once with the build the work's measurement runs."""
+    step = _StepLine(sys.stderr)
+    runs = ModelRuns(model, cc=args.cc, progress=step)
+    try:
+        measure_work = model.writer is not None and model.writer.work_cost is None
+        if runs.deterministic:
+            runs.prepare(work_build=measure_work and not model.writer.work_refused())
+        if measure_work:
+            step("measuring the time of a call and of a `work` unit (3 runs of each)")
+            fit_work(model, cc=args.cc)
+        if not runs.deterministic:
+            runs.prepare()                  # with its `work`: the timing of its threads makes its peak
+        if not args.no_calibrate:
+            calibrate_peak(model, cc=args.cc, runs=runs)
+        measure_peak(model, cc=args.cc, runs=runs)
+    finally:
+        runs.close()
+        step.clear()
+
+
+class _StepLine:
+    """On a terminal, one line updated in place that says which step of convert --model runs (the model's
+    builds and runs take seconds to a minute); nothing on a pipe or a file."""
+
+    def __init__(self, stream):
+        self.stream, self.shown = stream, False
+        self.tty = stream.isatty()
+
+    def __call__(self, what: str) -> None:
+        if self.tty:
+            self.stream.write(f"\rconvert --model: {what}\033[K")
+            self.stream.flush()
+            self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.shown = False
 
 
 def _model_touch(source, touch: str):

@@ -9,9 +9,9 @@ orders (and so make different calls).
 """
 
 import errno
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from ..scenario import nodes as n
 from ..scenario.errors import Reporter
@@ -98,6 +98,10 @@ class CProgram:
     pointer_slots: bool = False  # pool slots hold bare pointers: nothing reads an object's size
     touch_new: int = 0           # `touch_new`: index in scenario.nodes.TOUCH_NEW_MODES
     uses_maps: bool = False      # the scenario maps memory of its own (`map`): runtime/ops.h SCN_USES_MAPS
+    # A build with knobs (convert --model's runs: one build for all of them) reads `seed=N`, `work=0` and
+    # `PARAM=N` (each of runtime_params, a variable instead of a constant) from its command line.
+    knobs: bool = False
+    runtime_params: Dict[str, int] = field(default_factory=dict)
 
     @property
     def churns(self) -> bool:
@@ -105,8 +109,13 @@ class CProgram:
 
 
 class _Lowerer:
-    def __init__(self, resolved: Resolved, base_dir: Path, rep: Reporter, pointer_slots: bool):
+    def __init__(self, resolved: Resolved, base_dir: Path, rep: Reporter, pointer_slots: bool,
+                 runtime_params=()):
         self.r = resolved
+        self.runtime_params = set(runtime_params or ())
+        # the params folded when compiling: all but those read at run time
+        self.consts = {k: v for k, v in resolved.params.items() if k not in self.runtime_params}
+        self.runtime_uses: set = set()   # ids of the Name nodes of runtime params lowered as variables
         self.pointer_slots = pointer_slots
         self.base_dir = base_dir
         self.rep = rep
@@ -115,6 +124,7 @@ class _Lowerer:
         self.regions: List[str] = []
         self.uses_lives = False
         self.uses_maps = any(c.func in ("map", "unmap") for c in scenario_calls(resolved))
+        self.knobs = runtime_params is not None
         self.temp = 0
         # A slot expression lowered once per statement: clearing the slot an
         # object left must not draw its index a second time.
@@ -138,7 +148,8 @@ class _Lowerer:
                         self.regions, LIVES_WHEEL_BITS if self.uses_lives else 0,
                         replay_file, s.filename,
                         {_shared_ident(name): slots for name, slots in self.r.shared.items()},
-                        self.pointer_slots, n.TOUCH_NEW_MODES.index(s.touch_new), self.uses_maps)
+                        self.pointer_slots, n.TOUCH_NEW_MODES.index(s.touch_new), self.uses_maps,
+                        self.knobs, {k: int(v) for k, v in self.r.params.items() if k in self.runtime_params})
 
     # -- threads
     def thread(self, g: ThreadGroup) -> CThread:
@@ -263,7 +274,8 @@ class _Lowerer:
         if call.func == "touch":
             return f"scn_touch(t, {self.expr(args[0], pre)});"
         if call.func == "work":
-            return f"scn_work((int64_t)({self.expr(args[0], pre)}));"
+            units = f"scn_work((int64_t)({self.expr(args[0], pre)}));"
+            return f"if (scn_knob_work) {units}" if self.knobs else units
         raise AssertionError(call.func)
 
     def _taking(self, code: str, arg, pre) -> str:
@@ -299,7 +311,7 @@ class _Lowerer:
     def expr(self, e, pre) -> str:
         if not isinstance(e, (n.Call, n.Weighted, n.Str)):
             try:
-                value = const_value(e, self.r.params)
+                value = const_value(e, self.consts)
                 return f"INT64_C({int(value)})"
             except NotConstant:
                 pass
@@ -309,6 +321,8 @@ class _Lowerer:
                 return "(int64_t)t->index"
             if kind == CHAN:
                 return "ch_" + e.id
+            if kind == PARAM:
+                self.runtime_uses.add(id(e))
             return c_ident(e.id)
         if isinstance(e, n.Index) and self.symbols[e.base.id] == POOL:
             slot = self.place(e, pre)
@@ -326,7 +340,7 @@ class _Lowerer:
                 return f"{fn}({left}, {right}, {e.pos.line})"
             return f"({left} {e.op} {right})"
         if isinstance(e, n.Weighted):
-            pairs = [(const_value(v, self.r.params), const_value(w, self.r.params)) for v, w in e.pairs]
+            pairs = [(const_value(v, self.consts), const_value(w, self.consts)) for v, w in e.pairs]
             return self._draw(pre, self._table(("weighted", tuple(pairs)), e.pos, "weighted",
                                                lambda: tables.alias_table(pairs)))
         if isinstance(e, n.Call):
@@ -362,9 +376,9 @@ class _Lowerer:
             return self._draw(pre, f"scn_draw_uniform(&t->rng, {a[0]}, {a[1]})")
         if f == "pow2":
             return self._draw(pre, f"scn_draw_pow2(&t->rng, {a[0]}, {a[1]})")
-        consts = {k: const_value(v, self.r.params) for k, v in c.kwargs}
+        consts = {k: const_value(v, self.consts) for k, v in c.kwargs}
         if f == "choice":
-            values = [const_value(x, self.r.params) for x in c.args]
+            values = [const_value(x, self.consts) for x in c.args]
             key, build = ("choice", tuple(values)), lambda: tables.alias_table([(v, 1) for v in values])
         elif f == "lognormal":
             key = ("lognormal", consts["median"], consts["sigma"])
@@ -459,11 +473,45 @@ def reads_sizes(resolved: Resolved) -> bool:
     return any(call.func in SIZE_READERS for call in scenario_calls(resolved))
 
 
-def lower(resolved: Resolved, base_dir: Path, probes_read_sizes: bool = False) -> CProgram:
+def lower(resolved: Resolved, base_dir: Path, probes_read_sizes: bool = False,
+          runtime_params: Optional[Sequence[str]] = None) -> CProgram:
     """`probes_read_sizes`: a probe compiled in reads the objects' sizes (live,
-    layout); with it, or a `write` or `touch`, pool slots keep each object's size."""
+    layout); with it, or a `write` or `touch`, pool slots keep each object's size.
+    runtime_params (None: a build without knobs): a build with knobs, whose program takes `seed=N`, `work=0`
+    and each of these params (`NAME=N`) on its command line (CProgram.knobs)."""
     rep = Reporter(resolved.scenario.filename, resolved.scenario.source)
     pointer_slots = not probes_read_sizes and not reads_sizes(resolved)
-    program = _Lowerer(resolved, base_dir, rep, pointer_slots).program()
+    lowerer = _Lowerer(resolved, base_dir, rep, pointer_slots, runtime_params)
+    program = lowerer.program()
+    _check_runtime_params(resolved, lowerer, rep)
     rep.raise_if_errors()
     return program
+
+
+def _check_runtime_params(resolved: Resolved, lowerer: "_Lowerer", rep: Reporter) -> None:
+    """A param read at run time must be read only where the program computes with it (a statement's
+    expression), never where its value is needed when compiling (a count, a capacity, a table): there the
+    default would be folded in, and the value given at run time silently ignored."""
+    for name in sorted(lowerer.runtime_params):
+        if name not in resolved.params:
+            rep.error(n.NOWHERE, f"no param {name!r} to read at run time")
+            continue
+        s = resolved.scenario
+        uses = [e for e in _names(tuple(s.threads) + tuple(s.channels) + tuple(s.shared) + (s.seed,))
+                if e.id == name]
+        folded = [e for e in uses if id(e) not in lowerer.runtime_uses]
+        if folded:
+            rep.error(folded[0].pos, f"param {name} cannot be given at run time: its value is needed when "
+                                     f"compiling here")
+
+
+def _names(node) -> Iterator[n.Name]:
+    """Every Name node under node (dataclass nodes and tuples of them)."""
+    if isinstance(node, n.Name):
+        yield node
+    elif isinstance(node, tuple):
+        for x in node:
+            yield from _names(x)
+    elif is_dataclass(node):
+        for f in fields(node):
+            yield from _names(getattr(node, f.name))

@@ -55,8 +55,11 @@ def emit(path, params=None, probes: Sequence["ProbeC"] = ()) -> str:  # noqa: F8
 
 def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
           probes: Sequence["ProbeC"] = (), extra_flags: Sequence[str] = (),  # noqa: F821
-          warn=None, allow_huge: bool = False) -> builder.Build:
-    """The program for a scenario, from the cache when nothing it depends on changed."""
+          warn=None, allow_huge: bool = False, knobs: Optional[Sequence[str]] = None) -> builder.Build:
+    """The program for a scenario, from the cache when nothing it depends on changed.
+
+    knobs (None: none): the program takes `seed=N`, `work=0` and these params as `NAME=N` on its command
+    line, so that one build serves runs that differ only in them (convert --model's; lower.py, CProgram)."""
     path = Path(path)
     try:
         source = path.read_bytes().decode("utf-8")  # as parse_file reads it, whatever the locale
@@ -65,7 +68,8 @@ def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
     params = dict(params or {})
     # A forced build gets a key of its own, so that it never lets a later
     # build without --allow-huge skip the check through the cache.
-    key_flags = tuple(extra_flags) + (("--allow-huge",) if allow_huge else ())
+    key_flags = tuple(extra_flags) + (("--allow-huge",) if allow_huge else ()) + \
+        (() if knobs is None else ("--knobs=" + ",".join(sorted(knobs)),))
     if source is not None:
         key = builder.scenario_key(source, path.resolve().parent, params, cc, key_flags,
                                    [p.name for p in probes], path.name)
@@ -81,7 +85,7 @@ def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
     if warn is not None:
         for w in loaded.warnings:
             warn(w.render(loaded.resolved.scenario.source))
-    c_text = render(lower(loaded.resolved, path.resolve().parent, _probes_read_sizes(probes)), probes)
+    c_text = render(lower(loaded.resolved, path.resolve().parent, _probes_read_sizes(probes), knobs), probes)
     return builder.compile_program(c_text, key, cc, extra_flags)
 
 

@@ -207,9 +207,12 @@ def run_watched(cmd: Sequence[str], timeout: float, idle_s: float, **popen) -> t
         why = None
         try:
             start = last_change = time.monotonic()
-            ticks = None
-            # waitid(WNOWAIT) sees the end without reaping: the group is killed before its id can be reused
-            while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            ticks, look = None, 0.0
+            # _ended_unreaped (waitid WNOWAIT) sees the end without reaping, the moment it comes (a model's run
+            # of 30 ms is not rounded up to the 0.25 s between two looks at its CPU time): the group is killed
+            # before its id can be reused
+            while not _ended_unreaped(proc.pid, look):
+                look = 0.25
                 now = time.monotonic()
                 seen = cpu_ticks(proc.pid)
                 if seen != ticks:
@@ -220,7 +223,6 @@ def run_watched(cmd: Sequence[str], timeout: float, idle_s: float, **popen) -> t
                     why = "stuck"
                 if why:
                     break
-                time.sleep(0.25)
         finally:
             kill_group(proc.pid)
             proc.wait()

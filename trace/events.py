@@ -58,6 +58,8 @@ class AllocEvent(NamedTuple):
                 although memory was asked for; realloc(p, 0) returning NULL is a free, not a failure
     start_line  line where the call started (== line unless it was ``<unfinished ...>``)
     duration_s  time spent in the call as printed by ltrace -T (None without -T)
+    cpu_ns      the calling thread's CPU clock (CLOCK_THREAD_CPUTIME_ID, ns) when the call took effect,
+                interpolated between its tracer chunk's two readings: tracer logs of version 6; else None
     """
 
     line: int
@@ -72,6 +74,7 @@ class AllocEvent(NamedTuple):
     failed: bool
     start_line: int
     duration_s: Optional[float]
+    cpu_ns: Optional[int] = None
 
     @property
     def nbytes(self) -> Optional[int]:

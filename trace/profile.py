@@ -122,7 +122,7 @@ class TraceStats:
         line = self.last_line
         try:
             for ev in events:
-                line, tid, t, kind, size, nmemb, align, old, res, failed, _start, _dur = ev
+                line, tid, t, kind, size, nmemb, align, old, res, failed, _start, _dur, _cpu = ev
                 if kind not in KINDS:
                     self.live_bytes = live_bytes
                     self._extra(ev)

@@ -5,7 +5,7 @@
         ...
     log.info                       # PreloadLogInfo: counts, threads, missing calls, end mark
 
-Reads versions 1 to 4: versions 3 and 4 through runtime/tracer/tracelog.h's decoder, loaded as
+Reads versions 1 to 6: versions 3 to 6 through runtime/tracer/tracelog.h's decoder, loaded as
 runtime/tools/tracelog.c with ctypes; versions 1 and 2 here. The format: docs/capture.md, "The tracer
 log"; what the events' fields hold and how the log is read in bounded memory: docs/architecture.md,
 "Inside the subsystems".
@@ -29,10 +29,11 @@ __all__ = ["parse_preload_log", "raw_records", "stop_sentence", "is_preload_log"
            "MAGIC", "EXTRA_KINDS", "CHUNK_HEADER", "first_chunk", "missing_sentence"]
 
 MAGIC = PRELOAD_MAGIC
-VERSION = 5
-READS = (1, 2, 3, 4, 5)   # 1 has no thread records; 3 is compact (chunks of encoded records); 4 numbers them by
-                          # per-thread clocks, keeps times in marks and counts the records made at the log's head;
-                          # 5 may hold window marks (K_WINDOW, capture --server)
+VERSION = 6
+READS = (1, 2, 3, 4, 5, 6)   # 1 has no thread records; 3 is compact (chunks of encoded records); 4 numbers them by
+                             # per-thread clocks, keeps times in marks and counts the records made at the log's head;
+                             # 5 may hold window marks (K_WINDOW, capture --server); 6 has the threads' CPU clocks
+                             # in time marks (AllocEvent.cpu_ns)
 K_WINDOW = 45          # a window mark's record: (1 opens / 2 closes, a thread's tid, its last clock before it)
 HEADER = struct.Struct("<8sIIIIQQ24x")
 RECORD = struct.Struct("<QQIBBHIIQQQQ")
@@ -157,11 +158,17 @@ class _Cursor:
         self.head = self.buf[self.pos]
         self.pos += 1
 
+    @staticmethod
+    def cpu(_i: int) -> None:
+        """No CPU clock before version 6."""
+        return None
+
 
 class _ChunkCursor:
     """One thread's records of a version 3 log: its chunks read back and decoded in C, ``block`` at a time."""
 
-    __slots__ = ("f", "chunks", "next", "left", "block", "buf", "pos", "head", "data", "reader", "out", "shift")
+    __slots__ = ("f", "chunks", "next", "left", "block", "buf", "pos", "head", "data", "reader", "out", "shift",
+                 "cpus", "cpu_out")
 
     def __init__(self, f, chunks, block: int, shift=None):
         self.f, self.chunks, self.next, self.left, self.block = f, chunks, 0, 0, block
@@ -170,6 +177,8 @@ class _ChunkCursor:
         self.pos = 0
         self.head = None
         self.data = None             # the chunk being decoded: the C reader points into it
+        self.cpus: list = []         # each record's CPU clock in buf (version 6; 0: none)
+        self.cpu_out = (ctypes.c_uint64 * block)()
         self.reader = ctypes.create_string_buffer(_tracelog().scn_tl_reader_size())
         self.out = ctypes.create_string_buffer(RECORD.size * block)
         self.advance()
@@ -190,16 +199,22 @@ class _ChunkCursor:
                                                               f"was indexed")
                 n = self._decode()
             self.buf = list(RECORD.iter_unpack(memoryview(self.out)[:n * RECORD.size]))
+            self.cpus = self.cpu_out[:n]
             if self.shift is not None:
                 self.buf = self.shift(self.buf)
             self.pos = 0
         self.head = self.buf[self.pos]
         self.pos += 1
 
+    def cpu(self, i: int) -> Optional[int]:
+        """Record i of buf on its thread's CPU clock (ns; version 6: the last reading at or before it), None
+        without one."""
+        return self.cpus[i] or None
+
     def _decode(self) -> int:
         what, at = ctypes.c_char_p(), ctypes.c_uint64()
-        n = _tracelog().scn_tl_read(self.reader, self.out, min(self.block, self.left), ctypes.byref(what),
-                                    ctypes.byref(at))
+        n = _tracelog().scn_tl_read(self.reader, self.out, self.cpu_out, min(self.block, self.left),
+                                    ctypes.byref(what), ctypes.byref(at))
         if what.value and n < self.left:      # the index counted records it can no longer decode
             offset = self.chunks[self.next - 1][0] + CHUNK_HEADER + at.value
             raise TraceFormatError(self.f.name, 1, 1, f"byte {offset}: {what.value.decode()}")
@@ -265,7 +280,7 @@ class PreloadLog(EventSource):
             _, version, rsize, info.pid, info.ppid, _, info.start_realtime_ns = HEADER.unpack(head)
             info.version = version
             info.size = os.fstat(f.fileno()).st_size
-            if version in (3, 4, 5) and rsize == 0:
+            if version in (3, 4, 5, 6) and rsize == 0:
                 at = first_chunk(head)
                 if at is None:
                     self._error(1, f"a version 4 header whose chunks start at byte "
@@ -469,7 +484,7 @@ class PreloadLog(EventSource):
                             if watch is not None and o[0] >> _EPOCH_SHIFT > watch.phase:
                                 yield from watch.marks(o[0], merged)
                             merged += 1
-                            yield _event(o, base, merged if clocks else None)
+                            yield _event(o, base, merged if clocks else None, cursors[j].cpu(cursors[j].pos - 1))
                             _advance(cursors[j], j, heap, inflight)
                             bound = heap[0]
                     if seq < last + (not clocks):       # version 4: threads' clocks may be equal
@@ -480,7 +495,7 @@ class PreloadLog(EventSource):
                         yield from watch.marks(seq, merged)
                     merged += 1
                     if r[3] not in EXTRA_KINDS:
-                        yield _event(r, base, merged if clocks else None)
+                        yield _event(r, base, merged if clocks else None, c.cpu(c.pos - 1))
                     elif self.extra_events:
                         yield _extra_event(r, base, merged if clocks else None)
                     if r[7] and inflight.get(r[8]) == i:
@@ -508,8 +523,8 @@ class PreloadLog(EventSource):
         counted, as in _merge."""
         last, extra_events, merged, watch = -1, self.extra_events, 0, self._watch
         while c.head is not None:
-            buf = c.buf
-            for r in buf[c.pos - 1:] if c.pos > 1 else buf:
+            buf, at = c.buf, max(c.pos - 1, 0)
+            for i, r in enumerate(buf[at:] if at else buf, at):
                 seq = r[0]
                 if seq <= last:
                     self._error(1, f"sequence number {seq} appears twice (threads' chunks overlap): the log "
@@ -519,7 +534,7 @@ class PreloadLog(EventSource):
                     yield from watch.marks(seq, merged)
                 merged += 1
                 if r[3] not in EXTRA_KINDS:
-                    yield _event(r, base, merged if clocks else None)
+                    yield _event(r, base, merged if clocks else None, c.cpu(i))
                 elif extra_events:
                     yield _extra_event(r, base, merged if clocks else None)
             c.pos = len(buf)
@@ -580,8 +595,9 @@ _DECODE = {code: (kind, *_fields(layout), 0 if kind in FREE_KINDS else 2 if code
            for code, (_, kind, layout) in KIND_CODES.items()}
 
 
-def _event(r, base: int, line: Optional[int] = None) -> AllocEvent:
-    """The event of a call record; line: its place in the merged order (version 4), else its number + 1."""
+def _event(r, base: int, line: Optional[int] = None, cpu: Optional[int] = None) -> AllocEvent:
+    """The event of a call record; line: its place in the merged order (version 4), else its number + 1; cpu: its
+    thread's CPU clock (version 6)."""
     seq, ns, tid, code, flags, err, dur, span, _a0, _a1, _a2, result = r
     kind, si, ni, ai, oi, rk = _DECODE[code]
     size = r[si] if si else None
@@ -602,7 +618,7 @@ def _event(r, base: int, line: Optional[int] = None) -> AllocEvent:
     else:
         start = line
     return _new_event(AllocEvent, (line, tid, (ns - base) / 1e9, kind, size, nmemb, align, old, result, failed,
-                                   start, dur / 1e9 if dur else None))
+                                   start, dur / 1e9 if dur else None, cpu))
 
 
 _new_event = tuple.__new__       # AllocEvent(*fields) without the named tuple's own __new__ (a Python call)
@@ -666,7 +682,8 @@ def _tracelog():
     lib.scn_tl_reader_size.restype = ctypes.c_size_t
     lib.scn_tl_open.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.scn_tl_read.restype = ctypes.c_size_t
-    lib.scn_tl_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+    lib.scn_tl_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                ctypes.POINTER(ctypes.c_char_p),
                                 ctypes.POINTER(ctypes.c_uint64)]
     return lib
 

@@ -26,7 +26,8 @@
 #define KEPT_RECORD_PART 1024
 #define MAX_MAP_RECORDS 256
 #define MAX_BIG_MAPS 16
-#define DENSE_GAP_NS 1000000         /* collect.py's: a longer time between a thread's calls is waiting, not work */
+#define DENSE_GAP_NS 1000000         /* collect.py's: without a CPU clock, a longer time between a thread's calls is
+                                        waiting, not work */
 #define NCLS 9                       /* len(SIZE_CLASS_BOUNDS) + 1 */
 #define NONE_TID 0xFFFFFFFFull       /* ("end", how, None) */
 #define PROGRESS_EVERY (1u << 18)
@@ -312,6 +313,7 @@ typedef struct {
   int has_ending;
   int born;                         /* in Collector.born */
   uint64_t last_call_ns;            /* Collector.last_call_ns: the time of its last call */
+  uint64_t last_call_cpu;           /* Collector.last_call_cpu: its CPU clock then (0: none) */
   int has_last_call;
 } thread_t;
 
@@ -325,7 +327,7 @@ typedef struct { int64_t o, t, nbytes, life, end; uint32_t owner; uint16_t mk; }
 
 static struct {
   int64_t window, ordinal, live_bytes, peak_bytes, peak_line, first_line, last_line, cross_frees, known_frees;
-  int has_first, has_time;
+  int has_first, has_time, has_cpu;
   window_t *wins;
   size_t nwins, capwins;
   thread_t *th;
@@ -363,6 +365,7 @@ static struct {
   int64_t mapped_now, mapped_peak, mapped_writable, mapped_writable_peak, maps_made;
   int64_t maps_protected, map_bytes_made;   /* collect.py's: parts of reservations made writable; bytes made */
   const tr_rec *rec;
+  uint64_t rec_cpu;                 /* its thread's CPU clock (tr_cpu_ns; 0: none) */
   int64_t kind_count[EV_KINDS];     /* trace_kinds' counts (its keys' order: the omap) */
   /* collect.py's peak_freed: the plain objects live at the peak of live bytes that their own thread freed
    * after it, emptied each time the peak rises */
@@ -993,11 +996,18 @@ static int consume(void *arg, const tr_event *ev) {
   else { tw = cell(ti, w); hot.tid = ev->tid; hot.ti = ti; hot.w = w; hot.tw = tw; }
   thread_t *th = &S.th[ti];
   cinc(tw, C_EVENTS, 0, 0, 1);
-  if (th->has_last_call) {
-    int64_t gap = (int64_t)(r->ns - th->last_call_ns);
-    if (gap <= DENSE_GAP_NS) { cinc(tw, C_GAPS, 0, 0, 1); cinc(tw, C_GAP_NS, 0, 0, gap); }
+  uint64_t cpu = S.rec_cpu;
+  if (cpu) S.has_cpu = 1;
+  if (th->has_last_call) {   /* collect.py's rule: the CPU time between the calls, else a short enough wall time */
+    if (cpu && th->last_call_cpu) {
+      int64_t gap = cpu > th->last_call_cpu ? (int64_t)(cpu - th->last_call_cpu) : 0;
+      cinc(tw, C_GAPS, 0, 0, 1); cinc(tw, C_GAP_NS, 0, 0, gap);
+    } else {
+      int64_t gap = (int64_t)(r->ns - th->last_call_ns);
+      if (gap <= DENSE_GAP_NS) { cinc(tw, C_GAPS, 0, 0, 1); cinc(tw, C_GAP_NS, 0, 0, gap); }
+    }
   }
-  th->last_call_ns = r->ns, th->has_last_call = 1;
+  th->last_call_ns = r->ns, th->last_call_cpu = cpu, th->has_last_call = 1;
   unsigned k = ev->kind;
   if (k == EV_FREE || k == EV_OPERATOR_DELETE || k == EV_OPERATOR_DELETE_ARRAY) {
     if (!ev->old) { cinc(tw, C_FREE_NULL, 0, 0, 1); cinc(tw, C_TICKS, 0, 0, 1); th->tick++; }
@@ -1260,14 +1270,14 @@ static void emit(FILE *spans_file) {
   fprintf(out, "{\"window\":%" PRId64 ",\"ordinal\":%" PRId64 ",\"live_bytes\":%" PRId64 ",\"peak_bytes\":%" PRId64
           ",\"peak_line\":%" PRId64 ",\"first_line\":", S.window, S.ordinal, S.live_bytes, S.peak_bytes, S.peak_line);
   put_opt(S.has_first, S.first_line);
-  fprintf(out, ",\"last_line\":%" PRId64 ",\"has_time\":%s,\"cross_frees\":%" PRId64 ",\"known_frees\":%" PRId64
-          ",\"handoff_count\":%" PRId64 ",\"thread_starts\":%" PRId64 ",\"chain_span_count\":%" PRId64
-          ",\"live_at_end\":%" PRId64 ",\"mapped_now\":%" PRId64 ",\"mapped_peak\":%" PRId64
-          ",\"mapped_writable\":%" PRId64 ",\"mapped_writable_peak\":%" PRId64 ",\"maps_made\":%" PRId64
-          ",\"maps_protected\":%" PRId64 ",\"map_bytes_made\":%" PRId64,
-          S.last_line, S.has_time ? "true" : "false", S.cross_frees, S.known_frees, S.handoff_count, S.thread_starts,
-          S.chain_span_count, S.live_at_end, S.mapped_now, S.mapped_peak, S.mapped_writable, S.mapped_writable_peak,
-          S.maps_made, S.maps_protected, S.map_bytes_made);
+  fprintf(out, ",\"last_line\":%" PRId64 ",\"has_time\":%s,\"has_cpu\":%s,\"cross_frees\":%" PRId64
+          ",\"known_frees\":%" PRId64 ",\"handoff_count\":%" PRId64 ",\"thread_starts\":%" PRId64
+          ",\"chain_span_count\":%" PRId64 ",\"live_at_end\":%" PRId64 ",\"mapped_now\":%" PRId64
+          ",\"mapped_peak\":%" PRId64 ",\"mapped_writable\":%" PRId64 ",\"mapped_writable_peak\":%" PRId64
+          ",\"maps_made\":%" PRId64 ",\"maps_protected\":%" PRId64 ",\"map_bytes_made\":%" PRId64,
+          S.last_line, S.has_time ? "true" : "false", S.has_cpu ? "true" : "false", S.cross_frees, S.known_frees,
+          S.handoff_count, S.thread_starts, S.chain_span_count, S.live_at_end, S.mapped_now, S.mapped_peak,
+          S.mapped_writable, S.mapped_writable_peak, S.maps_made, S.maps_protected, S.map_bytes_made);
   fputs(",\"kinds\":[", out);
   for (int i = 0; i < EV_KINDS; i++) fprintf(out, "%s\"%s\"", i ? "," : "", kind_name[i]);
   fputs("],\"model_kinds\":[", out);
@@ -1399,6 +1409,7 @@ int main(int argc, char **argv) {
   tr_error e = {0, ""};
   if (tr_open(&log, log_path, 1, &e)) { json_error(&e); return 1; }
   log.current = &S.rec;
+  log.current_cpu = &S.rec_cpu;
   uint64_t base = log.info.have_ns ? log.info.first_ns : 0;
   started = now_s();
   int rc = tr_merge(&log, consume, &base, &e);

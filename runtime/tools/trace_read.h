@@ -180,6 +180,7 @@ typedef struct {
   size_t chunk_cap;
   struct scn_tl_cursor cur;
   tr_rec *buf;
+  uint64_t *cpu;              /* each record's CPU clock in buf (version 6; 0: none) */
   uint32_t n, pos;
   const tr_rec *head;         /* NULL: no more records */
 } tr_thread;
@@ -217,6 +218,7 @@ typedef struct {
   int marks, windowed, phase;
   uint64_t mark_time[3];
   const tr_rec **current;     /* when set, the record of the event being yielded (its clock, its code) */
+  uint64_t *current_cpu;      /* when set, its CPU clock (version 6: tr_cpu_ns; 0 before) */
 } tr_log;
 
 static uint32_t tr_hash32(uint32_t x) { return (x * 2654435769u); }
@@ -396,7 +398,7 @@ static int tr_header(tr_log *log, tr_error *e) {
   log->info.size = (uint64_t)st.st_size;
   log->info.chunks_at = TR_RECORD;
   if (log->info.version == 3 && rsize == 0) return 0;
-  if ((log->info.version == 4 || log->info.version == SCN_TRACE_VERSION) && rsize == 0) {
+  if (log->info.version >= 4 && log->info.version <= SCN_TRACE_VERSION && rsize == 0) {
     memcpy(&log->info.chunks_at, h + 40, 8);
     if (log->info.chunks_at < TR_RECORD || log->info.chunks_at % SCN_TL_LINE || log->info.chunks_at > (1u << 20))
       return tr_fail(e, 1, "a version 4 header whose chunks start at byte %" PRIu64 ": the log is damaged",
@@ -405,7 +407,8 @@ static int tr_header(tr_log *log, tr_error *e) {
   }
   if ((log->info.version != 1 && log->info.version != 2) || rsize != TR_RECORD)
     return tr_fail(e, 1, "tracer log version %" PRIu32 " with %" PRIu32 "-byte records; this scenc reads versions "
-                   "1, 2, 3, 4, 5 with 64-byte records (rebuild the tracer and capture again)", log->info.version, rsize);
+                   "1, 2, 3, 4, 5, 6 with 64-byte records (rebuild the tracer and capture again)", log->info.version,
+                   rsize);
   uint64_t body = (uint64_t)st.st_size - TR_RECORD;
   log->info.whole = body / TR_RECORD;
   log->info.cut = body % TR_RECORD;
@@ -518,7 +521,7 @@ static int tr_fill_v2(tr_log *log, tr_thread *t, tr_error *e) {
 /* Version 3: the thread's next records decoded from its current chunk (read when the run began). */
 static int tr_fill_v3(tr_log *log, tr_thread *t, tr_error *e) {
   struct scn_tl_error err;
-  size_t n = scn_tl_decode(&t->cur, t->buf, t->left < TR_BLOCK ? (size_t)t->left : TR_BLOCK, &err);
+  size_t n = scn_tl_decode_cpu(&t->cur, t->buf, t->cpu, t->left < TR_BLOCK ? (size_t)t->left : TR_BLOCK, &err);
   if (n < (t->left < TR_BLOCK ? t->left : TR_BLOCK)) {     /* the index counted records it cannot decode */
     if (err.what) return tr_fail(e, 1, "byte %" PRIu64 ": %s", t->at + SCN_TL_CHUNK_SIZE + err.offset, err.what);
     return tr_fail(e, 1, "the chunk at byte %" PRIu64 " changed since the log was indexed", t->at);
@@ -662,12 +665,18 @@ static int tr_window_see(tr_log *log, uint64_t key, tr_sink sink, void *arg) {
   return 0;
 }
 
-/* Yields one record to the sink, as an event (allocator calls; the others only with log->extra). Version 4: its
- * line is its place in the merged order, every record counted. */
-static int tr_yield(tr_log *log, const tr_rec *r, tr_sink sink, void *arg) {
+/* Thread t's head record on its CPU clock, ns; 0 without one (before version 6). */
+static inline uint64_t tr_cpu_ns(const tr_thread *t, const tr_rec *r) {
+  return r == t->head && t->pos ? t->cpu[t->pos - 1] : 0;
+}
+
+/* Yields thread t's record r to the sink, as an event (allocator calls; the others only with log->extra). Version
+ * 4: its line is its place in the merged order, every record counted. log->current_cpu: its CPU clock (tr_cpu_ns). */
+static int tr_yield(tr_log *log, const tr_thread *t, const tr_rec *r, tr_sink sink, void *arg) {
   tr_event ev;
   log->merged++;
   if (log->current) *log->current = r;
+  if (log->current_cpu) *log->current_cpu = tr_cpu_ns(t, r);
   if (tr_is_call(r->kind)) tr_call_event(r, &ev);
   else if (log->extra) tr_extra_event(r, &ev);
   else return 0;
@@ -706,7 +715,7 @@ static int tr_run_thread(tr_log *log, uint32_t i, tr_heap *h, tr_inflight *m, in
            * took its final number later. */
           log->info.reordered++;
           int rc = tr_window_see(log, o->seq, sink, arg);
-          if (!rc) rc = tr_yield(log, o, sink, arg);
+          if (!rc) rc = tr_yield(log, &log->threads[j], o, sink, arg);
           if (rc) return rc;
           if (tr_step(log, j, h, m, e)) return -1;
           bound = h->e[0];
@@ -718,7 +727,7 @@ static int tr_run_thread(tr_log *log, uint32_t i, tr_heap *h, tr_inflight *m, in
                      seq);
     *last = (int64_t)seq;
     int rc = tr_window_see(log, seq, sink, arg);
-    if (!rc) rc = tr_yield(log, r, sink, arg);
+    if (!rc) rc = tr_yield(log, c, r, sink, arg);
     if (rc) return rc;
     if (r->span) tr_flight_drop_if(m, r->arg[0], i);
     if (tr_advance(log, c, e)) return -1;
@@ -738,6 +747,7 @@ static int tr_merge(tr_log *log, tr_sink sink, void *arg, tr_error *e) {
   for (uint32_t i = 0; i < log->nthreads; i++) {
     tr_thread *c = &log->threads[i];
     c->buf = malloc(TR_BLOCK * sizeof *c->buf);
+    c->cpu = tr_xcalloc(TR_BLOCK, sizeof *c->cpu);     /* zeros: versions 1 and 2 have no CPU clock */
     if (!c->buf) tr_oom();
     if (tr_advance(log, c, e)) { rc = -1; goto out; }
     if (c->head) tr_push(&h, c->head->seq, i);
@@ -786,6 +796,7 @@ static void tr_close(tr_log *log) {
   for (size_t i = 0; i < log->nthreads; i++) {
     free(log->threads[i].runs);
     free(log->threads[i].buf);
+    free(log->threads[i].cpu);
     free(log->threads[i].chunk);
   }
   free(log->threads);

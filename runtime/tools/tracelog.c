@@ -8,7 +8,8 @@
  *     ... s->threads[0..nthreads), s->chunks[0..nchunks), totals; s->what: it stopped early, at s->stop ...
  *     scn_tl_scan_free(s);
  * Reading a chunk: scn_tl_open(reader, its header and payload, their length), then
- * scn_tl_read(reader, out, cap, &what, &offset) until it returns 0; reader memory: scn_tl_reader_size().
+ * scn_tl_read(reader, out, cpu or NULL, cap, &what, &offset) until it returns 0 (cpu: each record's CPU clock);
+ * reader memory: scn_tl_reader_size().
  */
 #include <stdlib.h>
 #include <unistd.h>
@@ -238,10 +239,11 @@ EXPORT int scn_tl_open(struct reader *r, const uint8_t *chunk, size_t len) {
   return 1;
 }
 
-/* Up to cap records; 0 at the chunk's end. *what: NULL, or why it stopped early (at byte *offset of the payload). */
-EXPORT size_t scn_tl_read(struct reader *r, struct scn_trace_record *out, size_t cap, const char **what,
-                          uint64_t *offset) {
-  size_t n = scn_tl_decode(&r->c, out, cap, &r->err);
+/* Up to cap records; 0 at the chunk's end. *what: NULL, or why it stopped early (at byte *offset of the payload).
+ * cpu (NULL: not wanted): each record's CPU clock (tracelog.h's scn_tl_decode_cpu). */
+EXPORT size_t scn_tl_read(struct reader *r, struct scn_trace_record *out, uint64_t *cpu, size_t cap,
+                          const char **what, uint64_t *offset) {
+  size_t n = scn_tl_decode_cpu(&r->c, out, cpu, cap, &r->err);
   *what = r->err.what;
   *offset = r->err.offset;
   return n;

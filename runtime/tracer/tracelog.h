@@ -1,4 +1,4 @@
-/* tracelog.h -- the preload tracer's log: its record, the version 4 encoder and the one decoder.
+/* tracelog.h -- the preload tracer's log: its record, the version 4 encoder (and 6's CPU clock) and the one decoder.
  *
  * runtime/tracer/tracer.c encodes with it; runtime/tools/tracelog.c (the library trace/tracerlog.py loads)
  * and the C converter decode with it. Header-only, no allocation, no I/O.
@@ -41,6 +41,14 @@
  * names, in the order arg[0], arg[1], arg[2], result: a size is a varint; a pointer is 0 for NULL, else
  * zigzag((p - previous pointer) >> 3) + 1 (the previous non-NULL pointer of the chunk), or with
  * SCN_TL_X_RAW the pointer itself. Varints: 7 bits a byte, low first, high bit = more follow.
+ * Version 6: SCN_TL_X_CPU, a varint after the step: the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID, ns) read at
+ * this record, less the chunk's previous reading (the first reading of a chunk: the clock itself). The tracer reads
+ * it at a chunk's first record and at a time mark when about 200 us have passed since its last reading
+ * (tracer_record.h, CPU_EVERY_KEYS); a version 6 chunk (type SCN_TL_RECORDS6) ends its record bytes with a u64 (the
+ * trailer, SCN_TL_TRAILER bytes): the clock read at its flush (0: not read), which the chunk's last record takes.
+ * A record's CPU clock (scn_tl_decode_cpu) is that of the last reading at or before it: the CPU time between two
+ * records of a thread is what the thread ran between the readings around them, its waits (blocked, descheduled)
+ * left out (trace/model/work.py).
  * Fields a layout leaves out decode as 0; so do dur_ns (not recorded since version 3) and err
  * and span without their extension bits. A version 4 chunk's first record has the chunk header's seq (its step
  * is 0 until the first time mark, which is that record). A record's ns maps its tick linearly onto
@@ -70,8 +78,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SCN_TRACE_VERSION 5   /* 5: window marks (K_WINDOW); 4: per-thread clocks, time marks, counters; 3: compact
-                                 chunks; 2 added thread and mapping records; 1 */
+#define SCN_TRACE_VERSION 6   /* 6: the threads' CPU clocks (SCN_TL_X_CPU, a chunk's trailer); 5: window marks
+                                 (K_WINDOW); 4: per-thread clocks, time marks, counters; 3: compact chunks; 2 added
+                                 thread and mapping records; 1 */
 
 enum scn_trace_kind {   /* record kinds; trace/tracerlog.py KIND_CODES mirrors them */
   K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_FREE, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC,
@@ -120,7 +129,9 @@ struct scn_trace_header {
   uint64_t reserved[3];                     /* version 4: reserved[0] the first chunk's offset */
 };
 
-enum { SCN_TL_RECORDS = 1, SCN_TL_END = 2, SCN_TL_RECORDS4 = 3 };   /* records of version 3; the end; of version 4 */
+/* records of version 3; the end; of versions 4 and 5; of version 6 (version 4's and the trailer) */
+enum { SCN_TL_RECORDS = 1, SCN_TL_END = 2, SCN_TL_RECORDS4 = 3, SCN_TL_RECORDS6 = 4 };
+#define SCN_TL_TRAILER 8      /* a version 6 chunk's record bytes end with its thread's CPU clock at the flush */
 #define SCN_TL_MARK 0x4c54u   /* "TL": every chunk header carries it */
 #define SCN_TL_AREA 8192      /* version 4: header and counters, before the first chunk */
 #define SCN_TL_LINE 64        /* a counter's line */
@@ -151,7 +162,8 @@ _Static_assert(sizeof(struct scn_trace_header) == 64, "the header is one record 
 _Static_assert(sizeof(struct scn_tl_chunk) == SCN_TL_CHUNK_SIZE, "chunk headers are 72 bytes");
 
 enum { SCN_TL_SEQ_NEXT = 0x40, SCN_TL_EXT = 0x80, SCN_TL_CODE = 0x3f };
-enum { SCN_TL_X_FLAGS = 1, SCN_TL_X_ERR = 2, SCN_TL_X_SPAN = 4, SCN_TL_X_RAW = 8, SCN_TL_X_TIME = 16 };
+enum { SCN_TL_X_FLAGS = 1, SCN_TL_X_ERR = 2, SCN_TL_X_SPAN = 4, SCN_TL_X_RAW = 8, SCN_TL_X_TIME = 16,
+       SCN_TL_X_CPU = 32 };
 #define SCN_TL_MAX_RECORD 96   /* an encoded record never takes more */
 
 /* Fields of arg[0], arg[1], arg[2], result: 2 bits each, low first. 0: absent, 1: size, 2: pointer.
@@ -235,12 +247,14 @@ static inline uint8_t *scn_tl_put(uint8_t *p, uint64_t v) {
 struct scn_tl_encoder {
   uint64_t seq, ptr;          /* previous record's seq, previous non-NULL pointer */
   uint64_t step;              /* what seq grows by a record, as the decoder knows it */
+  uint64_t cpu;               /* the chunk's previous CPU clock reading (0: none yet) */
 };
 
 static inline void scn_tl_encoder_start(struct scn_tl_encoder *e, uint64_t seq) {
   e->seq = seq;               /* the chunk header's first seq: the first record's, with a step of 0 */
   e->ptr = 0;
   e->step = 0;
+  e->cpu = 0;
 }
 
 /* Pointers can be stored as deltas >> 3 when every one of the record is 8-aligned against the last. */
@@ -255,17 +269,18 @@ __attribute__((always_inline)) static inline int scn_tl_aligned(uint16_t layout,
 }
 
 /* Encodes r at p (version 4); returns the end. At most SCN_TL_MAX_RECORD bytes. A `step` (not 0) is a time mark:
- * the records after this one advance seq by it. r->ns and r->dur_ns are not stored (times are the seqs'). Always
- * inlined, loops unrolled: with a constant kind the layout's branches fold away (gcc -O2 kept both loops, about
- * 40 instructions a call, until told to unroll them). */
+ * the records after this one advance seq by it; a `cpu` (not 0, version 6) the thread's CPU clock read at it. r->ns
+ * and r->dur_ns are not stored (times are the seqs'). Always inlined, loops unrolled: with a constant kind the
+ * layout's branches fold away (gcc -O2 kept both loops, about 40 instructions a call, until told to unroll them). */
 __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_tl_encoder *e, uint8_t *p,
-                                                                   const struct scn_trace_record *r, uint64_t step) {
+                                                                   const struct scn_trace_record *r, uint64_t step,
+                                                                   uint64_t cpu) {
   uint16_t layout = scn_tl_layout[r->kind & SCN_TL_CODE];
   const uint64_t v[4] = {r->arg[0], r->arg[1], r->arg[2], r->result};
   uint64_t ptr = e->ptr, next = e->seq + e->step;   /* in registers: the byte stores below may alias *e */
   int raw = !scn_tl_aligned(layout, v, ptr);
   uint8_t x = (uint8_t)((r->flags ? SCN_TL_X_FLAGS : 0) | (r->err ? SCN_TL_X_ERR : 0) | (r->span ? SCN_TL_X_SPAN : 0) |
-                        (raw ? SCN_TL_X_RAW : 0) | (step ? SCN_TL_X_TIME : 0));
+                        (raw ? SCN_TL_X_RAW : 0) | (step ? SCN_TL_X_TIME : 0) | (cpu ? SCN_TL_X_CPU : 0));
   *p++ = (uint8_t)((r->kind & SCN_TL_CODE) | (r->seq == next ? SCN_TL_SEQ_NEXT : 0) | (x ? SCN_TL_EXT : 0));
   if (x) {
     *p++ = x;
@@ -273,6 +288,7 @@ __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_t
     if (r->err) p = scn_tl_put(p, r->err);
     if (r->span) p = scn_tl_put(p, r->span);
     if (step) p = scn_tl_put(p, step);
+    if (cpu) p = scn_tl_put(p, cpu > e->cpu ? cpu - e->cpu : 0);
   }
   if (r->seq != next) p = scn_tl_put(p, scn_tl_zigzag((int64_t)(r->seq - next)));
 #pragma GCC unroll 4
@@ -295,6 +311,7 @@ __attribute__((always_inline)) static inline uint8_t *scn_tl_encode(struct scn_t
   e->seq = r->seq;
   e->ptr = ptr;
   if (step) e->step = step;
+  if (cpu > e->cpu) e->cpu = cpu;
   return p;
 }
 
@@ -322,6 +339,9 @@ struct scn_tl_cursor {
   uint64_t scale;       /* ns per tick, fixed point with 32 fraction bits */
   int v4;               /* version 4: seq steps by `step`, times are the seqs' */
   uint64_t step;
+  uint64_t cpu;         /* version 6: the thread's CPU clock at the last reading decoded (0: none yet) */
+  uint64_t flush_cpu;   /* version 6: the trailer's (0: none, or the chunk is cut before it) */
+  uint32_t body;        /* the bytes of its records: ch.bytes less the trailer */
 };
 
 static inline int scn_tl_chunk_parse(const uint8_t *p, size_t avail, struct scn_tl_chunk *ch,
@@ -331,12 +351,14 @@ static inline int scn_tl_chunk_parse(const uint8_t *p, size_t avail, struct scn_
   if (avail < SCN_TL_CHUNK_SIZE) return 0;
   memcpy(ch, p, sizeof *ch);
   if (ch->mark != SCN_TL_MARK) err->what = "not a chunk header (no chunk mark): the log is damaged";
-  else if (ch->type != SCN_TL_RECORDS && ch->type != SCN_TL_END && ch->type != SCN_TL_RECORDS4)
+  else if (ch->type != SCN_TL_RECORDS && ch->type != SCN_TL_END && ch->type != SCN_TL_RECORDS4 &&
+           ch->type != SCN_TL_RECORDS6)
     err->what = "unknown chunk type: the log is damaged";
   else if (ch->type == SCN_TL_END && (ch->count || ch->bytes)) err->what = "an end mark with records: damaged";
   else if (ch->count > ch->bytes || ch->tick_shift > 63 || ch->census > SCN_TL_MAX_CENSUS ||
            (ch->type != SCN_TL_END && ch->moved > ch->count) ||   /* an end mark's moved: scn_tl_end_file_kib */
-           (ch->type != SCN_TL_END && ch->last_seq < ch->seq))
+           (ch->type != SCN_TL_END && ch->last_seq < ch->seq) ||
+           (ch->type == SCN_TL_RECORDS6 && ch->bytes < SCN_TL_TRAILER + ch->count))
     err->what = "chunk header out of range: damaged";
   else if (ch->type != SCN_TL_END && !ch->tid) err->what = "a chunk of thread id 0: the log is damaged";
   return err->what ? -1 : 1;
@@ -347,13 +369,17 @@ static inline void scn_tl_cursor_init(struct scn_tl_cursor *c, const struct scn_
                                       size_t avail) {
   c->ch = *ch;
   c->start = c->p = payload;
-  c->end = payload + (avail < ch->bytes ? avail : ch->bytes);
+  c->body = ch->type == SCN_TL_RECORDS6 ? ch->bytes - SCN_TL_TRAILER : ch->bytes;
+  c->end = payload + (avail < c->body ? avail : c->body);
+  c->flush_cpu = 0;
+  if (ch->type == SCN_TL_RECORDS6 && avail >= ch->bytes) memcpy(&c->flush_cpu, payload + c->body, 8);
   c->left = ch->type != SCN_TL_END ? ch->count : 0;
-  c->v4 = ch->type == SCN_TL_RECORDS4;
+  c->v4 = ch->type == SCN_TL_RECORDS4 || ch->type == SCN_TL_RECORDS6;
   c->seq = c->v4 ? ch->seq : ch->seq - 1;
   c->step = c->v4 ? 0 : 1;
   c->ptr = 0;
   c->units = 0;
+  c->cpu = 0;
   c->scale = ch->tick_span ? (uint64_t)(((unsigned __int128)ch->ns_span << 32) / ch->tick_span) : 0;
 }
 
@@ -387,7 +413,7 @@ static inline uint64_t scn_tl_ns(const struct scn_tl_cursor *c, uint64_t ticks) 
 /* One record at c->p; 0 when it is cut short or damaged (err says which), c->p unchanged. */
 static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_record *r, struct scn_tl_error *err) {
   const uint8_t *p = c->p, *end = c->end;
-  uint64_t v, seq = c->seq, ptr = c->ptr, units = c->units, step = c->step, next_step = 0;
+  uint64_t v, seq = c->seq, ptr = c->ptr, units = c->units, step = c->step, next_step = 0, cpu = c->cpu;
   if (p >= end) goto cut;
   uint8_t k = *p++, x = 0;
   uint16_t layout = scn_tl_layout[k & SCN_TL_CODE];
@@ -421,6 +447,10 @@ static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_re
         err->what = "a time mark of step 0: the log is damaged";
         goto stop;
       }
+    }
+    if (x & SCN_TL_X_CPU) {
+      if (!scn_tl_get(&p, end, &v)) goto cut;
+      cpu += v;
     }
   }
   if (k & SCN_TL_SEQ_NEXT) {
@@ -459,9 +489,10 @@ static inline int scn_tl_decode_one(struct scn_tl_cursor *c, struct scn_trace_re
   c->seq = seq;
   c->ptr = ptr;
   c->units = units;
+  c->cpu = cpu;
   return 1;
 cut:
-  err->what = c->end < c->start + c->ch.bytes ? "the log is cut short inside a record"
+  err->what = c->end < c->start + c->body ? "the log is cut short inside a record"
                                               : "a record runs past its chunk: the log is damaged";
 stop:
   err->offset = (uint64_t)(c->p - c->start);
@@ -483,9 +514,11 @@ static inline int64_t scn_tl_read_census(const uint8_t *p, size_t len, uint64_t 
   return total;
 }
 
-/* Up to cap records of the chunk; 0 at its end or when it stopped early (err.what set). */
-static inline size_t scn_tl_decode(struct scn_tl_cursor *c, struct scn_trace_record *out, size_t cap,
-                                   struct scn_tl_error *err) {
+/* Up to cap records of the chunk; 0 at its end or when it stopped early (err.what set). cpu (NULL: not wanted):
+ * each record's CPU clock, ns (version 6: the last reading at or before it; 0 before the chunk's first reading and in
+ * older logs). */
+static inline size_t scn_tl_decode_cpu(struct scn_tl_cursor *c, struct scn_trace_record *out, uint64_t *cpu,
+                                       size_t cap, struct scn_tl_error *err) {
   size_t n = 0;
   err->what = NULL;
   err->offset = (uint64_t)(c->p - c->start);
@@ -494,15 +527,22 @@ static inline size_t scn_tl_decode(struct scn_tl_cursor *c, struct scn_trace_rec
       c->left = 0;
       break;
     }
+    if (c->left == 1 && c->flush_cpu > c->cpu) c->cpu = c->flush_cpu;   /* the last record: the flush's reading */
+    if (cpu) cpu[n] = c->cpu;
     c->left--;
     n++;
   }
-  if (!c->left && !err->what && c->p != c->start + c->ch.bytes) {
-    if (c->end < c->start + c->ch.bytes) err->what = "the log is cut short inside a chunk";
+  if (!c->left && !err->what && c->p != c->start + c->body) {
+    if (c->end < c->start + c->body) err->what = "the log is cut short inside a chunk";
     else err->what = "a chunk holds more bytes than its records: the log is damaged";
     err->offset = (uint64_t)(c->p - c->start);
   }
   return n;
+}
+
+static inline size_t scn_tl_decode(struct scn_tl_cursor *c, struct scn_trace_record *out, size_t cap,
+                                   struct scn_tl_error *err) {
+  return scn_tl_decode_cpu(c, out, NULL, cap, err);
 }
 
 #endif

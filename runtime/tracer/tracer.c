@@ -9,10 +9,11 @@
  * trace/capture/preload.py builds it, runs programs under it and reads
  * the log back as AllocEvents.
  *
- * Log format (version 5: version 4 and window marks, tracer_window.h; runtime/tracer/tracelog.h says it byte
- * by byte): a 64-byte header and the counters (8 KiB), then chunks, each one thread's records in order: a 72-byte chunk header (thread,
- * first and last clock, two clock readings), the records (a kind byte, then deltas and sizes as varints:
- * about 3-5 bytes a call) and a census (records by kind, so a summary reads no record).
+ * Log format (version 6: version 4, window marks (tracer_window.h) and the threads' CPU clocks in time marks;
+ * runtime/tracer/tracelog.h says it byte by byte): a 64-byte header and the counters (8 KiB), then chunks, each
+ * one thread's records in order: a 72-byte chunk header (thread, first and last clock, two clock readings), the
+ * records (a kind byte, then deltas and sizes as varints: about 3-5 bytes a call) and a census (records by kind,
+ * so a summary reads no record).
  *
  * The hot path is a few plain stores: a record into the thread's own buffer, its census, its counter.
  * No atomic read-modify-write, no lock and no clock reading per call (a version 3 call took a number from
@@ -144,6 +145,7 @@ struct tstate {
   uint64_t key;       /* the thread's clock: its last event's (tracer.c's "Order") */
   uint64_t step;      /* what the clock advances a record (0: not started) */
   uint64_t mark_time; /* the time (now_key) of its last time mark */
+  uint64_t cpu_time;  /* the time (now_key) it last read its CPU clock (tracer_record.h, CPU_EVERY_KEYS) */
   uint32_t tag;       /* its tag in the shadow's entries (tracer_order.h) */
   int alone;          /* this call is recorded alone (a chunk of one) and counted in g_inflight */
   struct buffer *buf; /* its own buffer, once it has one */

@@ -30,7 +30,7 @@ struct buffer {
   _Atomic uint32_t high;           /* most bytes it ever held: its pages the tracer itself faulted in */
   int lined;                       /* counter is a line of the log's counters */
   struct buffer *next;             /* every buffer ever made: never unlinked, reused when released */
-  _Alignas(64) uint8_t data[SCN_TL_CHUNK_SIZE + BUF_BYTES + SCN_TL_MAX_CENSUS];
+  _Alignas(64) uint8_t data[SCN_TL_CHUNK_SIZE + BUF_BYTES + SCN_TL_TRAILER + SCN_TL_MAX_CENSUS];
 };
 
 static _Atomic(struct buffer *) g_buffers;
@@ -95,11 +95,14 @@ static void take_line(struct buffer *b) {
 }
 
 /* ------------------------------------------------------------------ chunks
- * A chunk is finished at its flush: the second clock reading (so its ticks map to ns), the census
- * after its records. Returns its length. */
+ * A chunk is finished at its flush: the second clock reading (so its ticks map to ns), the trailer (the CPU clock of
+ * the chunk's thread, whoever flushes it: the exit flush writes other threads' buffers), the census after its
+ * records. Returns its length. */
 static size_t seal_chunk(struct scn_tl_chunk *h, const struct scn_tl_encoder *enc, uint8_t *chunk, uint32_t bytes,
                          uint32_t counts[64]) {
-  uint64_t tick = now_tick(), ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
+  uint64_t tick = now_tick(), ns = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC), cpu = thread_cpu_ns(h->tid);
+  memcpy(chunk + SCN_TL_CHUNK_SIZE + bytes, &cpu, SCN_TL_TRAILER);
+  bytes += SCN_TL_TRAILER;
   uint8_t *census = chunk + SCN_TL_CHUNK_SIZE + bytes;
   uint32_t n = 0;
   for (int k = 0; k < 64; k++) n += counts[k];
@@ -108,7 +111,7 @@ static size_t seal_chunk(struct scn_tl_chunk *h, const struct scn_tl_encoder *en
   h->bytes = bytes;
   h->count = n;
   h->last_seq = enc->seq;
-  h->type = SCN_TL_RECORDS4;
+  h->type = SCN_TL_RECORDS6;
   h->tick_shift = TICK_SHIFT;
   h->mark = SCN_TL_MARK;
   h->ns_span = ns > h->ns ? ns - h->ns : 0;
@@ -128,12 +131,13 @@ static void start_chunk(struct scn_tl_chunk *h, struct scn_tl_encoder *enc, uint
 
 /* A chunk of one record, written at once (threads that are leaving, the process once it is leaving). */
 static void write_record(const struct scn_trace_record *r) {
-  uint8_t chunk[SCN_TL_CHUNK_SIZE + SCN_TL_MAX_RECORD + SCN_TL_MAX_CENSUS];
+  uint8_t chunk[SCN_TL_CHUNK_SIZE + SCN_TL_MAX_RECORD + SCN_TL_TRAILER + SCN_TL_MAX_CENSUS];
   uint32_t counts[64] = {0};
   struct scn_tl_chunk h;
   struct scn_tl_encoder enc;
   start_chunk(&h, &enc, r->seq);
-  size_t n = (size_t)(scn_tl_encode(&enc, chunk + SCN_TL_CHUNK_SIZE, r, 0) - (chunk + SCN_TL_CHUNK_SIZE));
+  size_t n = (size_t)(scn_tl_encode(&enc, chunk + SCN_TL_CHUNK_SIZE, r, 0, thread_cpu_ns(h.tid)) -
+                      (chunk + SCN_TL_CHUNK_SIZE));
   counts[r->kind & SCN_TL_CODE]++;
   h.moved = r->span != 0;
   /* Counted before it is written: the call has taken effect. The process ends only after close_process has seen
@@ -223,7 +227,7 @@ static uint64_t own_pages(void) {
   uint64_t pages = 0;
   for (struct buffer *b = atomic_load(&g_buffers); b; b = b->next) {
     uint64_t bytes = offsetof(struct buffer, data) + SCN_TL_CHUNK_SIZE +
-                     atomic_load_explicit(&b->high, memory_order_relaxed) + SCN_TL_MAX_CENSUS;
+                     atomic_load_explicit(&b->high, memory_order_relaxed) + SCN_TL_TRAILER + SCN_TL_MAX_CENSUS;
     uint64_t most = (sizeof *b + 4095) / 4096;
     pages += (bytes + 4095) / 4096 < most ? (bytes + 4095) / 4096 : most;
   }

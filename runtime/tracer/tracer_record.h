@@ -96,6 +96,11 @@ __attribute__((always_inline)) static inline int begin(void) {
   return begin_slow();
 }
 
+/* How often a thread's CPU clock is read, at most: a system call of about 0.55 us on this project's VM (the vDSO has
+ * no CPU clocks), so once in 2^13 keys (2^19 ticks: about 200 us at 2.6 GHz), 0.3% of a thread's time at most
+ * (bench/results/2026-11-27-model-cpuclock.md). A thread's CPU time between two calls is known to that grain. */
+#define CPU_EVERY_KEYS (1ull << 13)
+
 /* Everything but the common case: a call recorded alone, a chunk to start or to write out, a time mark (MARK_BYTES
  * of records since the last: read the time, set the step, publish the clock). */
 static __attribute__((noinline)) void put_slow(struct buffer *b, int kind, uint64_t key, uint64_t a0, uint64_t a1,
@@ -119,7 +124,8 @@ static __attribute__((noinline)) void put_slow(struct buffer *b, int kind, uint6
       return;
     }
   }
-  if (!b->used) {                     /* a chunk's first record: the chunk header has its clock */
+  int first = !b->used;
+  if (first) {                        /* a chunk's first record: the chunk header has its clock */
     start_chunk(&b->head, &b->enc, r->seq);
     take_line(b);
     if (UNLIKELY(!T.keyed) && atomic_load_explicit(&g_key_ok, memory_order_acquire)) {
@@ -129,8 +135,15 @@ static __attribute__((noinline)) void put_slow(struct buffer *b, int kind, uint6
   }
   uint64_t step = retime(r->seq, since, MARK_BYTES / 2);   /* every slow record is a time mark (records: 2 bytes
                                                                at least) */
+  /* The thread's CPU clock: at a chunk's first record, and at a time mark once CPU_EVERY_KEYS have passed since its
+   * last reading (T.mark_time is the time retime just read). */
+  uint64_t cpu = 0;
+  if (first || T.mark_time - T.cpu_time >= CPU_EVERY_KEYS) {
+    cpu = thread_cpu_ns(b->head.tid);
+    T.cpu_time = T.mark_time;
+  }
   uint8_t *at = b->data + SCN_TL_CHUNK_SIZE + b->used;
-  b->used += (uint32_t)(scn_tl_encode(&b->enc, at, r, step) - at);
+  b->used += (uint32_t)(scn_tl_encode(&b->enc, at, r, step, cpu) - at);
   b->limit = b->used + MARK_BYTES < BUF_BYTES - SCN_TL_MAX_RECORD ? b->used + MARK_BYTES
                                                                   : BUF_BYTES - SCN_TL_MAX_RECORD + 1;
   b->counts[r->kind & SCN_TL_CODE]++;
@@ -184,7 +197,7 @@ __attribute__((always_inline)) static inline void put(int kind, uint64_t key, ui
   const struct scn_trace_record r = {   /* its address stays here: the kind and the zero fields fold away */
       .seq = key, .ns = 0, .tid = 0, .kind = (uint8_t)kind, .flags = (uint8_t)flags,
       .err = (uint16_t)err, .span = sat32(span), .arg = {a0, a1, a2}, .result = result};
-  b->used += (uint32_t)(scn_tl_encode(&b->enc, at, &r, 0) - at);
+  b->used += (uint32_t)(scn_tl_encode(&b->enc, at, &r, 0, 0) - at);
 done:
   b->counts[kind]++;
   b->head.moved += span != 0;

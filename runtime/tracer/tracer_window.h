@@ -27,7 +27,7 @@
 static uint64_t g_window_seq;   /* the control thread's last mark clock: its chunks' clocks rise */
 
 static void write_window(int which) {
-  uint8_t chunk[SCN_TL_CHUNK_SIZE + WINDOW_BATCH * SCN_TL_MAX_RECORD + SCN_TL_MAX_CENSUS];
+  uint8_t chunk[SCN_TL_CHUNK_SIZE + WINDOW_BATCH * SCN_TL_MAX_RECORD + SCN_TL_TRAILER + SCN_TL_MAX_CENSUS];
   struct buffer *b = atomic_load(&g_buffers);
   int any = 0;
   do {
@@ -44,13 +44,13 @@ static void write_window(int which) {
       if (!owner || !made(b)) continue;   /* no record yet */
       struct scn_trace_record r = {.seq = seq + n, .kind = K_WINDOW,
                                    .arg = {(uint64_t)which, owner, __atomic_load_n(&b->enc.seq, __ATOMIC_RELAXED)}};
-      at = scn_tl_encode(&enc, at, &r, 0);
+      at = scn_tl_encode(&enc, at, &r, 0, 0);
       n++;
     }
     if (!n && any) break;
     if (!n) {   /* no thread had recorded: a mark of no thread */
       struct scn_trace_record r = {.seq = seq, .kind = K_WINDOW, .arg = {(uint64_t)which, 0, 0}};
-      at = scn_tl_encode(&enc, at, &r, 0);
+      at = scn_tl_encode(&enc, at, &r, 0, 0);
       n = 1;
     }
     counts[K_WINDOW] = n;

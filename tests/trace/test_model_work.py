@@ -1,12 +1,15 @@
 """The program's time between calls in a fitted model (`work`): real captures, with the preload tracer, of
 tests/fixtures/model/work_between.c (built here by gcc), whose main thread works WORK units of `work`'s own
-chain between each call and the next; with an argument a second thread sleeps 3 ms between its calls.
-Both collectors see the same times. Alone, the model works about WORK units a call; with the second thread
-it gets no work (threads alive at once: the tracer spreads the time between two of its clock readings over
-their calls, so waits and work look alike). The unit
-and the model's call cost are measured as the least of 3 runs, which load does not change much; the capture's
-times between calls grow with the load (its thread waits for a CPU between two calls: 2.8x WORK at a load of
-6.5 on 2 CPUs), so the bound above is generous (6x) and the one below (1/2) is what the fit must reach.
+chain between each call and the next; with `waiter` a second thread sleeps 3 ms between its calls; with `long`
+the main thread makes LONG_CALLS calls LONG units apart (over 1 ms each). Both collectors see the same times:
+the CPU time each thread ran between its calls, on its CPU clock (tracer logs of version 6), so the sleeping
+thread's waits are not work, the computing thread's are, and so are computations over 1 ms. A unit of the
+chain takes 3 cycles at least (a dependent multiply and add): 0.6 ns at 5 GHz, so CPU times are bounded below
+at 0.3 ns a unit, a bound no machine's speed or load can break (no wall time is asserted). The model alone
+works about WORK units a call; the unit and the model's call cost are measured as the least of 3 runs, which
+load does not change much, so the bounds are 1/2x and 3x.
+tests/fixtures/model/work_long_v5.trace is `work_between long` captured by the tracer of version 5 (no CPU
+clock): it still converts, with the wall-clock rule.
 """
 
 import re
@@ -23,7 +26,11 @@ from scenc.trace.source import TraceSource
 from locations import FIXTURES
 
 SOURCE = FIXTURES / "model" / "work_between.c"
-WORK = int(re.search(r"#define WORK (\d+)", SOURCE.read_text()).group(1))
+WORK, LONG, LONG_CALLS = (int(re.search(rf"#define {name} (\d+)", SOURCE.read_text()).group(1))
+                          for name in ("WORK", "LONG", "LONG_CALLS"))
+OLD_LOG = FIXTURES / "model" / "work_long_v5.trace"
+UNIT_NS_AT_LEAST = 0.3
+ASLEEP_NS = 40 * 3_000_000      # the waiter's 40 sleeps of 3 ms
 
 
 def _capture(tmp_path_factory, name, *args):
@@ -53,13 +60,28 @@ def gaps_by_thread(col):
             for tid, tws in col.thread_windows.items()}
 
 
-def test_both_collectors_see_the_same_time_between_calls(trace):
+def both_collectors(trace):
+    """The time between calls by thread, the same from both collectors, and whether it was on CPU clocks."""
     py = Collector().consume(TraceSource(trace, extra_events=True).events)
     py.finish()
     c = collect_tracer_log(trace)
-    assert gaps_by_thread(py) == gaps_by_thread(c)
-    busy = max(gaps_by_thread(c).values(), key=lambda g: g[0])
-    assert busy[0] > 19000 and busy[1] > 0          # the main thread's 20000 calls: their gaps are seen
+    assert gaps_by_thread(py) == gaps_by_thread(c) and py.has_cpu == c.has_cpu
+    return gaps_by_thread(c), c.has_cpu
+
+
+def test_the_computing_thread_has_its_cpu_time_between_calls_and_the_sleeping_one_next_to_none(trace):
+    gaps, on_cpu = both_collectors(trace)
+    assert on_cpu
+    busy, asleep = sorted(gaps.values(), key=lambda g: -g[0])
+    assert busy[0] > 19000 and busy[1] >= (busy[0] - 1) * WORK * UNIT_NS_AT_LEAST
+    assert asleep[0] >= 39 and asleep[1] < ASLEEP_NS / 20, asleep     # its 120 ms asleep are not work
+
+
+def test_a_computation_over_a_millisecond_between_calls_is_counted(tmp_path_factory):
+    gaps, on_cpu = both_collectors(_capture(tmp_path_factory, "work_long", "long"))
+    ((calls, ns),) = gaps.values()
+    assert on_cpu and calls == LONG_CALLS - 1
+    assert ns >= (LONG_CALLS - 1) * LONG * UNIT_NS_AT_LEAST, ns     # each over 1 ms: waits by the wall clock
 
 
 @pytest.mark.slow           # builds and runs a unit loop and the model (3 times each)
@@ -76,11 +98,26 @@ def test_the_model_works_between_calls_as_the_program_did(alone, tmp_path):
 
 
 @pytest.mark.slow
-def test_threads_alive_at_once_get_no_work(trace, tmp_path):
+def test_threads_alive_at_once_get_work_for_their_cpu_time(trace, tmp_path):
     model = write_model(None, tmp_path / "m.scn", source_name=trace.name, collector=collect_tracer_log(trace),
                         clock="preload")
-    assert fit_work(model) is None and "work(" not in model.text
-    assert "time between calls: dropped (threads alive at once in the capture" in model.text.replace("\n#     ", " ")
+    cost = fit_work(model)
+    assert cost is not None and "on the threads' CPU clocks" in model.text.replace("\n#     ", " ")
+    groups = sorted(model.writer.groups, key=lambda g: -g.summaries[0].total.c["events"])
+    assert len(groups) == 2, [g.name for g in groups]
+    busy, asleep = ((model.writer.work_by_group.get(g.name, 0), g.summaries[0].total.c["events"]) for g in groups)
+    assert WORK / 2 <= busy[0] / busy[1] <= WORK * 3, busy
+    assert asleep[0] * cost.unit_ns < ASLEEP_NS / 20, asleep       # next to none of its sleep became work
+
+
+def test_a_log_without_cpu_clocks_still_converts_with_the_wall_clock_rule(tmp_path):
+    gaps, on_cpu = both_collectors(OLD_LOG)
+    ((calls, ns),) = gaps.values()
+    # the tracer of version 5 read its clock only at the chunk's first record here: 40 calls look back to back
+    assert not on_cpu and calls == LONG_CALLS - 1 and ns < 1_000_000
+    model = write_model(None, tmp_path / "m.scn", source_name=OLD_LOG.name, collector=collect_tracer_log(OLD_LOG),
+                        clock="preload")
+    assert "which have no CPU clock (a tracer log before version 6)" in model.text.replace("\n#     ", " ")
 
 
 def test_a_capture_without_a_tracer_clock_gets_no_work(tmp_path):

@@ -418,7 +418,7 @@ def test_a_capture_by_todays_tracer_replays_as_the_older_tracers_log_did(fixture
         prog = program(tmp_path, "prog", source)
     new_log = tmp_path / "new.trace"
     assert capture_preload([str(prog), *args], new_log, stdout=subprocess.DEVNULL).ok
-    assert new_log.read_bytes()[8] == 5
+    assert new_log.read_bytes()[8] == 6
     old, _ = convert_log(old_log, tmp_path / "old.ops", "first")
     new, _ = convert_log(new_log, tmp_path / "new.ops", "first")
     assert (new.calls, new.threads, _per_thread_counts(new)) == (old.calls, old.threads, _per_thread_counts(old))

@@ -238,11 +238,12 @@ def test_a_log_cut_inside_a_record_converts_what_it_holds_and_says_where(tmp_pat
     assert sum(len(t) for t in threads) > 0
 
 
-@pytest.mark.parametrize("version", [3, 5])
+@pytest.mark.parametrize("version", [3, 6])
 def test_a_compact_log_cut_anywhere_converts_what_the_python_reader_reads(captures, tmp_path, version):
-    """The converter reads version 3 and 5 chunks with the one decoder (runtime/tracer/tracelog.h): a log cut at any
+    """The converter reads version 3 and 6 chunks with the one decoder (runtime/tracer/tracelog.h): a log cut at any
     byte converts the records the Python reader gives, in the same order, and both say where the log stops.
-    Version 3: tests/fixtures/trace/mt_handoff_v3.trace; version 5 (4's chunks, and window marks): a fresh capture."""
+    Version 3: tests/fixtures/trace/mt_handoff_v3.trace; version 6 (4's chunks, window marks, CPU clocks and a
+    chunk's trailer): a fresh capture."""
     data = (FIXTURES / "mt_handoff_v3.trace" if version == 3 else captures["mt_handoff"]).read_bytes()
     assert struct.unpack_from("<I", data, 8)[0] == version
     start = first_chunk(data[:64])

@@ -111,7 +111,7 @@ def test_a_real_log_holds_what_the_program_did(tmp_path):
     prog = compile_c(tmp_path, "shown", SHOWN_C, "-pthread")
     shown = subprocess.run([prog], capture_output=True, text=True, check=True).stdout     # addresses differ:
     pre = capture_preload([prog], tmp_path / "shown.trace", stdout=(tmp_path / "out.txt").open("w"))  # this run's
-    assert pre.ok and pre.info.version == 5, pre.warnings
+    assert pre.ok and pre.info.version == 6, pre.warnings
     lines = (tmp_path / "out.txt").read_text().splitlines()
     assert [ln.split()[0] for ln in lines] == [ln.split()[0] for ln in shown.splitlines()]
     said = {ln.split()[0]: [int(x) for x in ln.split()[1:]] for ln in lines}

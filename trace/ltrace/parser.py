@@ -511,7 +511,7 @@ class _Parser:
                     note("failed-allocation", lineno, raw)
                 events += 1
                 if packer is None:
-                    append(new(Event, (lineno, tid, t, kind, size, nmemb, align, old, res, failed, start, dur)))
+                    append(new(Event, (lineno, tid, t, kind, size, nmemb, align, old, res, failed, start, dur, None)))
                 else:
                     append(pack(lineno, size or 0, nmemb, align or 0, old or 0, res or 0, tid, codes[kind], failed))
                 if events >= flush_at:

@@ -22,12 +22,13 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from .collect import Collector
 from .fit import Phase, map_written_percent
 from .image import ProgramImage
+from .runs import MODEL_IDLE_S, ModelRunError, ModelRuns, ModelStuck
 from .shape import Group
 from .work import WorkCost, measure_cost
 from .write import NOT_MEASURED, ModelWriter
 
 __all__ = ["write_model", "fit_work", "measure_peak", "calibrate_peak", "ensure_finishes", "finishes_unrun",
-           "ModelResult", "ModelRunError", "remove_model", "with_seed"]
+           "ModelResult", "ModelRunError", "ModelRuns", "remove_model", "with_seed"]
 
 CALIBRATION_SEEDS = 3        # the model's peak is the mean of its peaks with seeds 1 .. this
 CALIBRATION_TOLERANCE = 0.05  # left alone when that mean is within 5% of the capture's peak
@@ -35,17 +36,6 @@ SCALE_RANGE = (67, 150)      # the lifetime scale, in percent, stays in this ran
 CALIBRATION_STEPS = 6        # ... and is searched (bisection) in this many steps at most
 SEED_TOLERANCE = 0.10        # seed 1 is kept when its peak is within 10% of the capture's; else the nearest seed
 
-
-MODEL_IDLE_S = 5.0            # a model run that used no CPU for this long has stopped making progress
-
-
-class ModelRunError(RuntimeError):
-    """The model does not build or run: a bug of the model writer, said plainly."""
-
-
-class ModelStuck(ModelRunError):
-    """The model's threads waited on one another (no CPU time for MODEL_IDLE_S seconds): its channels can
-    deadlock. ensure_finishes rewrites it without channels."""
 
 
 @dataclass
@@ -96,11 +86,23 @@ class ModelResult:
         self.scn_path.write_text(self.text)
 
 
-def measure_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -> int:
+def measure_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0,
+                 runs: Optional[ModelRuns] = None) -> int:
     """Build the model with the `live` probe, run it once, record its peak of live bytes; returns it.
 
-    Also proves that the model builds and finishes (its channels cannot deadlock)."""
-    peak, mapped = _run_live(result.scn_path, cc, timeout, both=True)
+    Also proves that the model builds and finishes (its channels cannot deadlock). runs: the calibration's
+    (runs.py): its build, and for a model of one thread its run with the model's seed (1, or the one calibrate_peak
+    chose) at the scale chosen, which is this one."""
+    own = runs is None
+    runs = runs or ModelRuns(result, cc, timeout)
+    try:
+        # at the model's scale (None: as fitted, or its own `param life_scale` when built from its text)
+        writer = result.writer
+        peak, mapped = runs.peak(seed=writer.seed if writer is not None else 1,
+                                 scale=writer.life_scale if writer is not None else None)
+    finally:
+        if own:
+            runs.close()
     writer = result.writer
     if mapped is not None and writer is not None and writer.image_mapped:
         # the stand-in for the program's image is mapped from the start to the end: not one of the program's own
@@ -108,30 +110,6 @@ def measure_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -
     result.record_peak(peak, mapped)
     result.mapped_peak = mapped
     return peak
-
-
-def _run_live(scn_path: Path, cc: str, timeout: float, params: Optional[dict] = None, both: bool = False):
-    """The peak of live bytes of one run of a scenario built with the `live` probe; with both, and the peak
-    of the bytes its `map` statements held mapped (None when it maps nothing)."""
-    import json
-    from ... import probes
-    from ...system.process import run_watched
-    from ...compiler.pipeline import build
-    b = build(scn_path, params=params, cc=cc, probes=probes.c_parts("live"))
-    status, stdout, stderr, why = run_watched([str(b.binary)], timeout, MODEL_IDLE_S)
-    if why == "stuck":
-        raise ModelStuck(f"the model {scn_path} stopped making progress (no CPU time for {MODEL_IDLE_S:g} s: its "
-                         f"threads waited on one another)")
-    if why == "timeout":
-        raise ModelRunError(f"the model {scn_path} did not finish within {timeout:.0f} s (a model "
-                            f"should never wait forever: a bug of scenc's model writer)")
-    if status != 0:
-        raise ModelRunError(f"the model {scn_path} failed (status {status}): {stderr.strip()[-500:]}")
-    report = json.loads(stdout)
-    peak = int(report["probes"]["live"]["peak_bytes"])
-    if not both:
-        return peak
-    return peak, (int(report["mapped"]["peak_bytes"]) if "mapped" in report else None)
 
 
 def ensure_finishes(result: ModelResult, check, say=lambda line: None):
@@ -204,11 +182,12 @@ def remove_model(result_or_path, data_files=()) -> None:
     if isinstance(result_or_path, ModelResult):
         result_or_path, data_files = result_or_path.scn_path, result_or_path.data_files
     path = Path(result_or_path)
-    for p in [path, *data_files, *(path.with_name(f"{path.stem}.seed{k}.scn") for k in range(1, CALIBRATION_SEEDS + 1))]:
+    for p in [path, *data_files, path.with_name(f"{path.stem}.runs.scn")]:
         Path(p).unlink(missing_ok=True)
 
 
-def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -> Optional[int]:
+def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0,
+                   runs: Optional[ModelRuns] = None) -> Optional[int]:
     """Scale the lifetimes of the objects freed by their own thread so that the model's peak of live bytes
     (the mean over seeds 1 .. CALIBRATION_SEEDS, one run each with the `live` probe) is the capture's.
 
@@ -219,28 +198,26 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
     model rewritten with `param life_scale` and a comment that says how it was found; returns the scale.
     When no scale in the range closes half the gap at least, the lifetimes are not what makes the
     peak, and the model keeps them as fitted (returns None), even when the best scale would land
-    within the tolerance."""
+    within the tolerance.
+
+    runs (runs.py): the model's runs, one build for every seed and scale (made here when not given)."""
     writer, target = result.writer, result.capture_peak
-    if writer is None or target <= 0:
+    if writer is None or target <= 0 or not any(" lives " in line and "forever" not in line
+                                                for line in result.text.splitlines()):
         return None
-    seed_files = [result.scn_path.with_name(f"{result.scn_path.stem}.seed{k}.scn")
-                  for k in range(1, CALIBRATION_SEEDS + 1)]
+    own = runs is None
+    runs = runs or ModelRuns(result, cc, timeout)
 
-    measured: Dict[Optional[int], List[int]] = {}     # scale -> the peaks of seeds 1 .. CALIBRATION_SEEDS
+    measured: Dict[int, List[int]] = {}        # scale -> the peaks of seeds 1 .. CALIBRATION_SEEDS
 
-    def ratio(scale: Optional[int]) -> float:
-        for k, path in enumerate(seed_files, 1):
-            path.write_text(with_seed(result.text, k))
-        params = None if scale is None else {"life_scale": scale}
-        peaks = measured[scale] = [_run_live(path, cc, timeout, params) for path in seed_files]
+    def ratio(scale: int) -> float:
+        peaks = measured[scale] = runs.peaks(range(1, CALIBRATION_SEEDS + 1), scale)
         return sum(peaks) / len(peaks) / target
 
     try:
-        first = ratio(None)
-        measured[100] = measured[None]
-        if abs(first - 1) <= CALIBRATION_TOLERANCE or not any(" lives " in line and "forever" not in line
-                                                              for line in result.text.splitlines()):
-            _nearest_seed(result, measured[None])
+        first = ratio(100)                      # the lifetimes as fitted
+        if abs(first - 1) <= CALIBRATION_TOLERANCE:
+            _nearest_seed(result, measured[100])
             return None
         writer.life_scale = 100
         writer.calibration = "(being calibrated)"
@@ -251,7 +228,12 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
             lo, tried[hi] = 100, ratio(hi)
         else:
             hi, tried[lo] = 100, ratio(lo)
-        for _ in range(CALIBRATION_STEPS):
+        end = tried[SCALE_RANGE[1] if first < 1 else SCALE_RANGE[0]]
+        # A model of one thread peaks higher the longer its lifetimes (the same draws, every object living as
+        # long or longer): when the range's end is still short of the capture's peak on the same side, by more
+        # than the rule below allows, no scale inside comes nearer, and the search ends where it would.
+        settled = runs.deterministic and (end < 1) == (first < 1) and abs(end - 1) > abs(first - 1) / 2
+        for _ in range(0 if settled else CALIBRATION_STEPS):
             if min(abs(r - 1) for r in tried.values()) <= CALIBRATION_TOLERANCE or hi - lo <= 1:
                 break
             mid = round((lo * hi) ** 0.5)           # lifetimes multiply: the geometric middle
@@ -260,8 +242,8 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
             tried[mid] = ratio(mid)
             lo, hi = (mid, hi) if tried[mid] < 1 else (lo, mid)
     finally:
-        for path in seed_files:
-            path.unlink(missing_ok=True)
+        if own:
+            runs.close()
     scale = min(tried, key=lambda s: (abs(tried[s] - 1), abs(s - 100)))
     if abs(tried[scale] - 1) > abs(first - 1) / 2:
         # Lifetimes are not what makes this peak (handoffs, realloc chains, threads' timing): keep them as
@@ -270,7 +252,7 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0)
         writer.life_scale = None
         result.text = writer.write()
         result.scn_path.write_text(result.text)
-        _nearest_seed(result, measured[None])
+        _nearest_seed(result, measured[100])
         return None
     writer.life_scale = scale
     _nearest_seed(result, measured[scale], write=False)

@@ -97,9 +97,9 @@ def _collector(d: dict, ordinals: array) -> Collector:
     mks = [tuple(mk) for mk in d["model_kinds"]]
     kinds = d["kinds"]
     for name in ("window", "ordinal", "live_bytes", "peak_bytes", "peak_line", "first_line", "last_line", "has_time",
-                 "cross_frees", "known_frees", "handoff_count", "thread_starts", "chain_span_count", "live_at_end",
-                 "mapped_now", "mapped_peak", "mapped_writable", "mapped_writable_peak", "maps_made", "maps_protected",
-                 "map_bytes_made"):
+                 "has_cpu", "cross_frees", "known_frees", "handoff_count", "thread_starts", "chain_span_count",
+                 "live_at_end", "mapped_now", "mapped_peak", "mapped_writable", "mapped_writable_peak", "maps_made",
+                 "maps_protected", "map_bytes_made"):
         setattr(col, name, d[name])
     col.trace_kinds = _counter(d["trace_kinds"], lambda k: kinds[k])
     col.map_calls = _counter(d["map_calls"], lambda k: kinds[k])

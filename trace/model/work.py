@@ -1,12 +1,13 @@
 """The program's own time between its calls, in a fitted model: `work(n)` per round of each phase.
 
 The collectors sum each thread's time between its calls from the capture's clocks (ThreadWindow counters
-'gaps' and 'gap_ns'; a time longer than collect.DENSE_GAP_NS is waiting and left out). A call's own cost is
-in that time too, so each gap is taken less what a call costs in the model (its phase's `measure` block's
-time per call, the model run without work under glibc, the allocator the capture ran) and less what the
-tracer added to the call (TRACER_CALL_NS); what is left, over a `work` unit's time measured on this machine,
-is the group's units per thread in the phase. Fitted to the capture's clocks, never to a run
-under some allocator: docs/capture.md, "The program's time between calls".
+'gaps' and 'gap_ns'): the CPU time it ran between them, on its CPU clock (tracer logs of version 6), so that its
+waits are left out by construction; without that clock (older logs), the wall time, those longer than
+collect.DENSE_GAP_NS taken for waiting and left out. A call's own cost is in that time too, so each gap is taken
+less what a call costs in the model (its phase's `measure` block's time per call, the model run without work
+under glibc, the allocator the capture ran) and less what the tracer added to the call (TRACER_CALL_NS); what is
+left, over a `work` unit's time measured on this machine, is the group's units per thread in the phase. Fitted to
+the capture's clocks, never to a run under some allocator: docs/language.md, "What a model keeps of it".
 
     cost = measure_cost(model, cc)        # runs a unit loop and the model (3 times each): WorkCost
     units = work_units(agg.c, threads, cost, group, phase)
@@ -31,13 +32,14 @@ NO_WORK_WHY = {
     "workload": "no clock in a workload", "mtrace": "no clock in an mtrace log",
 }
 
-# Why a capture of threads alive at once gets no `work`: a thread's time between its calls holds its waits
-# too (for a lock, another thread, the disk), and only those over DENSE_GAP_NS can be told from work by the
-# clock alone; the tracer reads no per-thread CPU clock. ripgrep -j2 on a cold page cache: 1.83 s of times
-# under 1 ms between its 3 threads' calls in a capture of 1.05 s, a model 13.7x its program's wall time
-# (bench/results/2026-11-27-model-fidelity-4.md).
-SEVERAL_THREADS_WHY = ("threads alive at once in the capture: their times between calls hold their waits for "
-                       "locks, each other and the disk, which the capture's clocks cannot tell from work")
+# Why a capture of threads alive at once gets no `work` without the threads' CPU clocks (a tracer log before
+# version 6): a thread's wall time between its calls holds its waits too (for a lock, another thread, the disk),
+# and only those over DENSE_GAP_NS can be told from work by the wall clock alone. ripgrep -j2 on a cold page
+# cache: 1.83 s of times under 1 ms between its 3 threads' calls in a capture of 1.05 s, a model 13.7x its
+# program's wall time (bench/results/2026-11-27-model-fidelity-4.md). With the CPU clocks, waits are not counted.
+SEVERAL_THREADS_WHY = ("threads alive at once in a capture without the threads' CPU clocks (a tracer log before "
+                       "version 6): their times between calls hold their waits for locks, each other and the disk, "
+                       "which the wall clock cannot tell from work")
 
 
 @dataclass
@@ -65,7 +67,7 @@ def work_units(c, threads: int, cost: WorkCost, group: str = "", phase: int = 0)
 
 
 def capture_gap_ns(col) -> int:
-    """The capture's time between calls taken for work, all threads (ns)."""
+    """The capture's time between calls taken for work, all threads (ns): CPU time with the threads' CPU clocks."""
     return sum(tw.c["gap_ns"] for tws in col.thread_windows.values() for tw in tws if tw is not None)
 
 

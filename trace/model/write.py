@@ -447,7 +447,8 @@ class ModelWriter:
     def work_refused(self) -> Optional[str]:
         """Why no `work` can be fitted to this capture whatever is measured (no clock, threads alive at once), or
         None."""
-        return self._no_clock() or (SEVERAL_THREADS_WHY if self.threads_at_once > 1 else None)
+        several = self.threads_at_once > 1 and not self.col.has_cpu     # with CPU clocks, waits are not counted
+        return self._no_clock() or (SEVERAL_THREADS_WHY if several else None)
 
     def _time_between_calls(self) -> str:
         """What the model keeps of the program's own time between its calls (trace/model/work.py)."""
@@ -456,22 +457,27 @@ class ModelWriter:
             return f"time between calls: dropped ({no_clock}): the model makes its calls one after another"
         gaps = capture_gap_ns(self.col)
         why = self.work_refused() or self.work_why
+        if self.col.has_cpu:
+            held = (f"{gaps / 1e6:.1f} ms on the threads' CPU clocks (the CPU time each thread ran between its "
+                    f"calls, which the tracer reads about every 64 calls or 200 us, whichever is longer: its waits, "
+                    f"blocked or descheduled, are not in it)")
+        else:
+            held = (f"{gaps / 1e6:.1f} ms in the capture's wall clocks, which have no CPU clock (a tracer log "
+                    f"before version 6): the times between each thread's calls up to {DENSE_GAP_NS / 1e6:g} ms (a "
+                    f"longer one is waiting, blocked in the kernel, and is dropped; the tracer spreads the time "
+                    f"between two readings of its clock over their calls, so shorter waits count, and so does a "
+                    f"busy machine's wait for a CPU)")
         if cost is None:
-            return (f"time between calls: dropped ({why}); the capture's clocks hold "
-                    f"{gaps / 1e6:.1f} ms of it (times between a thread's calls up to {DENSE_GAP_NS / 1e6:g} ms)")
+            return f"time between calls: dropped ({why}); the capture holds {held}"
         return (f"time between calls: kept as `work(n)` (CPU work on registers, no memory), per group and phase "
-                f"spread over its rounds: {gaps / 1e6:.1f} ms in the capture's clocks (the times between each "
-                f"thread's calls, those up to {DENSE_GAP_NS / 1e6:g} ms: a longer one is waiting, blocked in the "
-                f"kernel, and is dropped; the tracer reads its clock every few thousand records and spreads "
-                f"the time between two readings over their calls, so shorter waits count), each less "
+                f"spread over its rounds: {held}, each less "
                 f"{TRACER_CALL_NS:g} ns for the tracer and the model's own cost of a call (its phase's time per call, the model run without work under glibc as the capture "
                 f"ran, the least of {MEASURE_RUNS} runs; {cost.call_ns:.1f} ns of CPU time a call over the whole "
                 f"model): {self.work_written} units at "
                 f"{cost.unit_ns:.3f} ns ({self.work_written * cost.unit_ns / 1e6:.1f} ms, measured here"
                 + ("; none: the model's own calls take as long as the program's time between them" if
-                   not self.work_written else "") + "). Fitted "
-                f"to the capture's clocks, never to an allocator's result; a capture made on a busy machine "
-                f"counts the time its threads waited for a CPU too")
+                   not self.work_written else "") + "). Fitted to the capture's clocks, never to an allocator's "
+                "result")
 
     def _figures(self, tally: _Tally) -> List[Tuple[str, str, str]]:
         """(figure, capture, model) rows of the header's table (also self.figures); the peak is measured later."""
