@@ -247,24 +247,51 @@ def under_glibc(pair: dict, metric: str) -> tuple:
     return real, model, ratio
 
 
-def rss_lines(pair: dict, names: Sequence[str]) -> tuple:
+def spreads(analysis: dict, metric: str) -> dict:
+    """(target, allocator) -> (runs, standard deviation) of a metric over the session's runs ('command': the
+    program's, 'scenario': the model's), from `scenc report --json`'s summaries of the raw samples."""
+    out = {}
+    for block in analysis.get("blocks", []):
+        for a, summary in block["allocators"].items():
+            m = summary["metrics"].get(metric)
+            if m and m.get("n"):
+                out[block["target"], a] = (m["n"], m.get("stdev") or 0.0)
+    return out
+
+
+def rss_lines(pair: dict, names: Sequence[str], analysis: Optional[dict] = None) -> tuple:
     """(lines, ratio, deltas ok, deltas checked): the model's peak RSS over the program's under glibc, and each
-    allocator's difference from glibc, model against program."""
+    allocator's difference from glibc, model against program.
+
+    A difference is judged on the means, and on the runs: the program's own peak RSS moves from run to run (node's
+    under jemalloc by 119-125 MiB in ten runs), so a difference of means is off by chance as much as the standard
+    error of the difference of differences, from the four sets of runs (program and model, the allocator and
+    glibc). A delta passes when it is within 25% + 2 MiB of the program's, or within that and twice this standard
+    error (about 95%: the runs do not show the model's delta outside the target); the line says which, and the
+    count is of the first (the second apart in the summary's `by_runs`)."""
     real, model, ratio = under_glibc(pair, "peak_rss_kib")
+    spread = spreads(analysis or {}, "peak_rss_kib")
     ok_ratio = RATIO_RANGE[0] <= ratio <= RATIO_RANGE[1]
     lines = [f"  peak RSS under glibc: model {model.get('glibc', float('nan')) / MIB:.1f} MiB, program "
              f"{real.get('glibc', float('nan')) / MIB:.1f} MiB: {ratio:.2f}x "
              f"({'ok' if ok_ratio else 'OUTSIDE'} {RATIO_RANGE[0]}-{RATIO_RANGE[1]}x)",
-             f"  allocator - glibc peak RSS, model vs program (within {DELTA_SHARE:.0%} + {DELTA_MIB:g} MiB):"]
-    passed = checked = 0
+             f"  allocator - glibc peak RSS, model vs program (within {DELTA_SHARE:.0%} + {DELTA_MIB:g} MiB; "
+             f"or with the runs' spread: +2 standard errors of the difference):"]
+    passed = checked = by_runs_only = 0
     for a in names:
         if a == "glibc" or a not in real or a not in model:
             continue
         dr, dm = (real[a] - real["glibc"]) / MIB, (model[a] - model["glibc"]) / MIB
-        ok = abs(dm - dr) <= DELTA_SHARE * abs(dr) + DELTA_MIB
-        passed, checked = passed + ok, checked + 1
-        lines.append(f"    {a:<10} program {dr:+7.1f} MiB  model {dm:+7.1f} MiB  {'ok' if ok else 'FAIL'}")
-    return lines, ratio, passed, checked
+        bound = DELTA_SHARE * abs(dr) + DELTA_MIB
+        ok = abs(dm - dr) <= bound
+        parts = [spread.get((t, x)) for t in ("command", "scenario") for x in (a, "glibc")]
+        se = (sum(sd * sd / n for n, sd in parts) ** 0.5) / MIB if all(parts) else None
+        by_runs = se is not None and abs(dm - dr) <= bound + 2 * se
+        passed, checked, by_runs_only = passed + ok, checked + 1, by_runs_only + (by_runs and not ok)
+        word = "ok" if ok else "ok by the runs" if by_runs else "FAIL"
+        se_text = f" (standard error {se:.1f} MiB)" if se is not None else ""
+        lines.append(f"    {a:<10} program {dr:+7.1f} MiB  model {dm:+7.1f} MiB  {word}{se_text}")
+    return lines, ratio, passed, checked, by_runs_only
 
 
 def wall_line(pair: dict) -> tuple:
@@ -321,7 +348,7 @@ def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], r
         lines += [line.replace("replay", "model") for line in block]
         ends.update({e["word"]: e for e in found["ends"]})
     wall, wall_ratio = wall_line(pair)
-    rss, ratio, passed, checked = rss_lines(pair, names)
+    rss, ratio, passed, checked, by_runs = rss_lines(pair, names, analysis)
     lines += [wall] + rss
     live_ratio = float("nan")
     if live and all(x.isdigit() for x in live) and int(live[0]):
@@ -332,6 +359,7 @@ def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], r
     summary = {"program": p.name, "calls": calls, "convert_s": round(converted, 1), "rss_ratio": ratio,
                "wall_ratio": wall_ratio, "live_peak": live, "live_ratio": live_ratio, "trace": str(trace),
                "verdicts": verdicts_of(ends.values()), "rss_checks_passed": passed, "rss_checks": checked,
+               "rss_checks_by_runs": by_runs,
                "side_by_side": pair, "result_file": analysis.get("result_file")}
     return lines, summary
 
@@ -339,7 +367,9 @@ def measure(p: RealProgram, argv: List[str], work: Path, names: Sequence[str], r
 def summary_lines(summaries: List[dict], label: str) -> List[str]:
     return (summary_table(summaries, stand_in=label)
             + ["  " + ", ".join(f"{s['program']} wall {s['wall_ratio']:.2f}x, RSS {s['rss_ratio']:.2f}x, live "
-                                f"{s['live_ratio']:.2f}x" for s in summaries),
+                                f"{s['live_ratio']:.2f}x" + (f", {s['rss_checks_by_runs']} delta(s) ok by the runs only"
+                                                            if s.get('rss_checks_by_runs') else "")
+                                for s in summaries),
                "  (wall, RSS: the model's over the program's under glibc; live: the model's peak of live bytes over "
                "the capture's)"])
 

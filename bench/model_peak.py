@@ -35,7 +35,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 PROGRAMS = ROOT / "bench" / "programs"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from scenc.trace.model import calibrate_peak, measure_peak, write_model          # noqa: E402
+from scenc.trace.model import calibrate_peak, measure_peak, with_seed, write_model          # noqa: E402
 from scenc.trace.source import TraceSource                         # noqa: E402
 from scenc.trace.profile import TraceStats                           # noqa: E402
 
@@ -100,13 +100,14 @@ def model_peaks(path: Path, work: Path, runs: int, seeds: int, calibrate: bool =
     if calibrate:
         calibrate_peak(model)
     peaks = []
-    text = model.text
+    text, chosen = model.text, model.writer.seed
     for seed in range(1, seeds + 1):
-        # from the model's text each time: measure_peak writes the text (seed 1) back with the peak in it
-        model.text = text.replace("\nseed 1\n", f"\nseed {seed}\n", 1)
+        # from the model's text each time: measure_peak writes the text back with the peak in it
+        model.text = with_seed(text, seed)
+        model.writer.seed = seed              # measure_peak runs the model with the writer's seed
         model.scn_path.write_text(model.text)
         peaks += [measure_peak(model) for _ in range(runs)]
-    model.text = text
+    model.text, model.writer.seed = text, chosen
     model.scn_path.write_text(text)
     return peaks, model
 

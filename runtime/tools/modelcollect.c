@@ -22,6 +22,8 @@
 #define MAX_TRAIL_STEPS 512
 #define MAX_BIG_OBJECTS 32
 #define MAX_PEAK_FREED (1 << 17)
+#define MAX_KEPT_RECORDS 4096   /* collect.py's: objects live at the end of 1/KEPT_RECORD_PART of the peak or more */
+#define KEPT_RECORD_PART 1024
 #define MAX_MAP_RECORDS 256
 #define MAX_BIG_MAPS 16
 #define DENSE_GAP_NS 1000000         /* collect.py's: without a CPU clock, a longer time between a thread's calls is
@@ -371,6 +373,10 @@ static struct {
   peak_rec *pf;
   size_t npf, cappf;
   int peak_overflow;
+  /* collect.py's kept_big: the plain objects live at the end of 1/KEPT_RECORD_PART of the peak or more */
+  peak_rec *kb;
+  size_t nkb, capkb;
+  int kept_overflow;
 } S;
 
 static uint32_t thread_index(uint32_t tid) {
@@ -1076,6 +1082,12 @@ static void finish(void) {
       cinc(cell(e->owner, last), C_END, HOW_END, NONE_TID, 1);
       end_trail(e->ref, HOW_END, 0, 0, 0);
     } else {
+      if (e->nbytes > 0 && (double)e->nbytes >= (double)S.peak_bytes / KEPT_RECORD_PART && !S.kept_overflow) {
+        if (S.nkb < MAX_KEPT_RECORDS) {
+          GROW(S.kb, S.capkb, S.nkb + 1);
+          S.kb[S.nkb++] = (peak_rec){e->o, e->t, e->nbytes, 0, 0, S.th[e->owner].tid, e->mk};
+        } else S.nkb = 0, S.kept_overflow = 1;
+      }
       if (e->ref != NO_REF) S.bigs[e->ref].how = HOW_KEPT;
       tw_t *acell = cell(e->owner, e->o / S.window);
       om_add(&acell->kept, (uint64_t)size_bucket((uint64_t)e->nbytes), 1, e->nbytes);
@@ -1356,6 +1368,12 @@ static void emit(FILE *spans_file) {
     const peak_rec *r = &S.pf[i];
     fprintf(out, "%s[%" PRIu32 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRIu16 ",%" PRId64 ",%" PRId64 "]", i ? "," : "",
             r->owner, r->o, r->t, r->nbytes, r->mk, r->life, r->end);
+  }
+  fprintf(out, "],\"kept_overflow\":%s,\"kept_big\":[", S.kept_overflow ? "true" : "false");
+  for (size_t i = 0; i < S.nkb; i++) {
+    const peak_rec *r = &S.kb[i];
+    fprintf(out, "%s[%" PRIu32 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRIu16 "]", i ? "," : "", r->owner, r->o, r->t,
+            r->nbytes, r->mk);
   }
   fputs("]}\n", out);
 }

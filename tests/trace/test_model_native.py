@@ -26,7 +26,7 @@ ORDERED = ("window", "ordinal", "live_bytes", "peak_bytes", "peak_line", "first_
            "mapped_now", "mapped_peak", "mapped_writable", "mapped_writable_peak", "maps_made", "trace_kinds",
            "map_calls", "maps_left_out", "born", "died", "max_chains", "chain_held", "trail_dropped", "big_dropped",
            "big_maps_dropped", "max_chain_classes", "handoffs", "wins", "thread_windows", "peak_ordinal",
-           "peak_freed", "peak_overflow")
+           "peak_freed", "peak_overflow", "kept_big", "kept_overflow")
 #: ... and those the writer reads only by key (per thread): compared as dicts
 BY_KEY = ("big_objects", "trails", "map_records", "big_maps")
 

@@ -458,6 +458,10 @@ def test_shared_python_model_checks_builds_runs_and_keeps_the_statistics(capsys,
     for size in re.findall(made + r" lives (?:forever|\d+)", scn.read_text()) + \
             re.findall(r"(?:big\[\d+\]|held_p\d+\[in_p\d+\]) = " + made, scn.read_text()):
         sizes[int(size)] += 1
+    # the burst's sizes that hold the most of its bytes, each `repeat`ed as many times as the burst had them
+    for count, size in re.findall(r"repeat \(r \+ 1 - \d+\) \* (\d+) / \d+ - [^\n]*\n\s*burst\[in_burst\] = " + made,
+                                  scn.read_text()):
+        sizes[int(size)] += int(count)
     # realloc(NULL, n) is an allocation too (`realloc(none[0], n)`)
     allocs = [ev.size * ev.nmemb for ev in parse_file(sample("python_json_e.log"))
               if not ev.failed and (ev.kind in ALLOC_KINDS or ev.kind in REALLOC_KINDS and not ev.old_ptr)]

@@ -36,6 +36,8 @@ MAX_TRAILS = 16              # finished realloc chains kept whole per thread: th
 MAX_TRAIL_STEPS = 512        # ... each with at most this many reallocs (a longer one keeps no steps)
 MAX_BIG_OBJECTS = 32         # the largest objects kept one by one per thread (BigObject)
 MAX_PEAK_FREED = 1 << 17     # objects live at the peak and freed after it, kept at most (Collector.peak_freed)
+KEPT_RECORD_SHARE = 1 / 1024  # objects still live at the end of this share of the peak of live bytes or more ...
+MAX_KEPT_RECORDS = 4096      # ... are kept one by one (Collector.kept_big), when there are this few
 MAX_MAP_RECORDS = 256        # the program's own mappings kept one by one per thread (MapRecord), at most ...
 MAX_BIG_MAPS = 16            # ... and past that, its largest ones
 PROT_WRITE = 2
@@ -308,6 +310,12 @@ class Collector:
         self.peak_ordinal = -1
         self.peak_freed: list = []
         self.peak_overflow = False
+        # The objects still live at the end (not realloc chains) of KEPT_RECORD_SHARE of the peak of live bytes or
+        # more, in the order they came: (owner, ordinal, `lives` clock, bytes, model kind) each; none when there
+        # are more than MAX_KEPT_RECORDS (kept_overflow). A program's few big tables kept to its end are much of
+        # its last live bytes (trace/model/shape.py, _take_big_kept)
+        self.kept_big: list = []
+        self.kept_overflow = False
         self.first_line: Optional[int] = None
         self.last_line = 0
         self.has_time = False
@@ -952,12 +960,18 @@ class Collector:
         if self.peak_overflow:
             self.peak_freed = []
         last = max(len(self.wins) - 1, 0)
+        kept_floor = self.peak_bytes * KEPT_RECORD_SHARE
         for e in self.live.values():
             owner, o_alloc, t_alloc, nbytes, mk, chain = e[:6]
             if chain:
                 self._cell(owner, last).c["end", "end", None] += 1
                 self._end_trail(e[6], "end", None)
             else:
+                if 0 < nbytes and kept_floor <= nbytes and not self.kept_overflow:
+                    if len(self.kept_big) < MAX_KEPT_RECORDS:
+                        self.kept_big.append((owner, o_alloc, t_alloc, nbytes, mk))
+                    else:
+                        self.kept_big, self.kept_overflow = [], True
                 if e[6] is not None:
                     e[6].how = "kept"
                 acell = self._cell(owner, o_alloc // self.window)

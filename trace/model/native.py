@@ -150,5 +150,7 @@ def _collector(d: dict, ordinals: array) -> Collector:
         at += n
     col.peak_ordinal, col.peak_overflow = d["peak_ordinal"], d["peak_overflow"]
     col.peak_freed = [(tid, o, t, nbytes, mks[mk], life, end) for tid, o, t, nbytes, mk, life, end in d["peak_freed"]]
+    col.kept_overflow = d["kept_overflow"]
+    col.kept_big = [(tid, o, t, nbytes, mks[mk]) for tid, o, t, nbytes, mk in d["kept_big"]]
     col.live.clear()
     return col

@@ -190,15 +190,16 @@ class GroupPlanner:
     def _own_allocs(self, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:
         """The objects freed by their own thread, `lives` as fitted; the large ones with their own sizes and
         lifetimes."""
-        out, large = [], sz.large
+        out, large = [], sz.large or []
         for mk, v in sorted(flows.local.items(), key=lambda kv: mk_key(kv[0])):
-            n_large = large[2].get(mk, 0) if large else 0
+            n_large = sum(band[2].get(mk, 0) for band in large)
             if v > n_large:
                 out.append(Stmt(f"{alloc_text(mk, sz.size)} lives {self._scaled(sz.lives)}", **counts.per(v - n_large),
                                 calls={mk[0]: 1}, lives=1, draws=1))
-            if n_large:
-                out.append(Stmt(f"{alloc_text(mk, large[0])} lives {self._scaled(large[1])}", **counts.per(n_large),
-                                calls={mk[0]: 1}, lives=1, draws=1, mean=large[3]))
+            for size, lives, kinds, mean in large:
+                if kinds.get(mk, 0):
+                    out.append(Stmt(f"{alloc_text(mk, size)} lives {self._scaled(lives)}", **counts.per(kinds[mk]),
+                                    calls={mk[0]: 1}, lives=1, draws=1, mean=mean))
         return out
 
     def _kept_allocs(self, pi: int, agg: ThreadWindow, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:

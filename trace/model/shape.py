@@ -12,8 +12,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .collect import (MAX_HANDOFFS, MAX_PEAK_FREED, BigObject, ThreadWindow, Collector, hist_minus, life_bucket,
                       merge_hist, size_bucket, size_class)
 from .fit import (BIG_OBJECT_SHARE, LONG_LIFE_SHARE, Phase, PhaseLarge, ThreadSummary, alike_but_receives, big_chains,
-                  big_objects, burst_objects, chain_slots, detect_phases, group_threads, large_class,
-                  long_big_objects)
+                  big_kept_objects, big_objects, burst_objects, class_kinds, chain_slots, detect_phases, group_threads,
+                  large_class, long_big_objects)
 
 MAX_CAPACITY = 1 << 20      # channel slots live in the runtime's arena: 16 MiB at most per channel
 HELD_PARTS = 4              # an object freed in a later part of a phase than its own, or a later phase, is held
@@ -435,6 +435,7 @@ class ModelShape:
             records = big_objects([r for _, _, r in col.big_objects.get(tid, [])], col.big_dropped[tid],
                                   col.peak_bytes)
             records = self._with_long_big_objects(g, tid, summary, records)
+            records = self._with_big_kept(g, tid, summary, records)
             if records:
                 self.big_objects[g.name] = records
             for r in records:
@@ -450,6 +451,28 @@ class ModelShape:
                     _take_from_class(entry, r.size, r.life)
                     entry[4][r.mk] -= 1
 
+    def _with_big_kept(self, g: Group, tid: int, summary: ThreadSummary, records: list) -> list:
+        """The big objects of thread tid (records) with its largest objects still live at the end that are
+        written one by one (model_fit.big_kept_objects), `lives forever` where they came."""
+        col = self.col
+        have = {r.at[0] for r in records}
+        kept = {b: list(h) for b, h in summary.total.kept.items()}
+        for r in records:
+            if r.how == "kept":
+                _take(kept, r.size)
+        mine = [k for k in col.kept_big if k[0] == tid and k[1] not in have]
+        extra = []
+        for _, o, t, nbytes, mk in big_kept_objects(mine, kept, col.peak_bytes):
+            r = BigObject((o, t), nbytes, mk)
+            r.how = "kept"
+            extra.append(r)
+        if not extra:
+            return records
+        self.notes.append(f"{len(extra)} objects of {g.name} still live at the end ({sum(r.size for r in extra)} bytes, "
+                          f"the largest), are written one by one with their sizes where they came: drawn from the kept "
+                          f"objects' sizes, they made the model's last live bytes a chance of the draws")
+        return sorted(records + extra, key=lambda r: r.at)
+
     def _with_long_big_objects(self, g: Group, tid: int, summary: ThreadSummary, records: list) -> list:
         """The big objects of thread tid (records) with its big objects that live long (model_fit.long_big_objects)
         not among them yet, in the order they came: of those live at the capture's peak and freed after it (the
@@ -457,20 +480,17 @@ class ModelShape:
         col = self.col
         have = {r.at[0] for r in records}
         candidates = {}
-        for owner, o, t, nbytes, mk, life, end in (() if col.peak_overflow else col.peak_freed):
-            if owner == tid and o not in have:
-                r = BigObject((o, t), nbytes, mk)
-                r.how, r.life, r.end = "local", life, end
-                candidates[o] = r
+        for record in (() if col.peak_overflow else col.peak_freed):
+            if record[0] == tid and record[1] not in have:
+                candidates[record[1]] = _freed_object(record)
         for _, _, r in col.big_objects.get(tid, []):
             if r.at[0] not in have:
                 candidates.setdefault(r.at[0], r)
         phases = []
         for pi, p in enumerate(summary.phases):
+            by_class = {cls: sum(kinds.values()) for cls, kinds in class_kinds(p.c).items()}
             cls = large_class(p.lives_by_class) if p.lives_by_class else None
-            large = sum(n for k, n in p.c.items() if isinstance(k, tuple) and k[0] == "lives_class"
-                        and cls is not None and k[2] >= cls)
-            phases.append(PhaseLarge(pi, self.clock_span(tid, pi)[1], cls, large))
+            phases.append(PhaseLarge(pi, self.clock_span(tid, pi)[1], cls, by_class))
         extra = long_big_objects(list(candidates.values()), col.peak_bytes, lambda r: phases[self.phase_of(r.at)])
         if not extra:
             return records
@@ -558,28 +578,28 @@ class ModelShape:
             for r in records:
                 mass[size_class(r[3])] = mass.get(size_class(r[3]), 0) - r[3] * r[5]
             mean_live = {cls: max(m, 0) / ticks for cls, m in mass.items()}
-            chosen = burst_objects(records, mean_live, col.peak_bytes, held)
-            if not chosen:
-                held_ends += [(r[2] + r[5], r[6], r[6] // col.window) for r in held]
+            # without a burst, the held objects the peak holds alone: freed after it from the phase's pool, a
+            # random one of those left at each free before it, the peak held the pool's sizes, not theirs (cc1:
+            # 246 of 425, 197 KB in the capture, twice that in the model)
+            chosen = burst_objects(records, mean_live, col.peak_bytes, held) or sorted(held, key=lambda r: r[1])
             self._held_after_peak(g, peak_phase, held_ends)
             if not chosen:
                 continue
             held_o = {r[1] for r in held}
             objects = []
-            for _, o, t, nbytes, mk, life, end in chosen:
-                r = BigObject((o, t), nbytes, mk)
-                r.how, r.life, r.end = "local", life, end
+            for record in chosen:
+                r = _freed_object(record)
                 objects.append(r)
-                w, wd = o // col.window, end // col.window
-                if o in held_o:
-                    self._take_held(g, self._phase_of_window(w), peak_phase, w, wd, nbytes, mk)
+                w, wd = r.at[0] // col.window, r.end // col.window
+                if r.at[0] in held_o:
+                    self._take_held(g, self._phase_of_window(w), peak_phase, w, wd, r.size, r.mk)
                     continue
                 for thread_window in (summary.phases[peak_phase], summary.total):
                     _take_object(thread_window, r)
                 if wd != w and wd in col.thread_windows[tid][w].dies:
-                    entry = col.thread_windows[tid][w].dies[wd][size_class(nbytes)]
-                    _take_from_class(entry, nbytes, life)
-                    entry[4][mk] -= 1
+                    entry = col.thread_windows[tid][w].dies[wd][size_class(r.size)]
+                    _take_from_class(entry, r.size, r.life)
+                    entry[4][r.mk] -= 1
             self.bursts[g.name] = (peak_phase, objects)
             self.notes.append(f"{len(objects)} objects of {g.name} live at the capture's peak of live bytes "
                               f"({sum(r.size for r in objects)} bytes), made in phase {peak_phase + 1} and freed "
@@ -698,6 +718,15 @@ class ModelShape:
             return False
         return any(s.total.c[k] > 0 for g in self.groups for s in g.summaries for k in list(s.total.c)
                    if isinstance(k, tuple) and k[0] == "kept") or any(self.big_objects.values())
+
+
+def _freed_object(record: tuple) -> BigObject:
+    """A Collector.peak_freed record (owner, ordinal, clock, bytes, kind, lifetime, ordinal of its free) as the
+    record of an object freed by its own thread."""
+    _, o, t, nbytes, mk, life, end = record
+    r = BigObject((o, t), nbytes, mk)
+    r.how, r.life, r.end = "local", life, end
+    return r
 
 
 def _take_object(thread_window: ThreadWindow, r) -> None:

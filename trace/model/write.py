@@ -121,6 +121,9 @@ class ModelWriter:
         # fitted ones, as `param life_scale`; None: not calibrated, the fitted lifetimes as they are.
         self.life_scale: Optional[int] = None
         self.calibration: str = ""      # how the scale was found, above the param
+        # The scenario's seed: 1, or the one calibrate_peak chose among those it measured (seed_why says so)
+        self.seed = 1
+        self.seed_why: str = ""
 
     # ---------------------------------------------------------------- the whole text
     def write(self) -> str:
@@ -150,7 +153,8 @@ class ModelWriter:
         self.tally_calls = dict(tally.calls)
         self.fits += [fit for _, planner in planners for fit in planner.map_fits]
         text = self._header(tally)
-        text += [f'scenario "{safe_name(self.stem)}"', "seed 1"]
+        text += [f'scenario "{safe_name(self.stem)}"']
+        text += (_wrap(self.seed_why, "# ", "#   ") if self.seed_why else []) + [f"seed {self.seed}"]
         if self.touch != "none":
             text += [f"touch_new {self.touch}    # every new block, as the program wrote them (convert --touch)"]
         # what the capture never freed (`lives forever`, blocks still grown or held at the end) the model never
