@@ -84,13 +84,16 @@ def test_a_computation_over_a_millisecond_between_calls_is_counted(tmp_path_fact
     assert ns >= (LONG_CALLS - 1) * LONG * UNIT_NS_AT_LEAST, ns     # each over 1 ms: waits by the wall clock
 
 
-@pytest.mark.slow           # builds and runs a unit loop and the model (3 times each)
+@pytest.mark.slow           # builds and runs a unit loop and the model (3 times each, twice under the tracer)
 def test_the_model_works_between_calls_as_the_program_did(alone, tmp_path):
     model = write_model(None, tmp_path / "m.scn", source_name=alone.name, collector=collect_tracer_log(alone),
                         clock="preload")
     assert "work(" not in model.text            # not measured yet: no work
     cost = fit_work(model)
     assert cost is not None and cost.unit_ns > 0
+    # the tracer's cost of a call was measured on the model captured under it (a capture with CPU clocks)
+    assert cost.tracer_ns is not None and 0 <= cost.tracer_ns < 10_000, cost.tracer_ns
+    assert "measured: the model captured under it" in model.text.replace("\n#     ", " ")
     (group,) = model.writer.groups
     per_call = model.writer.work_by_group.get(group.name, 0) / group.summaries[0].total.c["events"]
     assert WORK / 2 <= per_call <= WORK * 6, per_call

@@ -307,7 +307,7 @@ def fit_work(result: ModelResult, cc: str = "gcc", timeout: float = 120.0) -> Op
     writer = result.writer
     if writer is None or writer.work_refused():        # the header says why
         return None
-    cost = measure_cost(result.scn_path, cc, timeout, MODEL_IDLE_S)
+    cost = measure_cost(result.scn_path, cc, timeout, MODEL_IDLE_S, traced=writer.col.has_cpu)
     if cost is None:
         writer.work_why = "the model's measuring runs failed"
         _rewrite(result)                                # its header said "not measured" until now
