@@ -58,6 +58,18 @@ def model(trace, tmp_path, touch="none"):
     return result
 
 
+def model_by_both_collectors(trace, tmp_path):
+    """The model of a tracer log as collect.py writes it, checked to be modelcollect.c's byte for byte."""
+    from scenc.trace.model.native import collect_tracer_log
+    (tmp_path / "c").mkdir()
+    c = write_model(None, tmp_path / "c" / "model.scn", source_name=trace.name, touch="none",
+                    collector=collect_tracer_log(trace))
+    m = write_model(TraceSource(trace, extra_events=True).events, tmp_path / "model.scn", source_name=trace.name,
+                    touch="none")
+    assert c.scn_path.read_text() == m.scn_path.read_text()
+    return m
+
+
 def test_a_lua_like_capture_keeps_its_peak_in_the_model(tmp_path):
     trace, stats = capture(tmp_path, "lua_like")
     assert stats["realloc"]["as_malloc"] == 160000 and stats["realloc"]["as_free"] == 160000, stats["realloc"]
@@ -184,16 +196,10 @@ def test_big_blocks_that_live_long_keep_their_peak_in_the_model(tmp_path):
     peaked at 0.65x the capture's. Now the large blocks of 1/64 of the peak or more that live 1/64 of their phase
     or more are written one by one; the models from either collector (collect.py's, modelcollect.c's) are the
     same."""
-    from scenc.trace.model.native import collect_tracer_log
     trace, stats = capture(tmp_path, "long_blocks")
     captured = stats["peak"]["bytes"]
     assert captured >= (40 + 48 + 56 + 60) * 1024
-    (tmp_path / "c").mkdir()
-    c = write_model(None, tmp_path / "c" / "model.scn", source_name=trace.name, touch="none",
-                    collector=collect_tracer_log(trace))
-    m = write_model(TraceSource(trace, extra_events=True).events, tmp_path / "model.scn", source_name=trace.name,
-                    touch="none")
-    assert c.scn_path.read_text() == m.scn_path.read_text()
+    m = model_by_both_collectors(trace, tmp_path)
     measure_peak(m)
     modelled = int({a: c for a, _, c in m.figures}["live bytes, peak"])
     assert 0.9 * captured <= modelled <= 1.1 * captured, (modelled, captured)
@@ -210,16 +216,10 @@ def test_a_peak_at_the_end_held_by_kept_tables_is_the_captures_whatever_the_seed
     largest kept objects are written one by one until the others' drawn sizes vary the peak by 1% at most, the
     large objects keep their lifetimes by band of size classes, and the held objects the peak holds are made into
     the burst; both collectors write the same model."""
-    from scenc.trace.model.native import collect_tracer_log
     trace, stats = capture(tmp_path, "kept_tables")
     captured = stats["peak"]["bytes"]
     assert stats["live_at_end"]["bytes"] >= 0.7 * captured
-    (tmp_path / "c").mkdir()
-    c = write_model(None, tmp_path / "c" / "model.scn", source_name=trace.name, touch="none",
-                    collector=collect_tracer_log(trace))
-    m = write_model(TraceSource(trace, extra_events=True).events, tmp_path / "model.scn", source_name=trace.name,
-                    touch="none")
-    assert c.scn_path.read_text() == m.scn_path.read_text()
+    m = model_by_both_collectors(trace, tmp_path)
     assert m.text.count("malloc(65536) lives forever") == 12 and m.text.count("malloc(524288) lives forever") == 1
     peaks = []
     for seed in (1, 2, 3):
