@@ -84,7 +84,7 @@ def test_a_computation_over_a_millisecond_between_calls_is_counted(tmp_path_fact
     assert ns >= (LONG_CALLS - 1) * LONG * UNIT_NS_AT_LEAST, ns     # each over 1 ms: waits by the wall clock
 
 
-@pytest.mark.slow           # builds and runs a unit loop and the model (3 times each, twice under the tracer)
+@pytest.mark.slow           # builds and runs a unit loop and the model (3 times each, once under the tracer)
 def test_the_model_works_between_calls_as_the_program_did(alone, tmp_path):
     model = write_model(None, tmp_path / "m.scn", source_name=alone.name, collector=collect_tracer_log(alone),
                         clock="preload")

@@ -24,7 +24,7 @@ from typing import Dict, Optional, Tuple
 #: on the program: on lua's fitted model the CPU clock saw 60-85 ns a call more under the tracer than without
 #: (bench/results/2026-11-27-model-fidelity-5.md), so with CPU clocks measure_cost measures it on the model.
 TRACER_CALL_NS = 7.0
-TRACED_RUNS = 2             # captures of the model under the tracer (the least per call)
+TRACED_RUNS = 1             # captures of the model under the tracer (the least per call): one, for convert's speed
 UNIT_LOOP = 20_000_000      # units run to time one unit (about 25 ms)
 MEASURE_RUNS = 3            # the least of this many runs: load only ever adds time
 
