@@ -98,8 +98,10 @@ def _traced_per_call(binary: Path, timeout: float) -> Optional[float]:
     capture's collector counts it), the least of TRACED_RUNS captures; None when a capture fails or has no CPU
     clock."""
     import subprocess
+    from ...compiler.build import BuildError
+    from ..capture import CaptureError
     from ..capture.preload import capture_preload
-    from .native import collect_tracer_log
+    from .native import CollectorError, collect_tracer_log
     best = None
     with tempfile.TemporaryDirectory(prefix="scenc-work-") as tmp:
         log = Path(tmp) / "model.trace"
@@ -109,7 +111,7 @@ def _traced_per_call(binary: Path, timeout: float) -> Optional[float]:
                 if cap.tracee_status != 0:
                     return None
                 col = collect_tracer_log(log)
-            except Exception:           # noqa: BLE001 - any failure: the fixed figure is taken, the header says so
+            except (BuildError, CaptureError, CollectorError, OSError):    # TRACER_CALL_NS is taken (the header says which)
                 return None
             windows = [tw.c for tws in col.thread_windows.values() for tw in tws if tw is not None]
             gaps = sum(c["gaps"] for c in windows)
