@@ -6,10 +6,11 @@ waits are left out by construction; without that clock (older logs), the wall ti
 collect.DENSE_GAP_NS taken for waiting and left out. A call's own cost is in that time too, so each gap is taken
 less what a call costs in the model (its phase's `measure` block's time per call, the model run without work
 under glibc, the allocator the capture ran) and less what the tracer added to the call (with CPU clocks, measured
-on the model itself: measure_cost captures it under the tracer; else TRACER_CALL_NS); what is left, over a `work` unit's time measured on this machine, is the group's units per thread in the phase. Fitted to
-the capture's clocks, never to a run under some allocator: docs/language.md, "What a model keeps of it".
+on the model itself: measure_cost captures it under the tracer; else TRACER_CALL_NS); what is left, over a
+`work` unit's time measured on this machine, is the group's units per thread in the phase. Fitted to the capture's
+clocks, never to a run under some allocator: docs/language.md, "What a model keeps of it".
 
-    cost = measure_cost(model, cc)        # runs a unit loop and the model (3 times each): WorkCost
+    cost = measure_cost(model, cc, traced=True)   # a unit loop, the model (3 times each; once traced): WorkCost
     units = work_units(agg.c, threads, cost, group, phase)
 """
 
@@ -111,7 +112,7 @@ def _traced_per_call(binary: Path, timeout: float) -> Optional[float]:
                 if cap.tracee_status != 0:
                     return None
                 col = collect_tracer_log(log)
-            except (BuildError, CaptureError, CollectorError, OSError):    # TRACER_CALL_NS is taken (the header says which)
+            except (BuildError, CaptureError, CollectorError, OSError):    # TRACER_CALL_NS is taken
                 return None
             windows = [tw.c for tws in col.thread_windows.values() for tw in tws if tw is not None]
             gaps = sum(c["gaps"] for c in windows)
