@@ -22,7 +22,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from .collect import Collector
 from .fit import Phase, map_written_percent
 from .image import ProgramImage
-from .runs import MODEL_IDLE_S, ModelRunError, ModelRuns, ModelStuck
+from .runs import MODEL_IDLE_S, ModelRunError, ModelRuns, ModelStuck, scalable
 from .shape import Group
 from .work import WorkCost, measure_cost
 from .write import NOT_MEASURED, ModelWriter
@@ -202,8 +202,7 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0,
 
     runs (runs.py): the model's runs, one build for every seed and scale (made here when not given)."""
     writer, target = result.writer, result.capture_peak
-    if writer is None or target <= 0 or not any(" lives " in line and "forever" not in line
-                                                for line in result.text.splitlines()):
+    if writer is None or target <= 0 or not scalable(result.text):
         return None
     own = runs is None
     runs = runs or ModelRuns(result, cc, timeout)

@@ -57,7 +57,7 @@ class ModelRuns:
         """The model's text with its lifetimes scaled by `param life_scale` (its default: 100, as fitted, or the
         calibrated scale), which the build reads from its command line."""
         writer = self.result.writer
-        if writer is None or writer.life_scale is not None or not _scalable(self.result.text):
+        if writer is None or writer.life_scale is not None or not scalable(self.result.text):
             return self.result.text
         calibration = writer.calibration
         writer.life_scale, writer.calibration = 100, "(being calibrated)"
@@ -152,6 +152,6 @@ class ModelRuns:
         self.path.unlink(missing_ok=True)
 
 
-def _scalable(text: str) -> bool:
+def scalable(text: str) -> bool:
     """Whether a model has lifetimes to scale: a `lives` that is not `forever`."""
     return any(" lives " in line and "forever" not in line for line in text.splitlines())

@@ -77,9 +77,14 @@ def work_units(c, threads: int, cost: WorkCost, group: str = "", phase: int = 0)
     return max(0, round(spare / threads / cost.unit_ns))
 
 
+def _counters(col):
+    """The counters of every thread and window of a finished collector."""
+    return (tw.c for tws in col.thread_windows.values() for tw in tws if tw is not None)
+
+
 def capture_gap_ns(col) -> int:
     """The capture's time between calls taken for work, all threads (ns): CPU time with the threads' CPU clocks."""
-    return sum(tw.c["gap_ns"] for tws in col.thread_windows.values() for tw in tws if tw is not None)
+    return sum(c["gap_ns"] for c in _counters(col))
 
 
 def _runs(binary: Path, timeout: float, idle: float) -> list:
@@ -114,11 +119,10 @@ def _traced_per_call(binary: Path, timeout: float) -> Optional[float]:
                 col = collect_tracer_log(log)
             except (BuildError, CaptureError, CollectorError, OSError):    # TRACER_CALL_NS is taken
                 return None
-            windows = [tw.c for tws in col.thread_windows.values() for tw in tws if tw is not None]
-            gaps = sum(c["gaps"] for c in windows)
+            gaps = sum(c["gaps"] for c in _counters(col))
             if not col.has_cpu or not gaps:
                 return None
-            per_gap = sum(c["gap_ns"] for c in windows) / gaps
+            per_gap = capture_gap_ns(col) / gaps
             best = per_gap if best is None else min(best, per_gap)
     return best
 
