@@ -211,7 +211,7 @@ class ModelShape:
         handed = sum(self.edges.values())
         self.handoffs = False
         self.edges, self.paired, self.capacity, self.batch = {}, set(), {}, {}
-        self.ring_depth, self.late_recvs = {}, {}
+        self.ring_depth, self.late_recvs, self.recv_frees = {}, {}, {}
         self.notes.append(f"no channels: the model with channels between its threads stopped making progress (its "
                           f"threads waiting on one another), so the {handed} objects handed between groups, and "
                           f"those handed around a group's threads, are freed by the thread that made them")
@@ -351,10 +351,15 @@ class ModelShape:
         has joined them). In the model a receive runs as soon as its object is sent, so these wait for the
         phase's barrier: they run at the start of the next phase (model_plan). The last phase's stay (no
         barrier follows). All of them were in flight at once at that allocation: the channel, which holds
-        as many as the capture's most in flight, holds them. Empty when too many handoffs were seen."""
+        as many as the capture's most in flight, holds them. Empty when too many handoffs were seen.
+
+        On the way, the ordinals of the other receives (self.recv_frees: (sending group, receiving thread)
+        -> the ordinals of its frees of that flow's objects, in order, the late ones left out), where a lone
+        receiving thread's receives are placed (receive_windows)."""
         late: Dict[Tuple[str, int], List[int]] = {}
+        self.recv_frees: Dict[Tuple[str, int], List[int]] = {}
         col, last = self.col, len(self.phases) - 1
-        if col.handoff_count > MAX_HANDOFFS or last == 0:
+        if col.handoff_count > MAX_HANDOFFS:
             return late
         tids = {g.name: g.tids for g in self.groups}
         for src, dst in self.edges:
@@ -364,11 +369,41 @@ class ModelShape:
             for _, a, _ in spans:
                 pi = self.phase_of((a,))
                 last_alloc[pi] = max(last_alloc[pi], a)
+            lone = len(tids[dst]) == 1
             for freer, _, f in spans:
                 pi = self.phase_of((f,))
                 if pi < last and 0 <= last_alloc[pi] < f:
                     late.setdefault((src, freer), [0] * len(self.phases))[pi] += 1
+                elif lone:
+                    self.recv_frees.setdefault((src, freer), []).append(f)
+        for frees in self.recv_frees.values():
+            frees.sort()
         return late
+
+    def receive_places(self, src: str, tid: int, pi: int) -> Optional[List[float]]:
+        """How far into phase pi (0-based), on thread tid's `lives` clock (0 .. 1), thread tid, alone in its
+        group, freed each object it received from group src, in order, but for those that waited for the
+        senders' phase to end (_late_receives). The collector keeps a handoff's ordinals, not the receiver's
+        clock: inside a window (Collector.window calls of all threads) the thread's ticks are taken as evenly
+        spread over its calls (a window of node's capture held 8192 calls; its last phase three windows). None
+        when the capture's handoffs were not all kept (too many), or the receiver's group has several threads."""
+        if self.col.handoff_count > MAX_HANDOFFS or len(self.group_of[tid].tids) != 1:
+            return None
+        window, thread_windows = self.col.window, self.col.thread_windows[tid]
+        lo, ticks = self.clock_span(tid, pi)
+        before, clock_at_window = 0, []
+        for c in thread_windows:
+            clock_at_window.append(before)
+            before += c.c["ticks"] if c is not None else 0
+        out = []
+        for f in self.recv_frees.get((src, tid), ()):
+            if self.phase_of((f,)) != pi:
+                continue
+            w = min(f // window, len(thread_windows) - 1)
+            c = thread_windows[w]
+            inside = (f - w * window + 0.5) / window * (c.c["ticks"] if c is not None else 0)
+            out.append(min(max((clock_at_window[w] + inside - lo) / ticks, 0.0), 1.0))
+        return out
 
     def sent_on(self, g: Group, tid: int) -> bool:
         """Whether group g's objects freed by thread tid are handed over in the model (its ring or a channel)."""

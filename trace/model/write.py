@@ -609,8 +609,9 @@ def _timed(stmts: List[Stmt], rounds: int) -> List[str]:
     by_round: Dict[int, List[Stmt]] = {}
     spans = []
     for s in stmts:
-        if s.until is None:
-            by_round.setdefault(min(rounds - 1, int(s.at * rounds)), []).append(s)
+        a = min(rounds - 1, int(s.at * rounds))
+        if s.until is None or max(a + 1, min(rounds, int(s.until * rounds))) == a + 1:
+            by_round.setdefault(a, []).append(s)        # a span of one round: `if r == a`
         else:
             spans.append(s)
     out = []
