@@ -157,10 +157,25 @@ class ModelShape:
         were in flight at once between those groups in the capture.
 
         Bounded channels keep the model's producers from running ahead of their consumers (its peak of live
-        bytes stays the capture's), but the statements spread each thread's sends and receives evenly, not
-        as captured, so any loop of channels, whatever their directions, could deadlock: the heaviest flows
-        that form no loop keep their channel (a maximum spanning forest), the others are freed by their
-        owner itself, and a note says so."""
+        bytes stays the capture's), but the statements spread each thread's sends evenly over its phase, and
+        its receives too, or (a lone thread's) where the capture freed them (model_plan._placed_receives):
+        never in the capture's order against the other threads' calls, so any loop of channels, whatever
+        their directions, could deadlock: the heaviest flows that form no loop keep their channel (a
+        maximum spanning forest), the others are freed by their owner itself, and a note says so.
+
+        Why a forest cannot wait forever. A thread waits only at a barrier, at a `recv` on an empty channel
+        or at a `send` on a full one. Per phase, a thread receives the capture's frees of the flow in that
+        phase, less those that waited for the senders' phase to end, plus the phase before's that did
+        (_late_receives): wherever in phase p a receive is placed, it needs only objects sent in phase p or
+        before (the capture freed nothing before it was made). A channel holds at least what the statements
+        leave in it at a barrier (_barrier_carry). So a thread waiting on a channel whose other side is at
+        the barrier (or ended) is woken: a receiver finds what it needs sent, a sender finds room. Were every
+        thread still running waiting, each waiting on a channel would have its other side waiting on another
+        channel (one channel is not empty and full at once), which in a forest leads away from it: a path
+        that never comes back, in a finite forest, ends at a thread that does not wait on a channel. Where
+        in its phase a receive is placed does not enter: only the counts per phase do, which placing keeps
+        as captured. ensure_finishes (trace/model/__init__.py) still runs the model, and rewrites it without
+        back-pressure, then without channels, if it stops (a ring's threads, or the runtime, could)."""
         self.handoffs = True          # False once drop_handoffs: no channel, no ring
         self.unbounded = False        # True once unbound_channels: every channel holds all it carries
         self.edges = self._channel_forest()
@@ -243,7 +258,9 @@ class ModelShape:
         that waited for the senders' phase to end (_late_receives) come only after it: the channel holds
         every object in flight then, or a sender waits on a full channel while its receivers wait at the
         barrier, for ever. A capacity of the most in flight less a batch fell short of that (node's worker
-        threads: 289 sent in a phase, one batch of 144 taken in it, 145 left for a channel of 144)."""
+        threads: 289 sent in a phase, one batch of 144 taken in it, 145 left for a channel of 144). Where a
+        lone thread's receives are placed in their phase (model_plan._placed_receives) does not change it:
+        their counts per phase are the same, and so is what a barrier leaves."""
         a, b = self.group_named(src), self.group_named(dst)
         phases = len(self.phases)
         teams = [([x], [y]) for x, y in zip(a.summaries, b.summaries)] if (src, dst) in self.paired \

@@ -394,8 +394,8 @@ class ModelWriter:
         out.append(self._time_between_calls())
         out.append(f"phases: kept: {len(self.phases)} (at most --max-phases), each a `measure` block, in the "
                    f"capture's order; dropped: the order of calls inside a phase (its statements are spread evenly "
-                   f"over its rounds, but for the big, held and kept objects, a burst at the peak, the big chains "
-                   f"and a lone thread's mappings, placed where they came)")
+                   f"over its rounds, but for the big, held and kept objects, a burst at the peak, the big chains, "
+                   f"a lone thread's mappings and its receives from other groups, placed where they came)")
         made = col.maps_made
         left = col.maps_left_out
         if col.map_calls:
