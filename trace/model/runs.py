@@ -10,8 +10,9 @@ chosen). A model of several threads has a peak that varies with their timing: ea
 with its `work`, as the model is written.
 
     runs = ModelRuns(result, cc)
-    runs.prepare(work_build=True)       # the live build, and the model without probe for work.py at once
-    peak, mapped = runs.peak(seed=1, scale=100)
+    runs.prepare(work_build=True)       # the live build; the model without probe for work.py compiles beside it
+    peak, mapped = runs.peak(seed=1, scale=100)     # runs made while that one compiles
+    runs.wait_builds()
 """
 
 import json
