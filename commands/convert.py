@@ -38,8 +38,8 @@ def convert(args) -> int:
         native = source.format == "preload" and not source.events.windowed
         with ThreadPoolExecutor(1) as pool:
             # --touch auto's pass (the exact converter's) beside the collector's: two programs that read the same
-            # log, each on a CPU of its own (cc1's capture: 3.2-3.8 s against 4.5-5.3 s one after the other;
-            # bench/results/2026-11-28-convert-fixed.md)
+            # log, each on a CPU of its own; up to 30% less time than one after the other, most on a busy machine
+            # (bench/results/2026-11-28-convert-fixed.md)
             touching = pool.submit(_model_touch, source, args.touch) if native else None
             image = image_of(source, left_out=args.no_image)
             # The collector's pass in C (trace/model/native.py), its own progress line. A window (capture --server)
