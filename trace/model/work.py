@@ -28,6 +28,10 @@ TRACER_CALL_NS = 7.0
 TRACED_RUNS = 1             # captures of the model under the tracer (the least per call): one, for convert's speed
 UNIT_LOOP = 20_000_000      # units run to time one unit (about 25 ms)
 MEASURE_RUNS = 3            # the least of this many runs: load only ever adds time
+# The model's builds for convert (this one, and runs.py's live build) carry no debug information: the compiler
+# makes the same machine code with or without it, in about three quarters of the time
+# (bench/results/2026-11-28-convert-fixed.md).
+BUILD_FLAGS = ("-g0",)
 
 # Captures whose clocks give the time between calls, and why the others give none (the header says which).
 NO_WORK_WHY = {
@@ -138,8 +142,8 @@ def measure_cost(scn_path: Path, cc: str = "gcc", timeout: float = 120.0, idle: 
     with tempfile.TemporaryDirectory(prefix="scenc-work-") as tmp:
         unit = Path(tmp) / "unit.scn"
         unit.write_text(f'scenario "work_unit"\nthread main {{\n    work({UNIT_LOOP})\n}}\n')
-        unit_runs = _runs(build(unit, cc=cc).binary, timeout, idle)
-    model = build(scn_path, cc=cc).binary
+        unit_runs = _runs(build(unit, cc=cc, extra_flags=BUILD_FLAGS).binary, timeout, idle)
+    model = build(scn_path, cc=cc, extra_flags=BUILD_FLAGS).binary
     model_runs = _runs(model, timeout, idle)
     if not unit_runs or not model_runs:
         return None
