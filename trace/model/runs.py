@@ -10,7 +10,7 @@ chosen). A model of several threads has a peak that varies with their timing: ea
 with its `work`, as the model is written.
 
     runs = ModelRuns(result, cc)
-    runs.prepare(work_build=True)       # the live build, and the model without probe for work.py at once
+    runs.prepare(work_build=True)       # the live build, and the model for work.py at once
     peak, mapped = runs.peak(seed=1, scale=100)
 """
 
@@ -68,7 +68,7 @@ class ModelRuns:
 
     def prepare(self, work_build: bool = False) -> None:
         """Build the model with the `live` probe and knobs; with work_build, also the model as written
-        without probe (what work.py's measure_cost runs, found in the cache there), both at once."""
+        with the `time` probe (work.py's measuring_build, found in the cache there), both at once."""
         from ... import probes
         from ...compiler.pipeline import build
         text = self._scaled_text()
@@ -77,6 +77,7 @@ class ModelRuns:
         self.progress("building the model" + (" (twice at once: with the live probe, and as written)"
                                               if work_build else " with the live probe"))
         from ...compiler.build import BuildError
+        from .work import measuring_build
 
         def live_build():
             try:
@@ -85,7 +86,7 @@ class ModelRuns:
                 return build(self.path, cc=self.cc, probes=probes.c_parts("live"), knobs=knobs)
 
         with ThreadPoolExecutor(2) as pool:
-            plain = pool.submit(build, self.result.scn_path, cc=self.cc) if work_build else None
+            plain = pool.submit(measuring_build, self.result.scn_path, self.cc) if work_build else None
             live = pool.submit(live_build)
             self.binary = live.result().binary
             if plain is not None:
