@@ -4,13 +4,14 @@ The collectors sum each thread's time between its calls from the capture's clock
 'gaps' and 'gap_ns'): the CPU time it ran between them, on its CPU clock (tracer logs of version 6), so that its
 waits are left out by construction; without that clock (older logs), the wall time, those longer than
 collect.DENSE_GAP_NS taken for waiting and left out. A call's own cost is in that time too, so each gap is taken
-less what a call costs in the model (its phase's `measure` block's time per call, the model run without work
-under glibc, the allocator the capture ran) and less what the tracer added to the call (with CPU clocks, measured
-on the model itself: measure_cost captures it under the tracer; else TRACER_CALL_NS); what is left, over a
-`work` unit's time measured on this machine, is the group's units per thread in the phase. Fitted to the capture's
-clocks, never to a run under some allocator: docs/language.md, "What a model keeps of it".
+less what a call costs in the model (its phase's `measure` block's CPU time per call, from the `time` probe: a
+thread's waits in its phase are not a call's cost; the model run without work under glibc, the allocator the
+capture ran) and less what the tracer added to the call (with CPU clocks, measured on the model itself: runs of it
+alone and under the tracer, in pairs, the median difference of CPU time per call; else TRACER_CALL_NS); what is
+left, over a `work` unit's time measured on this machine, is the group's units per thread in the phase. Fitted to
+the capture's clocks, never to a run under some allocator: docs/language.md, "What a model keeps of it".
 
-    cost = measure_cost(model, cc, traced=True)   # a unit loop, the model (3 times each; once traced): WorkCost
+    cost = measure_cost(model, cc, traced=True)   # a unit loop, the model (3 times each, and traced): WorkCost
     units = work_units(agg.c, threads, cost, group, phase)
 """
 
@@ -31,7 +32,7 @@ TRACER_CALL_NS = 7.0
 # MEASURE_RUNS at least, more while they took under TRACED_BUDGET_S, TRACED_PAIRS_MAX at most. One capture was
 # noisy where a call's own work is small (espresso's model: 14.8 and 22.9 ns in two converts, a model 0.67x its
 # program; bench/results/2026-11-27-model-fidelity-5.md); the spread of the median: 2026-11-28-model-work.md.
-TRACED_BUDGET_S = 3.0
+TRACED_BUDGET_S = 1.0
 TRACED_PAIRS_MAX = 9
 UNIT_LOOP = 20_000_000      # units run to time one unit (about 25 ms)
 MEASURE_RUNS = 3            # the least of this many runs: load only ever adds time
@@ -57,7 +58,8 @@ SEVERAL_THREADS_WHY = ("threads alive at once in a capture without the threads' 
 class WorkCost:
     unit_ns: float              # one `work` unit on this machine
     call_ns: float              # the model's CPU time per call without work, under glibc, all threads
-    # (group, phase) -> the time one of the group's threads spent in the phase's `measure` block, without work
+    # (group, phase) -> the CPU time one of the group's threads ran in the phase's `measure` block, without work (its
+    # wall time there holds its waits: for a channel, a barrier, a CPU on a loaded machine)
     phase_ns: Dict[Tuple[str, int], float] = field(default_factory=dict)
     # what the tracer adds to a call: the median of tracer_pairs (None: not measured, TRACER_CALL_NS is taken)
     tracer_ns: Optional[float] = None
@@ -69,7 +71,7 @@ class WorkCost:
         return TRACER_CALL_NS if self.tracer_ns is None else self.tracer_ns
 
     def per_call(self, group: str, phase: int, calls_per_thread: float) -> float:
-        """The model's own cost of a call of the group in the phase: its block's time per call (a phase's
+        """The model's own cost of a call of the group in the phase: its block's CPU time per call (a phase's
         calls cost what its statements make them cost), else the whole model's CPU time per call."""
         spent = self.phase_ns.get((group, phase))
         return spent / calls_per_thread if spent is not None and calls_per_thread > 0 else self.call_ns
