@@ -34,7 +34,7 @@ CALIBRATION_SEEDS = 3        # the model's peak is the mean of its peaks with se
 CALIBRATION_TOLERANCE = 0.05  # left alone when that mean is within 5% of the capture's peak
 SCALE_RANGE = (67, 150)      # the lifetime scale, in percent, stays in this range ...
 CALIBRATION_STEPS = 6        # ... and is searched (bisection) in this many steps at most
-SEED_TOLERANCE = 0.10        # seed 1 is kept when its peak is within 10% of the capture's; else the nearest seed
+SEED_TOLERANCE = 0.05        # seed 1 is kept when its peak is within 5% of the capture's; else the nearest seed
 
 
 

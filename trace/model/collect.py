@@ -298,6 +298,10 @@ class Collector:
         self.thread_windows: Dict[int, list] = {}
         self.tick: Dict[int, int] = {}        # tid -> its `lives` clock
         self.live: dict = {}                  # ptr -> (owner, ordinal, tick, nbytes, mk, chain length)
+        # posix_memalign blocks whose pointer ltrace -e does not print: [alignment, their key in `live`] in the
+        # order they came; a later free of a pointer never seen takes the first whose alignment divides it, as
+        # trace-stats guesses (trace/profile.py, _unknown_free), so the two give one peak of live bytes
+        self.unresolved: list = []
         self.ordinal = 0
         self.live_bytes = 0
         self.peak_bytes = 0
@@ -452,6 +456,8 @@ class Collector:
                 win.t_last = t
             self.last_line = line
             trace_kinds[kind] += 1
+            if old and self.unresolved and kind not in alloc_kinds and old not in live:
+                self._resolve(old)
             if tid != cell_tid or w != cell_w:
                 thread_window, cell_tid, cell_w = self._cell(tid, w), tid, w
             c = thread_window.c
@@ -527,10 +533,12 @@ class Collector:
             h[1] += nbytes
         win.allocs += 1
         win.log_sizes += nbytes.bit_length()
-        if res is None:              # posix_memalign under ltrace -e: pointer not shown
-            c["lives", mk] += 1
-            return
         live = self.live
+        if res is None:              # posix_memalign under ltrace -e: pointer not shown, a key of its own
+            res = -1 - len(live)
+            while res in live:
+                res -= 1
+            self.unresolved.append([mk[1] or 1, res])
         prev = live.get(res)
         if prev is not None:         # its free was not captured: let it end here, unseen
             c["free_missed"] += 1
@@ -540,6 +548,15 @@ class Collector:
             if nbytes >= self.big_floor.get(tid, 0) else None
         live[res] = (tid, o, now, nbytes, mk, 0, big)
         self.live_bytes += nbytes
+
+    def _resolve(self, ptr: int) -> None:
+        """A free or realloc of ptr, never seen allocated: the first posix_memalign block of unknown pointer whose
+        alignment divides ptr is taken for it (a guess, trace-stats' own), its record moved to ptr."""
+        for i, (align, key) in enumerate(self.unresolved):
+            if ptr % align == 0:
+                del self.unresolved[i]
+                self.live[ptr] = self.live.pop(key)
+                return
 
     def _release(self, e, freer: int, w: int, thread_window: ThreadWindow, win: Window, seen: bool = True) -> None:
         owner, o_alloc, t_alloc, nbytes, mk, chain, big = e

@@ -454,7 +454,9 @@ class ModelWriter:
         """What the model keeps of the program's own time between its calls (trace/model/work.py)."""
         cost, no_clock = self.work_cost, self._no_clock()
         if no_clock:
-            return f"time between calls: dropped ({no_clock}): the model makes its calls one after another"
+            return (f"time between calls: dropped ({no_clock}): the model makes its calls one after another, so "
+                    f"in less time than the program: an allocator that returns freed pages only after a delay "
+                    f"(mimalloc's purge, jemalloc's decay) can hold more of them at the model's peak")
         gaps = capture_gap_ns(self.col)
         why = self.work_refused() or self.work_why
         if self.col.has_cpu:
