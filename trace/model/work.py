@@ -30,8 +30,9 @@ from typing import Dict, List, Optional, Tuple
 TRACER_CALL_NS = 7.0
 # Pairs of runs of the model (alone, then under the tracer) whose median difference is the tracer's cost of a call:
 # MEASURE_RUNS at least, more while they took under TRACED_BUDGET_S, TRACED_PAIRS_MAX at most. One capture was
-# noisy where a call's own work is small (espresso's model: 14.8 and 22.9 ns in two converts, a model 0.67x its
-# program; bench/results/2026-11-27-model-fidelity-5.md); the spread of the median: 2026-11-28-model-work.md.
+# noisy where a call's own work is small: espresso's model measured 14.8 and 22.9 ns in two converts
+# (bench/results/2026-11-27-model-fidelity-5.md); the pairs' median 13.3-16.8 ns in 8 converts, at about the same
+# convert time (a 3 s budget cost cfrac's 1.6 s more): bench/results/2026-11-28-model-work.md.
 TRACED_BUDGET_S = 1.0
 TRACED_PAIRS_MAX = 9
 UNIT_LOOP = 20_000_000      # units run to time one unit (about 25 ms)
