@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the time of a default `scenc convert --model` goes (issue 27: 2M calls/s as a user runs it).
 
-    .venv/bin/python bench/bench_convert_model.py CAPTURE... [--before SNAP] [--work DIR] [--repeat N]
+    .venv/bin/python bench/bench_convert_model.py CAPTURE... [--before SNAP] [--work DIR] [--repeat N] [--warm CAP]
 
 Each capture is converted by `scenc convert --model CAPTURE -o DIR/NAME-model.scn` (the default: fit,
 work's measuring runs, calibration, the peak's measurement), in a child whose wall time, CPU time (with its
@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 HERE = Path(__file__).resolve().parent
 TARGET = 2_000_000
@@ -41,7 +42,8 @@ import scenc.compiler.pipeline, scenc.system.process
 events, stack = [], []
 STEPS = {"collect_tracer_log": "fit", "write_model": "fit", "_self_check": "check", "measure_cost": "work runs",
          "fit_work": "work runs", "calibrate_peak": "calibration", "measure_peak": "peak",
-         "prepare": "model builds", "_model_touch": "touch auto", "image_of": "image"}
+         "prepare": "model builds", "wait_builds": "model builds", "calibration_runs": "calibration",
+         "_model_touch": "touch auto", "image_of": "image"}
 def step(name, fn):
     # the main thread's steps nest (a build or run is charged to the outermost); a step in another thread
     # (touch auto's pass beside the collector's) is timed on its own
@@ -102,6 +104,8 @@ for mod in [m for n, m in list(sys.modules.items()) if n.startswith("scenc") and
 try:
     import scenc.trace.model.runs as runs_module
     runs_module.ModelRuns.prepare = step("model builds", runs_module.ModelRuns.prepare)
+    if hasattr(runs_module.ModelRuns, "wait_builds"):
+        runs_module.ModelRuns.wait_builds = step("model builds", runs_module.ModelRuns.wait_builds)
 except ImportError:
     pass
 t0 = time.perf_counter()
@@ -179,11 +183,16 @@ def snapshot_env(snap, cache: Path) -> dict:
     return env
 
 
-def warm(python: str, env: dict, work: Path) -> None:
+def warm(python: str, env: dict, work: Path, capture: Optional[Path] = None) -> None:
+    """The cache's one-time builds (the runtime library for each set of flags, the `work` unit loop, the
+    converter and the collector): by one small scenario, and by converting `capture` when given."""
     scn = work / "warm.scn"
     scn.write_text('scenario "warm"\nthread main {\n    for i in 0 .. 10 { malloc(16) lives 1 }\n}\n')
-    subprocess.run([python, "-c", "import scenc.cli, sys; sys.exit(scenc.cli.main(sys.argv[1:]))", "exec",
-                    str(scn)], env=env, capture_output=True)
+    cli = [python, "-c", "import scenc.cli, sys; sys.exit(scenc.cli.main(sys.argv[1:]))"]
+    subprocess.run([*cli, "exec", str(scn)], env=env, capture_output=True)
+    if capture is not None:
+        subprocess.run([*cli, "convert", "--model", str(capture), "-o", str(work / "warm-model.scn")], env=env,
+                       capture_output=True)
 
 
 def main(argv=None) -> int:
@@ -193,6 +202,9 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=None, help="keep models, caches and timings here")
     ap.add_argument("--repeat", type=int, default=1, help="convert each capture this many times by each scenc")
     ap.add_argument("--convert-arg", action="append", default=[], help="one more argument to convert (repeat)")
+    ap.add_argument("--warm", type=Path, default=None,
+                    help="convert this capture once by each scenc first (not timed): the runtime library's builds for "
+                         "each set of flags and the unit loop's are made once per cache, not charged to a capture")
     args = ap.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="scenc-convert-model-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -202,7 +214,7 @@ def main(argv=None) -> int:
     for label, snap in versions:
         envs[label] = snapshot_env(snap, work / f"cache-{label}")
         (work / label).mkdir(exist_ok=True)
-        warm(python, envs[label], work / label)
+        warm(python, envs[label], work / label, args.warm)
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     summary = []
     for cap in args.captures:

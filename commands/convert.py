@@ -5,14 +5,15 @@ a record converts and exits 4 (errors.py); 64: nothing to convert.
 """
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..compiler.pipeline import load
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..scenario.errors import ScenarioError
 from ..system.process import Terminated, signals_raise
-from ..trace.model import (ModelRunError, ModelRuns, calibrate_peak, ensure_finishes, finishes_unrun, fit_work,
-                           measure_peak, remove_model, write_model)
+from ..trace.model import (ModelRunError, ModelRuns, calibrate_peak, calibration_runs, ensure_finishes,
+                           finishes_unrun, fit_work, measure_peak, remove_model, write_model)
 from ..trace.model.image import image_of
 from ..trace.model.native import collect_tracer_log
 from ..trace.replay import threads_line, touch_figures, touch_line, window_line, write_replay
@@ -34,34 +35,38 @@ def convert(args) -> int:
         raise TraceInputError(f"{out}: the output is a scenario and must end in .scn")
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.model:
-        touch, figures = _model_touch(source, args.touch)
-        image = image_of(source, left_out=args.no_image)
-        if source.format == "preload" and not source.events.windowed:
+        native = source.format == "preload" and not source.events.windowed
+        with ThreadPoolExecutor(1) as pool:
+            # --touch auto's pass (the exact converter's) beside the collector's: two programs that read the same
+            # log, each on a CPU of its own; up to 30% less time than one after the other, most on a busy machine
+            # (bench/results/2026-11-28-convert-fixed.md)
+            touching = pool.submit(_model_touch, source, args.touch) if native else None
+            image = image_of(source, left_out=args.no_image)
             # The collector's pass in C (trace/model/native.py), its own progress line. A window (capture --server)
-            # is cut by the Python reader (trace/window.py), which the C collector does not repeat. (--touch auto's
-            # pass, the exact converter's, run beside it was slower on a busy machine of two CPUs: both read the
-            # log at memory speed; bench/results/2026-11-27-convert-speed.md.)
-            collector = collect_tracer_log(source.path, progress=sys.stderr.isatty())
+            # is cut by the Python reader (trace/window.py), which the C collector does not repeat.
+            collector = collect_tracer_log(source.path, progress=sys.stderr.isatty()) if native else None
+            touch, figures = touching.result() if native else _model_touch(source, args.touch)
+        if native:
             model = write_model(None, out, source_name=source.path.name, max_phases=args.max_phases, touch=touch,
                                 collector=collector, touch_figures=figures, image=image, clock=source.format)
         else:
             model = write_model(_with_progress(source.events), out, source_name=source.path.name,
                                 max_phases=args.max_phases, touch=touch, touch_figures=figures, image=image,
                                 clock=source.format)
-        _check_calls(source, model.calls, [out, *model.data_files])
         try:
+            _check_calls(source, model.calls, [out, *model.data_files])
             # The model runs in a session of its own (killed with its group when it stops or times out): SIGTERM
             # and SIGHUP to scenc must reach it too (system/process.py, signals_raise).
             with signals_raise():
                 if args.no_measure:
                     finishes_unrun(model, say=lambda line: print(f"scenc: {line}", file=sys.stderr))
-                _self_check(out)
+                loaded = _self_check(out)
                 if not args.no_measure:
                     if not args.no_calibrate:
                         # Seconds to a minute: say so before the builds start.
                         print("calibrating the model's lifetimes on the capture's peak of live bytes (it is built "
                               "and run with the live probe a few times; --no-calibrate skips this)", file=sys.stderr)
-                    ensure_finishes(model, lambda m: _calibrate_and_measure(m, args),
+                    ensure_finishes(model, lambda m: _calibrate_and_measure(m, args, loaded),
                                     say=lambda line: print(f"scenc: {line}", file=sys.stderr))
         except ModelRunError as e:
             remove_model(model)
@@ -120,17 +125,22 @@ def _with_progress(events, stream=None):
         stream.flush()
 
 
-def _calibrate_and_measure(model, args) -> None:
+def _calibrate_and_measure(model, args, loaded=None) -> None:
     """All run the model: the work's measurement (the model without work, 3 times), calibration a few times, the
     measurement once (it proves the model finishes). One build with the live probe serves the calibration and
-    the measurement (trace/model/runs.py); a model of one thread is built for both before the work is measured
-    (its runs make no `work`, which changes no live byte), at once with the build the work's measurement runs."""
+    the measurement (trace/model/runs.py). A model of one thread is built for both before the work is measured
+    (its runs make no `work`, which changes no live byte), at once with the build the work's measurement runs,
+    and the calibration's runs are made while that one compiles: the work's timed runs are then made alone.
+    loaded: the model as checked (_self_check), which its build as written does not parse again."""
     step = _StepLine(sys.stderr)
     runs = ModelRuns(model, cc=args.cc, progress=step)
     try:
         measure_work = model.writer is not None and model.writer.work_cost is None
         if runs.deterministic:
-            runs.prepare(work_build=measure_work and not model.writer.work_refused())
+            runs.prepare(work_build=measure_work and not model.writer.work_refused(), loaded=loaded)
+            if not args.no_calibrate:
+                calibration_runs(model, runs)
+            runs.wait_builds()
         if measure_work:
             step("measuring the time of a call and of a `work` unit (3 runs of each)")
             fit_work(model, cc=args.cc)
@@ -139,6 +149,9 @@ def _calibrate_and_measure(model, args) -> None:
         if not args.no_calibrate:
             calibrate_peak(model, cc=args.cc, runs=runs)
         measure_peak(model, cc=args.cc, runs=runs)
+    except BaseException:
+        runs.stop()                         # Ctrl-C or SIGTERM: the model's runs end now, not when they are done
+        raise
     finally:
         runs.close()
         step.clear()
@@ -247,8 +260,9 @@ def replay_summary(report) -> list:
     return out
 
 
-def _self_check(path: Path) -> None:
-    """A model the compiler refuses is a bug of the model writer: say so plainly, never ship it silently."""
+def _self_check(path: Path):
+    """A model the compiler refuses is a bug of the model writer: say so plainly, never ship it silently. Returns
+    what pipeline.load gave (the model's build reuses it)."""
     try:
         loaded = load(path)
     except ScenarioError as exc:
@@ -256,3 +270,4 @@ def _self_check(path: Path) -> None:
                               f"writer, please report it):\n{exc.render()}") from None
     for w in loaded.warnings:
         print(w.render(loaded.resolved.scenario.source), file=sys.stderr)
+    return loaded

@@ -7,6 +7,7 @@ prints them.
 """
 
 import csv
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,14 +146,33 @@ def geometric_table(mean: float) -> QuantileTable:
     return _quantiles(lambda u: max(1.0, math.ceil(min(math.log1p(-u) / log_q, MAX_VALUE))))
 
 
+def histogram_table(path: Path) -> AliasTable:
+    """The alias table of a histogram file. Read each time (the file may change between two checks in one
+    process), tabulated once per content: the checks and the code generator ask for the table of each draw
+    from the file (a fitted model's histograms: a thousand times per build)."""
+    return _histogram_table(str(path), _histogram_text(path))
+
+
+@functools.lru_cache(maxsize=512)
+def _histogram_table(path: str, text: str) -> AliasTable:
+    return alias_table(_histogram_rows(Path(path), text))
+
+
 def read_histogram(path: Path) -> List[Tuple[int, float]]:
     """A CSV of `size,count` rows (a header row is allowed), e.g. from `scenc trace-stats`."""
+    return _histogram_rows(path, _histogram_text(path))
+
+
+def _histogram_text(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TableError(f"cannot read histogram {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise TableError(f"histogram {path} is not a text file") from None
+
+
+def _histogram_rows(path: Path, text: str) -> List[Tuple[int, float]]:
     rows = []
     for lineno, row in enumerate(csv.reader(text.splitlines()), 1):
         if not row or row[0].strip().startswith("#"):

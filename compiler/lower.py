@@ -388,8 +388,7 @@ class _Lowerer:
         elif f == "histogram":
             text = c.args[0].value
             key = ("histogram", text)
-            build = lambda: tables.alias_table(  # noqa: E731
-                tables.read_histogram(resolve_data_path(text, self.base_dir)))
+            build = lambda: tables.histogram_table(resolve_data_path(text, self.base_dir))  # noqa: E731
         else:
             raise AssertionError(f)
         return self._draw(pre, self._table(key, c.pos, f, build))

@@ -55,11 +55,14 @@ def emit(path, params=None, probes: Sequence["ProbeC"] = ()) -> str:  # noqa: F8
 
 def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
           probes: Sequence["ProbeC"] = (), extra_flags: Sequence[str] = (),  # noqa: F821
-          warn=None, allow_huge: bool = False, knobs: Optional[Sequence[str]] = None) -> builder.Build:
+          warn=None, allow_huge: bool = False, knobs: Optional[Sequence[str]] = None,
+          loaded: Optional[Loaded] = None) -> builder.Build:
     """The program for a scenario, from the cache when nothing it depends on changed.
 
     knobs (None: none): the program takes `seed=N`, `work=0` and these params as `NAME=N` on its command
-    line, so that one build serves runs that differ only in them (convert --model's; lower.py, CProgram)."""
+    line, so that one build serves runs that differ only in them (convert --model's; lower.py, CProgram).
+    loaded: what load() gave for this file without params (convert --model's check of its model), used when
+    the file still holds that source, instead of parsing and checking it again."""
     path = Path(path)
     try:
         source = path.read_bytes().decode("utf-8")  # as parse_file reads it, whatever the locale
@@ -78,7 +81,9 @@ def build(path, params: Optional[Mapping[str, object]] = None, cc: str = "gcc",
             return hit
     from .codegen import render
     from .lower import lower
-    loaded = load(path, params, allow_huge=allow_huge)
+    scenario = loaded.resolved.scenario if loaded is not None else None
+    if scenario is None or params or allow_huge or (scenario.source, scenario.filename) != (source, str(path)):
+        loaded = load(path, params, allow_huge=allow_huge)
     if source is None:  # the file changed between the two reads
         key = builder.scenario_key(loaded.resolved.scenario.source, path.resolve().parent, params, cc,
                                    key_flags, [p.name for p in probes], path.name)

@@ -15,8 +15,7 @@
 #ifndef SCN_PROBE_LATENCY_H
 #define SCN_PROBE_LATENCY_H
 #include <time.h>
-#include <x86intrin.h>
-#include "probe_common.h"
+#include "probe_common.h"   /* scn_rdtsc() is scn.h's, included before every probe header */
 
 #define SCN_LAT_SUB_BITS 4
 #define SCN_LAT_BUCKETS (16 + (64 - SCN_LAT_SUB_BITS) * 16)
@@ -56,8 +55,8 @@ static void scn_probe_latency_program_start(int threads) {
   while (scn_latency_every < every) scn_latency_every <<= 1;
   uint64_t best = UINT64_MAX;
   for (int i = 0; i < 1000; i++) {
-    uint64_t a = __rdtsc();
-    uint64_t b = __rdtsc();
+    uint64_t a = scn_rdtsc();
+    uint64_t b = scn_rdtsc();
     if (b - a < best) best = b - a;
   }
   scn_latency_overhead = best;
@@ -70,12 +69,12 @@ static void scn_probe_latency_thread_start(scn_thread *t) {
   t->probe[SCN_SLOT_LATENCY_COUNTDOWN] = (void *)scn_latency_gap(s);
   t->probe[SCN_SLOT_LATENCY_T0] = NULL;
   s->ns_start = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
-  s->tsc_start = __rdtsc();
+  s->tsc_start = scn_rdtsc();
 }
 
 static void scn_probe_latency_thread_end(scn_thread *t) {
   scn_latency_thread *s = t->probe[SCN_SLOT_LATENCY];
-  s->tsc_end = __rdtsc();
+  s->tsc_end = scn_rdtsc();
   s->ns_end = (uint64_t)scn_clock_ns(CLOCK_MONOTONIC);
 }
 
@@ -84,7 +83,7 @@ static inline void scn_probe_latency_op_before(scn_thread *t, enum scn_op op, si
   (void)size;
   uintptr_t left = (uintptr_t)t->probe[SCN_SLOT_LATENCY_COUNTDOWN] - 1;
   t->probe[SCN_SLOT_LATENCY_COUNTDOWN] = (void *)left;
-  if (__builtin_expect(left == 0, 0)) t->probe[SCN_SLOT_LATENCY_T0] = (void *)(uintptr_t)(__rdtsc() | 1);
+  if (__builtin_expect(left == 0, 0)) t->probe[SCN_SLOT_LATENCY_T0] = (void *)(uintptr_t)(scn_rdtsc() | 1);
 }
 
 /* Out of line: only timed calls come here. Returns the next gap. */
@@ -103,7 +102,7 @@ static inline void scn_probe_latency_op_after(scn_thread *t, enum scn_op op, scn
   (void)old;
   uintptr_t t0 = (uintptr_t)t->probe[SCN_SLOT_LATENCY_T0];
   if (__builtin_expect(t0 != 0, 0)) {
-    uint64_t t1 = __rdtsc();
+    uint64_t t1 = scn_rdtsc();
     t->probe[SCN_SLOT_LATENCY_T0] = NULL;
     /* t0 had its low bit set to tell "armed" from 0: at most one cycle off. */
     t->probe[SCN_SLOT_LATENCY_COUNTDOWN] =

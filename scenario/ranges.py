@@ -47,9 +47,8 @@ def table_for(expr, params: Mapping[str, object], base_dir: Path):
     if expr.func == "geometric":
         return _cached_table(("geometric", const(kw["mean"])))
     if expr.func == "histogram":
-        # Read each time: the file may change between two checks in one process.
-        path = resolve_data_path(expr.args[0].value, base_dir)
-        return tables.alias_table(tables.read_histogram(path))
+        # Read each time: the file may change between two checks in one process (tabulated once per content).
+        return tables.histogram_table(resolve_data_path(expr.args[0].value, base_dir))
     raise ValueError(expr.func)
 
 

@@ -145,7 +145,7 @@ class _GroupSizes:
             self.rep.error(arg.pos, f"histogram file {arg.value!r} does not exist (looked for {path})")
             return
         try:
-            tables.alias_table(tables.read_histogram(path))
+            tables.histogram_table(path)
         except tables.TableError as exc:
             self.rep.error(arg.pos, str(exc))
 

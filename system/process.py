@@ -2,7 +2,7 @@
 ended in words, and killing one with all it started (on a timeout, and after it ended: what it forked and
 left running goes too). SIGTERM and SIGHUP can be turned into an exception (signals_raise) so that scenc
 kills its child's group before it exits; a run can be watched for progress (run_watched, IdleWatch: no CPU
-time).
+time), and runs made in other threads ended at once by the thread that stops (RunningGroups).
 
 Stdlib only: the runner, `scenc exec`, `scenc run`, the trace capture and convert --model all use it.
 """
@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Optional, Sequence
@@ -195,17 +196,52 @@ class IdleWatch:
         return now - since >= self.idle_s
 
 
-def run_watched(cmd: Sequence[str], timeout: float, idle_s: float, **popen) -> tuple:
+class RunningGroups:
+    """The process groups of runs made in worker threads (run_watched's `groups`), so that the thread that
+    stops (Ctrl-C, Terminated) ends them at once. A run in a session of its own is out of reach of the
+    terminal's SIGINT; without this, the pool the workers belong to waits for their runs to end (seconds).
+    After stop(), a run that starts is killed as it starts."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pids: set = set()
+        self.stopped = False
+
+    def started(self, pid: int) -> None:
+        with self._lock:
+            if self.stopped:
+                kill_group(pid)
+            else:
+                self._pids.add(pid)
+
+    def ended(self, pid: int) -> None:
+        """Called before the run's leader is reaped: its zombie keeps the group's id from being reused until then,
+        so stop() never kills another program's group."""
+        with self._lock:
+            self._pids.discard(pid)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            for pid in self._pids:
+                kill_group(pid)
+
+
+def run_watched(cmd: Sequence[str], timeout: float, idle_s: float, groups: Optional[RunningGroups] = None,
+                **popen) -> tuple:
     """Run `cmd` in a session of its own: (exit status or None, stdout, stderr, why it was killed or None).
 
     why is "timeout" after `timeout` seconds, or "stuck" when the process used no CPU time for `idle_s`
     seconds: a program that never sleeps on purpose (a scenario program) whose threads all wait on futexes
     has stopped making progress (its channels and barriers wait on one another), and waiting for the timeout
-    would only cost time. Its group is killed either way (wait_and_clear_group)."""
+    would only cost time. Its group is killed either way (wait_and_clear_group). groups: where a run made in a
+    worker thread is known while it runs, for the thread that stops to end it (RunningGroups)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, start_new_session=True, **popen)
         why = None
         try:
+            if groups is not None:
+                groups.started(proc.pid)
             start = last_change = time.monotonic()
             ticks, look = None, 0.0
             # _ended_unreaped (waitid WNOWAIT) sees the end without reaping, the moment it comes (a model's run
@@ -225,6 +261,8 @@ def run_watched(cmd: Sequence[str], timeout: float, idle_s: float, **popen) -> t
                     break
         finally:
             kill_group(proc.pid)
+            if groups is not None:
+                groups.ended(proc.pid)
             proc.wait()
         out.seek(0)
         err.seek(0)

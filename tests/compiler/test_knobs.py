@@ -78,3 +78,15 @@ def test_an_unknown_knob_is_refused(tmp_path):
     assert proc.returncode == 64 and "unknown knob scale=3" in proc.stderr
     assert subprocess.run([str(build(path).binary), "seed=9"], capture_output=True, text=True,
                           timeout=60).returncode == 0     # a build without knobs ignores its command line
+
+
+def test_a_build_takes_the_check_it_is_given_only_for_the_text_the_file_holds(tmp_path):
+    """convert --model's plain build reuses its check of the model (pipeline.build `loaded=`); a check of another
+    text (the file rewritten since) is not used: the program is the file's."""
+    from scenc.compiler.pipeline import load
+    path = tmp_path / "k.scn"
+    path.write_text(SCENARIO.replace("UNITS", "10"))
+    checked = load(path)
+    assert report(build(path, loaded=checked).binary)["threads"][0]["ops"]["malloc"] == 3000
+    path.write_text(SCENARIO.replace("UNITS", "10").replace("0 .. 3000", "0 .. 2000"))
+    assert report(build(path, loaded=checked).binary)["threads"][0]["ops"]["malloc"] == 2000

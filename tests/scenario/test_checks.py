@@ -515,6 +515,20 @@ def test_histogram_files(tmp_path):
     assert "outside the scenario's folder" in outside[0].message
 
 
+def test_a_histogram_file_rewritten_between_two_checks_is_read_again(tmp_path):
+    """Histogram tables are made once per content (compiler/distributions.py, histogram_table): a file that
+    changes between two checks in one process is checked as it is now."""
+    scn = tmp_path / "s.scn"
+    text = "leaks free\nthread t {\n    p = malloc(histogram(\"sizes.csv\"))\n}\n"
+    (tmp_path / "sizes.csv").write_text("size,count\n16,3\n")
+    assert diagnostics(text, filename=str(scn)) == []
+    (tmp_path / "sizes.csv").write_text("size,count\n16,-3\n")
+    found = diagnostics(text, filename=str(scn))
+    assert [where(d) for d in found] == ["3:26"] and "must not be negative" in found[0].message
+    (tmp_path / "sizes.csv").write_text("size,count\n16,3\n")
+    assert diagnostics(text, filename=str(scn)) == []
+
+
 # ------------------------------------------------------------ peak live memory
 
 def test_peak_bounds_of_the_sketch_examples():

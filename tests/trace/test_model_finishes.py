@@ -10,6 +10,7 @@ cannot wait forever, and a model that fails leaves no .scn behind.
 """
 
 import random
+import re
 import subprocess
 import sys
 
@@ -161,4 +162,43 @@ def test_a_batch_receiving_channel_holds_what_a_barrier_leaves_in_it(tmp_path):
     assert shape.batch[edge] == 144 and shape.carry[edge] == 289, (shape.batch, shape.carry)
     assert "channel main_to_worker capacity 289 " in model.text
     assert "as many as its statements leave in it at a barrier" in model.text
+    measure_peak(model, timeout=60)              # raises ModelStuck when the model stops making progress
+
+
+def _late_frees_log() -> str:
+    """A worker (200) makes 60 objects of 4 KiB early in the capture, one every 10 of main's (100) steps;
+    main frees them all in a run of its calls four fifths of the way through, between its own."""
+    lines, addr, handed = [], [0x10000], []
+
+    def malloc(tid, size):
+        addr[0] += 0x1000
+        lines.append(f"{tid} app->malloc({size}) = {addr[0]:#x}")
+        return addr[0]
+
+    pool = [malloc(100, 32) for _ in range(16)]
+    for step in range(3000):
+        lines.append(f"100 app->free({pool[step % 16]:#x}) = <void>")
+        pool[step % 16] = malloc(100, 32)
+        if step < 600 and step % 10 == 0:
+            handed.append(malloc(200, 4096))
+        if step >= 2400 and handed:
+            lines.append(f"100 app->free({handed.pop(0):#x}) = <void>")
+    lines += [f"100 app->free({p:#x}) = <void>" for p in pool]
+    return "\n".join(lines + ["200 +++ exited (status 0) +++", "100 +++ exited (status 0) +++"]) + "\n"
+
+
+def test_a_lone_threads_receives_come_where_the_capture_freed_the_objects(tmp_path):
+    """Main frees the worker's objects four fifths of the way through its calls: its model receives them
+    there (plan._placed_receives), not spread over its rounds from the first, and the model still ends."""
+    model = write_model(parse(_late_frees_log(), "late.ltrace"), tmp_path / "late-model.scn", "late.ltrace",
+                        max_phases=1)
+    assert list(model.writer.shape.edges) == [("worker", "main")], model.summary_lines()
+    main_block = model.text[model.text.index("thread main"):model.text.index("thread worker")]
+    rounds = int(re.search(r"for r in 0 \.\. (\d+) \{", main_block).group(1))
+    lines = main_block.splitlines()
+    at = next(i for i, line in enumerate(lines) if "recv(worker_to_main)" in line)
+    guard = re.search(r"if r (?:>=|==) (\d+)", lines[at] if "if r" in lines[at] else lines[at - 1])
+    assert guard, "\n".join(lines[at - 2:at + 2])
+    first = int(guard.group(1))
+    assert 0.7 * rounds <= first < rounds, (first, rounds)      # spread over the rounds, it would start at 0
     measure_peak(model, timeout=60)              # raises ModelStuck when the model stops making progress

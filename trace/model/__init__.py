@@ -27,7 +27,7 @@ from .shape import Group
 from .work import WorkCost, measure_cost
 from .write import NOT_MEASURED, ModelWriter
 
-__all__ = ["write_model", "fit_work", "measure_peak", "calibrate_peak", "ensure_finishes", "finishes_unrun",
+__all__ = ["write_model", "fit_work", "measure_peak", "calibrate_peak", "calibration_runs", "ensure_finishes", "finishes_unrun",
            "ModelResult", "ModelRunError", "ModelRuns", "remove_model", "with_seed"]
 
 CALIBRATION_SEEDS = 3        # the model's peak is the mean of its peaks with seeds 1 .. this
@@ -186,6 +186,49 @@ def remove_model(result_or_path, data_files=()) -> None:
         Path(p).unlink(missing_ok=True)
 
 
+def calibration_runs(result: ModelResult, runs: ModelRuns) -> None:
+    """Make the runs calibrate_peak will make, and nothing else: a model of one thread's are kept by runs, so
+    that calibrate_peak, called later with the same runs, finds them all (convert makes them while the model's
+    build for the work's measurement compiles). The model is left as it is."""
+    if result.writer is not None and result.capture_peak > 0 and scalable(result.text):
+        _search_scale(result, runs)
+
+
+def _search_scale(result: ModelResult, runs: ModelRuns) -> Tuple[float, Dict[int, float], Dict[int, List[int]]]:
+    """calibrate_peak's search, which only runs the model: (its peak over the capture's with the fitted lifetimes,
+    {scale tried: that ratio}, {scale: the peaks of seeds 1 .. CALIBRATION_SEEDS})."""
+    target = result.capture_peak
+    measured: Dict[int, List[int]] = {}        # scale -> the peaks of seeds 1 .. CALIBRATION_SEEDS
+
+    def ratio(scale: int) -> float:
+        peaks = measured[scale] = runs.peaks(range(1, CALIBRATION_SEEDS + 1), scale)
+        return sum(peaks) / len(peaks) / target
+
+    first = ratio(100)                      # the lifetimes as fitted
+    tried = {100: first}
+    if abs(first - 1) <= CALIBRATION_TOLERANCE:
+        return first, tried, measured
+    lo, hi = SCALE_RANGE
+    if first < 1:
+        lo, tried[hi] = 100, ratio(hi)
+    else:
+        hi, tried[lo] = 100, ratio(lo)
+    end = tried[SCALE_RANGE[1] if first < 1 else SCALE_RANGE[0]]
+    # A model of one thread peaks higher the longer its lifetimes (the same draws, every object living as
+    # long or longer): when the range's end is still short of the capture's peak on the same side, by more
+    # than the rule below allows, no scale inside comes nearer, and the search ends where it would.
+    settled = runs.deterministic and (end < 1) == (first < 1) and abs(end - 1) > abs(first - 1) / 2
+    for _ in range(0 if settled else CALIBRATION_STEPS):
+        if min(abs(r - 1) for r in tried.values()) <= CALIBRATION_TOLERANCE or hi - lo <= 1:
+            break
+        mid = round((lo * hi) ** 0.5)           # lifetimes multiply: the geometric middle
+        if mid in tried:
+            break
+        tried[mid] = ratio(mid)
+        lo, hi = (mid, hi) if tried[mid] < 1 else (lo, mid)
+    return first, tried, measured
+
+
 def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0,
                    runs: Optional[ModelRuns] = None) -> Optional[int]:
     """Scale the lifetimes of the objects freed by their own thread so that the model's peak of live bytes
@@ -206,43 +249,14 @@ def calibrate_peak(result: ModelResult, cc: str = "gcc", timeout: float = 120.0,
         return None
     own = runs is None
     runs = runs or ModelRuns(result, cc, timeout)
-
-    measured: Dict[int, List[int]] = {}        # scale -> the peaks of seeds 1 .. CALIBRATION_SEEDS
-
-    def ratio(scale: int) -> float:
-        peaks = measured[scale] = runs.peaks(range(1, CALIBRATION_SEEDS + 1), scale)
-        return sum(peaks) / len(peaks) / target
-
     try:
-        first = ratio(100)                      # the lifetimes as fitted
-        if abs(first - 1) <= CALIBRATION_TOLERANCE:
-            _nearest_seed(result, measured[100])
-            return None
-        writer.life_scale = 100
-        writer.calibration = "(being calibrated)"
-        result.text = writer.write()
-        lo, hi = SCALE_RANGE
-        tried = {100: first}
-        if first < 1:
-            lo, tried[hi] = 100, ratio(hi)
-        else:
-            hi, tried[lo] = 100, ratio(lo)
-        end = tried[SCALE_RANGE[1] if first < 1 else SCALE_RANGE[0]]
-        # A model of one thread peaks higher the longer its lifetimes (the same draws, every object living as
-        # long or longer): when the range's end is still short of the capture's peak on the same side, by more
-        # than the rule below allows, no scale inside comes nearer, and the search ends where it would.
-        settled = runs.deterministic and (end < 1) == (first < 1) and abs(end - 1) > abs(first - 1) / 2
-        for _ in range(0 if settled else CALIBRATION_STEPS):
-            if min(abs(r - 1) for r in tried.values()) <= CALIBRATION_TOLERANCE or hi - lo <= 1:
-                break
-            mid = round((lo * hi) ** 0.5)           # lifetimes multiply: the geometric middle
-            if mid in tried:
-                break
-            tried[mid] = ratio(mid)
-            lo, hi = (mid, hi) if tried[mid] < 1 else (lo, mid)
+        first, tried, measured = _search_scale(result, runs)
     finally:
         if own:
             runs.close()
+    if abs(first - 1) <= CALIBRATION_TOLERANCE:
+        _nearest_seed(result, measured[100])
+        return None
     scale = min(tried, key=lambda s: (abs(tried[s] - 1), abs(s - 100)))
     if abs(tried[scale] - 1) > abs(first - 1) / 2:
         # Lifetimes are not what makes this peak (handoffs, realloc chains, threads' timing): keep them as
@@ -335,8 +349,12 @@ def write_model(events: Optional[Iterable], scn_path, source_name: str, max_phas
     scn_path = Path(scn_path)
     map_written = map_written_percent(touch_figures, touch, col.map_bytes_made // 4096) if touch_figures else None
     writer = ModelWriter(col, scn_path, source_name, max_phases, touch, map_written, image, clock)
-    text = writer.write()
-    scn_path.write_text(text)
+    try:
+        text = writer.write()
+        scn_path.write_text(text)
+    except BaseException:           # Ctrl-C while the files are written: none is left
+        remove_model(scn_path, writer.data_files)
+        raise
     return ModelResult(scn_path, text, writer.data_files, col.ordinal, dict(writer.tally_calls), writer.groups,
                        writer.phases, writer.figures, writer.fits, writer.notes, col.peak_bytes, writer,
                        col.mapped_writable_peak)

@@ -42,6 +42,7 @@ class GroupPlan:
     burst: int = 0              # the objects of the pool `burst` (trace/model/burst.py)
 
 
+RECEIVE_PLACES = 8       # a lone thread's receives from a group, placed where they came, in at most this many runs a phase
 MAX_MAP_SIZES = 8       # the program's own mappings of the most frequent sizes each get a statement of their own
 
 
@@ -176,6 +177,10 @@ class GroupPlanner:
             members = [m - n[pi - 1] for m, n in
                        zip(counts.members(lambda k: k[0] == "recv" and k[1] in src_tids), late)]
             batch = self.shape.batch.get((src, self.g.name), 0)
+            placed = self._placed_receives(src, pi, members, batch)
+            if placed is not None:
+                out += placed
+                continue
             if batch:       # model_shape._batch_receives: B received, then freed together
                 whole = [m // batch for m in members]
                 out.append(Stmt(f"for j in 0 .. {batch} {{ from_{src}[j] = recv({self.shape.channel(src, self.g.name)}) }}"
@@ -185,6 +190,39 @@ class GroupPlanner:
             if sum(members):
                 out.append(Stmt(f"free(recv({self.shape.channel(src, self.g.name)}))", calls={"free": 1},
                                 **counts.exact(sum(members), f"from_{src}_p{pi}", members)))
+        return out
+
+    def _placed_receives(self, src: str, pi: int, members: List[int], batch: int) -> Optional[List[Stmt]]:
+        """A lone thread's receives from group src in phase pi (1-based), but for those that wait for the
+        senders' phase to end, where the capture freed those objects (shape.receive_places, on the thread's
+        `lives` clock), as its held objects are freed: a batch where its last object was freed, the receives a
+        batch leaves one by one where they came; in up to RECEIVE_PLACES runs of as many receives each, each
+        spread from its first receive's place to its last's. Spread evenly over the phase, node's main freed
+        its pool threads' deflate states all along its last phase, where the capture freed them in a few
+        thousand calls while those threads were still allocating; the senders, paced by their channel's
+        capacity (the capture's most in flight), then make their next objects once main has taken those, as
+        in the capture. None when the capture does not say where (too many handoffs to keep, a group of
+        several threads, counts that do not add up): the receives are then spread over the phase's rounds."""
+        if self.g.n != 1:
+            return None
+        places = self.shape.receive_places(src, self.g.tids[0], pi - 1)
+        if places is None or len(places) != members[0]:
+            return None
+        channel = self.shape.channel(src, self.g.name)
+        whole = len(places) // batch if batch else 0
+        parts = []
+        if whole:
+            parts.append((f"for j in 0 .. {batch} {{ from_{src}[j] = recv({channel}) }}  free_all(from_{src})",
+                          batch, [places[(i + 1) * batch - 1] for i in range(whole)]))
+        if places[whole * batch:]:
+            parts.append((f"free(recv({channel}))", 1, places[whole * batch:]))
+        out, order = [], self.shape.phases[pi - 1].start * self.col.window
+        for text, frees, at in parts:
+            runs = min(len(at), RECEIVE_PLACES)
+            for i in range(runs):
+                run = at[i * len(at) // runs:(i + 1) * len(at) // runs]
+                out.append(Stmt(text, per_thread=len(run), calls={"free": frees}, at=run[0],
+                                until=run[-1] if len(run) > 1 else None, order=order))
         return out
 
     def _own_allocs(self, flows: Flows, sz: Sizes, counts: Counts) -> List[Stmt]:

@@ -10,20 +10,34 @@ chosen). A model of several threads has a peak that varies with their timing: ea
 with its `work`, as the model is written.
 
     runs = ModelRuns(result, cc)
-    runs.prepare(work_build=True)       # the live build, and the model for work.py at once
-    peak, mapped = runs.peak(seed=1, scale=100)
+    runs.prepare(work_build=True)       # the live build; the model for work.py compiles beside it
+    peak, mapped = runs.peak(seed=1, scale=100)     # runs made while that one compiles
+    runs.wait_builds()
 """
 
-from concurrent.futures import ThreadPoolExecutor
+import json
+import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
+
+from ... import probes
+from ...compiler.build import BuildError
+from ...compiler.pipeline import build
+from ...system.process import RunningGroups, run_watched
+from .work import BUILD_FLAGS, measuring_build
 
 MODEL_IDLE_S = 5.0            # a model run that used no CPU for this long has stopped making progress
 SCALE_PARAM = "life_scale"    # the model writer's lifetime scale (plan.py), a knob of the live build
 RUNS_AT_ONCE = 2              # runs of a model of one thread made side by side
 # The live build's runs count bytes, never time: compiled at -O1 (cc1's model: 3.7 s against 5.9 s at -O2, its
-# runs no slower; bench/results/2026-11-27-convert-speed.md), and at the default -O2 if -O1 fails.
-LIVE_FLAGS = ("-O1",)
+# runs no slower; bench/results/2026-11-27-convert-speed.md), and at the default -O2 if -O1 fails; without debug
+# information, as work.py's build of the model (BUILD_FLAGS). A model of few calls is compiled at -O0: a third of
+# -O1's compile time, and its runs, two to three times as long, still take less than what that saves
+# (bench/results/2026-11-28-convert-fixed.md).
+LIVE_FLAGS = ("-O1", *BUILD_FLAGS)
+FEW_CALLS_FLAGS = ("-O0", *BUILD_FLAGS)
+FEW_CALLS = 1_000_000        # calls of the model (all its threads) below which it is "of few calls"
 
 
 class ModelRunError(RuntimeError):
@@ -46,60 +60,68 @@ class ModelRuns:
         self.binary: Optional[Path] = None
         self.found: Dict[Tuple[int, int], Tuple[int, Optional[int]]] = {}
         self.runs = 0
-        self._default = False           # not read yet
+        self.default_scale: Optional[int] = None   # the live build's `param life_scale` (None: nothing to scale)
+        self.groups = RunningGroups()     # the runs going on in the workers of peaks(), ended at once on a stop
+        self._builder: Optional[ThreadPoolExecutor] = None
+        self._plain: Optional[Future] = None
 
     @property
     def path(self) -> Path:
         """The scenario the live build is made of, beside the model (its histogram files are read from there)."""
         return self.result.scn_path.with_name(f"{self.result.scn_path.stem}.runs.scn")
 
-    def _scaled_text(self) -> str:
-        """The model's text with its lifetimes scaled by `param life_scale` (its default: 100, as fitted, or the
-        calibrated scale), which the build reads from its command line."""
+    def _scaled_text(self) -> Tuple[str, Optional[int]]:
+        """The model's text with its lifetimes scaled by `param life_scale`, which the build reads from its command
+        line, and that param's default: 100 (as fitted), or the calibrated scale; None when there is nothing to
+        scale. A model built from its text alone (no writer) keeps its own `param life_scale`, if it has one."""
         writer = self.result.writer
-        if writer is None or writer.life_scale is not None or not scalable(self.result.text):
-            return self.result.text
+        if writer is None:
+            found = re.search(rf"^param {SCALE_PARAM} = (\d+)$", self.result.text, re.M)
+            return self.result.text, int(found.group(1)) if found else None
+        if writer.life_scale is not None:
+            return self.result.text, writer.life_scale
+        if not scalable(self.result.text):
+            return self.result.text, None
         calibration = writer.calibration
         writer.life_scale, writer.calibration = 100, "(being calibrated)"
         try:
-            return writer.write()       # the same histogram files: only the lifetimes change
+            return writer.write(), 100       # the same histogram files: only the lifetimes change
         finally:
             writer.life_scale, writer.calibration = None, calibration
 
-    def prepare(self, work_build: bool = False) -> None:
-        """Build the model with the `live` probe and knobs; with work_build, also the model as written
-        with the `time` probe (work.py's measuring_build, found in the cache there), both at once."""
-        from ... import probes
-        from ...compiler.pipeline import build
-        text = self._scaled_text()
+    def prepare(self, work_build: bool = False, loaded=None) -> None:
+        """Build the model with the `live` probe and knobs. work_build: also the model as written with the `time`
+        probe (work.py's measuring_build, what its measure_cost runs, found in the cache there), started first, in a
+        thread of its own: at -O2 it is the longer build, and the live build's runs can be made while it compiles; wait_builds() waits
+        for it. loaded: convert's check of the model (pipeline.load), so that the build does not parse it again."""
+        text, self.default_scale = self._scaled_text()
         self.path.write_text(text)
-        knobs = (SCALE_PARAM,) if f"\nparam {SCALE_PARAM} = " in text else ()
+        knobs = (SCALE_PARAM,) if self.default_scale is not None else ()
         self.progress("building the model" + (" (twice at once: with the live probe, and as written)"
                                               if work_build else " with the live probe"))
-        from ...compiler.build import BuildError
-        from .work import measuring_build
-
-        def live_build():
-            try:
-                return build(self.path, cc=self.cc, probes=probes.c_parts("live"), knobs=knobs, extra_flags=LIVE_FLAGS)
-            except BuildError:          # a warning only an optimisation level shows: the flags the user's build has
-                return build(self.path, cc=self.cc, probes=probes.c_parts("live"), knobs=knobs)
-
-        with ThreadPoolExecutor(2) as pool:
-            plain = pool.submit(measuring_build, self.result.scn_path, self.cc) if work_build else None
-            live = pool.submit(live_build)
-            self.binary = live.result().binary
-            if plain is not None:
-                plain.result()
+        if work_build:
+            self._builder = self._builder or ThreadPoolExecutor(1)
+            self._plain = self._builder.submit(measuring_build, self.result.scn_path, self.cc, loaded=loaded)
+        live = dict(cc=self.cc, probes=probes.c_parts("live"), knobs=knobs)
+        few = sum(self.result.model_calls.values()) < FEW_CALLS
+        try:
+            self.binary = build(self.path, extra_flags=FEW_CALLS_FLAGS if few else LIVE_FLAGS, **live).binary
+        except BuildError:          # a warning only an optimisation level shows: the flags the user's build has
+            self.binary = build(self.path, **live).binary
         self.found.clear()
-        self._default = False
+
+    def wait_builds(self) -> None:
+        """Wait for the build prepare() started beside the live one (its errors are raised here)."""
+        plain, self._plain = self._plain, None
+        if plain is not None:
+            plain.result()
 
     def peak(self, seed: int = 1, scale: Optional[int] = None) -> Tuple[int, Optional[int]]:
         """The model's peak of live bytes with this seed and lifetime scale (percent; None: as written), and
         the peak of the bytes its `map` statements held (None when it maps nothing)."""
         if self.binary is None:
             self.prepare()
-        default = self._default_scale()
+        default = self.default_scale
         scale = None if default is None else (default if scale is None else scale)
         knob = [] if scale is None else [f"{SCALE_PARAM}={scale}"]
         key = (seed, scale or 0)
@@ -122,20 +144,22 @@ class ModelRuns:
         if self.binary is None:
             self.prepare()
         with ThreadPoolExecutor(RUNS_AT_ONCE) as pool:
-            return [found[0] for found in pool.map(lambda seed: self.peak(seed, scale), seeds)]
+            try:
+                return [found[0] for found in pool.map(lambda seed: self.peak(seed, scale), seeds)]
+            except BaseException:
+                # Ctrl-C, SIGTERM or a run that failed: the runs still going are ended now, not waited for (in
+                # sessions of their own, the terminal's SIGINT does not reach them)
+                self.stop()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
 
-    def _default_scale(self) -> Optional[int]:
-        """The live build's `param life_scale` (None: it has none, nothing to scale)."""
-        if self._default is False:
-            import re
-            found = re.search(rf"^param {SCALE_PARAM} = (\d+)$", self.path.read_text(), re.M)
-            self._default = int(found.group(1)) if found else None
-        return self._default
+    def stop(self) -> None:
+        """End the model's runs going on in other threads, and any started after."""
+        self.groups.stop()
 
     def _run(self, knobs) -> Tuple[int, Optional[int]]:
-        import json
-        from ...system.process import run_watched
-        status, stdout, stderr, why = run_watched([str(self.binary), *knobs], self.timeout, MODEL_IDLE_S)
+        status, stdout, stderr, why = run_watched([str(self.binary), *knobs], self.timeout, MODEL_IDLE_S,
+                                                  groups=self.groups)
         where = self.result.scn_path
         if why == "stuck":
             raise ModelStuck(f"the model {where} stopped making progress (no CPU time for {MODEL_IDLE_S:g} s: its "
@@ -150,6 +174,10 @@ class ModelRuns:
                 int(report["mapped"]["peak_bytes"]) if "mapped" in report else None)
 
     def close(self) -> None:
+        """Wait for a build still going (an error's way out), remove the live build's scenario."""
+        if self._builder is not None:
+            self._builder.shutdown(wait=True, cancel_futures=True)
+            self._builder = None
         self.path.unlink(missing_ok=True)
 
 

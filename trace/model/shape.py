@@ -157,10 +157,25 @@ class ModelShape:
         were in flight at once between those groups in the capture.
 
         Bounded channels keep the model's producers from running ahead of their consumers (its peak of live
-        bytes stays the capture's), but the statements spread each thread's sends and receives evenly, not
-        as captured, so any loop of channels, whatever their directions, could deadlock: the heaviest flows
-        that form no loop keep their channel (a maximum spanning forest), the others are freed by their
-        owner itself, and a note says so."""
+        bytes stays the capture's), but the statements spread each thread's sends evenly over its phase, and
+        its receives too, or (a lone thread's) where the capture freed them (model_plan._placed_receives):
+        never in the capture's order against the other threads' calls, so any loop of channels, whatever
+        their directions, could deadlock: the heaviest flows that form no loop keep their channel (a
+        maximum spanning forest), the others are freed by their owner itself, and a note says so.
+
+        Why a forest cannot wait forever. A thread waits only at a barrier, at a `recv` on an empty channel
+        or at a `send` on a full one. Per phase, a thread receives the capture's frees of the flow in that
+        phase, less those that waited for the senders' phase to end, plus the phase before's that did
+        (_late_receives): wherever in phase p a receive is placed, it needs only objects sent in phase p or
+        before (the capture freed nothing before it was made). A channel holds at least what the statements
+        leave in it at a barrier (_barrier_carry). So a thread waiting on a channel whose other side is at
+        the barrier (or ended) is woken: a receiver finds what it needs sent, a sender finds room. Were every
+        thread still running waiting, each waiting on a channel would have its other side waiting on another
+        channel (one channel is not empty and full at once), which in a forest leads away from it: a path
+        that never comes back, in a finite forest, ends at a thread that does not wait on a channel. Where
+        in its phase a receive is placed does not enter: only the counts per phase do, which placing keeps
+        as captured. ensure_finishes (trace/model/__init__.py) still runs the model, and rewrites it without
+        back-pressure, then without channels, if it stops (a ring's threads, or the runtime, could)."""
         self.handoffs = True          # False once drop_handoffs: no channel, no ring
         self.unbounded = False        # True once unbound_channels: every channel holds all it carries
         self.edges = self._channel_forest()
@@ -211,7 +226,7 @@ class ModelShape:
         handed = sum(self.edges.values())
         self.handoffs = False
         self.edges, self.paired, self.capacity, self.batch = {}, set(), {}, {}
-        self.ring_depth, self.late_recvs = {}, {}
+        self.ring_depth, self.late_recvs, self.recv_frees = {}, {}, {}
         self.notes.append(f"no channels: the model with channels between its threads stopped making progress (its "
                           f"threads waiting on one another), so the {handed} objects handed between groups, and "
                           f"those handed around a group's threads, are freed by the thread that made them")
@@ -243,7 +258,9 @@ class ModelShape:
         that waited for the senders' phase to end (_late_receives) come only after it: the channel holds
         every object in flight then, or a sender waits on a full channel while its receivers wait at the
         barrier, for ever. A capacity of the most in flight less a batch fell short of that (node's worker
-        threads: 289 sent in a phase, one batch of 144 taken in it, 145 left for a channel of 144)."""
+        threads: 289 sent in a phase, one batch of 144 taken in it, 145 left for a channel of 144). Where a
+        lone thread's receives are placed in their phase (model_plan._placed_receives) does not change it:
+        their counts per phase are the same, and so is what a barrier leaves."""
         a, b = self.group_named(src), self.group_named(dst)
         phases = len(self.phases)
         teams = [([x], [y]) for x, y in zip(a.summaries, b.summaries)] if (src, dst) in self.paired \
@@ -351,10 +368,15 @@ class ModelShape:
         has joined them). In the model a receive runs as soon as its object is sent, so these wait for the
         phase's barrier: they run at the start of the next phase (model_plan). The last phase's stay (no
         barrier follows). All of them were in flight at once at that allocation: the channel, which holds
-        as many as the capture's most in flight, holds them. Empty when too many handoffs were seen."""
+        as many as the capture's most in flight, holds them. Empty when too many handoffs were seen.
+
+        On the way, the ordinals of the other receives (self.recv_frees: (sending group, receiving thread)
+        -> the ordinals of its frees of that flow's objects, in order, the late ones left out), where a lone
+        receiving thread's receives are placed (receive_windows)."""
         late: Dict[Tuple[str, int], List[int]] = {}
+        self.recv_frees: Dict[Tuple[str, int], List[int]] = {}
         col, last = self.col, len(self.phases) - 1
-        if col.handoff_count > MAX_HANDOFFS or last == 0:
+        if col.handoff_count > MAX_HANDOFFS:
             return late
         tids = {g.name: g.tids for g in self.groups}
         for src, dst in self.edges:
@@ -364,11 +386,41 @@ class ModelShape:
             for _, a, _ in spans:
                 pi = self.phase_of((a,))
                 last_alloc[pi] = max(last_alloc[pi], a)
+            lone = len(tids[dst]) == 1
             for freer, _, f in spans:
                 pi = self.phase_of((f,))
                 if pi < last and 0 <= last_alloc[pi] < f:
                     late.setdefault((src, freer), [0] * len(self.phases))[pi] += 1
+                elif lone:
+                    self.recv_frees.setdefault((src, freer), []).append(f)
+        for frees in self.recv_frees.values():
+            frees.sort()
         return late
+
+    def receive_places(self, src: str, tid: int, pi: int) -> Optional[List[float]]:
+        """How far into phase pi (0-based), on thread tid's `lives` clock (0 .. 1), thread tid, alone in its
+        group, freed each object it received from group src, in order, but for those that waited for the
+        senders' phase to end (_late_receives). The collector keeps a handoff's ordinals, not the receiver's
+        clock: inside a window (Collector.window calls of all threads) the thread's ticks are taken as evenly
+        spread over its calls (a window of node's capture held 8192 calls; its last phase three windows). None
+        when the capture's handoffs were not all kept (too many), or the receiver's group has several threads."""
+        if self.col.handoff_count > MAX_HANDOFFS or len(self.group_of[tid].tids) != 1:
+            return None
+        window, thread_windows = self.col.window, self.col.thread_windows[tid]
+        lo, ticks = self.clock_span(tid, pi)
+        before, clock_at_window = 0, []
+        for c in thread_windows:
+            clock_at_window.append(before)
+            before += c.c["ticks"] if c is not None else 0
+        out = []
+        for f in self.recv_frees.get((src, tid), ()):
+            if self.phase_of((f,)) != pi:
+                continue
+            w = min(f // window, len(thread_windows) - 1)
+            c = thread_windows[w]
+            inside = (f - w * window + 0.5) / window * (c.c["ticks"] if c is not None else 0)
+            out.append(min(max((clock_at_window[w] + inside - lo) / ticks, 0.0), 1.0))
+        return out
 
     def sent_on(self, g: Group, tid: int) -> bool:
         """Whether group g's objects freed by thread tid are handed over in the model (its ring or a channel)."""

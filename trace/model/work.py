@@ -37,6 +37,10 @@ TRACED_BUDGET_S = 1.0
 TRACED_PAIRS_MAX = 9
 UNIT_LOOP = 20_000_000      # units run to time one unit (about 25 ms)
 MEASURE_RUNS = 3            # the least of this many runs: load only ever adds time
+# The model's builds for convert (this one, and runs.py's live build) carry no debug information: the compiler
+# makes the same machine code with or without it, in about three quarters of the time
+# (bench/results/2026-11-28-convert-fixed.md).
+BUILD_FLAGS = ("-g0",)
 
 # Captures whose clocks give the time between calls, and why the others give none (the header says which).
 NO_WORK_WHY = {
@@ -98,12 +102,13 @@ def capture_gap_ns(col) -> int:
     return sum(c["gap_ns"] for c in _counters(col))
 
 
-def measuring_build(scn_path: Path, cc: str = "gcc"):
+def measuring_build(scn_path: Path, cc: str = "gcc", loaded=None):
     """The model as written with the `time` probe (probes/probe_time.h: each `measure` region's CPU time, nothing on
-    a call's path): what measure_cost runs. runs.py builds it beside the live build, found in the cache here."""
+    a call's path): what measure_cost runs. runs.py builds it beside the live build, found in the cache here.
+    loaded: the model already parsed (pipeline.load)."""
     from ... import probes
     from ...compiler.pipeline import build
-    return build(scn_path, cc=cc, probes=probes.c_parts("time"))
+    return build(scn_path, cc=cc, probes=probes.c_parts("time"), extra_flags=BUILD_FLAGS, loaded=loaded)
 
 
 def _run(binary: Path, timeout: float, idle: float, env: Optional[dict] = None) -> Optional[dict]:
@@ -156,7 +161,7 @@ def measure_cost(scn_path: Path, cc: str = "gcc", timeout: float = 120.0, idle: 
     with tempfile.TemporaryDirectory(prefix="scenc-work-") as tmp:
         unit = Path(tmp) / "unit.scn"
         unit.write_text(f'scenario "work_unit"\nthread main {{\n    work({UNIT_LOOP})\n}}\n')
-        unit_binary = build(unit, cc=cc).binary
+        unit_binary = build(unit, cc=cc, extra_flags=BUILD_FLAGS).binary
         unit_runs = [_run(unit_binary, timeout, idle) for _ in range(MEASURE_RUNS)]
         if not all(unit_runs):
             return None

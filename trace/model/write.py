@@ -394,8 +394,8 @@ class ModelWriter:
         out.append(self._time_between_calls())
         out.append(f"phases: kept: {len(self.phases)} (at most --max-phases), each a `measure` block, in the "
                    f"capture's order; dropped: the order of calls inside a phase (its statements are spread evenly "
-                   f"over its rounds, but for the big, held and kept objects, a burst at the peak, the big chains "
-                   f"and a lone thread's mappings, placed where they came)")
+                   f"over its rounds, but for the big, held and kept objects, a burst at the peak, the big chains, "
+                   f"a lone thread's mappings and its receives from other groups, placed where they came)")
         made = col.maps_made
         left = col.maps_left_out
         if col.map_calls:
@@ -613,8 +613,9 @@ def _timed(stmts: List[Stmt], rounds: int) -> List[str]:
     by_round: Dict[int, List[Stmt]] = {}
     spans = []
     for s in stmts:
-        if s.until is None:
-            by_round.setdefault(min(rounds - 1, int(s.at * rounds)), []).append(s)
+        a = min(rounds - 1, int(s.at * rounds))
+        if s.until is None or max(a + 1, min(rounds, int(s.until * rounds))) == a + 1:
+            by_round.setdefault(a, []).append(s)        # a span of one round: `if r == a`
         else:
             spans.append(s)
     out = []
