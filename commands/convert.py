@@ -142,7 +142,7 @@ def _calibrate_and_measure(model, args, loaded=None) -> None:
                 calibration_runs(model, runs)
             runs.wait_builds()
         if measure_work:
-            step("measuring the time of a call and of a `work` unit (3 runs of each)")
+            step("measuring the time of a call and of a `work` unit (several runs of each)")
             fit_work(model, cc=args.cc)
         if not runs.deterministic:
             runs.prepare()                  # with its `work`: the timing of its threads makes its peak

@@ -9,10 +9,12 @@ at 0.3 ns a unit, a bound no machine's speed or load can break (no wall time is 
 works about WORK units a call; the unit and the model's call cost are measured as the least of 3 runs, which
 load does not change much, so the bounds are 1/2x and 3x.
 tests/fixtures/model/work_long_v5.trace is `work_between long` captured by the tracer of version 5 (no CPU
-clock): it still converts, with the wall-clock rule.
+clock): it still converts, with the wall-clock rule. A thread that waits on a channel in its phase is charged
+its CPU time there, not its waits.
 """
 
 import re
+import statistics
 import subprocess
 
 import pytest
@@ -21,6 +23,7 @@ from scenc.trace.capture.preload import capture_preload
 from scenc.trace.model import fit_work, write_model
 from scenc.trace.model.collect import Collector
 from scenc.trace.model.native import collect_tracer_log
+from scenc.trace.model.work import MEASURE_RUNS, TRACED_PAIRS_MAX, measure_cost
 from scenc.trace.source import TraceSource
 
 from locations import FIXTURES
@@ -84,16 +87,20 @@ def test_a_computation_over_a_millisecond_between_calls_is_counted(tmp_path_fact
     assert ns >= (LONG_CALLS - 1) * LONG * UNIT_NS_AT_LEAST, ns     # each over 1 ms: waits by the wall clock
 
 
-@pytest.mark.slow           # builds and runs a unit loop and the model (3 times each, once under the tracer)
+@pytest.mark.slow           # builds and runs a unit loop and the model (3 times each, and under the tracer)
 def test_the_model_works_between_calls_as_the_program_did(alone, tmp_path):
     model = write_model(None, tmp_path / "m.scn", source_name=alone.name, collector=collect_tracer_log(alone),
                         clock="preload")
     assert "work(" not in model.text            # not measured yet: no work
     cost = fit_work(model)
     assert cost is not None and cost.unit_ns > 0
-    # the tracer's cost of a call was measured on the model captured under it (a capture with CPU clocks)
+    # the tracer's cost of a call was measured on the model, alone and under the tracer (a capture with CPU
+    # clocks): the median of the pairs' differences, from MEASURE_RUNS pairs at least
     assert cost.tracer_ns is not None and 0 <= cost.tracer_ns < 10_000, cost.tracer_ns
-    assert "measured: the model captured under it" in model.text.replace("\n#     ", " ")
+    pairs = cost.tracer_pairs
+    assert MEASURE_RUNS <= len(pairs) <= TRACED_PAIRS_MAX and pairs == sorted(pairs)
+    assert cost.tracer_ns == max(0.0, statistics.median(pairs))
+    assert f"the median of {len(pairs)} pairs of runs" in model.text.replace("\n#     ", " ")
     (group,) = model.writer.groups
     per_call = model.writer.work_by_group.get(group.name, 0) / group.summaries[0].total.c["events"]
     assert WORK / 2 <= per_call <= WORK * 6, per_call
@@ -129,3 +136,31 @@ def test_a_capture_without_a_tracer_clock_gets_no_work(tmp_path):
                         clock="ltrace")
     assert fit_work(model) is None and "work(" not in model.text
     assert "time between calls: dropped (ltrace's clock" in model.text.replace("\n#     ", " ")
+
+
+WAITING_PHASE = """\
+scenario "a_waiting_phase"
+channel q capacity 4
+thread maker {
+    measure "phase 1" {
+        repeat 400 { send(q, malloc(64))  work(50000) }
+    }
+}
+thread taker {
+    measure "phase 1" {
+        repeat 400 { free(recv(q)) }
+    }
+}
+"""
+
+
+def test_a_phase_costs_its_calls_their_cpu_time_not_the_threads_waits(tmp_path):
+    """The taker is in its phase as long as the maker (it waits on the channel for each object), but runs next
+    to nothing: its cost of a call is its block's CPU time, or its waits would be taken off the program's time
+    between calls as if calls cost them. The maker works 400 x 50,000 units (6 ms at least) in its block."""
+    scn = tmp_path / "waiting.scn"
+    scn.write_text(WAITING_PHASE)
+    cost = measure_cost(scn)
+    maker, taker = cost.phase_ns[("maker", 1)], cost.phase_ns[("taker", 1)]
+    assert maker >= 400 * 50_000 * UNIT_NS_AT_LEAST, maker
+    assert taker < maker / 4, (taker, maker)

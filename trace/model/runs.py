@@ -10,7 +10,7 @@ chosen). A model of several threads has a peak that varies with their timing: ea
 with its `work`, as the model is written.
 
     runs = ModelRuns(result, cc)
-    runs.prepare(work_build=True)       # the live build; the model without probe for work.py compiles beside it
+    runs.prepare(work_build=True)       # the live build; the model for work.py compiles beside it
     peak, mapped = runs.peak(seed=1, scale=100)     # runs made while that one compiles
     runs.wait_builds()
 """
@@ -25,7 +25,7 @@ from ... import probes
 from ...compiler.build import BuildError
 from ...compiler.pipeline import build
 from ...system.process import RunningGroups, run_watched
-from .work import BUILD_FLAGS
+from .work import BUILD_FLAGS, measuring_build
 
 MODEL_IDLE_S = 5.0            # a model run that used no CPU for this long has stopped making progress
 SCALE_PARAM = "life_scale"    # the model writer's lifetime scale (plan.py), a knob of the live build
@@ -90,9 +90,9 @@ class ModelRuns:
             writer.life_scale, writer.calibration = None, calibration
 
     def prepare(self, work_build: bool = False, loaded=None) -> None:
-        """Build the model with the `live` probe and knobs. work_build: also the model as written without probe
-        (what work.py's measure_cost runs, found in the cache there), started first, in a thread of its own: at
-        -O2 it is the longer build, and the live build's runs can be made while it compiles; wait_builds() waits
+        """Build the model with the `live` probe and knobs. work_build: also the model as written with the `time`
+        probe (work.py's measuring_build, what its measure_cost runs, found in the cache there), started first, in a
+        thread of its own: at -O2 it is the longer build, and the live build's runs can be made while it compiles; wait_builds() waits
         for it. loaded: convert's check of the model (pipeline.load), so that the build does not parse it again."""
         text, self.default_scale = self._scaled_text()
         self.path.write_text(text)
@@ -101,8 +101,7 @@ class ModelRuns:
                                               if work_build else " with the live probe"))
         if work_build:
             self._builder = self._builder or ThreadPoolExecutor(1)
-            self._plain = self._builder.submit(build, self.result.scn_path, cc=self.cc, extra_flags=BUILD_FLAGS,
-                                               loaded=loaded)
+            self._plain = self._builder.submit(measuring_build, self.result.scn_path, self.cc, loaded=loaded)
         live = dict(cc=self.cc, probes=probes.c_parts("live"), knobs=knobs)
         few = sum(self.result.model_calls.values()) < FEW_CALLS
         try:

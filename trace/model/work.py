@@ -4,28 +4,37 @@ The collectors sum each thread's time between its calls from the capture's clock
 'gaps' and 'gap_ns'): the CPU time it ran between them, on its CPU clock (tracer logs of version 6), so that its
 waits are left out by construction; without that clock (older logs), the wall time, those longer than
 collect.DENSE_GAP_NS taken for waiting and left out. A call's own cost is in that time too, so each gap is taken
-less what a call costs in the model (its phase's `measure` block's time per call, the model run without work
-under glibc, the allocator the capture ran) and less what the tracer added to the call (with CPU clocks, measured
-on the model itself: measure_cost captures it under the tracer; else TRACER_CALL_NS); what is left, over a
-`work` unit's time measured on this machine, is the group's units per thread in the phase. Fitted to the capture's
-clocks, never to a run under some allocator: docs/language.md, "What a model keeps of it".
+less what a call costs in the model (its phase's `measure` block's CPU time per call, from the `time` probe: a
+thread's waits in its phase are not a call's cost; the model run without work under glibc, the allocator the
+capture ran) and less what the tracer added to the call (with CPU clocks, measured on the model itself: runs of it
+alone and under the tracer, in pairs, the median difference of CPU time per call; else TRACER_CALL_NS); what is
+left, over a `work` unit's time measured on this machine, is the group's units per thread in the phase. Fitted to
+the capture's clocks, never to a run under some allocator: docs/language.md, "What a model keeps of it".
 
-    cost = measure_cost(model, cc, traced=True)   # a unit loop, the model (3 times each; once traced): WorkCost
+    cost = measure_cost(model, cc, traced=True)   # a unit loop, the model (3 times each, and traced): WorkCost
     units = work_units(agg.c, threads, cost, group, phase)
 """
 
 import json
+import statistics
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 #: What the preload tracer adds to a call when it cannot be measured (a capture without CPU clocks): about 7 ns
 #: (bench/results/2026-11-27-tracer-floor.md: cfrac's 183M calls, 5.15 s traced against 3.79 s plain). It depends
 #: on the program: on lua's fitted model the CPU clock saw 60-85 ns a call more under the tracer than without
 #: (bench/results/2026-11-27-model-fidelity-5.md), so with CPU clocks measure_cost measures it on the model.
 TRACER_CALL_NS = 7.0
-TRACED_RUNS = 1             # captures of the model under the tracer (the least per call): one, for convert's speed
+# Pairs of runs of the model (alone, then under the tracer) whose median difference is the tracer's cost of a call:
+# MEASURE_RUNS at least, more while they took under TRACED_BUDGET_S, TRACED_PAIRS_MAX at most. One capture was
+# noisy where a call's own work is small: espresso's model measured 14.8 and 22.9 ns in two converts
+# (bench/results/2026-11-27-model-fidelity-5.md); the pairs' median 13.3-16.8 ns in 8 converts, at about the same
+# convert time (a 3 s budget cost cfrac's 1.6 s more): bench/results/2026-11-28-model-work.md.
+TRACED_BUDGET_S = 1.0
+TRACED_PAIRS_MAX = 9
 UNIT_LOOP = 20_000_000      # units run to time one unit (about 25 ms)
 MEASURE_RUNS = 3            # the least of this many runs: load only ever adds time
 # The model's builds for convert (this one, and runs.py's live build) carry no debug information: the compiler
@@ -54,18 +63,20 @@ SEVERAL_THREADS_WHY = ("threads alive at once in a capture without the threads' 
 class WorkCost:
     unit_ns: float              # one `work` unit on this machine
     call_ns: float              # the model's CPU time per call without work, under glibc, all threads
-    # (group, phase) -> the time one of the group's threads spent in the phase's `measure` block, without work
+    # (group, phase) -> the CPU time one of the group's threads ran in the phase's `measure` block, without work (its
+    # wall time there holds its waits: for a channel, a barrier, a CPU on a loaded machine)
     phase_ns: Dict[Tuple[str, int], float] = field(default_factory=dict)
-    # what the tracer adds to a call: the model's CPU time between its calls under the tracer, per call, less its
-    # CPU time per call without (None: not measured, TRACER_CALL_NS is taken)
+    # what the tracer adds to a call: the median of tracer_pairs (None: not measured, TRACER_CALL_NS is taken)
     tracer_ns: Optional[float] = None
+    # per pair of runs, the model's CPU time per call under the tracer less its CPU time per call alone, sorted
+    tracer_pairs: List[float] = field(default_factory=list)
 
     @property
     def tracer_call_ns(self) -> float:
         return TRACER_CALL_NS if self.tracer_ns is None else self.tracer_ns
 
     def per_call(self, group: str, phase: int, calls_per_thread: float) -> float:
-        """The model's own cost of a call of the group in the phase: its block's time per call (a phase's
+        """The model's own cost of a call of the group in the phase: its block's CPU time per call (a phase's
         calls cost what its statements make them cost), else the whole model's CPU time per call."""
         spent = self.phase_ns.get((group, phase))
         return spent / calls_per_thread if spent is not None and calls_per_thread > 0 else self.call_ns
@@ -91,78 +102,94 @@ def capture_gap_ns(col) -> int:
     return sum(c["gap_ns"] for c in _counters(col))
 
 
-def _runs(binary: Path, timeout: float, idle: float) -> list:
-    """The reports of MEASURE_RUNS runs of a built scenario."""
+def measuring_build(scn_path: Path, cc: str = "gcc", loaded=None):
+    """The model as written with the `time` probe (probes/probe_time.h: each `measure` region's CPU time, nothing on
+    a call's path): what measure_cost runs. runs.py builds it beside the live build, found in the cache here.
+    loaded: the model already parsed (pipeline.load)."""
+    from ... import probes
+    from ...compiler.pipeline import build
+    return build(scn_path, cc=cc, probes=probes.c_parts("time"), extra_flags=BUILD_FLAGS, loaded=loaded)
+
+
+def _run(binary: Path, timeout: float, idle: float, env: Optional[dict] = None) -> Optional[dict]:
+    """The report of one run of a built scenario; None when it fails."""
     from ...system.process import run_watched
-    reports = []
-    for _ in range(MEASURE_RUNS):
-        status, stdout, stderr, why = run_watched([str(binary)], timeout, idle)
-        if why or status != 0:
-            return []
-        reports.append(json.loads(stdout))
-    return reports
+    status, stdout, _stderr, why = run_watched([str(binary)], timeout, idle, **({"env": env} if env else {}))
+    return None if why or status != 0 else json.loads(stdout)
 
 
-def _traced_per_call(binary: Path, timeout: float) -> Optional[float]:
-    """The model's CPU time between its calls under the preload tracer, per call, on its threads' CPU clocks (as a
-    capture's collector counts it), the least of TRACED_RUNS captures; None when a capture fails or has no CPU
-    clock."""
-    import subprocess
+def _cpu_per_call(report: dict) -> float:
+    """A run's CPU time per allocator call, all its threads."""
+    calls = sum(sum(t["ops"].values()) for t in report["threads"])
+    return sum(t["cpu_ns"] for t in report["threads"]) / max(calls, 1)
+
+
+def _phase_cpu_ns(report: dict) -> Dict[Tuple[str, int], float]:
+    """(group, phase) -> the CPU time a thread of the group spent in the phase's `measure` block (the group's
+    mean), from the `time` probe's region CPU times (exact for a block this long, entered once a phase)."""
+    probe = (report.get("probes") or {}).get("time") or {}
+    extras = probe.get("threads") or [None] * len(report["threads"])
+    spent: Dict[Tuple[str, int], list] = {}
+    for t, extra in zip(report["threads"], extras):
+        for slot, (name, region) in enumerate(t["regions"].items()):    # the probe's slots: in this order
+            if name.startswith("phase ") and name[6:].isdigit() and region["entries"] and extra:
+                spent.setdefault((t["group"], int(name[6:])), []).append(extra["region_cpu_ns"][slot])
+    return {key: sum(times) / len(times) for key, times in spent.items()}
+
+
+def _tracer_env(binary: Path, log: Path) -> Optional[dict]:
+    """The environment that runs the model under the preload tracer, logging to log; None when it cannot."""
     from ...compiler.build import BuildError
     from ..capture import CaptureError
-    from ..capture.preload import capture_preload
-    from .native import CollectorError, collect_tracer_log
-    best = None
-    with tempfile.TemporaryDirectory(prefix="scenc-work-") as tmp:
-        log = Path(tmp) / "model.trace"
-        for _ in range(TRACED_RUNS):
-            try:
-                cap = capture_preload([str(binary)], log, timeout=timeout, stdout=subprocess.DEVNULL)
-                if cap.tracee_status != 0:
-                    return None
-                col = collect_tracer_log(log)
-            except (BuildError, CaptureError, CollectorError, OSError):    # TRACER_CALL_NS is taken
-                return None
-            gaps = sum(c["gaps"] for c in _counters(col))
-            if not col.has_cpu or not gaps:
-                return None
-            per_gap = capture_gap_ns(col) / gaps
-            best = per_gap if best is None else min(best, per_gap)
-    return best
+    from ..capture.preload import prepare_preload
+    try:
+        return prepare_preload([str(binary)], log)[3]
+    except (BuildError, CaptureError, OSError):         # TRACER_CALL_NS is taken
+        return None
 
 
 def measure_cost(scn_path: Path, cc: str = "gcc", timeout: float = 120.0, idle: float = 5.0,
                  traced: bool = False) -> Optional[WorkCost]:
-    """A unit's time (a loop of UNIT_LOOP units) and the model's CPU time per call (its threads' CPU time over
-    its calls; the model as written, so without work), the least of MEASURE_RUNS runs each, under the system's
-    malloc (glibc: the capture's). traced (a capture with CPU clocks): also what the tracer adds to a call, the
-    model captured under it against the model alone. None when a run fails (the model's own measurement then says
+    """A unit's time (a loop of UNIT_LOOP units, the least of MEASURE_RUNS runs) and the model's CPU time per call
+    (its threads' CPU time over its calls; the model as written, so without work) and per phase (measuring_build),
+    the least of MEASURE_RUNS runs, under the system's malloc (glibc: the capture's). traced (a capture with CPU
+    clocks): also what the tracer adds to a call, the median over pairs of runs of the model, one alone and one
+    under the tracer right after it, of the difference of their CPU times per call (at least MEASURE_RUNS pairs,
+    more while they take under TRACED_BUDGET_S). None when a run fails (the model's own measurement then says
     why)."""
     from ...compiler.pipeline import build
     with tempfile.TemporaryDirectory(prefix="scenc-work-") as tmp:
         unit = Path(tmp) / "unit.scn"
         unit.write_text(f'scenario "work_unit"\nthread main {{\n    work({UNIT_LOOP})\n}}\n')
-        unit_runs = _runs(build(unit, cc=cc, extra_flags=BUILD_FLAGS).binary, timeout, idle)
-    model = build(scn_path, cc=cc, extra_flags=BUILD_FLAGS).binary
-    model_runs = _runs(model, timeout, idle)
-    if not unit_runs or not model_runs:
-        return None
+        unit_binary = build(unit, cc=cc, extra_flags=BUILD_FLAGS).binary
+        unit_runs = [_run(unit_binary, timeout, idle) for _ in range(MEASURE_RUNS)]
+        if not all(unit_runs):
+            return None
+        model = measuring_build(scn_path, cc).binary
+        log = Path(tmp) / "model.trace"
+        env = _tracer_env(model, log) if traced else None
+        plain, differences = [], []
+        started = time.monotonic()
+        while len(plain) < MEASURE_RUNS or (env is not None and len(plain) < TRACED_PAIRS_MAX
+                                            and time.monotonic() - started < TRACED_BUDGET_S):
+            report = _run(model, timeout, idle)
+            if report is None:
+                return None
+            plain.append(report)
+            if env is not None:
+                log.unlink(missing_ok=True)             # the tracer never writes over a log
+                under = _run(model, timeout, idle, env)
+                if under is None:                       # TRACER_CALL_NS is taken
+                    env = None
+                else:
+                    differences.append(_cpu_per_call(under) - _cpu_per_call(report))
     unit_ns = min(sum(t["cpu_ns"] for t in r["threads"]) for r in unit_runs) / UNIT_LOOP
-    per_call = []
     phase_ns: Dict[Tuple[str, int], float] = {}
-    for r in model_runs:
-        calls = sum(sum(t["ops"].values()) for t in r["threads"])
-        per_call.append(sum(t["cpu_ns"] for t in r["threads"]) / max(calls, 1))
-        spent: Dict[Tuple[str, int], list] = {}
-        for t in r["threads"]:
-            for name, region in t["regions"].items():
-                if name.startswith("phase ") and name[6:].isdigit():
-                    spent.setdefault((t["group"], int(name[6:])), []).append(region["ns"])
-        for key, times in spent.items():        # a thread's mean; the least run
-            mean = sum(times) / len(times)
-            phase_ns[key] = min(phase_ns.get(key, mean), mean)
-    cost = WorkCost(unit_ns, min(per_call), phase_ns)
-    traced_ns = _traced_per_call(model, timeout) if traced else None
-    if traced_ns is not None:
-        cost.tracer_ns = max(0.0, traced_ns - cost.call_ns)
+    for report in plain:                                # the least run
+        for key, spent in _phase_cpu_ns(report).items():
+            phase_ns[key] = min(phase_ns.get(key, spent), spent)
+    cost = WorkCost(unit_ns, min(_cpu_per_call(r) for r in plain), phase_ns)
+    if env is not None and differences:
+        cost.tracer_ns = max(0.0, statistics.median(differences))
+        cost.tracer_pairs = sorted(differences)
     return cost

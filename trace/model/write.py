@@ -473,9 +473,9 @@ class ModelWriter:
             return f"time between calls: dropped ({why}); the capture holds {held}"
         return (f"time between calls: kept as `work(n)` (CPU work on registers, no memory), per group and phase "
                 f"spread over its rounds: {held}, each less "
-                f"{self._tracer_words(cost)} and the model's own cost of a call (its phase's time per call, the model run without work under glibc as the capture "
-                f"ran, the least of {MEASURE_RUNS} runs; {cost.call_ns:.1f} ns of CPU time a call over the whole "
-                f"model): {self.work_written} units at "
+                f"{self._tracer_words(cost)} and the model's own cost of a call (its phase's CPU time per call, the model "
+                f"run without work under glibc as the capture ran, the least of {MEASURE_RUNS} runs or more; "
+                f"{cost.call_ns:.1f} ns of CPU time a call over the whole model): {self.work_written} units at "
                 f"{cost.unit_ns:.3f} ns ({self.work_written * cost.unit_ns / 1e6:.1f} ms, measured here"
                 + ("; none: the model's own calls take as long as the program's time between them" if
                    not self.work_written else "") + "). Fitted to the capture's clocks, never to an allocator's "
@@ -485,8 +485,10 @@ class ModelWriter:
     def _tracer_words(cost: WorkCost) -> str:
         if cost.tracer_ns is None:
             return f"{TRACER_CALL_NS:g} ns for the tracer"
-        return (f"{cost.tracer_ns:.1f} ns for the tracer (measured: the model captured under it, its CPU time "
-                f"between calls per call, less its CPU time per call alone)")
+        pairs = cost.tracer_pairs
+        spread = f", {pairs[0]:.1f}-{pairs[-1]:.1f} ns" if len(pairs) > 1 else ""
+        return (f"{cost.tracer_ns:.1f} ns for the tracer (measured: the model's CPU time per call under it less "
+                f"its CPU time per call alone, the median of {len(pairs)} pairs of runs{spread})")
 
     def _figures(self, tally: _Tally) -> List[Tuple[str, str, str]]:
         """(figure, capture, model) rows of the header's table (also self.figures); the peak is measured later."""
