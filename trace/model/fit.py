@@ -22,6 +22,7 @@ LARGE_SHARE = 0.05           # large objects: at most 5% of those a thread frees
 LARGE_MASS = 0.25            # ... holding a quarter of their bytes x lifetimes at least, or
 HEAVY_SHARE = 0.15           # ... at most 15% of them ...
 HEAVY_MASS = 0.75            # ... holding three quarters at least
+PAIRED_ERROR = 2.0           # sizes and lifetimes drawn apart misjudge the bytes x lifetimes this many times or more
 LARGE_REALLOC_SHARE = 0.25   # large realloc sizes: at most a quarter of the reallocs ...
 LARGE_REALLOC_BYTES = 0.5    # ... with half their bytes at least
 MAX_BIG_CHAINS = 16          # a thread's chains that reach the large realloc sizes are written step by step ...
@@ -205,6 +206,37 @@ def large_class(by_class: dict) -> Optional[int]:
         if found is not None:
             return found
     return None
+
+
+def paired_class(by_class: dict) -> Optional[int]:
+    """The size class from which on objects freed by their own thread get sizes and lifetimes of their own
+    because they live much longer or shorter than the smaller ones: when drawing every size from one table and
+    every lifetime from another misjudges their sum of size x lifetime (their expected live bytes) PAIRED_ERROR
+    times or more, the class whose split brings the two parts' drawn sums nearest to it; None otherwise. node's
+    libuv ring (4 threads) freed 1-16 KiB objects after 25 of its calls and those under 1 KiB after 774: drawn
+    apart, the bytes x lifetimes came out 11 times the capture's, and at the model's peak the group held 926 KB
+    against 11 KB.
+
+    by_class: as for large_class."""
+    classes = sorted(by_class)
+    mass = sum(by_class[c][2] for c in classes)
+    if len(classes) < 2 or mass <= 0:
+        return None
+
+    def drawn(part) -> float:
+        n, lives = (sum(x) for x in zip(*(hist_totals(by_class[c][0]) for c in part))) if part else (0, 0)
+        return sum(by_class[c][1] for c in part) * lives / n if n else 0.0
+
+    def error(x: float) -> float:
+        return max(x / mass, mass / x) if x > 0 else float("inf")
+
+    whole = error(drawn(classes))
+    if whole < PAIRED_ERROR:
+        return None
+    split = min(classes[1:], key=lambda c: (error(drawn([k for k in classes if k < c])
+                                                  + drawn([k for k in classes if k >= c])), c))
+    return split if error(drawn([k for k in classes if k < split]) + drawn([k for k in classes if k >= split])) \
+        < whole else None
 
 
 def large_realloc_class(rsizes: dict) -> Optional[int]:

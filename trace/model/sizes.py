@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .collect import SIZE_CLASS_BOUNDS, ThreadWindow, hist_minus, hist_totals, merge_hist, size_class
 from .files import HistogramFiles
-from .fit import class_bound, class_kinds, fit_lifetimes, large_class, large_realloc_class
+from .fit import class_bound, class_kinds, fit_lifetimes, large_class, large_realloc_class, paired_class
 from .shape import Group, ModelShape
 
 #: At most this many objects kept to the end (or reallocs) in a phase are written one by one with their sizes.
@@ -155,12 +155,16 @@ class PhaseSizer:
         return out
 
     def _large_objects(self, agg: ThreadWindow, pi: int):
-        """The few large objects freed by their own thread that weigh on the live bytes (model_fit.large_class):
+        """The few large objects freed by their own thread that weigh on the live bytes (model_fit.large_class),
+        or from where sizes and lifetimes drawn apart would misjudge the live bytes (model_fit.paired_class):
         statements of their own, their sizes and lifetimes kept together, their number exact (not a chance of
         each draw), one per band of size classes (large_bands). Returns a list of (size expression, lives
         expression, count per kind, mean size) or None, their (lifetime, size) histograms together, and a
         comment for the phase."""
         large_from = large_class(agg.lives_by_class) if agg.lives_by_class else None
+        paired_from = paired_class(agg.lives_by_class) if agg.lives_by_class else None
+        if paired_from is not None and (large_from is None or paired_from < large_from):
+            large_from = paired_from
         if large_from is None:
             return None, None, ""
         all_lives: dict = {}
