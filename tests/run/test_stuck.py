@@ -15,6 +15,14 @@ from pathlib import Path
 import pytest
 
 SCENC = [sys.executable, "-c", "import sys; from scenc.cli import main; sys.exit(main())"]
+# The children's unusual sleep durations name them in /proc, apart from those of another run of these tests on the
+# same machine (two suites at once saw each other's `sleep 987605` and failed)
+_MARK_BASE = 10_000_000 + os.getpid() % 100_000 * 10
+
+
+def _sleep(k: int) -> str:
+    return f"sleep {_MARK_BASE + k}"
+
 
 STUCK = '''scenario "stuck"
 channel q capacity 1
@@ -86,18 +94,18 @@ def test_sigterm_to_scenc_exec_kills_the_scenario_program(tmp_path):
 
 
 def test_a_program_with_a_sleeping_child_is_killed_whole_by_run_timeout(tmp_path):
-    marker = "sleep 987601"      # an unusual duration names the child in /proc
+    marker = _sleep(1)      # an unusual duration names the child in /proc
     done = subprocess.run([*SCENC, "run", "--allocators", "glibc", "--runs", "1", "--warmup", "1",
                            "--timeout", "2s", "-o", str(tmp_path / "r.json"), "--",
-                           "sh", "-c", f"{marker} & sleep 987602"],
+                           "sh", "-c", f"{marker} & {_sleep(2)}"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert "timed out" in done.stdout + done.stderr, done.stdout + done.stderr
     time.sleep(0.2)
-    assert not _processes_running(marker) and not _processes_running("sleep 987602")
+    assert not _processes_running(marker) and not _processes_running(_sleep(2))
 
 
 def test_a_child_left_running_by_a_finished_program_is_killed(tmp_path):
-    marker = "sleep 987603"
+    marker = _sleep(3)
     done = subprocess.run([*SCENC, "run", "--allocators", "glibc", "--runs", "1", "--warmup", "1",
                            "--timeout", "20s", "-o", str(tmp_path / "r.json"), "--",
                            "sh", "-c", f"{marker} & exit 0"],
@@ -109,7 +117,7 @@ def test_a_child_left_running_by_a_finished_program_is_killed(tmp_path):
 
 def test_sighup_to_scenc_run_kills_the_program_and_saves_the_session(tmp_path):
     """A closed terminal sends SIGHUP: the program (a session of its own) goes with scenc, as on Ctrl-C."""
-    marker = "sleep 987604"
+    marker = _sleep(4)
     proc = subprocess.Popen([*SCENC, "run", "--allocators", "glibc", "--runs", "1", "-o", str(tmp_path / "r.json"),
                              "--", "sh", "-c", marker], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=tmp_path)
@@ -150,7 +158,7 @@ def test_a_program_that_waits_forever_is_ended_by_the_idle_limit(tmp_path):
     from scenc.run.program.target import ProgramTarget
     from scenc.run.plan import COMMAND, RunConfig
     glibc = registry.resolve("glibc")[0]
-    waits = ProgramTarget(("sh", "-c", "sleep 987605; true"))
+    waits = ProgramTarget(("sh", "-c", f"{_sleep(5)}; true"))
     runner = LauncherRunner()
     try:
         t0 = time.monotonic()
@@ -162,7 +170,7 @@ def test_a_program_that_waits_forever_is_ended_by_the_idle_limit(tmp_path):
     record = make_program_record(RunConfig.make("glibc", {}, target=COMMAND), glibc, 1, stuck, waits, 60.0)
     assert record.status == "timeout" and "almost no CPU time used for 1 s" in record.problem
     time.sleep(0.2)
-    assert not _processes_running("sleep 987605")
+    assert not _processes_running(_sleep(5))
 
 
 def test_the_idle_watch_reads_the_whole_process_group():
@@ -174,7 +182,7 @@ def test_the_idle_watch_reads_the_whole_process_group():
     burn = f"{sys.executable} -c 'import time\nend = time.process_time() + 30\nwhile time.process_time() < end: pass'"
     now = [0.0]
     groups = {name: subprocess.Popen(["sh", "-c", f"{child}; true"], start_new_session=True)
-              for name, child in (("works", burn), ("waits", "sleep 987606"))}
+              for name, child in (("works", burn), ("waits", _sleep(6)))}
     try:
         watches = {name: IdleWatch(proc.pid, 10.0, lambda: now[0]) for name, proc in groups.items()}
         said = {name: [] for name in groups}
