@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
 from ..trace.capture import CaptureError
@@ -40,6 +41,7 @@ def capture(args) -> int:
         stdin = open(args.stdin, "rb") if args.stdin else subprocess.DEVNULL
     except OSError as e:
         raise TraceInputError(f"--stdin {args.stdin}: {e.strerror or e}") from None
+    load_before = _load_average()
     try:
         if args.method == "preload":
             from ..trace.capture.preload import capture_preload
@@ -59,10 +61,41 @@ def capture(args) -> int:
         ok = _print_ltrace_capture(result, out)
     for w in result.warnings:
         _say(f"warning: {_as_options(w)}")
+    threads = result.threads if args.method == "preload" else (result.stats.threads if result.stats else 0)
+    loaded = load_warning(threads, load_before, _load_average(), os.cpu_count() or 1)
+    if loaded:
+        _say(f"warning: {loaded}")
     if result.events:
         _say(f"next: scenc trace-stats {_quoted(out)}   |   "
              f"scenc convert {_quoted(out)} -o {_quoted(replay_path(out))}")
     return EXIT_OK if ok else EXIT_INCOMPLETE
+
+
+# A machine is busy for a capture when its load average is over twice its CPUs: node's model from a capture at
+# 2.25 (4.5 on 2 CPUs) failed, those at 0.25-0.75 passed (bench/results/2026-11-28-model-fidelity-6.md); the helpers'
+# captures at 1.6-3 mostly failed too, but a suite of tests alone on 2 CPUs reaches 1.25, and must not be warned.
+BUSY_LOAD_PER_CPU = 2.0
+
+
+def _load_average() -> Optional[float]:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def load_warning(threads: int, before: Optional[float], after: Optional[float], cpus: int) -> Optional[str]:
+    """Why a capture of several threads made on a loaded machine may not stand for the program, or None: its
+    threads interleave otherwise when they wait for a CPU, and a fitted model keeps the interleaving it saw.
+    node's model from a capture made beside four busy loops (load 4.5 on 2 CPUs) was 5 MiB fatter under jemalloc
+    than node, whose own figure does not move with the load; from captures at load 0.5-1.5 it was within 1 MiB
+    (bench/results/2026-11-28-model-fidelity-6.md)."""
+    load = max((x for x in (before, after) if x is not None), default=None)
+    if threads < 2 or load is None or load <= BUSY_LOAD_PER_CPU * cpus:
+        return None
+    return (f"the machine was busy while capturing (load average {load:.1f} on {cpus} CPUs): the program's "
+            f"{threads} threads interleave otherwise when they wait for a CPU, and `convert --model` keeps the "
+            f"interleaving it sees; capture on a quiet machine for a model that compares allocators' memory")
 
 
 def replay_path(trace: Path) -> Path:

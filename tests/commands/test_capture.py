@@ -177,3 +177,15 @@ def test_ltrace_options_need_method_ltrace(programs, tmp_path):
         assert done.returncode == EXIT_USAGE
         assert done.stderr.decode().startswith(f"scenc capture: {option[0]} is an option of --method ltrace")
         assert not (tmp_path / "x.trace").exists()
+
+
+def test_a_capture_of_several_threads_on_a_busy_machine_says_its_model_may_not_stand_for_the_program():
+    """The load averages are given, not read: a busy machine cannot be made on demand in a test (faked, and said).
+    node's model from a capture made at load 4.5 on 2 CPUs was 5 MiB fatter under jemalloc than node; from quiet
+    captures within 1 MiB (bench/results/2026-11-28-model-fidelity-6.md)."""
+    from scenc.commands.capture import load_warning
+    said = load_warning(10, 1.2, 4.5, 2)
+    assert said and "load average 4.5 on 2 CPUs" in said and "10 threads" in said and "quiet machine" in said
+    assert load_warning(10, 1.2, 3.9, 2) is None           # not twice as busy as its CPUs
+    assert load_warning(1, 6.0, 6.0, 2) is None            # one thread: no interleaving to lose
+    assert load_warning(4, None, None, 2) is None          # no load average readable
