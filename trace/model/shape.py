@@ -372,7 +372,7 @@ class ModelShape:
 
         On the way, the ordinals of the other receives (self.recv_frees: (sending group, receiving thread)
         -> the ordinals of its frees of that flow's objects, in order, the late ones left out), where a lone
-        receiving thread's receives are placed (receive_windows)."""
+        receiving thread's receives are placed (receive_places)."""
         late: Dict[Tuple[str, int], List[int]] = {}
         self.recv_frees: Dict[Tuple[str, int], List[int]] = {}
         col, last = self.col, len(self.phases) - 1
