@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import EXIT_INCOMPLETE, EXIT_OK
+from ..system.metadata import load_averages
 from ..trace.capture import CaptureError
 from ..trace.source import TraceInputError
 from .tracing import guarded, kinds_line
@@ -41,7 +42,7 @@ def capture(args) -> int:
         stdin = open(args.stdin, "rb") if args.stdin else subprocess.DEVNULL
     except OSError as e:
         raise TraceInputError(f"--stdin {args.stdin}: {e.strerror or e}") from None
-    load_before = _load_average()
+    load_before = _one_minute_load()
     try:
         if args.method == "preload":
             from ..trace.capture.preload import capture_preload
@@ -62,7 +63,7 @@ def capture(args) -> int:
     for w in result.warnings:
         _say(f"warning: {_as_options(w)}")
     threads = result.threads if args.method == "preload" else (result.stats.threads if result.stats else 0)
-    loaded = load_warning(threads, load_before, _load_average(), os.cpu_count() or 1)
+    loaded = load_warning(threads, load_before, _one_minute_load(), os.cpu_count() or 1)
     if loaded:
         _say(f"warning: {loaded}")
     if result.events:
@@ -77,11 +78,9 @@ def capture(args) -> int:
 BUSY_LOAD_PER_CPU = 2.0
 
 
-def _load_average() -> Optional[float]:
-    try:
-        return os.getloadavg()[0]
-    except OSError:
-        return None
+def _one_minute_load() -> Optional[float]:
+    loads = load_averages()
+    return loads[0] if loads else None
 
 
 def load_warning(threads: int, before: Optional[float], after: Optional[float], cpus: int) -> Optional[str]:

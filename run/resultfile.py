@@ -38,6 +38,7 @@ import sys
 import tempfile
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+from ..system.metadata import load_averages
 from .record import RecordError, RunRecord, check_run, select
 
 __all__ = [
@@ -139,13 +140,6 @@ def _read_run(data: Any) -> RunRecord:
 
 
 # --------------------------------------------------------------------- files
-
-
-def _load_average():
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except OSError:
-        return None
 
 
 def _now() -> str:
@@ -439,7 +433,7 @@ class ResultFile:
             raise ValueError(f"status must be one of {', '.join(FILE_STATUSES)}, got {status!r}")
         self.close()
         data, parsed = _read(self.path)  # disk is the truth, see append_run
-        header = dict(parsed.header, status=status, status_updated=_now(), status_load_average=_load_average())
+        header = dict(parsed.header, status=status, status_updated=_now(), status_load_average=load_averages())
         line = _json_line(header)
         _atomic_write(self.path, line + data[parsed.header_size:parsed.good_size])
         self.header = json.loads(line)

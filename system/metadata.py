@@ -16,7 +16,7 @@ import re
 import socket
 import subprocess
 import sys
-from typing import Callable, Dict, Optional, TypeVar
+from typing import Callable, Dict, List, Optional, TypeVar
 
 __all__ = ["collect_machine", "compiler_version"]
 
@@ -165,7 +165,7 @@ def collect_machine(cc: Optional[str] = None) -> Dict[str, object]:
             lambda: _first_line_of("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")),
         # The 1, 5 and 15 minute load averages as the session starts: a report warns of noisy
         # runs with it (the load at the end is the header's status_load_average).
-        "load_average": _safe(lambda: [round(v, 2) for v in os.getloadavg()]),
+        "load_average": load_averages(),
     }
     if cc is not None:
         machine["compiler"] = compiler_version(cc)
@@ -177,3 +177,11 @@ if __name__ == "__main__":  # pragma: no cover - handy for bug reports
 
     json.dump(collect_machine(cc="cc"), sys.stdout, indent=2)
     print()
+
+
+def load_averages() -> Optional[List[float]]:
+    """The 1, 5 and 15 minute load averages, to 2 decimals; None where the system gives none."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None

@@ -426,6 +426,7 @@ class Collector:
         trace_kinds = self.trace_kinds
         born = self.born
         last_call_ns, last_call_cpu = self.last_call_ns, self.last_call_cpu
+        unresolved = self.unresolved
         model_kinds: dict = {}
         cell_tid = cell_w = win_w = -1
         thread_window = win = None
@@ -456,7 +457,7 @@ class Collector:
                 win.t_last = t
             self.last_line = line
             trace_kinds[kind] += 1
-            if old and self.unresolved and kind not in alloc_kinds and old not in live:
+            if old and unresolved and kind not in alloc_kinds and old not in live:
                 self._resolve(old)
             if tid != cell_tid or w != cell_w:
                 thread_window, cell_tid, cell_w = self._cell(tid, w), tid, w
